@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Builds the control-plane binaries the `sim` backend runs (kube-apiserver,
+# kube-controller-manager, kube-scheduler, etcd, kwok) from Go modules into a
+# per-user cache keyed by version. Anything already in the cache is reused,
+# never rebuilt. `nodefall sim provision` runs this same script (it is
+# embedded in the binary), so CI and users share one recipe.
+#
+# Environment:
+#   NODEFALL_CACHE       cache root (default: $XDG_CACHE_HOME/nodefall or ~/.cache/nodefall)
+#   NODEFALL_K8S_VERSION Kubernetes release (default v1.35.4)
+#   NODEFALL_ETCD_VERSION etcd release (default v3.5.35)
+#   NODEFALL_KWOK_VERSION KWOK release (default v0.8.0)
+set -euo pipefail
+
+K8S_VERSION="${NODEFALL_K8S_VERSION:-v1.35.4}"
+ETCD_VERSION="${NODEFALL_ETCD_VERSION:-v3.5.35}"
+KWOK_VERSION="${NODEFALL_KWOK_VERSION:-v0.8.0}"
+CACHE="${NODEFALL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nodefall}"
+
+log() { printf '[provision] %s\n' "$*" >&2; }
+
+have() { [[ -x "$1" ]]; }
+
+k8s_dir="$CACHE/bin/kubernetes-$K8S_VERSION"
+etcd_dir="$CACHE/bin/etcd-$ETCD_VERSION"
+kwok_dir="$CACHE/bin/kwok-$KWOK_VERSION"
+
+need_k8s=0 need_etcd=0 need_kwok=0
+for b in kube-apiserver kube-controller-manager kube-scheduler; do
+  have "$k8s_dir/$b" || need_k8s=1
+done
+have "$etcd_dir/etcd" || need_etcd=1
+have "$kwok_dir/kwok" || need_kwok=1
+
+if (( need_k8s + need_etcd + need_kwok == 0 )); then
+  log "all binaries cached under $CACHE/bin"
+  exit 0
+fi
+
+if ! command -v go >/dev/null 2>&1; then
+  cat >&2 <<MSG
+[provision] error: the sim backend needs kube-apiserver, kube-controller-manager,
+kube-scheduler ($K8S_VERSION), etcd ($ETCD_VERSION) and kwok ($KWOK_VERSION),
+and they are not in $CACHE/bin.
+Install Go (https://go.dev/dl/, 1.24 or newer) so nodefall can build them, or
+place the release binaries at:
+  $k8s_dir/{kube-apiserver,kube-controller-manager,kube-scheduler}
+  $etcd_dir/etcd
+  $kwok_dir/kwok
+MSG
+  exit 3
+fi
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/nodefall-provision.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+export GOFLAGS="${GOFLAGS:-} -mod=mod"
+export CGO_ENABLED=0
+
+# Wrapper module for a module whose go.mod replaces its sibling modules with
+# local paths (k8s.io/kubernetes, go.etcd.io/etcd/server/v3): require it, and
+# replace each locally-replaced dependency by a published version: the one the
+# upstream go.mod requires, or $4 where upstream requires the v0.0.0 placeholder.
+wrapper() { # dir module version staging-version
+  local dir="$1" module="$2" version="$3" staging="$4" gomod dep target required
+  mkdir -p "$dir"
+  gomod="$(cd "$dir" && go mod download -json "$module@$version" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
+  printf 'module nodefall.local/build\n\ngo 1.24\n\nrequire %s %s\n\n' "$module" "$version" >"$dir/go.mod"
+  # `dep => ./path` lines, inside or outside a replace ( ... ) block
+  grep -E '^[[:space:]]*(replace[[:space:]]+)?[^[:space:]]+[[:space:]]+=>[[:space:]]+\.\.?/' "$gomod" \
+    | sed -E 's/^[[:space:]]*(replace[[:space:]]+)?//' \
+    | while read -r dep _ target; do
+        [[ "$target" == *FORBIDDEN* ]] && continue
+        required="$(grep -E "^[[:space:]]*(require[[:space:]]+)?$dep[[:space:]]+v" "$gomod" | awk '{print $NF}' | head -n1)"
+        [[ -z "$required" ]] && continue
+        [[ "$required" == v0.0.0 ]] && required="$staging"
+        echo "replace $dep => $dep $required"
+      done >>"$dir/go.mod"
+}
+
+if (( need_k8s )); then
+  start=$(date +%s)
+  log "building Kubernetes $K8S_VERSION control plane (first build takes a while)"
+  w="$work/kubernetes"
+  minor="${K8S_VERSION#v1.}"            # 35.4
+  wrapper "$w" k8s.io/kubernetes "$K8S_VERSION" "v0.$minor"
+  printf 'package build\n\nimport (\n\t_ "k8s.io/kubernetes/cmd/kube-apiserver/app"\n\t_ "k8s.io/kubernetes/cmd/kube-controller-manager/app"\n\t_ "k8s.io/kubernetes/cmd/kube-scheduler/app"\n)\n' >"$w/tools.go"
+  (cd "$w" && go mod tidy >/dev/null 2>&1 || (cd "$w" && go mod tidy))
+  mkdir -p "$k8s_dir.tmp"
+  ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${minor%%.*}"
+  for b in kube-apiserver kube-controller-manager kube-scheduler; do
+    if ! have "$k8s_dir/$b"; then
+      log "  go build $b"
+      (cd "$w" && go build -trimpath -ldflags "$ldflags" -o "$k8s_dir.tmp/$b" "k8s.io/kubernetes/cmd/$b")
+    fi
+  done
+  mkdir -p "$k8s_dir"
+  for f in "$k8s_dir.tmp"/*; do [[ -e "$f" ]] && mv "$f" "$k8s_dir/"; done
+  rmdir "$k8s_dir.tmp"
+  log "Kubernetes $K8S_VERSION built in $(( $(date +%s) - start ))s"
+fi
+
+if (( need_etcd )); then
+  start=$(date +%s)
+  log "building etcd $ETCD_VERSION"
+  w="$work/etcd"
+  wrapper "$w" go.etcd.io/etcd/server/v3 "$ETCD_VERSION" "$ETCD_VERSION"
+  printf 'package build\n\nimport _ "go.etcd.io/etcd/server/v3/etcdmain"\n' >"$w/tools.go"
+  (cd "$w" && go mod tidy)
+  mkdir -p "$etcd_dir"
+  (cd "$w" && go build -trimpath -ldflags "-s -w" -o "$etcd_dir/etcd.tmp" go.etcd.io/etcd/server/v3)
+  mv "$etcd_dir/etcd.tmp" "$etcd_dir/etcd"
+  log "etcd $ETCD_VERSION built in $(( $(date +%s) - start ))s"
+fi
+
+if (( need_kwok )); then
+  start=$(date +%s)
+  log "building kwok $KWOK_VERSION"
+  mkdir -p "$kwok_dir"
+  GOBIN="$kwok_dir" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+  log "kwok $KWOK_VERSION built in $(( $(date +%s) - start ))s"
+fi
+
+log "binaries ready under $CACHE/bin"

@@ -1,0 +1,146 @@
+//! Command-line interface (clap derive) and dispatch.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context as _, bail};
+use clap::{Args, Parser, Subcommand};
+
+use crate::exit;
+use crate::plan;
+use crate::profile::{ProfileName, TimingProfile};
+use crate::scenario::{self, model::BackendKind};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "nodefall",
+    version,
+    about = "Test how a Kubernetes cluster survives node failures: inject a fault, watch recovery, time it, report.",
+    after_help = concat!(
+        "Examples:\n",
+        "  nodefall scenario scenarios/statefulset-nfs.yaml           run on a throwaway simulated cluster\n",
+        "  nodefall scenario scenarios/kind-pause-worker.yaml --backend kind\n",
+        "  nodefall validate scenarios/*.yaml                         check files without touching a cluster\n",
+        "  nodefall plan scenarios/statefulset-nfs.yaml --profile default\n",
+        "\n",
+        "Exit codes:\n",
+        "  0    pass: every expectation held\n",
+        "  1    the scenario ran and at least one expectation failed (see the report)\n",
+        "  2    invalid input: bad scenario or arguments; nothing was injected\n",
+        "  3    infrastructure error: cluster, backend or tooling failed\n",
+        "  130  interrupted (Ctrl-C); the cluster was restored first"
+    )
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a scenario: set up, inject the fault, watch, remediate, restore, report.
+    Scenario(ScenarioArgs),
+    /// Check scenario files (syntax, references, windows under every built-in profile).
+    Validate {
+        /// Scenario files.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Dry run: print the resolved steps and the expected timeline, touching nothing.
+    Plan(PlanArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ScenarioArgs {
+    /// Scenario file.
+    pub file: PathBuf,
+    /// Fault injector (default: the scenario's `backend`, else `sim`).
+    #[arg(long, value_enum)]
+    pub backend: Option<BackendKind>,
+    /// Directory for reports.
+    #[arg(long, default_value = "reports")]
+    pub out: PathBuf,
+    /// Timing profile (default: `fast` on sim, `default` elsewhere).
+    #[arg(long, value_enum)]
+    pub profile: Option<ProfileName>,
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// Scenario file.
+    pub file: PathBuf,
+    /// Fault injector to plan for (default: the scenario's `backend`, else `sim`).
+    #[arg(long, value_enum)]
+    pub backend: Option<BackendKind>,
+    /// Timing profile to evaluate bounds with (default: `fast` on sim, `default` elsewhere).
+    #[arg(long, value_enum)]
+    pub profile: Option<ProfileName>,
+}
+
+/// The profile a backend runs with unless told otherwise.
+pub fn default_profile(backend: BackendKind) -> ProfileName {
+    match backend {
+        BackendKind::Sim => ProfileName::Fast,
+        _ => ProfileName::Default,
+    }
+}
+
+fn load_plan(file: &PathBuf, backend: Option<BackendKind>, profile: Option<ProfileName>) -> anyhow::Result<plan::Plan> {
+    let checked = scenario::load(file)?;
+    let backend = backend.unwrap_or(checked.backend);
+    let profile = TimingProfile::named(profile.unwrap_or_else(|| default_profile(backend)));
+    Ok(plan::resolve(checked, &profile, Some(backend))?)
+}
+
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Validate { files } => validate(&files),
+        Command::Plan(args) => {
+            let plan = load_plan(&args.file, args.backend, args.profile)?;
+            let mut out = std::io::stdout().lock();
+            out.write_all(plan::render_text(&plan).as_bytes()).context("writing the plan")?;
+            Ok(exit::code(exit::PASS))
+        }
+        Command::Scenario(args) => {
+            let plan = load_plan(&args.file, args.backend, args.profile)?;
+            let _ = (&args.out, &plan);
+            bail!(NotYet(plan.backend))
+        }
+    }
+}
+
+/// The scenario runner is not built yet; said plainly rather than pretending.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the scenario is valid, but running it is not implemented yet (backend `{0}`): \
+     the runner, observer and reports are being built; use `nodefall plan` to see what it would do"
+)]
+pub struct NotYet(pub BackendKind);
+
+fn validate(files: &[PathBuf]) -> anyhow::Result<ExitCode> {
+    let mut failed = 0usize;
+    for file in files {
+        // a window must make sense under every built-in profile
+        let result = scenario::load(file).and_then(|checked| {
+            for name in [ProfileName::Default, ProfileName::Fast] {
+                let profile = plan::effective_profile(&checked, &TimingProfile::named(name));
+                plan::resolve_steps(&checked, &profile)?;
+            }
+            Ok(checked.steps.len())
+        });
+        match result {
+            Ok(steps) => println!("ok       {} ({steps} steps)", file.display()),
+            Err(e) => {
+                failed += 1;
+                println!("invalid  {}", file.display());
+                eprintln!("{e}");
+            }
+        }
+    }
+    if failed > 0 {
+        eprintln!("{failed} of {} scenario files invalid", files.len());
+        return Ok(exit::code(exit::INVALID_INPUT));
+    }
+    Ok(exit::code(exit::PASS))
+}

@@ -1,0 +1,30 @@
+//! The binary edge: parse arguments, run, print an error once with its causes,
+//! and map it to a documented exit code.
+
+use std::process::ExitCode;
+
+use clap::Parser as _;
+use nodefall::cli::{self, Cli};
+use nodefall::{exit, scenario};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli::run(cli) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err}");
+            for cause in err.chain().skip(1) {
+                eprintln!("  caused by: {cause}");
+            }
+            exit::code(classify(&err))
+        }
+    }
+}
+
+fn classify(err: &anyhow::Error) -> u8 {
+    if err.downcast_ref::<scenario::Error>().is_some() {
+        exit::INVALID_INPUT
+    } else {
+        exit::INFRASTRUCTURE
+    }
+}

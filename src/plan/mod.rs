@@ -1,0 +1,268 @@
+//! The plan: a checked scenario resolved against one timing profile and one
+//! backend. Pure data, computed without touching a cluster: every window is in
+//! milliseconds, every fault left broken has its restore, and each step has the
+//! span of time (relative to the first fault, T0) in which it can run.
+
+mod render;
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use crate::profile::TimingProfile;
+use crate::scenario::checked::{Action, Anchor, Checked, Expectation, StepKind};
+use crate::scenario::expr::{Window, WindowSpec};
+use crate::scenario::model::{BackendKind, Cleanup, FaultKind};
+use crate::scenario::{Diagnostic, Diagnostics, Error, Result};
+
+pub use render::render_text;
+
+/// A fault that the scenario leaves in place and cleanup must undo.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Restore {
+    pub node: String,
+    pub fault: FaultKind,
+    /// The step that broke the node.
+    pub broken_by: usize,
+}
+
+/// Earliest and latest start of a step, in ms relative to T0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Span {
+    pub earliest: i64,
+    pub latest: i64,
+}
+
+#[derive(Debug)]
+pub struct PlannedStep {
+    pub index: usize,
+    /// Evaluated window, for expectations.
+    pub window: Option<Window>,
+    /// How long the step may block (wait durations, timeouts), in ms.
+    pub blocks_for: Option<i64>,
+    /// When the step can start, relative to T0; `None` before the first fault.
+    pub starts: Option<Span>,
+    /// For expectations: when the condition is expected, relative to T0.
+    pub expected: Option<Span>,
+}
+
+#[derive(Debug)]
+pub struct Plan {
+    pub scenario: Checked,
+    pub backend: BackendKind,
+    pub profile: TimingProfile,
+    pub steps: Vec<PlannedStep>,
+    pub restores: Vec<Restore>,
+}
+
+impl Plan {
+    pub fn cleanup(&self) -> Cleanup {
+        self.scenario.cleanup
+    }
+
+    /// The expectations, with their evaluated windows.
+    pub fn expectations(&self) -> impl Iterator<Item = (&PlannedStep, &Expectation, Window)> {
+        self.steps.iter().filter_map(move |p| match (&self.scenario.steps[p.index].kind, p.window) {
+            (StepKind::Expect(e), Some(w)) => Some((p, e, w)),
+            _ => None,
+        })
+    }
+}
+
+fn window_key(w: &WindowSpec) -> &'static str {
+    match w {
+        WindowSpec::Within { .. } => "within",
+        WindowSpec::After { .. } => "after",
+        WindowSpec::NotBefore(_) => "notBefore",
+        WindowSpec::HoldsFor(_) => "holdsFor",
+        WindowSpec::Never(_) => "never",
+    }
+}
+
+/// The profile a scenario runs under: `base` with the scenario's `timing:` overrides.
+pub fn effective_profile(checked: &Checked, base: &TimingProfile) -> TimingProfile {
+    let mut p = base.clone();
+    for (var, value) in &checked.timing {
+        p.set(*var, *value);
+    }
+    if !checked.timing.is_empty() {
+        p.name = format!("{}+scenario", base.name);
+    }
+    p
+}
+
+/// Resolves a checked scenario against a profile. `backend` overrides the scenario's own.
+pub fn resolve(checked: Checked, base: &TimingProfile, backend: Option<BackendKind>) -> Result<Plan> {
+    let profile = effective_profile(&checked, base);
+    let (steps, restores) = resolve_steps(&checked, &profile)?;
+    let backend = backend.unwrap_or(checked.backend);
+    Ok(Plan { scenario: checked, backend, profile, steps, restores })
+}
+
+/// Evaluates every window and duration under `profile` (already including the
+/// scenario's overrides) and lays the steps out on the T0 timeline.
+pub fn resolve_steps(checked: &Checked, profile: &TimingProfile) -> Result<(Vec<PlannedStep>, Vec<Restore>)> {
+    let mut diags: Vec<Diagnostic> = Vec::new();
+    let mut steps = Vec::new();
+    let mut broken: HashMap<String, (FaultKind, usize)> = HashMap::new();
+    let mut t0: Option<usize> = None;
+    // start span of each step index, once known
+    let mut starts: HashMap<usize, Option<Span>> = HashMap::new();
+    let mut cursor: Option<Span> = None;
+
+    for step in &checked.steps {
+        if let StepKind::Fault { fault, node } = &step.kind {
+            if t0.is_none() {
+                t0 = Some(step.index);
+                cursor = Some(Span { earliest: 0, latest: 0 });
+            }
+            if fault.revert().is_some() {
+                broken.insert(node.clone(), (*fault, step.index));
+            } else {
+                broken.remove(node);
+            }
+        }
+        starts.insert(step.index, cursor);
+        let mut planned =
+            PlannedStep { index: step.index, window: None, blocks_for: None, starts: cursor, expected: None };
+        let eval_ms = |e: &crate::scenario::expr::Expr| e.eval(profile);
+        match &step.kind {
+            StepKind::Expect(exp) => match exp.window.resolve(profile) {
+                Ok(w) => {
+                    planned.window = Some(w);
+                    let anchor = match exp.anchor {
+                        Anchor::Start => None,
+                        Anchor::Step(i) => starts.get(&i).copied().flatten(),
+                    };
+                    // Between and NotBefore count from the anchor; HoldsFor and
+                    // Never from the moment this step starts (the cursor).
+                    let (expected, from_anchor) = match w {
+                        Window::Between { from, to } => (Some((from, to)), Some((from, to))),
+                        Window::NotBefore { at } => (None, Some((at, at))),
+                        Window::HoldsFor { .. } | Window::Never { .. } => (None, None),
+                    };
+                    planned.expected =
+                        anchor.zip(expected).map(|(a, (f, t))| Span { earliest: a.earliest + f, latest: a.latest + t });
+                    planned.blocks_for = Some(w.horizon());
+                    cursor = match (from_anchor, cursor) {
+                        (Some((lo, hi)), Some(c)) => anchor.map(|a| Span {
+                            earliest: c.earliest.max(a.earliest + lo),
+                            latest: c.latest.max(a.latest + hi),
+                        }),
+                        (None, Some(c)) => Some(Span { earliest: c.earliest + w.horizon(), latest: c.latest + w.horizon() }),
+                        (_, None) => None,
+                    };
+                }
+                Err(msg) => diags.push(checked.source.diag(
+                    &format!("{}.expect.{}", step.path, window_key(&exp.window)),
+                    msg,
+                    Some(format!("bounds are evaluated with the `{}` timing profile; see `nodefall plan --profile`", profile.name)),
+                )),
+            },
+            StepKind::Action(Action::WaitFor { duration }) => {
+                let ms = eval_ms(duration);
+                if ms <= 0 {
+                    diags.push(checked.source.diag(
+                        &format!("{}.action.wait.duration", step.path),
+                        format!("wait duration `{duration}` is not positive under the `{}` profile", profile.name),
+                        None,
+                    ));
+                }
+                planned.blocks_for = Some(ms);
+                cursor = cursor.map(|c| Span { earliest: c.earliest + ms, latest: c.latest + ms });
+            }
+            StepKind::Action(Action::WaitUntil { timeout, .. }) => {
+                let ms = eval_ms(timeout);
+                if ms <= 0 {
+                    diags.push(checked.source.diag(
+                        &format!("{}.action.wait.timeout", step.path),
+                        format!("wait timeout `{timeout}` is not positive under the `{}` profile", profile.name),
+                        None,
+                    ));
+                }
+                planned.blocks_for = Some(ms);
+                cursor = cursor.map(|c| Span { earliest: c.earliest, latest: c.latest + ms });
+            }
+            StepKind::Action(Action::Drain(d)) => {
+                let ms = i64::try_from(d.timeout.as_millis()).unwrap_or(i64::MAX);
+                planned.blocks_for = Some(ms);
+                cursor = cursor.map(|c| Span { earliest: c.earliest, latest: c.latest + ms });
+            }
+            _ => {}
+        }
+        steps.push(planned);
+    }
+    if !diags.is_empty() {
+        diags.sort_by_key(|d| d.pos);
+        return Err(Error::Invalid(Diagnostics(diags)));
+    }
+    let mut restores: Vec<Restore> = broken
+        .into_iter()
+        .filter_map(|(node, (fault, at))| fault.revert().map(|r| Restore { node, fault: r, broken_by: at }))
+        .collect();
+    restores.sort_by_key(|r| r.broken_by);
+    Ok((steps, restores))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::load::load_str;
+    use crate::scenario::validate::validate;
+
+    fn plan(text: &str, profile: &TimingProfile) -> std::result::Result<Plan, String> {
+        load_str("s.yaml", std::path::Path::new("."), text)
+            .and_then(validate)
+            .and_then(|c| resolve(c, profile, None))
+            .map_err(|e| e.to_string())
+    }
+
+    const SEED_000: &str = "name: t\nnamespace: ns\ntarget: {mostPods: app=web}\nsteps:\n  - fault: pause-vm\n  - expect: {node: target, ready: Unknown, within: grace .. grace + 20s}\n  - expect: {pods: app=web, on: target, terminating: true, after: grace + toleration +- 10%}\n  - expect: {pods: app=web, on: target, terminating: true, holdsFor: 60s}\n  - action: {taint: {node: target, key: node.kubernetes.io/out-of-service, value: nodeshutdown, effect: NoExecute}}\n  - expect: {pods: app=web, ready: 8, notOn: target, within: podGcPeriod + 40s}\n";
+
+    fn windows(p: &Plan) -> Vec<Window> {
+        p.expectations().map(|(_, _, w)| w).collect()
+    }
+
+    #[test]
+    fn default_profile_windows() {
+        let p = plan(SEED_000, &TimingProfile::upstream_default()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            windows(&p),
+            vec![
+                Window::Between { from: 50_000, to: 70_000 },
+                Window::Between { from: 315_000, to: 385_000 },
+                Window::HoldsFor { duration: 60_000 },
+                Window::Between { from: 0, to: 60_000 },
+            ]
+        );
+        // the pause is never reverted by the steps: cleanup must resume it
+        assert_eq!(p.restores, vec![Restore { node: "target".into(), fault: FaultKind::ResumeVm, broken_by: 0 }]);
+    }
+
+    #[test]
+    fn compressed_profile_windows_and_timeline() {
+        let p = plan(SEED_000, &TimingProfile::fast()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(windows(&p)[0], Window::Between { from: 8_000, to: 28_000 });
+        assert_eq!(windows(&p)[1], Window::Between { from: 25_200, to: 30_800 });
+        // the taint action (step 5) starts after the hold: 25.2s + 60s at the earliest
+        assert_eq!(p.steps[4].starts, Some(Span { earliest: 85_200, latest: 90_800 }));
+        // and replacements are expected within podGc + 40s of it
+        assert_eq!(p.steps[5].expected, Some(Span { earliest: 85_200, latest: 150_800 }));
+    }
+
+    #[test]
+    fn a_window_valid_on_one_profile_can_be_contradictory_on_another() {
+        let text = SEED_000.replace("grace .. grace + 20s", "45s .. grace + 20s");
+        assert!(plan(&text, &TimingProfile::upstream_default()).is_ok());
+        let e = plan(&text, &TimingProfile::fast()).unwrap_err();
+        assert!(e.starts_with("s.yaml:6:52: window starts at 45s but ends at 28s under the `fast` profile"), "{e}");
+    }
+
+    #[test]
+    fn scenario_overrides_replace_profile_values() {
+        let text = SEED_000.replace("steps:", "timing: {nodeMonitorGracePeriod: 40s}\nsteps:");
+        let p = plan(&text, &TimingProfile::upstream_default()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(windows(&p)[0], Window::Between { from: 40_000, to: 60_000 });
+        assert_eq!(p.profile.name, "default+scenario");
+    }
+}

@@ -1,0 +1,126 @@
+//! `nodefall plan`: the resolved plan as text.
+
+use std::fmt::Write as _;
+
+use tabled::settings::Style;
+use tabled::{Table, Tabled};
+
+use super::{Plan, Span};
+use crate::profile::Var;
+use crate::scenario::checked::{Anchor, StepKind};
+use crate::scenario::duration::{format_duration, format_millis};
+use crate::scenario::expr::WindowSpec;
+
+#[derive(Tabled)]
+struct Row {
+    #[tabled(rename = "#")]
+    n: String,
+    #[tabled(rename = "step")]
+    what: String,
+    #[tabled(rename = "window (as written)")]
+    written: String,
+    #[tabled(rename = "window")]
+    window: String,
+    #[tabled(rename = "from")]
+    from: String,
+    #[tabled(rename = "expected at (T0 = first fault)")]
+    at: String,
+}
+
+fn span(s: Option<Span>) -> String {
+    match s {
+        None => String::new(),
+        Some(Span { earliest, latest }) if earliest == latest => format!("T0+{}", format_millis(earliest)),
+        Some(Span { earliest, latest }) => format!("T0+{} .. T0+{}", format_millis(earliest), format_millis(latest)),
+    }
+}
+
+pub fn render_text(plan: &Plan) -> String {
+    let c = &plan.scenario;
+    let p = &plan.profile;
+    let mut out = String::new();
+    let _ = writeln!(out, "Scenario   {} ({})", c.name, c.source.file);
+    if let Some(d) = &c.description {
+        let _ = writeln!(out, "           {}", d.split_whitespace().collect::<Vec<_>>().join(" "));
+    }
+    let _ = writeln!(out, "Backend    {}", plan.backend);
+    let _ = writeln!(out, "Namespace  {}", c.namespace);
+    let vars: Vec<String> = Var::ALL
+        .iter()
+        .map(|v| format!("{}={}", v.alias().unwrap_or(v.name()), format_duration(p.get(*v))))
+        .collect();
+    let _ = writeln!(out, "Profile    {}: {}", p.name, vars.join(" "));
+    let _ = writeln!(out, "\nSetup");
+    let applies: Vec<_> = c.setup.apply.iter().filter(|m| m.applies_to(plan.backend)).collect();
+    if applies.is_empty() && c.setup.wait_ready.is_empty() {
+        let _ = writeln!(out, "  (nothing)");
+    }
+    for m in applies {
+        let _ = writeln!(out, "  apply {}", m.file);
+    }
+    for w in &c.setup.wait_ready {
+        let replicas = w.replicas.map(|r| format!(", {r} ready")).unwrap_or_default();
+        let _ = writeln!(out, "  wait for {}/{}{replicas} (timeout {})", w.kind.name(), w.name, format_duration(w.timeout));
+    }
+    let _ = writeln!(out, "\nTargets (resolved when the scenario runs)");
+    for t in &c.targets {
+        let _ = writeln!(out, "  {:<10} {}", t.name, t.describe());
+    }
+    let rows: Vec<Row> = plan
+        .steps
+        .iter()
+        .map(|ps| {
+            let step = &c.steps.iter().find(|s| s.index == ps.index);
+            let (written, from) = match step.map(|s| &s.kind) {
+                Some(StepKind::Expect(e)) => (
+                    window_source(&e.window),
+                    match e.anchor {
+                        Anchor::Start => "setup".to_string(),
+                        Anchor::Step(i) => format!("#{}", i + 1),
+                    },
+                ),
+                _ => (String::new(), String::new()),
+            };
+            let at = match (ps.expected, ps.starts) {
+                (Some(e), _) => span(Some(e)),
+                (None, Some(s)) if ps.window.is_none() => format!("starts {}", span(Some(s))),
+                (None, s) => span(s),
+            };
+            Row {
+                n: format!("{}", ps.index + 1),
+                what: step.map(ToString::to_string).unwrap_or_default(),
+                written,
+                window: ps.window.map(|w| w.to_string()).unwrap_or_default(),
+                from,
+                at,
+            }
+        })
+        .collect();
+    let _ = writeln!(out, "\nSteps");
+    let _ = writeln!(out, "{}", Table::new(rows).with(Style::sharp()));
+    let _ = writeln!(out, "\nCleanup ({})", cleanup_word(plan));
+    if plan.restores.is_empty() {
+        let _ = writeln!(out, "  every fault is reverted by the steps themselves");
+    }
+    for r in &plan.restores {
+        let _ = writeln!(out, "  {} on {} (left broken by step #{})", r.fault, r.node, r.broken_by + 1);
+    }
+    let _ = writeln!(
+        out,
+        "  faults are reverted even on error, timeout or Ctrl-C; a partial report is written"
+    );
+    out
+}
+
+fn cleanup_word(plan: &Plan) -> &'static str {
+    use crate::scenario::model::Cleanup;
+    match plan.cleanup() {
+        Cleanup::Always => "always: revert faults, undo the scenario's taints and cordons, delete the namespace",
+        Cleanup::OnSuccess => "on-success: revert faults; keep the workload when an expectation fails",
+        Cleanup::Never => "never: revert faults only",
+    }
+}
+
+fn window_source(w: &WindowSpec) -> String {
+    w.source()
+}

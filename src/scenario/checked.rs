@@ -1,0 +1,239 @@
+//! A validated scenario: every reference resolved, every name typed, windows
+//! parsed (not yet evaluated: that needs a timing profile, see `plan`).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::expr::{Expr, WindowSpec};
+use super::load::Source;
+use super::model::{BackendKind, Cleanup, FaultKind, NodeReady, PodPhase, TaintEffect, Terminating};
+use crate::profile::Var;
+use crate::selector::Selector;
+
+#[derive(Debug)]
+pub struct Checked {
+    pub source: Source,
+    pub name: String,
+    pub description: Option<String>,
+    pub namespace: String,
+    pub backend: BackendKind,
+    pub timing: Vec<(Var, Duration)>,
+    pub setup: Setup,
+    pub targets: Vec<Target>,
+    pub steps: Vec<Step>,
+    pub cleanup: Cleanup,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ManifestFile {
+    /// As written in the scenario.
+    pub file: String,
+    /// Resolved against the scenario's directory.
+    pub path: PathBuf,
+    /// Backends it applies to (empty: all).
+    pub only: Vec<BackendKind>,
+}
+
+impl ManifestFile {
+    pub fn applies_to(&self, backend: BackendKind) -> bool {
+        self.only.is_empty() || self.only.contains(&backend)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkloadKind {
+    Deployment,
+    StatefulSet,
+    DaemonSet,
+    Pvc,
+    Pdb,
+}
+
+impl WorkloadKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            WorkloadKind::Deployment => "deployment",
+            WorkloadKind::StatefulSet => "statefulset",
+            WorkloadKind::DaemonSet => "daemonset",
+            WorkloadKind::Pvc => "pvc",
+            WorkloadKind::Pdb => "pdb",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ReadyCheck {
+    pub kind: WorkloadKind,
+    pub name: String,
+    pub replicas: Option<u32>,
+    pub timeout: Duration,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Setup {
+    pub apply: Vec<ManifestFile>,
+    pub wait_ready: Vec<ReadyCheck>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum TargetSelector {
+    Name(String),
+    Role(String),
+    MostPods(Selector),
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Target {
+    pub name: String,
+    pub selector: TargetSelector,
+    pub exclude: Vec<String>,
+}
+
+impl Target {
+    pub fn describe(&self) -> String {
+        let base = match &self.selector {
+            TargetSelector::Name(n) => format!("node `{n}`"),
+            TargetSelector::Role(r) => format!("first node (by name) with role `{r}`"),
+            TargetSelector::MostPods(s) => format!("node running most pods matching `{s}`"),
+        };
+        if self.exclude.is_empty() {
+            base
+        } else {
+            format!("{base}, other than {}", self.exclude.join(", "))
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Step {
+    /// Position in `steps` (0-based).
+    pub index: usize,
+    pub id: Option<String>,
+    pub name: Option<String>,
+    /// YAML path, for diagnostics (`steps[3]`).
+    pub path: String,
+    pub kind: StepKind,
+}
+
+impl Step {
+    /// `#4` or `#4 (id)`, for messages and reports.
+    pub fn label(&self) -> String {
+        match (&self.id, &self.name) {
+            (Some(id), _) => format!("#{} ({id})", self.index + 1),
+            (None, Some(n)) => format!("#{} ({n})", self.index + 1),
+            _ => format!("#{}", self.index + 1),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub enum StepKind {
+    Fault { fault: FaultKind, node: String },
+    Action(Action),
+    Expect(Expectation),
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Drain {
+    pub nodes: Vec<String>,
+    pub ignore_daemonsets: bool,
+    pub delete_emptydir_data: bool,
+    pub force: bool,
+    pub grace_period: Option<Duration>,
+    pub timeout: Duration,
+    pub pod_selector: Option<Selector>,
+    pub retry_interval: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub enum Action {
+    Apply(Vec<ManifestFile>),
+    Taint { node: String, key: String, value: Option<String>, effect: TaintEffect },
+    Untaint { node: String, key: String, effect: Option<TaintEffect> },
+    Cordon { node: String },
+    Uncordon { node: String },
+    Drain(Drain),
+    DeleteNode { node: String },
+    ForceDeletePods { selector: Option<Selector>, node: Option<String> },
+    Scale { kind: WorkloadKind, name: String, replicas: u32 },
+    /// Sleep for a profile-relative duration.
+    WaitFor { duration: Expr },
+    /// Wait until a condition holds, failing after `timeout`.
+    WaitUntil { subject: Subject, conditions: Vec<Condition>, timeout: Expr },
+    DeleteNamespace { name: String },
+}
+
+impl Action {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Action::Apply(_) => "apply",
+            Action::Taint { .. } => "taint",
+            Action::Untaint { .. } => "untaint",
+            Action::Cordon { .. } => "cordon",
+            Action::Uncordon { .. } => "uncordon",
+            Action::Drain(_) => "drain",
+            Action::DeleteNode { .. } => "delete-node",
+            Action::ForceDeletePods { .. } => "force-delete-pods",
+            Action::Scale { .. } => "scale",
+            Action::WaitFor { .. } | Action::WaitUntil { .. } => "wait",
+            Action::DeleteNamespace { .. } => "delete-namespace",
+        }
+    }
+}
+
+/// What an expectation looks at.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Subject {
+    /// A target's Node object.
+    Node(String),
+    /// Pods of the scenario namespace matching a selector, optionally only
+    /// those on (or not on) a target.
+    Pods { selector: Selector, on: Option<String>, not_on: Option<String> },
+}
+
+/// One condition; an expectation holds when all of its conditions hold.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Condition {
+    NodeReady(NodeReady),
+    /// Taint present (`key`, optionally with this effect).
+    Taint { key: String, effect: Option<TaintEffect> },
+    NoTaint { key: String, effect: Option<TaintEffect> },
+    Unschedulable(bool),
+    /// The Node object exists (false: it was deleted).
+    Exists(bool),
+    /// Exactly N selected pods are Ready (None: all of them, and at least one).
+    PodsReady(Option<u32>),
+    ReadyAtLeast(u32),
+    Terminating(Terminating),
+    /// Exactly N selected pods exist that are not terminating.
+    Count(u32),
+    /// Every selected pod is in this phase (and at least one is).
+    Phase(PodPhase),
+    /// Every selected pod's status reason is this.
+    Reason(String),
+}
+
+/// When an expectation is measured from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Anchor {
+    /// The end of setup (no fault or action before this expectation).
+    Start,
+    /// The moment this step (a fault or action) began.
+    Step(usize),
+}
+
+#[derive(Debug, Clone)]
+pub struct Expectation {
+    pub subject: Subject,
+    pub conditions: Vec<Condition>,
+    pub window: WindowSpec,
+    pub anchor: Anchor,
+}

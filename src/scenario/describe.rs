@@ -1,0 +1,107 @@
+//! Human wording of steps, subjects and conditions, shared by `plan` and reports.
+
+use std::fmt;
+
+use super::checked::{Action, Condition, Step, StepKind, Subject};
+use super::duration::format_duration;
+use super::model::Terminating;
+
+impl fmt::Display for Subject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Subject::Node(t) => write!(f, "node {t}"),
+            Subject::Pods { selector, on, not_on } => {
+                write!(f, "pods {selector}")?;
+                if let Some(t) = on {
+                    write!(f, " on {t}")?;
+                }
+                if let Some(t) = not_on {
+                    write!(f, " not on {t}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl fmt::Display for Condition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let effect = |e: &Option<super::model::TaintEffect>| e.map(|e| format!(":{e}")).unwrap_or_default();
+        match self {
+            Condition::NodeReady(s) => write!(f, "Ready={s}"),
+            Condition::Taint { key, effect: e } => write!(f, "tainted {key}{}", effect(e)),
+            Condition::NoTaint { key, effect: e } => write!(f, "not tainted {key}{}", effect(e)),
+            Condition::Unschedulable(true) => f.write_str("unschedulable"),
+            Condition::Unschedulable(false) => f.write_str("schedulable"),
+            Condition::Exists(true) => f.write_str("exists"),
+            Condition::Exists(false) => f.write_str("deleted"),
+            Condition::PodsReady(Some(n)) => write!(f, "{n} ready"),
+            Condition::PodsReady(None) => f.write_str("all ready"),
+            Condition::ReadyAtLeast(n) => write!(f, ">= {n} ready"),
+            Condition::Terminating(Terminating::All(true)) => f.write_str("all Terminating"),
+            Condition::Terminating(Terminating::All(false)) => f.write_str("none Terminating"),
+            Condition::Terminating(Terminating::Count(n)) => write!(f, "{n} Terminating"),
+            Condition::Count(n) => write!(f, "{n} exist"),
+            Condition::Phase(p) => write!(f, "phase {p}"),
+            Condition::Reason(r) => write!(f, "reason {r}"),
+        }
+    }
+}
+
+fn conditions(c: &[Condition]) -> String {
+    c.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Action::Apply(files) => {
+                let names: Vec<&str> = files.iter().map(|m| m.file.as_str()).collect();
+                write!(f, "apply {}", names.join(", "))
+            }
+            Action::Taint { node, key, value, effect } => {
+                let v = value.as_ref().map(|v| format!("={v}")).unwrap_or_default();
+                write!(f, "taint {node} {key}{v}:{effect}")
+            }
+            Action::Untaint { node, key, effect } => {
+                write!(f, "untaint {node} {key}{}", effect.map(|e| format!(":{e}")).unwrap_or_default())
+            }
+            Action::Cordon { node } => write!(f, "cordon {node}"),
+            Action::Uncordon { node } => write!(f, "uncordon {node}"),
+            Action::Drain(d) => {
+                write!(f, "drain {}", d.nodes.join(" and "))?;
+                if let Some(s) = &d.pod_selector {
+                    write!(f, " (pods {s})")?;
+                }
+                write!(f, ", timeout {}", format_duration(d.timeout))
+            }
+            Action::DeleteNode { node } => write!(f, "delete node {node}"),
+            Action::ForceDeletePods { selector, node } => {
+                f.write_str("force-delete pods")?;
+                if let Some(s) = selector {
+                    write!(f, " {s}")?;
+                }
+                if let Some(n) = node {
+                    write!(f, " on {n}")?;
+                }
+                Ok(())
+            }
+            Action::Scale { kind, name, replicas } => write!(f, "scale {}/{name} to {replicas}", kind.name()),
+            Action::WaitFor { duration } => write!(f, "wait {duration}"),
+            Action::WaitUntil { subject, conditions: c, timeout } => {
+                write!(f, "wait until {subject} {} (timeout {timeout})", conditions(c))
+            }
+            Action::DeleteNamespace { name } => write!(f, "delete namespace {name}"),
+        }
+    }
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            StepKind::Fault { fault, node } => write!(f, "fault {fault} on {node}"),
+            StepKind::Action(a) => write!(f, "{a}"),
+            StepKind::Expect(e) => write!(f, "expect {}: {}", e.subject, conditions(&e.conditions)),
+        }
+    }
+}

@@ -1,0 +1,22 @@
+//! Scenario files: the YAML format (`model`), loading with positioned errors
+//! (`load`, `spans`), and semantic validation into a [`Checked`] scenario.
+
+pub mod checked;
+pub mod describe;
+pub mod duration;
+pub mod expr;
+pub mod load;
+pub mod model;
+pub mod spans;
+pub mod suggest;
+pub mod validate;
+
+use std::path::Path;
+
+pub use checked::Checked;
+pub use load::{Diagnostic, Diagnostics, Error, Result};
+
+/// Reads and validates a scenario file.
+pub fn load(path: &Path) -> Result<Checked> {
+    validate::validate(load::load(path)?)
+}

@@ -1,0 +1,608 @@
+//! The scenario file as written: serde types, one per YAML mapping.
+//!
+//! Everything here is syntax. Meaning (exactly-one-of rules, references to
+//! targets, windows) is checked by `validate`, which turns this into a
+//! [`crate::plan::Plan`].
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::marker::PhantomData;
+
+use serde::de::value::{MapAccessDeserializer, StrDeserializer};
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Serialize};
+
+use super::duration::Dur;
+
+/// Reads any scalar (string, number, bool) as its text.
+pub(crate) fn scalar_string<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    struct V;
+    impl Visitor<'_> for V {
+        type Value = String;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a string")
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_bool<E: de::Error>(self, v: bool) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+    }
+    d.deserialize_any(V)
+}
+
+fn opt_scalar_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    scalar_string(d).map(Some)
+}
+
+/// A field that takes one value or a list of them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(transparent)]
+pub struct OneOrMany<T>(pub Vec<T>);
+
+impl<T> Default for OneOrMany<T> {
+    fn default() -> Self {
+        OneOrMany(Vec::new())
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for OneOrMany<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
+            type Value = OneOrMany<T>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("one value or a list")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::new();
+                while let Some(item) = seq.next_element()? {
+                    out.push(item);
+                }
+                Ok(OneOrMany(out))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                T::deserialize(MapAccessDeserializer::new(map)).map(|t| OneOrMany(vec![t]))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                T::deserialize(StrDeserializer::<E>::new(v)).map(|t| OneOrMany(vec![t]))
+            }
+        }
+        d.deserialize_any(V(PhantomData))
+    }
+}
+
+/// Fault injectors. `sim` is the embedded local cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    /// Local simulated cluster: real control plane, nodes played by KWOK.
+    Sim,
+    /// kind node containers (docker or podman).
+    Kind,
+    /// Vagrant machines (VirtualBox or libvirt provider).
+    Vagrant,
+    /// libvirt domains.
+    Libvirt,
+}
+
+impl BackendKind {
+    pub const ALL: [BackendKind; 4] =
+        [BackendKind::Sim, BackendKind::Kind, BackendKind::Vagrant, BackendKind::Libvirt];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendKind::Sim => "sim",
+            BackendKind::Kind => "kind",
+            BackendKind::Vagrant => "vagrant",
+            BackendKind::Libvirt => "libvirt",
+        }
+    }
+}
+
+impl fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A whole scenario file.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Scenario {
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Backend used when `--backend` is not given (default `sim`).
+    #[serde(default)]
+    pub backend: Option<BackendKind>,
+    pub namespace: String,
+    /// Overrides of the cluster's timing profile, for clusters tuned away from it.
+    #[serde(default)]
+    pub timing: TimingOverrides,
+    #[serde(default)]
+    pub setup: Setup,
+    /// Shorthand for `targets: {target: ...}`.
+    #[serde(default)]
+    pub target: Option<TargetSpec>,
+    #[serde(default)]
+    pub targets: BTreeMap<String, TargetSpec>,
+    pub steps: Vec<Step>,
+    #[serde(default)]
+    pub cleanup: Cleanup,
+}
+
+/// `timing:` overrides, one per profile variable (canonical names only).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TimingOverrides {
+    pub node_monitor_grace_period: Option<Dur>,
+    pub node_monitor_period: Option<Dur>,
+    pub node_startup_grace_period: Option<Dur>,
+    pub unreachable_toleration_seconds: Option<Dur>,
+    pub not_ready_toleration_seconds: Option<Dur>,
+    pub node_lease_duration: Option<Dur>,
+    pub node_status_update_frequency: Option<Dur>,
+    pub pod_gc_period: Option<Dur>,
+    pub orphan_quarantine: Option<Dur>,
+}
+
+/// What to create before the fault, and what must be ready.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Setup {
+    #[serde(default)]
+    pub apply: OneOrMany<ApplyItem>,
+    #[serde(default)]
+    pub wait_ready: OneOrMany<WaitReady>,
+}
+
+/// A manifest file, relative to the scenario file, optionally for some backends only.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ApplyItem {
+    pub file: String,
+    pub only: Vec<BackendKind>,
+}
+
+impl<'de> Deserialize<'de> for ApplyItem {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Full {
+            file: String,
+            #[serde(default)]
+            only: OneOrMany<BackendKind>,
+        }
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ApplyItem;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a manifest path or {file: PATH, only: [BACKEND...]}")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<ApplyItem, E> {
+                Ok(ApplyItem { file: v.to_string(), only: Vec::new() })
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<ApplyItem, A::Error> {
+                let f = Full::deserialize(MapAccessDeserializer::new(map))?;
+                Ok(ApplyItem { file: f.file, only: f.only.0 })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A workload that must be ready: exactly one kind key names it.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WaitReady {
+    pub deployment: Option<String>,
+    pub statefulset: Option<String>,
+    pub daemonset: Option<String>,
+    pub pvc: Option<String>,
+    pub pdb: Option<String>,
+    /// Ready replicas required (default: the workload's spec.replicas).
+    pub replicas: Option<u32>,
+    pub timeout: Option<Dur>,
+}
+
+/// How the fault's node is chosen: exactly one of `name`, `role`, `mostPods`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TargetSpec {
+    pub name: Option<String>,
+    /// `worker` (no control-plane role) or any `node-role.kubernetes.io/<role>`.
+    pub role: Option<String>,
+    /// Label selector: the node running most pods that match (ties: by name).
+    pub most_pods: Option<String>,
+    /// Other targets this one must not be.
+    #[serde(default)]
+    pub exclude: OneOrMany<String>,
+}
+
+/// One step: exactly one of `fault`, `action`, `expect`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Step {
+    /// Name other steps can anchor to (`since: ID`).
+    pub id: Option<String>,
+    /// Human label for reports.
+    pub name: Option<String>,
+    pub fault: Option<FaultKind>,
+    /// Target of a fault (default `target`).
+    pub node: Option<String>,
+    pub action: Option<ActionSpec>,
+    pub expect: Option<Expect>,
+}
+
+/// Node faults. Each has a revert (see [`FaultKind::revert`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FaultKind {
+    PauseVm,
+    ResumeVm,
+    Poweroff,
+    Poweron,
+    Shutdown,
+    StopKubelet,
+    StartKubelet,
+    DropNic,
+    RestoreNic,
+}
+
+impl FaultKind {
+    pub const ALL: [FaultKind; 9] = [
+        FaultKind::PauseVm,
+        FaultKind::ResumeVm,
+        FaultKind::Poweroff,
+        FaultKind::Poweron,
+        FaultKind::Shutdown,
+        FaultKind::StopKubelet,
+        FaultKind::StartKubelet,
+        FaultKind::DropNic,
+        FaultKind::RestoreNic,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::PauseVm => "pause-vm",
+            FaultKind::ResumeVm => "resume-vm",
+            FaultKind::Poweroff => "poweroff",
+            FaultKind::Poweron => "poweron",
+            FaultKind::Shutdown => "shutdown",
+            FaultKind::StopKubelet => "stop-kubelet",
+            FaultKind::StartKubelet => "start-kubelet",
+            FaultKind::DropNic => "drop-nic",
+            FaultKind::RestoreNic => "restore-nic",
+        }
+    }
+
+    /// The fault that undoes this one, for faults that break something.
+    pub fn revert(self) -> Option<FaultKind> {
+        match self {
+            FaultKind::PauseVm => Some(FaultKind::ResumeVm),
+            FaultKind::Poweroff | FaultKind::Shutdown => Some(FaultKind::Poweron),
+            FaultKind::StopKubelet => Some(FaultKind::StartKubelet),
+            FaultKind::DropNic => Some(FaultKind::RestoreNic),
+            _ => None,
+        }
+    }
+
+    /// For a restoring fault, the breaking faults it undoes.
+    pub fn undoes(self) -> &'static [FaultKind] {
+        match self {
+            FaultKind::ResumeVm => &[FaultKind::PauseVm],
+            FaultKind::Poweron => &[FaultKind::Poweroff, FaultKind::Shutdown],
+            FaultKind::StartKubelet => &[FaultKind::StopKubelet],
+            FaultKind::RestoreNic => &[FaultKind::DropNic],
+            _ => &[],
+        }
+    }
+}
+
+impl fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// `action:` holds exactly one of these keys.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ActionSpec {
+    pub apply: Option<OneOrMany<ApplyItem>>,
+    pub taint: Option<TaintAction>,
+    pub untaint: Option<UntaintAction>,
+    pub cordon: Option<NodeAction>,
+    pub uncordon: Option<NodeAction>,
+    pub drain: Option<DrainAction>,
+    pub delete_node: Option<NodeAction>,
+    pub force_delete_pods: Option<ForceDeletePods>,
+    pub scale: Option<ScaleAction>,
+    pub wait: Option<WaitAction>,
+    pub delete_namespace: Option<DeleteNamespace>,
+}
+
+pub const ACTION_NAMES: [&str; 11] = [
+    "apply",
+    "taint",
+    "untaint",
+    "cordon",
+    "uncordon",
+    "drain",
+    "delete-node",
+    "force-delete-pods",
+    "scale",
+    "wait",
+    "delete-namespace",
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+pub enum TaintEffect {
+    NoSchedule,
+    PreferNoSchedule,
+    NoExecute,
+}
+
+impl fmt::Display for TaintEffect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TaintEffect::NoSchedule => "NoSchedule",
+            TaintEffect::PreferNoSchedule => "PreferNoSchedule",
+            TaintEffect::NoExecute => "NoExecute",
+        })
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TaintAction {
+    pub node: String,
+    pub key: String,
+    #[serde(default, deserialize_with = "opt_scalar_string")]
+    pub value: Option<String>,
+    pub effect: TaintEffect,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct UntaintAction {
+    pub node: String,
+    pub key: String,
+    /// Only this effect (default: every taint with the key).
+    pub effect: Option<TaintEffect>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NodeAction {
+    pub node: String,
+}
+
+/// Like `kubectl drain`: cordon, then evict pod by pod through the Eviction API.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DrainAction {
+    /// One target, or several drained concurrently.
+    #[serde(alias = "node")]
+    pub nodes: OneOrMany<String>,
+    #[serde(default = "yes")]
+    pub ignore_daemonsets: bool,
+    #[serde(default)]
+    pub delete_emptydir_data: bool,
+    /// Also delete pods without a controller.
+    #[serde(default)]
+    pub force: bool,
+    /// Pod termination grace period (default: each pod's own).
+    pub grace_period: Option<Dur>,
+    /// Give up after this long (default 5m).
+    pub timeout: Option<Dur>,
+    /// Only evict pods matching this label selector.
+    pub pod_selector: Option<String>,
+    /// Pause between retries of an eviction refused with 429 (default 5s).
+    pub retry_interval: Option<Dur>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ForceDeletePods {
+    /// Label selector in the scenario namespace.
+    pub selector: Option<String>,
+    /// Only pods on this target.
+    pub node: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ScaleAction {
+    pub deployment: Option<String>,
+    pub statefulset: Option<String>,
+    pub replicas: u32,
+}
+
+/// Wait a duration, or until a condition holds (with a timeout).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WaitAction {
+    #[serde(default, deserialize_with = "opt_scalar_string")]
+    pub duration: Option<String>,
+    pub until: Option<Box<Expect>>,
+    #[serde(default, deserialize_with = "opt_scalar_string")]
+    pub timeout: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DeleteNamespace {
+    /// Default: the scenario's namespace.
+    pub name: Option<String>,
+}
+
+/// A node's Ready condition status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NodeReady {
+    True,
+    False,
+    Unknown,
+}
+
+impl fmt::Display for NodeReady {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            NodeReady::True => "True",
+            NodeReady::False => "False",
+            NodeReady::Unknown => "Unknown",
+        })
+    }
+}
+
+/// `ready:` is a status for a node and a count (or `all`) for pods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum ReadyValue {
+    Status(NodeReady),
+    Count(u32),
+    All,
+}
+
+impl<'de> Deserialize<'de> for ReadyValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = ReadyValue;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("`True`, `False` or `Unknown` for a node; a count or `all` for pods")
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<ReadyValue, E> {
+                Ok(ReadyValue::Status(if v { NodeReady::True } else { NodeReady::False }))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<ReadyValue, E> {
+                u32::try_from(v)
+                    .map(ReadyValue::Count)
+                    .map_err(|_| E::custom(format!("{v} pods is too many")))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<ReadyValue, E> {
+                Err(E::custom(format!("`{v}`: a pod count cannot be negative")))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<ReadyValue, E> {
+                match v.to_ascii_lowercase().as_str() {
+                    "true" => Ok(ReadyValue::Status(NodeReady::True)),
+                    "false" => Ok(ReadyValue::Status(NodeReady::False)),
+                    "unknown" => Ok(ReadyValue::Status(NodeReady::Unknown)),
+                    "all" => Ok(ReadyValue::All),
+                    _ => v.parse::<u32>().map(ReadyValue::Count).map_err(|_| {
+                        E::custom(format!(
+                            "`{v}` is not a ready value: use `True`, `False` or `Unknown` for a node, a count or `all` for pods"
+                        ))
+                    }),
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `terminating: true|false` (all / none of the selected pods) or a count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum Terminating {
+    All(bool),
+    Count(u32),
+}
+
+impl<'de> Deserialize<'de> for Terminating {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Terminating;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("`true`, `false` or a pod count")
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<Terminating, E> {
+                Ok(Terminating::All(v))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Terminating, E> {
+                u32::try_from(v).map(Terminating::Count).map_err(|_| E::custom("count too large"))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PodPhase {
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+    Unknown,
+}
+
+impl fmt::Display for PodPhase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// A condition on a node or on pods, and when it must (or must not) hold.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Expect {
+    // subject: exactly one
+    pub node: Option<String>,
+    pub pods: Option<String>,
+    // pod filters
+    pub on: Option<String>,
+    pub not_on: Option<String>,
+    // conditions: all given must hold together
+    pub ready: Option<ReadyValue>,
+    pub taint: Option<String>,
+    pub no_taint: Option<String>,
+    pub unschedulable: Option<bool>,
+    pub exists: Option<bool>,
+    pub terminating: Option<Terminating>,
+    pub count: Option<u32>,
+    pub ready_at_least: Option<u32>,
+    pub phase: Option<PodPhase>,
+    pub reason: Option<String>,
+    // window: exactly one (none inside `wait.until`)
+    #[serde(default, deserialize_with = "opt_scalar_string")]
+    pub within: Option<String>,
+    #[serde(default, deserialize_with = "opt_scalar_string")]
+    pub after: Option<String>,
+    #[serde(default, deserialize_with = "opt_scalar_string")]
+    pub not_before: Option<String>,
+    #[serde(default, deserialize_with = "opt_scalar_string")]
+    pub holds_for: Option<String>,
+    #[serde(default, deserialize_with = "opt_scalar_string")]
+    pub never: Option<String>,
+    /// Anchor: a step `id`, or `fault` for the latest fault (default: the latest fault or action).
+    pub since: Option<String>,
+}
+
+/// What happens to the workload and the scenario's own changes afterwards.
+/// Faults are reverted whatever this says.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Cleanup {
+    /// Delete the namespace, remove taints/cordons the scenario added.
+    #[default]
+    Always,
+    /// Like `always`, but keep everything when an expectation failed (for debugging).
+    OnSuccess,
+    /// Leave the workload and the scenario's changes in place.
+    Never,
+}
