@@ -86,7 +86,11 @@ pub fn default_profile(backend: BackendKind) -> ProfileName {
     }
 }
 
-fn load_plan(file: &PathBuf, backend: Option<BackendKind>, profile: Option<ProfileName>) -> anyhow::Result<plan::Plan> {
+fn load_plan(
+    file: &std::path::Path,
+    backend: Option<BackendKind>,
+    profile: Option<ProfileName>,
+) -> anyhow::Result<plan::Plan> {
     let checked = scenario::load(file)?;
     let backend = backend.unwrap_or(checked.backend);
     let profile = TimingProfile::named(profile.unwrap_or_else(|| default_profile(backend)));
@@ -99,7 +103,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Plan(args) => {
             let plan = load_plan(&args.file, args.backend, args.profile)?;
             let mut out = std::io::stdout().lock();
-            out.write_all(plan::render_text(&plan).as_bytes()).context("writing the plan")?;
+            out.write_all(plan::render_text(&plan).as_bytes())
+                .context("writing the plan")?;
             Ok(exit::code(exit::PASS))
         }
         Command::Scenario(args) => {
@@ -121,12 +126,8 @@ pub struct NotYet(pub BackendKind);
 fn validate(files: &[PathBuf]) -> anyhow::Result<ExitCode> {
     let mut failed = 0usize;
     for file in files {
-        // a window must make sense under every built-in profile
         let result = scenario::load(file).and_then(|checked| {
-            for name in [ProfileName::Default, ProfileName::Fast] {
-                let profile = plan::effective_profile(&checked, &TimingProfile::named(name));
-                plan::resolve_steps(&checked, &profile)?;
-            }
+            plan::check_all_profiles(&checked)?;
             Ok(checked.steps.len())
         });
         match result {

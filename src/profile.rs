@@ -243,7 +243,10 @@ mod tests {
     #[test]
     fn names_and_aliases_resolve() {
         assert_eq!(Var::lookup("grace"), Some(Var::NodeMonitorGracePeriod));
-        assert_eq!(Var::lookup("tolerationSeconds"), Some(Var::UnreachableTolerationSeconds));
+        assert_eq!(
+            Var::lookup("tolerationSeconds"),
+            Some(Var::UnreachableTolerationSeconds)
+        );
         assert_eq!(Var::lookup("podGcPeriod"), Some(Var::PodGcPeriod));
         assert_eq!(Var::lookup("graec"), None);
         for v in Var::ALL {
@@ -254,7 +257,11 @@ mod tests {
     #[test]
     fn fast_profile_renews_leases_well_inside_the_grace_period() {
         for p in [TimingProfile::upstream_default(), TimingProfile::fast()] {
-            assert!(p.node_lease_duration / 4 * 3 < p.node_monitor_grace_period, "{}", p.name);
+            assert!(
+                p.node_lease_duration / 4 * 3 < p.node_monitor_grace_period,
+                "{}",
+                p.name
+            );
         }
     }
 }

@@ -24,13 +24,16 @@ fn valid_key(k: &str) -> bool {
     !name.is_empty()
         && name.len() <= 63
         && k.matches('/').count() <= 1
-        && k.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
+        && k.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
         && name.starts_with(|c: char| c.is_ascii_alphanumeric())
         && name.ends_with(|c: char| c.is_ascii_alphanumeric())
 }
 
 fn valid_value(v: &str) -> bool {
-    v.len() <= 63 && v.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    v.len() <= 63
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
 /// Splits on commas outside parentheses.
@@ -97,7 +100,8 @@ impl Selector {
             if let Some(v) = values.iter().find(|v| !valid_value(v)) {
                 return bad(part, &format!("invalid label value `{v}`"));
             }
-            if matches!(req, Req::In(_, ref vs) | Req::NotIn(_, ref vs) if vs.iter().any(String::is_empty)) {
+            if matches!(req, Req::In(_, ref vs) | Req::NotIn(_, ref vs) if vs.iter().any(String::is_empty))
+            {
                 return bad(part, "empty value in set");
             }
             reqs.push(req);
@@ -147,23 +151,45 @@ mod tests {
     use super::*;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| ((*k).to_string(), (*v).to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+            .collect()
     }
 
     #[test]
     fn parses_and_matches_every_form() {
-        let s = Selector::parse("app=nginx, tier!=db, env in (a, b), !legacy, team").unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(s.to_string(), "app=nginx,tier!=db,env in (a,b),!legacy,team");
+        let s = Selector::parse("app=nginx, tier!=db, env in (a, b), !legacy, team")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            s.to_string(),
+            "app=nginx,tier!=db,env in (a,b),!legacy,team"
+        );
         assert!(s.matches(&labels(&[("app", "nginx"), ("env", "a"), ("team", "x")])));
         assert!(!s.matches(&labels(&[("app", "nginx"), ("env", "c"), ("team", "x")])));
-        assert!(!s.matches(&labels(&[("app", "nginx"), ("env", "a"), ("team", "x"), ("legacy", "")])));
-        let k = Selector::parse("node-role.kubernetes.io/control-plane").unwrap_or_else(|e| panic!("{e}"));
+        assert!(!s.matches(&labels(&[
+            ("app", "nginx"),
+            ("env", "a"),
+            ("team", "x"),
+            ("legacy", "")
+        ])));
+        let k = Selector::parse("node-role.kubernetes.io/control-plane")
+            .unwrap_or_else(|e| panic!("{e}"));
         assert!(k.matches(&labels(&[("node-role.kubernetes.io/control-plane", "")])));
     }
 
     #[test]
     fn rejects_malformed_selectors() {
-        for bad in ["", "app=a=b", "=x", "app in (a", "app within (a)", "a b=c", "app=ng inx", "app in (a,)"] {
+        for bad in [
+            "",
+            "app=a=b",
+            "=x",
+            "app in (a",
+            "app within (a)",
+            "a b=c",
+            "app=ng inx",
+            "app in (a,)",
+        ] {
             assert!(Selector::parse(bad).is_err(), "{bad:?} should be rejected");
         }
     }

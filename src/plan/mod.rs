@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use crate::profile::TimingProfile;
+use crate::profile::{ProfileName, TimingProfile};
 use crate::scenario::checked::{Action, Anchor, Checked, Expectation, StepKind};
 use crate::scenario::expr::{Window, WindowSpec};
 use crate::scenario::model::{BackendKind, Cleanup, FaultKind};
@@ -40,7 +40,7 @@ pub struct PlannedStep {
     pub window: Option<Window>,
     /// How long the step may block (wait durations, timeouts), in ms.
     pub blocks_for: Option<i64>,
-    /// When the step can start, relative to T0; `None` before the first fault.
+    /// When the step can start, relative to T0; `None` before T0.
     pub starts: Option<Span>,
     /// For expectations: when the condition is expected, relative to T0.
     pub expected: Option<Span>,
@@ -62,9 +62,11 @@ impl Plan {
 
     /// The expectations, with their evaluated windows.
     pub fn expectations(&self) -> impl Iterator<Item = (&PlannedStep, &Expectation, Window)> {
-        self.steps.iter().filter_map(move |p| match (&self.scenario.steps[p.index].kind, p.window) {
-            (StepKind::Expect(e), Some(w)) => Some((p, e, w)),
-            _ => None,
+        self.steps.iter().filter_map(move |p| {
+            match (&self.scenario.steps[p.index].kind, p.window) {
+                (StepKind::Expect(e), Some(w)) => Some((p, e, w)),
+                _ => None,
+            }
         })
     }
 }
@@ -92,16 +94,41 @@ pub fn effective_profile(checked: &Checked, base: &TimingProfile) -> TimingProfi
 }
 
 /// Resolves a checked scenario against a profile. `backend` overrides the scenario's own.
-pub fn resolve(checked: Checked, base: &TimingProfile, backend: Option<BackendKind>) -> Result<Plan> {
+pub fn resolve(
+    checked: Checked,
+    base: &TimingProfile,
+    backend: Option<BackendKind>,
+) -> Result<Plan> {
     let profile = effective_profile(&checked, base);
     let (steps, restores) = resolve_steps(&checked, &profile)?;
     let backend = backend.unwrap_or(checked.backend);
-    Ok(Plan { scenario: checked, backend, profile, steps, restores })
+    Ok(Plan {
+        scenario: checked,
+        backend,
+        profile,
+        steps,
+        restores,
+    })
+}
+
+/// Checks that every window makes sense under each built-in profile, so a
+/// scenario that validates runs both on a default cluster and on `fast`.
+pub fn check_all_profiles(checked: &Checked) -> Result<()> {
+    for name in [ProfileName::Default, ProfileName::Fast] {
+        resolve_steps(
+            checked,
+            &effective_profile(checked, &TimingProfile::named(name)),
+        )?;
+    }
+    Ok(())
 }
 
 /// Evaluates every window and duration under `profile` (already including the
 /// scenario's overrides) and lays the steps out on the T0 timeline.
-pub fn resolve_steps(checked: &Checked, profile: &TimingProfile) -> Result<(Vec<PlannedStep>, Vec<Restore>)> {
+pub fn resolve_steps(
+    checked: &Checked,
+    profile: &TimingProfile,
+) -> Result<(Vec<PlannedStep>, Vec<Restore>)> {
     let mut diags: Vec<Diagnostic> = Vec::new();
     let mut steps = Vec::new();
     let mut broken: HashMap<String, (FaultKind, usize)> = HashMap::new();
@@ -111,11 +138,23 @@ pub fn resolve_steps(checked: &Checked, profile: &TimingProfile) -> Result<(Vec<
     let mut cursor: Option<Span> = None;
 
     for step in &checked.steps {
+        // T0: the first fault, or the first action of a scenario without one (a drain)
+        let first_fault = checked
+            .steps
+            .iter()
+            .position(|s| matches!(s.kind, StepKind::Fault { .. }));
+        let is_t0 = match first_fault {
+            Some(f) => checked.steps[f].index == step.index,
+            None => matches!(step.kind, StepKind::Action(_)),
+        };
+        if t0.is_none() && is_t0 {
+            t0 = Some(step.index);
+            cursor = Some(Span {
+                earliest: 0,
+                latest: 0,
+            });
+        }
         if let StepKind::Fault { fault, node } = &step.kind {
-            if t0.is_none() {
-                t0 = Some(step.index);
-                cursor = Some(Span { earliest: 0, latest: 0 });
-            }
             if fault.revert().is_some() {
                 broken.insert(node.clone(), (*fault, step.index));
             } else {
@@ -123,8 +162,13 @@ pub fn resolve_steps(checked: &Checked, profile: &TimingProfile) -> Result<(Vec<
             }
         }
         starts.insert(step.index, cursor);
-        let mut planned =
-            PlannedStep { index: step.index, window: None, blocks_for: None, starts: cursor, expected: None };
+        let mut planned = PlannedStep {
+            index: step.index,
+            window: None,
+            blocks_for: None,
+            starts: cursor,
+            expected: None,
+        };
         let eval_ms = |e: &crate::scenario::expr::Expr| e.eval(profile);
         match &step.kind {
             StepKind::Expect(exp) => match exp.window.resolve(profile) {
@@ -139,7 +183,9 @@ pub fn resolve_steps(checked: &Checked, profile: &TimingProfile) -> Result<(Vec<
                     let (expected, from_anchor) = match w {
                         Window::Between { from, to } => (Some((from, to)), Some((from, to))),
                         Window::NotBefore { at } => (None, Some((at, at))),
-                        Window::HoldsFor { .. } | Window::Never { .. } => (None, None),
+                        Window::HoldsFor { duration } | Window::Never { duration } => {
+                            (None, exp.explicit_anchor.then_some((duration, duration)))
+                        }
                     };
                     planned.expected =
                         anchor.zip(expected).map(|(a, (f, t))| Span { earliest: a.earliest + f, latest: a.latest + t });
@@ -152,6 +198,10 @@ pub fn resolve_steps(checked: &Checked, profile: &TimingProfile) -> Result<(Vec<
                         (None, Some(c)) => Some(Span { earliest: c.earliest + w.horizon(), latest: c.latest + w.horizon() }),
                         (_, None) => None,
                     };
+                    // later steps anchored here count from when the condition first held
+                    if planned.expected.is_some() {
+                        starts.insert(step.index, planned.expected);
+                    }
                 }
                 Err(msg) => diags.push(checked.source.diag(
                     &format!("{}.expect.{}", step.path, window_key(&exp.window)),
@@ -198,7 +248,13 @@ pub fn resolve_steps(checked: &Checked, profile: &TimingProfile) -> Result<(Vec<
     }
     let mut restores: Vec<Restore> = broken
         .into_iter()
-        .filter_map(|(node, (fault, at))| fault.revert().map(|r| Restore { node, fault: r, broken_by: at }))
+        .filter_map(|(node, (fault, at))| {
+            fault.revert().map(|r| Restore {
+                node,
+                fault: r,
+                broken_by: at,
+            })
+        })
         .collect();
     restores.sort_by_key(|r| r.broken_by);
     Ok((steps, restores))
@@ -225,29 +281,70 @@ mod tests {
 
     #[test]
     fn default_profile_windows() {
-        let p = plan(SEED_000, &TimingProfile::upstream_default()).unwrap_or_else(|e| panic!("{e}"));
+        let p =
+            plan(SEED_000, &TimingProfile::upstream_default()).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
             windows(&p),
             vec![
-                Window::Between { from: 50_000, to: 70_000 },
-                Window::Between { from: 315_000, to: 385_000 },
+                Window::Between {
+                    from: 50_000,
+                    to: 70_000
+                },
+                Window::Between {
+                    from: 315_000,
+                    to: 385_000
+                },
                 Window::HoldsFor { duration: 60_000 },
-                Window::Between { from: 0, to: 60_000 },
+                Window::Between {
+                    from: 0,
+                    to: 60_000
+                },
             ]
         );
         // the pause is never reverted by the steps: cleanup must resume it
-        assert_eq!(p.restores, vec![Restore { node: "target".into(), fault: FaultKind::ResumeVm, broken_by: 0 }]);
+        assert_eq!(
+            p.restores,
+            vec![Restore {
+                node: "target".into(),
+                fault: FaultKind::ResumeVm,
+                broken_by: 0
+            }]
+        );
     }
 
     #[test]
     fn compressed_profile_windows_and_timeline() {
         let p = plan(SEED_000, &TimingProfile::fast()).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(windows(&p)[0], Window::Between { from: 8_000, to: 28_000 });
-        assert_eq!(windows(&p)[1], Window::Between { from: 25_200, to: 30_800 });
+        assert_eq!(
+            windows(&p)[0],
+            Window::Between {
+                from: 8_000,
+                to: 28_000
+            }
+        );
+        assert_eq!(
+            windows(&p)[1],
+            Window::Between {
+                from: 25_200,
+                to: 30_800
+            }
+        );
         // the taint action (step 5) starts after the hold: 25.2s + 60s at the earliest
-        assert_eq!(p.steps[4].starts, Some(Span { earliest: 85_200, latest: 90_800 }));
+        assert_eq!(
+            p.steps[4].starts,
+            Some(Span {
+                earliest: 85_200,
+                latest: 90_800
+            })
+        );
         // and replacements are expected within podGc + 40s of it
-        assert_eq!(p.steps[5].expected, Some(Span { earliest: 85_200, latest: 150_800 }));
+        assert_eq!(
+            p.steps[5].expected,
+            Some(Span {
+                earliest: 85_200,
+                latest: 150_800
+            })
+        );
     }
 
     #[test]
@@ -255,14 +352,25 @@ mod tests {
         let text = SEED_000.replace("grace .. grace + 20s", "45s .. grace + 20s");
         assert!(plan(&text, &TimingProfile::upstream_default()).is_ok());
         let e = plan(&text, &TimingProfile::fast()).unwrap_err();
-        assert!(e.starts_with("s.yaml:6:52: window starts at 45s but ends at 28s under the `fast` profile"), "{e}");
+        assert!(
+            e.starts_with(
+                "s.yaml:6:52: window starts at 45s but ends at 28s under the `fast` profile"
+            ),
+            "{e}"
+        );
     }
 
     #[test]
     fn scenario_overrides_replace_profile_values() {
         let text = SEED_000.replace("steps:", "timing: {nodeMonitorGracePeriod: 40s}\nsteps:");
         let p = plan(&text, &TimingProfile::upstream_default()).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(windows(&p)[0], Window::Between { from: 40_000, to: 60_000 });
+        assert_eq!(
+            windows(&p)[0],
+            Window::Between {
+                from: 40_000,
+                to: 60_000
+            }
+        );
         assert_eq!(p.profile.name, "default+scenario");
     }
 }

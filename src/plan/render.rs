@@ -23,15 +23,21 @@ struct Row {
     window: String,
     #[tabled(rename = "from")]
     from: String,
-    #[tabled(rename = "expected at (T0 = first fault)")]
+    #[tabled(rename = "expected at (T0 = first fault or action)")]
     at: String,
 }
 
 fn span(s: Option<Span>) -> String {
     match s {
         None => String::new(),
-        Some(Span { earliest, latest }) if earliest == latest => format!("T0+{}", format_millis(earliest)),
-        Some(Span { earliest, latest }) => format!("T0+{} .. T0+{}", format_millis(earliest), format_millis(latest)),
+        Some(Span { earliest, latest }) if earliest == latest => {
+            format!("T0+{}", format_millis(earliest))
+        }
+        Some(Span { earliest, latest }) => format!(
+            "T0+{} .. T0+{}",
+            format_millis(earliest),
+            format_millis(latest)
+        ),
     }
 }
 
@@ -41,17 +47,30 @@ pub fn render_text(plan: &Plan) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "Scenario   {} ({})", c.name, c.source.file);
     if let Some(d) = &c.description {
-        let _ = writeln!(out, "           {}", d.split_whitespace().collect::<Vec<_>>().join(" "));
+        for line in wrap(d, 90) {
+            let _ = writeln!(out, "           {line}");
+        }
     }
     let _ = writeln!(out, "Backend    {}", plan.backend);
     let _ = writeln!(out, "Namespace  {}", c.namespace);
     let vars: Vec<String> = Var::ALL
         .iter()
-        .map(|v| format!("{}={}", v.alias().unwrap_or(v.name()), format_duration(p.get(*v))))
+        .map(|v| {
+            format!(
+                "{}={}",
+                v.alias().unwrap_or(v.name()),
+                format_duration(p.get(*v))
+            )
+        })
         .collect();
     let _ = writeln!(out, "Profile    {}: {}", p.name, vars.join(" "));
     let _ = writeln!(out, "\nSetup");
-    let applies: Vec<_> = c.setup.apply.iter().filter(|m| m.applies_to(plan.backend)).collect();
+    let applies: Vec<_> = c
+        .setup
+        .apply
+        .iter()
+        .filter(|m| m.applies_to(plan.backend))
+        .collect();
     if applies.is_empty() && c.setup.wait_ready.is_empty() {
         let _ = writeln!(out, "  (nothing)");
     }
@@ -59,8 +78,17 @@ pub fn render_text(plan: &Plan) -> String {
         let _ = writeln!(out, "  apply {}", m.file);
     }
     for w in &c.setup.wait_ready {
-        let replicas = w.replicas.map(|r| format!(", {r} ready")).unwrap_or_default();
-        let _ = writeln!(out, "  wait for {}/{}{replicas} (timeout {})", w.kind.name(), w.name, format_duration(w.timeout));
+        let replicas = w
+            .replicas
+            .map(|r| format!(", {r} ready"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  wait for {}/{}{replicas} (timeout {})",
+            w.kind.name(),
+            w.name,
+            format_duration(w.timeout)
+        );
     }
     let _ = writeln!(out, "\nTargets (resolved when the scenario runs)");
     for t in &c.targets {
@@ -71,9 +99,18 @@ pub fn render_text(plan: &Plan) -> String {
         .iter()
         .map(|ps| {
             let step = &c.steps.iter().find(|s| s.index == ps.index);
+            let from_step_start = matches!(
+                step.map(|s| &s.kind),
+                Some(StepKind::Expect(e)) if !e.explicit_anchor
+                    && matches!(e.window, WindowSpec::HoldsFor(_) | WindowSpec::Never(_))
+            );
             let (written, from) = match step.map(|s| &s.kind) {
+                Some(StepKind::Expect(_)) if from_step_start => (
+                    step.map(window_source).unwrap_or_default(),
+                    "its start".to_string(),
+                ),
                 Some(StepKind::Expect(e)) => (
-                    window_source(&e.window),
+                    e.window.source(),
                     match e.anchor {
                         Anchor::Start => "setup".to_string(),
                         Anchor::Step(i) => format!("#{}", i + 1),
@@ -81,10 +118,13 @@ pub fn render_text(plan: &Plan) -> String {
                 ),
                 _ => (String::new(), String::new()),
             };
-            let at = match (ps.expected, ps.starts) {
-                (Some(e), _) => span(Some(e)),
-                (None, Some(s)) if ps.window.is_none() => format!("starts {}", span(Some(s))),
-                (None, s) => span(s),
+            let at = match (ps.expected, ps.starts, ps.window) {
+                (Some(e), _, _) => span(Some(e)),
+                (None, Some(s), None) => format!("starts {}", span(Some(s))),
+                (None, Some(s), Some(w)) => {
+                    format!("from {} for {}", span(Some(s)), format_millis(w.horizon()))
+                }
+                (None, None, _) => String::new(),
             };
             Row {
                 n: format!("{}", ps.index + 1),
@@ -103,7 +143,13 @@ pub fn render_text(plan: &Plan) -> String {
         let _ = writeln!(out, "  every fault is reverted by the steps themselves");
     }
     for r in &plan.restores {
-        let _ = writeln!(out, "  {} on {} (left broken by step #{})", r.fault, r.node, r.broken_by + 1);
+        let _ = writeln!(
+            out,
+            "  {} on {} (left broken by step #{})",
+            r.fault,
+            r.node,
+            r.broken_by + 1
+        );
     }
     let _ = writeln!(
         out,
@@ -115,12 +161,36 @@ pub fn render_text(plan: &Plan) -> String {
 fn cleanup_word(plan: &Plan) -> &'static str {
     use crate::scenario::model::Cleanup;
     match plan.cleanup() {
-        Cleanup::Always => "always: revert faults, undo the scenario's taints and cordons, delete the namespace",
-        Cleanup::OnSuccess => "on-success: revert faults; keep the workload when an expectation fails",
+        Cleanup::Always => {
+            "always: revert faults, undo the scenario's taints and cordons, delete the namespace"
+        }
+        Cleanup::OnSuccess => {
+            "on-success: revert faults; keep the workload when an expectation fails"
+        }
         Cleanup::Never => "never: revert faults only",
     }
 }
 
-fn window_source(w: &WindowSpec) -> String {
-    w.source()
+fn window_source(step: &crate::scenario::checked::Step) -> String {
+    match &step.kind {
+        StepKind::Expect(e) => e.window.source(),
+        _ => String::new(),
+    }
+}
+
+/// Greedy word wrap.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = vec![String::new()];
+    for word in text.split_whitespace() {
+        let cur = lines.last_mut().expect("lines is never empty");
+        if !cur.is_empty() && cur.len() + 1 + word.len() > width {
+            lines.push(word.to_string());
+        } else {
+            if !cur.is_empty() {
+                cur.push(' ');
+            }
+            cur.push_str(word);
+        }
+    }
+    lines
 }

@@ -8,7 +8,9 @@ use serde::Serialize;
 
 use super::expr::{Expr, WindowSpec};
 use super::load::Source;
-use super::model::{BackendKind, Cleanup, FaultKind, NodeReady, PodPhase, TaintEffect, Terminating};
+use super::model::{
+    BackendKind, Cleanup, FaultKind, NodeReady, PodPhase, TaintEffect, Terminating,
+};
 use crate::profile::Var;
 use crate::selector::Selector;
 
@@ -153,19 +155,49 @@ pub struct Drain {
 #[derive(Debug, Clone)]
 pub enum Action {
     Apply(Vec<ManifestFile>),
-    Taint { node: String, key: String, value: Option<String>, effect: TaintEffect },
-    Untaint { node: String, key: String, effect: Option<TaintEffect> },
-    Cordon { node: String },
-    Uncordon { node: String },
+    Taint {
+        node: String,
+        key: String,
+        value: Option<String>,
+        effect: TaintEffect,
+    },
+    Untaint {
+        node: String,
+        key: String,
+        effect: Option<TaintEffect>,
+    },
+    Cordon {
+        node: String,
+    },
+    Uncordon {
+        node: String,
+    },
     Drain(Drain),
-    DeleteNode { node: String },
-    ForceDeletePods { selector: Option<Selector>, node: Option<String> },
-    Scale { kind: WorkloadKind, name: String, replicas: u32 },
+    DeleteNode {
+        node: String,
+    },
+    ForceDeletePods {
+        selector: Option<Selector>,
+        node: Option<String>,
+    },
+    Scale {
+        kind: WorkloadKind,
+        name: String,
+        replicas: u32,
+    },
     /// Sleep for a profile-relative duration.
-    WaitFor { duration: Expr },
+    WaitFor {
+        duration: Expr,
+    },
     /// Wait until a condition holds, failing after `timeout`.
-    WaitUntil { subject: Subject, conditions: Vec<Condition>, timeout: Expr },
-    DeleteNamespace { name: String },
+    WaitUntil {
+        subject: Subject,
+        conditions: Vec<Condition>,
+        timeout: Expr,
+    },
+    DeleteNamespace {
+        name: String,
+    },
 }
 
 impl Action {
@@ -194,7 +226,11 @@ pub enum Subject {
     Node(String),
     /// Pods of the scenario namespace matching a selector, optionally only
     /// those on (or not on) a target.
-    Pods { selector: Selector, on: Option<String>, not_on: Option<String> },
+    Pods {
+        selector: Selector,
+        on: Option<String>,
+        not_on: Option<String>,
+    },
 }
 
 /// One condition; an expectation holds when all of its conditions hold.
@@ -203,8 +239,14 @@ pub enum Subject {
 pub enum Condition {
     NodeReady(NodeReady),
     /// Taint present (`key`, optionally with this effect).
-    Taint { key: String, effect: Option<TaintEffect> },
-    NoTaint { key: String, effect: Option<TaintEffect> },
+    Taint {
+        key: String,
+        effect: Option<TaintEffect>,
+    },
+    NoTaint {
+        key: String,
+        effect: Option<TaintEffect>,
+    },
     Unschedulable(bool),
     /// The Node object exists (false: it was deleted).
     Exists(bool),
@@ -226,7 +268,8 @@ pub enum Condition {
 pub enum Anchor {
     /// The end of setup (no fault or action before this expectation).
     Start,
-    /// The moment this step (a fault or action) began.
+    /// A fault or action: the moment it began. An expectation: the moment
+    /// its condition was first seen to hold.
     Step(usize),
 }
 
@@ -236,4 +279,7 @@ pub struct Expectation {
     pub conditions: Vec<Condition>,
     pub window: WindowSpec,
     pub anchor: Anchor,
+    /// `since:` was written: `holdsFor`/`never` then count from the anchor
+    /// (reading recorded history) instead of from this step's start.
+    pub explicit_anchor: bool,
 }

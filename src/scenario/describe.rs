@@ -10,7 +10,11 @@ impl fmt::Display for Subject {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Subject::Node(t) => write!(f, "node {t}"),
-            Subject::Pods { selector, on, not_on } => {
+            Subject::Pods {
+                selector,
+                on,
+                not_on,
+            } => {
                 write!(f, "pods {selector}")?;
                 if let Some(t) = on {
                     write!(f, " on {t}")?;
@@ -26,7 +30,8 @@ impl fmt::Display for Subject {
 
 impl fmt::Display for Condition {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let effect = |e: &Option<super::model::TaintEffect>| e.map(|e| format!(":{e}")).unwrap_or_default();
+        let effect =
+            |e: &Option<super::model::TaintEffect>| e.map(|e| format!(":{e}")).unwrap_or_default();
         match self {
             Condition::NodeReady(s) => write!(f, "Ready={s}"),
             Condition::Taint { key, effect: e } => write!(f, "tainted {key}{}", effect(e)),
@@ -49,7 +54,10 @@ impl fmt::Display for Condition {
 }
 
 fn conditions(c: &[Condition]) -> String {
-    c.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+    c.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl fmt::Display for Action {
@@ -59,12 +67,21 @@ impl fmt::Display for Action {
                 let names: Vec<&str> = files.iter().map(|m| m.file.as_str()).collect();
                 write!(f, "apply {}", names.join(", "))
             }
-            Action::Taint { node, key, value, effect } => {
+            Action::Taint {
+                node,
+                key,
+                value,
+                effect,
+            } => {
                 let v = value.as_ref().map(|v| format!("={v}")).unwrap_or_default();
                 write!(f, "taint {node} {key}{v}:{effect}")
             }
             Action::Untaint { node, key, effect } => {
-                write!(f, "untaint {node} {key}{}", effect.map(|e| format!(":{e}")).unwrap_or_default())
+                write!(
+                    f,
+                    "untaint {node} {key}{}",
+                    effect.map(|e| format!(":{e}")).unwrap_or_default()
+                )
             }
             Action::Cordon { node } => write!(f, "cordon {node}"),
             Action::Uncordon { node } => write!(f, "uncordon {node}"),
@@ -86,10 +103,22 @@ impl fmt::Display for Action {
                 }
                 Ok(())
             }
-            Action::Scale { kind, name, replicas } => write!(f, "scale {}/{name} to {replicas}", kind.name()),
+            Action::Scale {
+                kind,
+                name,
+                replicas,
+            } => write!(f, "scale {}/{name} to {replicas}", kind.name()),
             Action::WaitFor { duration } => write!(f, "wait {duration}"),
-            Action::WaitUntil { subject, conditions: c, timeout } => {
-                write!(f, "wait until {subject} {} (timeout {timeout})", conditions(c))
+            Action::WaitUntil {
+                subject,
+                conditions: c,
+                timeout,
+            } => {
+                write!(
+                    f,
+                    "wait until {subject} {} (timeout {timeout})",
+                    conditions(c)
+                )
             }
             Action::DeleteNamespace { name } => write!(f, "delete namespace {name}"),
         }

@@ -13,6 +13,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     if s.is_empty() {
         return Err("empty duration; write it like `30s`, `5m` or `1m30s`".into());
     }
+    if s.contains(char::is_whitespace) {
+        return Err(format!(
+            "`{text}` is not a duration; write it without spaces, like `30s`, `5m` or `1m30s`"
+        ));
+    }
     if s == "0" {
         return Ok(Duration::ZERO);
     }
@@ -21,7 +26,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let mut rest = s;
     let mut last_rank: Option<usize> = None;
     while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
         if digits == 0 {
             return Err(format!(
                 "`{text}` is not a duration: expected a number at `{rest}` (write `30s`, `5m`, `1m30s`)"
@@ -31,13 +38,19 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             .parse()
             .map_err(|_| format!("`{text}`: number too large"))?;
         rest = &rest[digits..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
         let unit = &rest[..unit_len];
         let Some(rank) = UNITS.iter().position(|(u, _)| *u == unit) else {
             return Err(if unit.is_empty() {
-                format!("`{text}` has a number without a unit; add one of h, m, s, ms (e.g. `{number}s`)")
+                format!(
+                    "`{text}` has a number without a unit; add one of h, m, s, ms (e.g. `{number}s`)"
+                )
             } else {
-                format!("`{text}` has unknown unit `{unit}`; use h, m, s or ms (e.g. `5m`, `1m30s`)")
+                format!(
+                    "`{text}` has unknown unit `{unit}`; use h, m, s or ms (e.g. `5m`, `1m30s`)"
+                )
             });
         };
         if last_rank.is_some_and(|r| r >= rank) {
@@ -123,10 +136,14 @@ impl<'de> Deserialize<'de> for Dur {
                 }
             }
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<Dur, E> {
-                Err(E::custom(format!("`{v}` is not a duration; write e.g. `30s`")))
+                Err(E::custom(format!(
+                    "`{v}` is not a duration; write e.g. `30s`"
+                )))
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<Dur, E> {
-                Err(E::custom(format!("`{v}` has no unit; write e.g. `{v}s` as `1500ms`")))
+                Err(E::custom(format!(
+                    "`{v}` has no unit; write e.g. `{v}s` as `1500ms`"
+                )))
             }
         }
         d.deserialize_any(V)
@@ -151,10 +168,24 @@ mod tests {
 
     #[test]
     fn rejects_what_it_cannot_read() {
-        for bad in ["", "30", "5 minutes", "m5", "30s1m", "1m1m", "1.5s", "-3s", "5d"] {
+        for bad in [
+            "",
+            "30",
+            "5 minutes",
+            "m5",
+            "30s1m",
+            "1m1m",
+            "1.5s",
+            "-3s",
+            "5d",
+        ] {
             assert!(parse_duration(bad).is_err(), "{bad:?} should be rejected");
         }
-        assert!(parse_duration("5d").unwrap_err().contains("unknown unit `d`"));
+        assert!(
+            parse_duration("5d")
+                .unwrap_err()
+                .contains("unknown unit `d`")
+        );
     }
 
     #[test]

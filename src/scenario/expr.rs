@@ -41,7 +41,10 @@ pub struct ExprError {
 
 impl ExprError {
     fn new(message: impl Into<String>) -> Self {
-        ExprError { message: message.into(), suggestion: None }
+        ExprError {
+            message: message.into(),
+            suggestion: None,
+        }
     }
 }
 
@@ -87,7 +90,11 @@ fn atom(tok: &str, whole: &str) -> Result<Atom, ExprError> {
             return Ok(Atom::Number(n));
         }
         return parse_duration(tok)
-            .map(|d| Atom::Quantity(Quantity::Literal(i64::try_from(d.as_millis()).unwrap_or(i64::MAX))))
+            .map(|d| {
+                Atom::Quantity(Quantity::Literal(
+                    i64::try_from(d.as_millis()).unwrap_or(i64::MAX),
+                ))
+            })
             .map_err(ExprError::new);
     }
     if let Some(v) = Var::lookup(tok) {
@@ -107,7 +114,9 @@ impl Expr {
     pub fn parse(text: &str) -> Result<Expr, ExprError> {
         let toks = tokens(text);
         if toks.is_empty() {
-            return Err(ExprError::new("empty time bound; write e.g. `30s` or `grace + 20s`"));
+            return Err(ExprError::new(
+                "empty time bound; write e.g. `30s` or `grace + 20s`",
+            ));
         }
         let mut terms = Vec::new();
         let mut sign = 1.0;
@@ -122,7 +131,9 @@ impl Expr {
                     continue;
                 }
                 if matches!(tok, "+" | "-" | "*") {
-                    return Err(ExprError::new(format!("`{text}`: expected a duration or variable before `{tok}`")));
+                    return Err(ExprError::new(format!(
+                        "`{text}`: expected a duration or variable before `{tok}`"
+                    )));
                 }
                 // term: atom ('*' atom)*
                 let mut factor = sign;
@@ -142,7 +153,9 @@ impl Expr {
                     if toks.get(i + 1).map(String::as_str) == Some("*") {
                         i += 2;
                         if i >= toks.len() {
-                            return Err(ExprError::new(format!("`{text}`: `*` needs a right-hand side")));
+                            return Err(ExprError::new(format!(
+                                "`{text}`: `*` needs a right-hand side"
+                            )));
                         }
                     } else {
                         break;
@@ -174,7 +187,10 @@ impl Expr {
         if expect_term {
             return Err(ExprError::new(format!("`{text}` ends with an operator")));
         }
-        Ok(Expr { text: text.trim().to_string(), terms })
+        Ok(Expr {
+            text: text.trim().to_string(),
+            terms,
+        })
     }
 
     /// Milliseconds under a profile.
@@ -269,7 +285,12 @@ impl fmt::Display for Window {
         match *self {
             Window::Between { from: 0, to } => write!(f, "within {}", format_millis(to)),
             Window::Between { from, to } => {
-                write!(f, "between {} and {}", format_millis(from), format_millis(to))
+                write!(
+                    f,
+                    "between {} and {}",
+                    format_millis(from),
+                    format_millis(to)
+                )
             }
             Window::NotBefore { at } => write!(f, "not before {}", format_millis(at)),
             Window::HoldsFor { duration } => write!(f, "holds for {}", format_millis(duration)),
@@ -281,8 +302,14 @@ impl fmt::Display for Window {
 impl WindowSpec {
     pub fn parse_within(text: &str) -> Result<WindowSpec, ExprError> {
         match text.split_once("..") {
-            Some((a, b)) => Ok(WindowSpec::Within { from: Some(Expr::parse(a)?), to: Expr::parse(b)? }),
-            None => Ok(WindowSpec::Within { from: None, to: Expr::parse(text)? }),
+            Some((a, b)) => Ok(WindowSpec::Within {
+                from: Some(Expr::parse(a)?),
+                to: Expr::parse(b)?,
+            }),
+            None => Ok(WindowSpec::Within {
+                from: None,
+                to: Expr::parse(text)?,
+            }),
         }
     }
 
@@ -295,9 +322,15 @@ impl WindowSpec {
         let center = Expr::parse(center)?;
         let tol = tol.trim();
         let tolerance = match tol.strip_suffix('%') {
-            Some(p) => Tolerance::Percent(p.trim().parse::<f64>().ok().filter(|p| *p >= 0.0).ok_or_else(
-                || ExprError::new(format!("`{tol}` is not a percentage; write e.g. `10%`")),
-            )?),
+            Some(p) => Tolerance::Percent(
+                p.trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|p| *p >= 0.0)
+                    .ok_or_else(|| {
+                        ExprError::new(format!("`{tol}` is not a percentage; write e.g. `10%`"))
+                    })?,
+            ),
             None => Tolerance::Absolute(Expr::parse(tol)?),
         };
         Ok(WindowSpec::After { center, tolerance })
@@ -360,11 +393,20 @@ impl WindowSpec {
                         p.name
                     ));
                 }
-                Ok(Window::Between { from: c - t, to: c + t })
+                Ok(Window::Between {
+                    from: c - t,
+                    to: c + t,
+                })
             }
-            WindowSpec::NotBefore(e) => Ok(Window::NotBefore { at: positive(e, "`notBefore`")? }),
-            WindowSpec::HoldsFor(e) => Ok(Window::HoldsFor { duration: positive(e, "`holdsFor`")? }),
-            WindowSpec::Never(e) => Ok(Window::Never { duration: positive(e, "`never`")? }),
+            WindowSpec::NotBefore(e) => Ok(Window::NotBefore {
+                at: positive(e, "`notBefore`")?,
+            }),
+            WindowSpec::HoldsFor(e) => Ok(Window::HoldsFor {
+                duration: positive(e, "`holdsFor`")?,
+            }),
+            WindowSpec::Never(e) => Ok(Window::Never {
+                duration: positive(e, "`never`")?,
+            }),
         }
     }
 
@@ -373,10 +415,16 @@ impl WindowSpec {
         match self {
             WindowSpec::Within { from: None, to } => format!("within {to}"),
             WindowSpec::Within { from: Some(f), to } => format!("within {f} .. {to}"),
-            WindowSpec::After { center, tolerance: Tolerance::Absolute(t) } => {
+            WindowSpec::After {
+                center,
+                tolerance: Tolerance::Absolute(t),
+            } => {
                 format!("after {center} +- {t}")
             }
-            WindowSpec::After { center, tolerance: Tolerance::Percent(p) } => {
+            WindowSpec::After {
+                center,
+                tolerance: Tolerance::Percent(p),
+            } => {
                 format!("after {center} +- {p}%")
             }
             WindowSpec::NotBefore(e) => format!("not before {e}"),
@@ -441,13 +489,44 @@ mod tests {
         let d = TimingProfile::upstream_default();
         let f = TimingProfile::fast();
         let w = WindowSpec::parse_within("grace .. grace+20s").unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(w.resolve(&d), Ok(Window::Between { from: 50_000, to: 70_000 }));
-        assert_eq!(w.resolve(&f), Ok(Window::Between { from: 8_000, to: 28_000 }));
-        let a = WindowSpec::parse_after("grace + toleration +- 10%").unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(a.resolve(&d), Ok(Window::Between { from: 315_000, to: 385_000 }));
-        assert_eq!(a.resolve(&f), Ok(Window::Between { from: 25_200, to: 30_800 }));
+        assert_eq!(
+            w.resolve(&d),
+            Ok(Window::Between {
+                from: 50_000,
+                to: 70_000
+            })
+        );
+        assert_eq!(
+            w.resolve(&f),
+            Ok(Window::Between {
+                from: 8_000,
+                to: 28_000
+            })
+        );
+        let a =
+            WindowSpec::parse_after("grace + toleration +- 10%").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            a.resolve(&d),
+            Ok(Window::Between {
+                from: 315_000,
+                to: 385_000
+            })
+        );
+        assert_eq!(
+            a.resolve(&f),
+            Ok(Window::Between {
+                from: 25_200,
+                to: 30_800
+            })
+        );
         let a = WindowSpec::parse_after("toleration +- 15s").unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(a.resolve(&f), Ok(Window::Between { from: 5_000, to: 35_000 }));
+        assert_eq!(
+            a.resolve(&f),
+            Ok(Window::Between {
+                from: 5_000,
+                to: 35_000
+            })
+        );
     }
 
     #[test]
@@ -457,10 +536,18 @@ mod tests {
         // fine on default (50s .. 60s), inverted on fast (8s .. 60s is fine; 60s .. 8s+40s not)
         let w = WindowSpec::parse_within("60s .. grace + 40s").unwrap_or_else(|e| panic!("{e}"));
         assert!(w.resolve(&d).is_ok());
-        assert!(w.resolve(&f).unwrap_err().contains("lower bound must come first"));
+        assert!(
+            w.resolve(&f)
+                .unwrap_err()
+                .contains("lower bound must come first")
+        );
         let a = WindowSpec::parse_after("toleration +- 30s").unwrap_or_else(|e| panic!("{e}"));
         assert!(a.resolve(&d).is_ok());
-        assert!(a.resolve(&f).unwrap_err().contains("larger than the centre"));
+        assert!(
+            a.resolve(&f)
+                .unwrap_err()
+                .contains("larger than the centre")
+        );
         assert!(WindowSpec::parse_after("300s").is_err());
     }
 }

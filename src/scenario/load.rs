@@ -72,12 +72,27 @@ pub struct Source {
 
 impl Source {
     pub fn diag(&self, path: &str, message: impl Into<String>, help: Option<String>) -> Diagnostic {
-        Diagnostic { file: self.file.clone(), pos: self.spans.value(path), message: message.into(), help }
+        Diagnostic {
+            file: self.file.clone(),
+            pos: self.spans.value(path),
+            message: message.into(),
+            help,
+        }
     }
 
     /// A diagnostic pointing at the key of a field rather than its value.
-    pub fn diag_key(&self, path: &str, message: impl Into<String>, help: Option<String>) -> Diagnostic {
-        Diagnostic { file: self.file.clone(), pos: self.spans.key(path), message: message.into(), help }
+    pub fn diag_key(
+        &self,
+        path: &str,
+        message: impl Into<String>,
+        help: Option<String>,
+    ) -> Diagnostic {
+        Diagnostic {
+            file: self.file.clone(),
+            pos: self.spans.key(path),
+            message: message.into(),
+            help,
+        }
     }
 }
 
@@ -89,18 +104,25 @@ pub struct Loaded {
 }
 
 pub fn load(path: &Path) -> Result<Loaded> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Read { path: path.to_path_buf(), source })?;
+    let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     load_str(&path.display().to_string(), &dir, &text)
 }
 
 /// Parses scenario text. Never panics, whatever the input.
 pub fn load_str(file: &str, dir: &Path, text: &str) -> Result<Loaded> {
-    let source = Source { file: file.to_string(), dir: dir.to_path_buf(), spans: Spans::index(text) };
+    let source = Source {
+        file: file.to_string(),
+        dir: dir.to_path_buf(),
+        spans: Spans::index(text),
+    };
     if text.trim().is_empty() {
         return Err(Error::Invalid(Diagnostics(vec![Diagnostic {
             file: file.to_string(),
-            pos: None,
+            pos: Some(Pos { line: 1, col: 1 }),
             message: "the file is empty".into(),
             help: Some("a scenario needs at least `name`, `namespace` and `steps`; see docs/scenario-format.md".into()),
         }])));
@@ -114,25 +136,52 @@ pub fn load_str(file: &str, dir: &Path, text: &str) -> Result<Loaded> {
 /// Turns a serde_yaml error into a diagnostic: position, a plainer message,
 /// and a "did you mean" for misspelt fields and names.
 fn from_serde(file: &str, e: &serde_yaml::Error) -> Diagnostic {
-    let pos = e.location().map(|l| Pos { line: l.line(), col: l.column() });
-    let full = e.to_string();
-    // serde_yaml appends " at line L column C"; we print the position up front.
-    let text = match full.rfind(" at line ") {
-        Some(i) => &full[..i],
-        None => full.as_str(),
-    };
+    let pos = e.location().map(|l| Pos {
+        line: l.line(),
+        col: l.column(),
+    });
+    // serde_yaml writes " at line L column C" into messages; we print the position up front.
+    let full = strip_positions(&e.to_string());
+    let text = full.as_str();
     let (path, msg) = match text.split_once(": ") {
         Some((p, m)) if !p.contains(' ') && !p.contains('`') => (p, m),
         _ => ("", text),
     };
     let (message, help) = rewrite(path, msg);
-    let message = if path.is_empty() { message } else { format!("{path}: {message}") };
-    Diagnostic { file: file.to_string(), pos, message, help }
+    let message = if path.is_empty() {
+        message
+    } else {
+        format!("{path}: {message}")
+    };
+    Diagnostic {
+        file: file.to_string(),
+        pos,
+        message,
+        help,
+    }
+}
+
+fn strip_positions(msg: &str) -> String {
+    let mut out = String::new();
+    let mut rest = msg;
+    while let Some(i) = rest.find(" at line ") {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i + " at line ".len()..];
+        let skip = tail
+            .char_indices()
+            .find(|&(_, c)| !(c.is_ascii_digit() || c == ' ' || "column".contains(c)))
+            .map_or(tail.len(), |(j, _)| j);
+        rest = &tail[skip..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Names in backquotes after `expected`, e.g. "expected one of `a`, `b`".
 fn expected_names(msg: &str) -> Vec<&str> {
-    let Some(i) = msg.find("expected") else { return Vec::new() };
+    let Some(i) = msg.find("expected") else {
+        return Vec::new();
+    };
     msg[i..].split('`').skip(1).step_by(2).collect()
 }
 
@@ -176,8 +225,19 @@ fn rewrite(path: &str, msg: &str) -> (String, Option<String>) {
             Some("see docs/scenario-format.md for the fields this mapping needs".into()),
         );
     }
-    if msg.starts_with("invalid type") {
-        return (msg.to_string(), None);
+    if msg.contains("expected struct Scenario") {
+        return (
+            "the file is not a scenario: expected a mapping at the top level".into(),
+            Some("a scenario starts with `name:`, `namespace:` and `steps:`; see docs/scenario-format.md".into()),
+        );
+    }
+    if msg.contains("while parsing") || msg.contains("while scanning") {
+        return (
+            format!("YAML syntax error: {msg}"),
+            Some(
+                "check brackets, quotes and indentation around this line and the ones above".into(),
+            ),
+        );
     }
     (msg.to_string(), None)
 }
@@ -203,7 +263,10 @@ mod tests {
     #[test]
     fn unknown_fault_is_named_as_a_fault() {
         let e = err("name: a\nnamespace: b\nsteps:\n  - fault: pause-mv\n");
-        assert!(e.starts_with("s.yaml:4:12: steps[0].fault: unknown fault `pause-mv`"), "{e}");
+        assert!(
+            e.starts_with("s.yaml:4:12: steps[0].fault: unknown fault `pause-mv`"),
+            "{e}"
+        );
         assert!(e.contains("did you mean `pause-vm`?"), "{e}");
     }
 

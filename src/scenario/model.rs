@@ -97,8 +97,12 @@ pub enum BackendKind {
 }
 
 impl BackendKind {
-    pub const ALL: [BackendKind; 4] =
-        [BackendKind::Sim, BackendKind::Kind, BackendKind::Vagrant, BackendKind::Libvirt];
+    pub const ALL: [BackendKind; 4] = [
+        BackendKind::Sim,
+        BackendKind::Kind,
+        BackendKind::Vagrant,
+        BackendKind::Libvirt,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -190,11 +194,17 @@ impl<'de> Deserialize<'de> for ApplyItem {
                 f.write_str("a manifest path or {file: PATH, only: [BACKEND...]}")
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<ApplyItem, E> {
-                Ok(ApplyItem { file: v.to_string(), only: Vec::new() })
+                Ok(ApplyItem {
+                    file: v.to_string(),
+                    only: Vec::new(),
+                })
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<ApplyItem, A::Error> {
                 let f = Full::deserialize(MapAccessDeserializer::new(map))?;
-                Ok(ApplyItem { file: f.file, only: f.only.0 })
+                Ok(ApplyItem {
+                    file: f.file,
+                    only: f.only.0,
+                })
             }
         }
         d.deserialize_any(V)
@@ -487,7 +497,11 @@ impl<'de> Deserialize<'de> for ReadyValue {
                 f.write_str("`True`, `False` or `Unknown` for a node; a count or `all` for pods")
             }
             fn visit_bool<E: de::Error>(self, v: bool) -> Result<ReadyValue, E> {
-                Ok(ReadyValue::Status(if v { NodeReady::True } else { NodeReady::False }))
+                Ok(ReadyValue::Status(if v {
+                    NodeReady::True
+                } else {
+                    NodeReady::False
+                }))
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<ReadyValue, E> {
                 u32::try_from(v)
@@ -535,7 +549,9 @@ impl<'de> Deserialize<'de> for Terminating {
                 Ok(Terminating::All(v))
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<Terminating, E> {
-                u32::try_from(v).map(Terminating::Count).map_err(|_| E::custom("count too large"))
+                u32::try_from(v)
+                    .map(Terminating::Count)
+                    .map_err(|_| E::custom("count too large"))
             }
         }
         d.deserialize_any(V)

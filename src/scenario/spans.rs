@@ -20,8 +20,15 @@ pub struct Spans {
 }
 
 enum Frame {
-    Map { path: String, key: Option<String>, pending: Option<String> },
-    Seq { path: String, index: usize },
+    Map {
+        path: String,
+        key: Option<String>,
+        pending: Option<String>,
+    },
+    Seq {
+        path: String,
+        index: usize,
+    },
 }
 
 #[derive(Default)]
@@ -34,7 +41,10 @@ struct Builder {
 
 fn pos(m: Marker) -> Pos {
     // yaml-rust2: 1-based lines, 0-based columns.
-    Pos { line: m.line(), col: m.col() + 1 }
+    Pos {
+        line: m.line(),
+        col: m.col() + 1,
+    }
 }
 
 impl Builder {
@@ -51,7 +61,11 @@ impl Builder {
                 if pending.is_none() {
                     // this node is a key
                     let name = scalar_key.unwrap_or("?").to_string();
-                    let p = if path.is_empty() { name.clone() } else { format!("{path}.{name}") };
+                    let p = if path.is_empty() {
+                        name.clone()
+                    } else {
+                        format!("{path}.{name}")
+                    };
                     self.spans.keys.entry(p.clone()).or_insert(at);
                     *pending = Some(p);
                     *key = Some(name);
@@ -96,7 +110,11 @@ impl MarkedEventReceiver for Builder {
                 let p = self.next_path(at, None).unwrap_or_default();
                 self.open.push(p.clone());
                 self.stack.push(if matches!(ev, Event::MappingStart(..)) {
-                    Frame::Map { path: p, key: None, pending: None }
+                    Frame::Map {
+                        path: p,
+                        key: None,
+                        pending: None,
+                    }
                 } else {
                     Frame::Seq { path: p, index: 0 }
                 });
@@ -161,12 +179,24 @@ mod tests {
         let s = Spans::index(DOC);
         assert_eq!(s.value("name"), Some(Pos { line: 1, col: 7 }));
         assert_eq!(s.value("steps[0].fault"), Some(Pos { line: 3, col: 12 }));
-        assert_eq!(s.key("steps[1].expect.within"), Some(Pos { line: 6, col: 7 }));
-        assert_eq!(s.value("steps[1].expect.within"), Some(Pos { line: 6, col: 15 }));
-        assert_eq!(s.value("steps[2].action.taint.key"), Some(Pos { line: 7, col: 36 }));
+        assert_eq!(
+            s.key("steps[1].expect.within"),
+            Some(Pos { line: 6, col: 7 })
+        );
+        assert_eq!(
+            s.value("steps[1].expect.within"),
+            Some(Pos { line: 6, col: 15 })
+        );
+        assert_eq!(
+            s.value("steps[2].action.taint.key"),
+            Some(Pos { line: 7, col: 36 })
+        );
         assert_eq!(s.value("steps[1].expect"), Some(Pos { line: 5, col: 7 }));
         // a path below a scalar falls back to the scalar
-        assert_eq!(s.value("steps[0].fault.nothing"), Some(Pos { line: 3, col: 12 }));
+        assert_eq!(
+            s.value("steps[0].fault.nothing"),
+            Some(Pos { line: 3, col: 12 })
+        );
     }
 
     #[test]

@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use super::checked::{
-    Action, Anchor, Checked, Condition, Drain, Expectation, ManifestFile, ReadyCheck, Setup, Step, StepKind,
-    Subject, Target, TargetSelector, WorkloadKind,
+    Action, Anchor, Checked, Condition, Drain, Expectation, ManifestFile, ReadyCheck, Setup, Step,
+    StepKind, Subject, Target, TargetSelector, WorkloadKind,
 };
 use super::duration::Dur;
 use super::expr::{Expr, ExprError, WindowSpec};
@@ -30,7 +30,8 @@ struct Ctx<'a> {
 fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
-        && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
         && !s.starts_with('-')
         && !s.ends_with('-')
 }
@@ -52,7 +53,8 @@ impl Ctx<'_> {
             return Some(name.to_string());
         }
         let help = if self.targets.is_empty() {
-            "define one with `target:` (or `targets: {NAME: ...}`) at the top of the scenario".to_string()
+            "define one with `target:` (or `targets: {NAME: ...}`) at the top of the scenario"
+                .to_string()
         } else {
             let mut h = String::new();
             if let Some(s) = closest(name, self.targets.iter().map(String::as_str)) {
@@ -86,9 +88,17 @@ impl Ctx<'_> {
     }
 
     fn expr_err(&mut self, path: &str, e: ExprError) {
-        let help = e.suggestion.as_ref().map(|s| format!("did you mean `{s}`?"));
+        let help = e
+            .suggestion
+            .as_ref()
+            .map(|s| format!("did you mean `{s}`?"));
         let message = match e.suggestion {
-            Some(_) => e.message.split("; known:").next().unwrap_or_default().to_string(),
+            Some(_) => e
+                .message
+                .split("; known:")
+                .next()
+                .unwrap_or_default()
+                .to_string(),
             None => e.message,
         };
         self.err(path, message, help);
@@ -102,11 +112,19 @@ impl Ctx<'_> {
             if !resolved.is_file() {
                 self.err(
                     &p,
-                    format!("manifest `{}` not found (looked for {})", item.file, resolved.display()),
+                    format!(
+                        "manifest `{}` not found (looked for {})",
+                        item.file,
+                        resolved.display()
+                    ),
                     Some("paths are relative to the scenario file's directory".to_string()),
                 );
             }
-            out.push(ManifestFile { file: item.file.clone(), path: resolved, only: item.only.clone() });
+            out.push(ManifestFile {
+                file: item.file.clone(),
+                path: resolved,
+                only: item.only.clone(),
+            });
         }
         out
     }
@@ -118,15 +136,32 @@ fn present<'a>(fields: &[(&'a str, bool)]) -> Vec<&'a str> {
 }
 
 fn one_of(list: &[&str]) -> String {
-    list.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+    list.iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 pub fn validate(loaded: Loaded) -> Result<Checked> {
-    let Loaded { source, scenario: s } = loaded;
-    let mut cx = Ctx { src: &source, diags: Vec::new(), targets: Vec::new() };
+    let Loaded {
+        source,
+        scenario: s,
+    } = loaded;
+    let mut cx = Ctx {
+        src: &source,
+        diags: Vec::new(),
+        targets: Vec::new(),
+    };
 
     if !is_dns_label(&s.name) {
-        cx.err("name", format!("scenario name `{}` must be lowercase letters, digits and `-`", s.name), None);
+        cx.err(
+            "name",
+            format!(
+                "scenario name `{}` must be lowercase letters, digits and `-`",
+                s.name
+            ),
+            None,
+        );
     }
     if !is_dns_label(&s.namespace) {
         cx.err(
@@ -166,10 +201,19 @@ fn timing_overrides(cx: &mut Ctx<'_>, t: &model::TimingOverrides) -> Vec<(Var, D
         (Var::NodeMonitorGracePeriod, t.node_monitor_grace_period),
         (Var::NodeMonitorPeriod, t.node_monitor_period),
         (Var::NodeStartupGracePeriod, t.node_startup_grace_period),
-        (Var::UnreachableTolerationSeconds, t.unreachable_toleration_seconds),
-        (Var::NotReadyTolerationSeconds, t.not_ready_toleration_seconds),
+        (
+            Var::UnreachableTolerationSeconds,
+            t.unreachable_toleration_seconds,
+        ),
+        (
+            Var::NotReadyTolerationSeconds,
+            t.not_ready_toleration_seconds,
+        ),
         (Var::NodeLeaseDuration, t.node_lease_duration),
-        (Var::NodeStatusUpdateFrequency, t.node_status_update_frequency),
+        (
+            Var::NodeStatusUpdateFrequency,
+            t.node_status_update_frequency,
+        ),
         (Var::PodGcPeriod, t.pod_gc_period),
         (Var::OrphanQuarantine, t.orphan_quarantine),
     ];
@@ -177,7 +221,11 @@ fn timing_overrides(cx: &mut Ctx<'_>, t: &model::TimingOverrides) -> Vec<(Var, D
     for (var, value) in fields {
         if let Some(Dur(d)) = value {
             if d.is_zero() {
-                cx.err(&format!("timing.{}", var.name()), format!("`{}` must be positive", var.name()), None);
+                cx.err(
+                    &format!("timing.{}", var.name()),
+                    format!("`{}` must be positive", var.name()),
+                    None,
+                );
             }
             out.push((var, d));
         }
@@ -189,12 +237,18 @@ fn targets(cx: &mut Ctx<'_>, s: &model::Scenario) -> Vec<Target> {
     let mut specs: BTreeMap<String, (String, &model::TargetSpec)> = BTreeMap::new();
     if let Some(t) = &s.target {
         if s.targets.contains_key("target") {
-            cx.err_key("target", "`target` is defined twice: here and under `targets`", None);
+            cx.err_key(
+                "target",
+                "`target` is defined twice: here and under `targets`",
+                None,
+            );
         }
         specs.insert("target".into(), ("target".into(), t));
     }
     for (name, t) in &s.targets {
-        specs.entry(name.clone()).or_insert((format!("targets.{name}"), t));
+        specs
+            .entry(name.clone())
+            .or_insert((format!("targets.{name}"), t));
     }
     cx.targets = specs.keys().cloned().collect();
     let mut out = Vec::new();
@@ -207,16 +261,25 @@ fn targets(cx: &mut Ctx<'_>, s: &model::Scenario) -> Vec<Target> {
         let selector = match (chosen.as_slice(), spec) {
             ([_], model::TargetSpec { name: Some(n), .. }) => Some(TargetSelector::Name(n.clone())),
             ([_], model::TargetSpec { role: Some(r), .. }) => Some(TargetSelector::Role(r.clone())),
-            ([_], model::TargetSpec { most_pods: Some(m), .. }) => {
-                cx.selector(&format!("{path}.mostPods"), m).map(TargetSelector::MostPods)
-            }
+            (
+                [_],
+                model::TargetSpec {
+                    most_pods: Some(m), ..
+                },
+            ) => cx
+                .selector(&format!("{path}.mostPods"), m)
+                .map(TargetSelector::MostPods),
             _ => {
                 let msg = if chosen.is_empty() {
                     format!("target `{name}` does not say which node")
                 } else {
                     format!("target `{name}` sets {} at once", one_of(&chosen))
                 };
-                cx.err(path, msg, Some("give exactly one of `name`, `role`, `mostPods`".into()));
+                cx.err(
+                    path,
+                    msg,
+                    Some("give exactly one of `name`, `role`, `mostPods`".into()),
+                );
                 None
             }
         };
@@ -230,15 +293,30 @@ fn targets(cx: &mut Ctx<'_>, s: &model::Scenario) -> Vec<Target> {
             }
         }
         if let Some(selector) = selector {
-            out.push(Target { name: name.clone(), selector, exclude });
+            out.push(Target {
+                name: name.clone(),
+                selector,
+                exclude,
+            });
         }
     }
     // exclusions must not go round in a circle, or neither could be chosen first
     for t in &out {
         for o in &t.exclude {
-            if out.iter().any(|u| &u.name == o && u.exclude.contains(&t.name)) && t.name < *o {
-                let path = specs.get(&t.name).map(|(p, _)| p.clone()).unwrap_or_default();
-                cx.err(&path, format!("targets `{}` and `{o}` exclude each other", t.name), Some("let only the later one exclude the earlier".into()));
+            if out
+                .iter()
+                .any(|u| &u.name == o && u.exclude.contains(&t.name))
+                && t.name < *o
+            {
+                let path = specs
+                    .get(&t.name)
+                    .map(|(p, _)| p.clone())
+                    .unwrap_or_default();
+                cx.err(
+                    &path,
+                    format!("targets `{}` and `{o}` exclude each other", t.name),
+                    Some("let only the later one exclude the earlier".into()),
+                );
             }
         }
     }
@@ -250,15 +328,21 @@ fn workload(
     path: &str,
     fields: [(WorkloadKind, &Option<String>); 5],
 ) -> Option<(WorkloadKind, String)> {
-    let given: Vec<(WorkloadKind, &String)> =
-        fields.iter().filter_map(|(k, v)| v.as_ref().map(|v| (*k, v))).collect();
+    let given: Vec<(WorkloadKind, &String)> = fields
+        .iter()
+        .filter_map(|(k, v)| v.as_ref().map(|v| (*k, v)))
+        .collect();
     match given.as_slice() {
         [(k, n)] => Some((*k, (*n).clone())),
         _ => {
             let names: Vec<&str> = fields.iter().map(|(k, _)| k.name()).collect();
             cx.err(
                 path,
-                if given.is_empty() { "no workload named".to_string() } else { "more than one workload named".to_string() },
+                if given.is_empty() {
+                    "no workload named".to_string()
+                } else {
+                    "more than one workload named".to_string()
+                },
                 Some(format!("give exactly one of {}", one_of(&names))),
             );
             None
@@ -280,7 +364,11 @@ fn setup(cx: &mut Ctx<'_>, s: &model::Setup) -> Setup {
         ];
         if let Some((kind, name)) = workload(cx, &path, fields) {
             if w.replicas.is_some() && matches!(kind, WorkloadKind::Pvc | WorkloadKind::Pdb) {
-                cx.err(&format!("{path}.replicas"), format!("`replicas` does not apply to a {}", kind.name()), None);
+                cx.err(
+                    &format!("{path}.replicas"),
+                    format!("`replicas` does not apply to a {}", kind.name()),
+                    None,
+                );
             }
             wait_ready.push(ReadyCheck {
                 kind,
@@ -298,7 +386,11 @@ type Broken = HashMap<String, (FaultKind, usize)>;
 
 fn steps(cx: &mut Ctx<'_>, s: &model::Scenario, namespace: &str) -> Vec<Step> {
     if s.steps.is_empty() {
-        cx.err("steps", "the scenario has no steps", Some("add at least a `fault` and an `expect`".into()));
+        cx.err(
+            "steps",
+            "the scenario has no steps",
+            Some("add at least a `fault` and an `expect`".into()),
+        );
     }
     let mut out = Vec::new();
     let mut ids: HashMap<String, usize> = HashMap::new();
@@ -310,13 +402,25 @@ fn steps(cx: &mut Ctx<'_>, s: &model::Scenario, namespace: &str) -> Vec<Step> {
         let path = format!("steps[{i}]");
         if let Some(id) = &st.id {
             if !is_dns_label(id) {
-                cx.err(&format!("{path}.id"), format!("step id `{id}` must be lowercase letters, digits and `-`"), None);
+                cx.err(
+                    &format!("{path}.id"),
+                    format!("step id `{id}` must be lowercase letters, digits and `-`"),
+                    None,
+                );
             }
             if ids.insert(id.clone(), i).is_some() {
-                cx.err(&format!("{path}.id"), format!("step id `{id}` is used twice"), None);
+                cx.err(
+                    &format!("{path}.id"),
+                    format!("step id `{id}` is used twice"),
+                    None,
+                );
             }
         }
-        let kinds = present(&[("fault", st.fault.is_some()), ("action", st.action.is_some()), ("expect", st.expect.is_some())]);
+        let kinds = present(&[
+            ("fault", st.fault.is_some()),
+            ("action", st.action.is_some()),
+            ("expect", st.expect.is_some()),
+        ]);
         if kinds.len() != 1 {
             let msg = if kinds.is_empty() {
                 "step does nothing".to_string()
@@ -327,18 +431,30 @@ fn steps(cx: &mut Ctx<'_>, s: &model::Scenario, namespace: &str) -> Vec<Step> {
             continue;
         }
         if st.node.is_some() && st.fault.is_none() {
-            cx.err_key(&format!("{path}.node"), "`node` goes with `fault` only", Some("actions and expectations name their node inside".into()));
+            cx.err_key(
+                &format!("{path}.node"),
+                "`node` goes with `fault` only",
+                Some("actions and expectations name their node inside".into()),
+            );
         }
         let kind = if let Some(fault) = st.fault {
             let node = st.node.clone().unwrap_or_else(|| "target".into());
-            let node_path = if st.node.is_some() { format!("{path}.node") } else { format!("{path}.fault") };
-            let Some(node) = cx.target_ref(&node_path, &node) else { continue };
+            let node_path = if st.node.is_some() {
+                format!("{path}.node")
+            } else {
+                format!("{path}.fault")
+            };
+            let Some(node) = cx.target_ref(&node_path, &node) else {
+                continue;
+            };
             check_fault_order(cx, &path, fault, &node, i, &mut broken);
             last_event = Some(i);
             last_fault = Some(i);
             StepKind::Fault { fault, node }
         } else if let Some(a) = &st.action {
-            let Some(action) = action(cx, &format!("{path}.action"), a, namespace) else { continue };
+            let Some(action) = action(cx, &format!("{path}.action"), a, namespace) else {
+                continue;
+            };
             last_event = Some(i);
             StepKind::Action(action)
         } else if let Some(e) = &st.expect {
@@ -348,7 +464,11 @@ fn steps(cx: &mut Ctx<'_>, s: &model::Scenario, namespace: &str) -> Vec<Step> {
                 Some(since) if since == "fault" => match last_fault {
                     Some(f) => Anchor::Step(f),
                     None => {
-                        cx.err(&format!("{p}.since"), "`since: fault` but no fault comes before this step", None);
+                        cx.err(
+                            &format!("{p}.since"),
+                            "`since: fault` but no fault comes before this step",
+                            None,
+                        );
                         continue;
                     }
                 },
@@ -360,18 +480,38 @@ fn steps(cx: &mut Ctx<'_>, s: &model::Scenario, namespace: &str) -> Vec<Step> {
                             .map(|c| format!("did you mean `{c}`? "))
                             .unwrap_or_default()
                             + "`since` takes `fault` or the `id` of an earlier step";
-                        cx.err(&format!("{p}.since"), format!("no earlier step has id `{since}`"), help);
+                        cx.err(
+                            &format!("{p}.since"),
+                            format!("no earlier step has id `{since}`"),
+                            help,
+                        );
                         continue;
                     }
                 },
             };
-            let Some((subject, conditions)) = condition(cx, &p, e) else { continue };
-            let Some(window) = window(cx, &p, e, true) else { continue };
-            StepKind::Expect(Expectation { subject, conditions, window, anchor })
+            let Some((subject, conditions)) = condition(cx, &p, e) else {
+                continue;
+            };
+            let Some(window) = window(cx, &p, e, true) else {
+                continue;
+            };
+            StepKind::Expect(Expectation {
+                subject,
+                conditions,
+                window,
+                anchor,
+                explicit_anchor: e.since.is_some(),
+            })
         } else {
             continue;
         };
-        out.push(Step { index: i, id: st.id.clone(), name: st.name.clone(), path, kind });
+        out.push(Step {
+            index: i,
+            id: st.id.clone(),
+            name: st.name.clone(),
+            path,
+            kind,
+        });
     }
     out
 }
@@ -389,8 +529,14 @@ fn check_fault_order(
         if let Some((prev, at)) = broken.get(node) {
             cx.err(
                 &p,
-                format!("`{fault}` on `{node}`, which is still down from `{prev}` at step #{}", at + 1),
-                Some(format!("revert it first with `{}`", prev.revert().map_or("", FaultKind::name))),
+                format!(
+                    "`{fault}` on `{node}`, which is still down from `{prev}` at step #{}",
+                    at + 1
+                ),
+                Some(format!(
+                    "revert it first with `{}`",
+                    prev.revert().map_or("", FaultKind::name)
+                )),
             );
         } else {
             broken.insert(node.to_string(), (fault, i));
@@ -402,8 +548,14 @@ fn check_fault_order(
             }
             Some((prev, at)) => cx.err(
                 &p,
-                format!("`{fault}` cannot undo `{prev}` (step #{}) on `{node}`", at + 1),
-                Some(format!("use `{}`", prev.revert().map_or("", FaultKind::name))),
+                format!(
+                    "`{fault}` cannot undo `{prev}` (step #{}) on `{node}`",
+                    at + 1
+                ),
+                Some(format!(
+                    "use `{}`",
+                    prev.revert().map_or("", FaultKind::name)
+                )),
             ),
             None => {
                 let undoes: Vec<&str> = fault.undoes().iter().map(|f| f.name()).collect();
@@ -432,30 +584,59 @@ fn action(cx: &mut Ctx<'_>, path: &str, a: &model::ActionSpec, namespace: &str) 
         ("delete-namespace", a.delete_namespace.is_some()),
     ]);
     if kinds.len() != 1 {
-        let msg = if kinds.is_empty() { "empty action".to_string() } else { format!("action has {} at once", one_of(&kinds)) };
-        cx.err(path, msg, Some(format!("an action is exactly one of {}", one_of(&model::ACTION_NAMES))));
+        let msg = if kinds.is_empty() {
+            "empty action".to_string()
+        } else {
+            format!("action has {} at once", one_of(&kinds))
+        };
+        cx.err(
+            path,
+            msg,
+            Some(format!(
+                "an action is exactly one of {}",
+                one_of(&model::ACTION_NAMES)
+            )),
+        );
         return None;
     }
-    let node = |cx: &mut Ctx<'_>, key: &str, n: &str| cx.target_ref(&format!("{path}.{key}.node"), n);
+    let node =
+        |cx: &mut Ctx<'_>, key: &str, n: &str| cx.target_ref(&format!("{path}.{key}.node"), n);
     if let Some(files) = &a.apply {
-        return Some(Action::Apply(cx.manifests(&format!("{path}.apply"), &files.0)));
+        return Some(Action::Apply(
+            cx.manifests(&format!("{path}.apply"), &files.0),
+        ));
     }
     if let Some(t) = &a.taint {
         let node = node(cx, "taint", &t.node)?;
-        return Some(Action::Taint { node, key: t.key.clone(), value: t.value.clone(), effect: t.effect });
+        return Some(Action::Taint {
+            node,
+            key: t.key.clone(),
+            value: t.value.clone(),
+            effect: t.effect,
+        });
     }
     if let Some(t) = &a.untaint {
         let node = node(cx, "untaint", &t.node)?;
-        return Some(Action::Untaint { node, key: t.key.clone(), effect: t.effect });
+        return Some(Action::Untaint {
+            node,
+            key: t.key.clone(),
+            effect: t.effect,
+        });
     }
     if let Some(t) = &a.cordon {
-        return Some(Action::Cordon { node: node(cx, "cordon", &t.node)? });
+        return Some(Action::Cordon {
+            node: node(cx, "cordon", &t.node)?,
+        });
     }
     if let Some(t) = &a.uncordon {
-        return Some(Action::Uncordon { node: node(cx, "uncordon", &t.node)? });
+        return Some(Action::Uncordon {
+            node: node(cx, "uncordon", &t.node)?,
+        });
     }
     if let Some(t) = &a.delete_node {
-        return Some(Action::DeleteNode { node: node(cx, "delete-node", &t.node)? });
+        return Some(Action::DeleteNode {
+            node: node(cx, "delete-node", &t.node)?,
+        });
     }
     if let Some(d) = &a.drain {
         let p = format!("{path}.drain");
@@ -464,8 +645,16 @@ fn action(cx: &mut Ctx<'_>, path: &str, a: &model::ActionSpec, namespace: &str) 
         }
         let mut nodes = Vec::new();
         for (i, n) in d.nodes.0.iter().enumerate() {
-            let np = if d.nodes.0.len() == 1 { format!("{p}.nodes") } else { format!("{p}.nodes[{i}]") };
-            let np = if cx.src.spans.value(&np).is_none() { format!("{p}.node") } else { np };
+            let np = if d.nodes.0.len() == 1 {
+                format!("{p}.nodes")
+            } else {
+                format!("{p}.nodes[{i}]")
+            };
+            let np = if cx.src.spans.value(&np).is_none() {
+                format!("{p}.node")
+            } else {
+                np
+            };
             if nodes.contains(n) {
                 cx.err(&np, format!("node `{n}` is listed twice"), None);
             }
@@ -478,7 +667,11 @@ fn action(cx: &mut Ctx<'_>, path: &str, a: &model::ActionSpec, namespace: &str) 
         let timeout = d.timeout.map_or(DEFAULT_TIMEOUT, |t| t.0);
         let retry_interval = d.retry_interval.map_or(DEFAULT_RETRY, |t| t.0);
         if retry_interval >= timeout || retry_interval.is_zero() {
-            cx.err(&format!("{p}.retryInterval"), "`retryInterval` must be positive and shorter than `timeout`", None);
+            cx.err(
+                &format!("{p}.retryInterval"),
+                "`retryInterval` must be positive and shorter than `timeout`",
+                None,
+            );
         }
         return Some(Action::Drain(Drain {
             nodes,
@@ -494,7 +687,11 @@ fn action(cx: &mut Ctx<'_>, path: &str, a: &model::ActionSpec, namespace: &str) 
     if let Some(f) = &a.force_delete_pods {
         let p = format!("{path}.force-delete-pods");
         if f.selector.is_none() && f.node.is_none() {
-            cx.err(&p, "force-delete-pods needs `selector`, `node` or both", Some("it would otherwise delete every pod of the namespace".into()));
+            cx.err(
+                &p,
+                "force-delete-pods needs `selector`, `node` or both",
+                Some("it would otherwise delete every pod of the namespace".into()),
+            );
             return None;
         }
         let selector = match &f.selector {
@@ -518,28 +715,40 @@ fn action(cx: &mut Ctx<'_>, path: &str, a: &model::ActionSpec, namespace: &str) 
             (WorkloadKind::Pdb, &none),
         ];
         let (kind, name) = workload(cx, &p, fields)?;
-        return Some(Action::Scale { kind, name, replicas: s.replicas });
+        return Some(Action::Scale {
+            kind,
+            name,
+            replicas: s.replicas,
+        });
     }
     if let Some(w) = &a.wait {
         let p = format!("{path}.wait");
         return match (&w.duration, &w.until) {
             (Some(d), None) => {
                 if w.timeout.is_some() {
-                    cx.err_key(&format!("{p}.timeout"), "`timeout` goes with `until`, not `duration`", None);
+                    cx.err_key(
+                        &format!("{p}.timeout"),
+                        "`timeout` goes with `until`, not `duration`",
+                        None,
+                    );
                 }
-                Some(Action::WaitFor { duration: cx.expr(&format!("{p}.duration"), d)? })
+                Some(Action::WaitFor {
+                    duration: cx.expr(&format!("{p}.duration"), d)?,
+                })
             }
             (None, Some(until)) => {
                 let up = format!("{p}.until");
                 let (subject, conditions) = condition(cx, &up, until)?;
-                if window(cx, &up, until, false).is_none() {
-                    return None;
-                }
+                window(cx, &up, until, false)?;
                 let timeout = match &w.timeout {
                     Some(t) => cx.expr(&format!("{p}.timeout"), t)?,
                     None => Expr::parse("5m").ok()?,
                 };
-                Some(Action::WaitUntil { subject, conditions, timeout })
+                Some(Action::WaitUntil {
+                    subject,
+                    conditions,
+                    timeout,
+                })
             }
             _ => {
                 cx.err(&p, "wait needs exactly one of `duration` and `until`", Some("e.g. `wait: {duration: 30s}` or `wait: {until: {node: target, ready: True}, timeout: 2m}`".into()));
@@ -548,7 +757,9 @@ fn action(cx: &mut Ctx<'_>, path: &str, a: &model::ActionSpec, namespace: &str) 
         };
     }
     if let Some(d) = &a.delete_namespace {
-        return Some(Action::DeleteNamespace { name: d.name.clone().unwrap_or_else(|| namespace.to_string()) });
+        return Some(Action::DeleteNamespace {
+            name: d.name.clone().unwrap_or_else(|| namespace.to_string()),
+        });
     }
     None
 }
@@ -567,11 +778,15 @@ fn taint_ref(text: &str) -> Result<(String, Option<TaintEffect>), String> {
             let s = closest(e, ["NoSchedule", "PreferNoSchedule", "NoExecute"])
                 .map(|s| format!(" (did you mean `{s}`?)"))
                 .unwrap_or_default();
-            return Err(format!("unknown taint effect `{e}`{s}; use NoSchedule, PreferNoSchedule or NoExecute"));
+            return Err(format!(
+                "unknown taint effect `{e}`{s}; use NoSchedule, PreferNoSchedule or NoExecute"
+            ));
         }
     };
     if key.is_empty() || key.contains('=') {
-        return Err(format!("`{text}` is not a taint reference; write `KEY` or `KEY:EFFECT`"));
+        return Err(format!(
+            "`{text}` is not a taint reference; write `KEY` or `KEY:EFFECT`"
+        ));
     }
     Ok((key.to_string(), effect))
 }
@@ -584,7 +799,11 @@ fn condition(cx: &mut Ctx<'_>, p: &str, e: &model::Expect) -> Option<(Subject, V
         (Some(n), None) => {
             for (field, set) in [("on", e.on.is_some()), ("notOn", e.not_on.is_some())] {
                 if set {
-                    cx.err_key(&format!("{p}.{field}"), format!("`{field}` filters pods; this expectation is about a node"), None);
+                    cx.err_key(
+                        &format!("{p}.{field}"),
+                        format!("`{field}` filters pods; this expectation is about a node"),
+                        None,
+                    );
                 }
             }
             Subject::Node(cx.target_ref(&format!("{p}.node"), n)?)
@@ -599,22 +818,42 @@ fn condition(cx: &mut Ctx<'_>, p: &str, e: &model::Expect) -> Option<(Subject, V
                 Some(t) => Some(cx.target_ref(&format!("{p}.notOn"), t)?),
                 None => None,
             };
-            Subject::Pods { selector, on, not_on }
+            Subject::Pods {
+                selector,
+                on,
+                not_on,
+            }
         }
         (Some(_), Some(_)) => {
-            cx.err(p, "expectation names both `node` and `pods`", Some("split it into two expectations".into()));
+            cx.err(
+                p,
+                "expectation names both `node` and `pods`",
+                Some("split it into two expectations".into()),
+            );
             return None;
         }
         (None, None) => {
-            cx.err(p, "expectation names no subject", Some("add `node: TARGET` or `pods: SELECTOR`".into()));
+            cx.err(
+                p,
+                "expectation names no subject",
+                Some("add `node: TARGET` or `pods: SELECTOR`".into()),
+            );
             return None;
         }
     };
     let is_node = matches!(subject, Subject::Node(_));
     let wrong = |cx: &mut Ctx<'_>, field: &str, set: bool, for_node: bool| {
         if set && for_node != is_node {
-            let (applies, other) = if for_node { ("a node", "pods") } else { ("pods", "a node") };
-            cx.err_key(&format!("{p}.{field}"), format!("`{field}` applies to {applies}, but this expectation is about {other}"), None);
+            let (applies, other) = if for_node {
+                ("a node", "pods")
+            } else {
+                ("pods", "a node")
+            };
+            cx.err_key(
+                &format!("{p}.{field}"),
+                format!("`{field}` applies to {applies}, but this expectation is about {other}"),
+                None,
+            );
         }
     };
     wrong(cx, "taint", e.taint.is_some(), true);
@@ -633,16 +872,28 @@ fn condition(cx: &mut Ctx<'_>, p: &str, e: &model::Expect) -> Option<(Subject, V
         (Some(ReadyValue::Count(n)), false) => conds.push(Condition::PodsReady(Some(n))),
         (Some(ReadyValue::All), false) => conds.push(Condition::PodsReady(None)),
         (Some(ReadyValue::Status(s)), false) => {
-            cx.err(&format!("{p}.ready"), format!("`ready: {s}` is a node status; for pods give a count or `all`"), None);
+            cx.err(
+                &format!("{p}.ready"),
+                format!("`ready: {s}` is a node status; for pods give a count or `all`"),
+                None,
+            );
         }
         (Some(_), true) => {
-            cx.err(&format!("{p}.ready"), "a node's `ready` is `True`, `False` or `Unknown`", None);
+            cx.err(
+                &format!("{p}.ready"),
+                "a node's `ready` is `True`, `False` or `Unknown`",
+                None,
+            );
         }
     }
     for (field, text, negate) in [("taint", &e.taint, false), ("noTaint", &e.no_taint, true)] {
         if let Some(t) = text {
             match taint_ref(t) {
-                Ok((key, effect)) => conds.push(if negate { Condition::NoTaint { key, effect } } else { Condition::Taint { key, effect } }),
+                Ok((key, effect)) => conds.push(if negate {
+                    Condition::NoTaint { key, effect }
+                } else {
+                    Condition::Taint { key, effect }
+                }),
                 Err(m) => cx.err(&format!("{p}.{field}"), m, None),
             }
         }
@@ -663,7 +914,11 @@ fn condition(cx: &mut Ctx<'_>, p: &str, e: &model::Expect) -> Option<(Subject, V
         } else {
             "`ready`, `readyAtLeast`, `terminating`, `count`, `phase`, `reason`"
         };
-        cx.err(p, "expectation has no condition", Some(format!("add one of {allowed}")));
+        cx.err(
+            p,
+            "expectation has no condition",
+            Some(format!("add one of {allowed}")),
+        );
         return None;
     }
     Some((subject, conds))
@@ -683,11 +938,19 @@ fn window(cx: &mut Ctx<'_>, p: &str, e: &model::Expect, wanted: bool) -> Option<
     .collect();
     if !wanted {
         if let Some((n, _)) = given.first() {
-            cx.err_key(&format!("{p}.{n}"), format!("`{n}` has no meaning inside `wait.until`"), Some("the wait's `timeout` bounds it".into()));
+            cx.err_key(
+                &format!("{p}.{n}"),
+                format!("`{n}` has no meaning inside `wait.until`"),
+                Some("the wait's `timeout` bounds it".into()),
+            );
             return None;
         }
         if e.since.is_some() {
-            cx.err_key(&format!("{p}.since"), "`since` has no meaning inside `wait.until`", None);
+            cx.err_key(
+                &format!("{p}.since"),
+                "`since` has no meaning inside `wait.until`",
+                None,
+            );
             return None;
         }
         return Some(WindowSpec::HoldsFor(Expr::parse("0s").ok()?));
@@ -699,7 +962,11 @@ fn window(cx: &mut Ctx<'_>, p: &str, e: &model::Expect, wanted: bool) -> Option<
             let names: Vec<&str> = given.iter().map(|(n, _)| *n).collect();
             format!("expectation has {} at once", one_of(&names))
         };
-        cx.err(p, msg, Some("give exactly one of `within`, `after`, `notBefore`, `holdsFor`, `never`".into()));
+        cx.err(
+            p,
+            msg,
+            Some("give exactly one of `within`, `after`, `notBefore`, `holdsFor`, `never`".into()),
+        );
         return None;
     };
     let path = format!("{p}.{name}");
@@ -727,7 +994,9 @@ mod tests {
     use crate::scenario::load::load_str;
 
     fn check(text: &str) -> std::result::Result<Checked, String> {
-        load_str("s.yaml", std::path::Path::new("."), text).and_then(validate).map_err(|e| e.to_string())
+        load_str("s.yaml", std::path::Path::new("."), text)
+            .and_then(validate)
+            .map_err(|e| e.to_string())
     }
 
     const HEAD: &str = "name: t\nnamespace: ns\ntarget: {mostPods: app=web}\n";
@@ -746,7 +1015,15 @@ mod tests {
                 _ => None,
             })
             .collect();
-        assert_eq!(anchors, vec![Anchor::Start, Anchor::Step(1), Anchor::Step(1), Anchor::Step(3)]);
+        assert_eq!(
+            anchors,
+            vec![
+                Anchor::Start,
+                Anchor::Step(1),
+                Anchor::Step(1),
+                Anchor::Step(3)
+            ]
+        );
     }
 
     #[test]
@@ -757,14 +1034,24 @@ mod tests {
         .unwrap_err();
         let lines: Vec<&str> = e.lines().filter(|l| l.starts_with("s.yaml")).collect();
         assert_eq!(lines.len(), 3, "{e}");
-        assert!(lines[0].starts_with("s.yaml:5:12: `resume-vm` on `target`, but no earlier step broke it"), "{e}");
-        assert!(lines[1].starts_with("s.yaml:6:20: undefined target `victim`"), "{e}");
+        assert!(
+            lines[0]
+                .starts_with("s.yaml:5:12: `resume-vm` on `target`, but no earlier step broke it"),
+            "{e}"
+        );
+        assert!(
+            lines[1].starts_with("s.yaml:6:20: undefined target `victim`"),
+            "{e}"
+        );
         assert!(lines[2].contains("`ready: True` is a node status"), "{e}");
     }
 
     #[test]
     fn double_break_is_refused() {
-        let e = check(&format!("{HEAD}steps:\n  - fault: pause-vm\n  - fault: poweroff\n")).unwrap_err();
+        let e = check(&format!(
+            "{HEAD}steps:\n  - fault: pause-vm\n  - fault: poweroff\n"
+        ))
+        .unwrap_err();
         assert!(e.contains("still down from `pause-vm` at step #1"), "{e}");
         assert!(e.contains("revert it first with `resume-vm`"), "{e}");
     }
