@@ -220,6 +220,8 @@ pub fn resolve_steps(
                 }
                 planned.blocks_for = Some(ms);
                 cursor = cursor.map(|c| Span { earliest: c.earliest + ms, latest: c.latest + ms });
+                // a wait anchors later steps at its end
+                starts.insert(step.index, cursor);
             }
             StepKind::Action(Action::WaitUntil { timeout, .. }) => {
                 let ms = eval_ms(timeout);
@@ -232,6 +234,7 @@ pub fn resolve_steps(
                 }
                 planned.blocks_for = Some(ms);
                 cursor = cursor.map(|c| Span { earliest: c.earliest, latest: c.latest + ms });
+                starts.insert(step.index, cursor);
             }
             StepKind::Action(Action::Drain(d)) => {
                 let ms = i64::try_from(d.timeout.as_millis()).unwrap_or(i64::MAX);
@@ -357,6 +360,19 @@ mod tests {
                 "s.yaml:6:52: window starts at 45s but ends at 28s under the `fast` profile"
             ),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn expectations_after_a_wait_count_from_its_end() {
+        let text = "name: t\nnamespace: ns\ntarget: {name: n1}\nsteps:\n  - fault: pause-vm\n  - action: {wait: {duration: 30s}}\n  - expect: {node: target, ready: Unknown, within: 10s}\n";
+        let p = plan(text, &TimingProfile::fast()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            p.steps[2].expected,
+            Some(Span {
+                earliest: 30_000,
+                latest: 40_000
+            })
         );
     }
 

@@ -268,8 +268,8 @@ pub enum Condition {
 pub enum Anchor {
     /// The end of setup (no fault or action before this expectation).
     Start,
-    /// A fault or action: the moment it began. An expectation: the moment
-    /// its condition was first seen to hold.
+    /// A fault or action: the moment it began (a `wait`: the moment it
+    /// ended). An expectation: the moment its condition was first seen to hold.
     Step(usize),
 }
 

@@ -326,7 +326,7 @@ fn targets(cx: &mut Ctx<'_>, s: &model::Scenario) -> Vec<Target> {
 fn workload(
     cx: &mut Ctx<'_>,
     path: &str,
-    fields: [(WorkloadKind, &Option<String>); 5],
+    fields: &[(WorkloadKind, &Option<String>)],
 ) -> Option<(WorkloadKind, String)> {
     let given: Vec<(WorkloadKind, &String)> = fields
         .iter()
@@ -362,7 +362,7 @@ fn setup(cx: &mut Ctx<'_>, s: &model::Setup) -> Setup {
             (WorkloadKind::Pvc, &w.pvc),
             (WorkloadKind::Pdb, &w.pdb),
         ];
-        if let Some((kind, name)) = workload(cx, &path, fields) {
+        if let Some((kind, name)) = workload(cx, &path, &fields) {
             if w.replicas.is_some() && matches!(kind, WorkloadKind::Pvc | WorkloadKind::Pdb) {
                 cx.err(
                     &format!("{path}.replicas"),
@@ -706,15 +706,11 @@ fn action(cx: &mut Ctx<'_>, path: &str, a: &model::ActionSpec, namespace: &str) 
     }
     if let Some(s) = &a.scale {
         let p = format!("{path}.scale");
-        let none = None;
         let fields = [
             (WorkloadKind::Deployment, &s.deployment),
             (WorkloadKind::StatefulSet, &s.statefulset),
-            (WorkloadKind::DaemonSet, &none),
-            (WorkloadKind::Pvc, &none),
-            (WorkloadKind::Pdb, &none),
         ];
-        let (kind, name) = workload(cx, &p, fields)?;
+        let (kind, name) = workload(cx, &p, &fields)?;
         return Some(Action::Scale {
             kind,
             name,
