@@ -2,8 +2,10 @@
 # Builds the control-plane binaries the `sim` backend runs (kube-apiserver,
 # kube-controller-manager, kube-scheduler, etcd, kwok) from Go modules into a
 # per-user cache keyed by version. Anything already in the cache is reused,
-# never rebuilt. `nodefall sim provision` runs this same script (it is
-# embedded in the binary), so CI and users share one recipe.
+# never rebuilt. Without Go it downloads the official release binaries instead
+# (needs dl.k8s.io and github.com). nodefall runs this same script (it is
+# embedded in the binary) when `sim up` finds a binary missing, so CI and users
+# share one recipe.
 #
 # Environment:
 #   NODEFALL_CACHE       cache root (default: $XDG_CACHE_HOME/nodefall or ~/.cache/nodefall)
@@ -37,11 +39,12 @@ if (( need_k8s + need_etcd + need_kwok == 0 )); then
   exit 0
 fi
 
-if ! command -v go >/dev/null 2>&1; then
+missing_msg() {
   cat >&2 <<MSG
 [provision] error: the sim backend needs kube-apiserver, kube-controller-manager,
 kube-scheduler ($K8S_VERSION), etcd ($ETCD_VERSION) and kwok ($KWOK_VERSION),
 and they are not in $CACHE/bin.
+$1
 Install Go (https://go.dev/dl/, 1.24 or newer) so nodefall can build them, or
 place the release binaries at:
   $k8s_dir/{kube-apiserver,kube-controller-manager,kube-scheduler}
@@ -49,6 +52,68 @@ place the release binaries at:
   $kwok_dir/kwok
 MSG
   exit 3
+}
+
+# Prints a line every 30 s while the command runs, so a long build shows life.
+with_progress() { # label command...
+  local label="$1" start=$SECONDS pid
+  shift
+  "$@" &
+  pid=$!
+  while ! wait_for "$pid" 30; do
+    log "  still $label ($(( SECONDS - start ))s)"
+  done
+  wait "$pid"
+}
+wait_for() { # pid seconds: true once pid has exited
+  local i
+  for (( i = 0; i < $2 * 10; i++ )); do
+    kill -0 "$1" 2>/dev/null || return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+# Without Go: download the official release binaries (needs internet access to
+# dl.k8s.io and github.com).
+download_all() {
+  local arch os=linux tmp
+  case "$(uname -m)" in
+    x86_64) arch=amd64 ;;
+    aarch64 | arm64) arch=arm64 ;;
+    *) missing_msg "No Go toolchain, and no release binaries for $(uname -m)." ;;
+  esac
+  command -v curl >/dev/null 2>&1 || missing_msg "Neither go nor curl is installed."
+  tmp="$(mktemp -d "${TMPDIR:-/tmp}/nodefall-download.XXXXXX")"
+  trap 'rm -rf "$tmp"' EXIT
+  fetch() { log "  downloading $1"; curl -fsSL --retry 3 -o "$2" "$1"; }
+  if (( need_k8s )); then
+    mkdir -p "$k8s_dir"
+    for b in kube-apiserver kube-controller-manager kube-scheduler; do
+      have "$k8s_dir/$b" && continue
+      fetch "https://dl.k8s.io/release/$K8S_VERSION/bin/$os/$arch/$b" "$tmp/$b" \
+        || missing_msg "Downloading $b failed."
+      chmod +x "$tmp/$b" && mv "$tmp/$b" "$k8s_dir/$b"
+    done
+  fi
+  if (( need_etcd )); then
+    fetch "https://github.com/etcd-io/etcd/releases/download/$ETCD_VERSION/etcd-$ETCD_VERSION-$os-$arch.tar.gz" "$tmp/etcd.tgz" \
+      || missing_msg "Downloading etcd failed."
+    tar -xzf "$tmp/etcd.tgz" -C "$tmp"
+    mkdir -p "$etcd_dir" && mv "$tmp/etcd-$ETCD_VERSION-$os-$arch/etcd" "$etcd_dir/etcd"
+  fi
+  if (( need_kwok )); then
+    fetch "https://github.com/kubernetes-sigs/kwok/releases/download/$KWOK_VERSION/kwok-$os-$arch" "$tmp/kwok" \
+      || missing_msg "Downloading kwok failed."
+    chmod +x "$tmp/kwok" && mkdir -p "$kwok_dir" && mv "$tmp/kwok" "$kwok_dir/kwok"
+  fi
+  log "binaries downloaded to $CACHE/bin"
+  exit 0
+}
+
+if ! command -v go >/dev/null 2>&1; then
+  log "go not found: downloading the official release binaries instead"
+  download_all
 fi
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/nodefall-provision.XXXXXX")"
@@ -90,7 +155,7 @@ if (( need_k8s )); then
   for b in kube-apiserver kube-controller-manager kube-scheduler; do
     if ! have "$k8s_dir/$b"; then
       log "  go build $b"
-      (cd "$w" && go build -trimpath -ldflags "$ldflags" -o "$k8s_dir.tmp/$b" "k8s.io/kubernetes/cmd/$b")
+      (cd "$w" && with_progress "building $b" go build -trimpath -ldflags "$ldflags" -o "$k8s_dir.tmp/$b" "k8s.io/kubernetes/cmd/$b")
     fi
   done
   mkdir -p "$k8s_dir"
@@ -107,7 +172,7 @@ if (( need_etcd )); then
   printf 'package build\n\nimport _ "go.etcd.io/etcd/server/v3/etcdmain"\n' >"$w/tools.go"
   (cd "$w" && go mod tidy)
   mkdir -p "$etcd_dir"
-  (cd "$w" && go build -trimpath -ldflags "-s -w" -o "$etcd_dir/etcd.tmp" go.etcd.io/etcd/server/v3)
+  (cd "$w" && with_progress "building etcd" go build -trimpath -ldflags "-s -w" -o "$etcd_dir/etcd.tmp" go.etcd.io/etcd/server/v3)
   mv "$etcd_dir/etcd.tmp" "$etcd_dir/etcd"
   log "etcd $ETCD_VERSION built in $(( $(date +%s) - start ))s"
 fi
@@ -116,7 +181,7 @@ if (( need_kwok )); then
   start=$(date +%s)
   log "building kwok $KWOK_VERSION"
   mkdir -p "$kwok_dir"
-  GOBIN="$kwok_dir" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+  GOBIN="$kwok_dir" with_progress "building kwok" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
   log "kwok $KWOK_VERSION built in $(( $(date +%s) - start ))s"
 fi
 

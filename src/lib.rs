@@ -10,3 +10,4 @@ pub mod plan;
 pub mod profile;
 pub mod scenario;
 pub mod selector;
+pub mod sim;

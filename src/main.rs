@@ -22,7 +22,9 @@ fn main() -> ExitCode {
 }
 
 fn classify(err: &anyhow::Error) -> u8 {
-    if err.downcast_ref::<scenario::Error>().is_some() {
+    if err.downcast_ref::<cli::Interrupted>().is_some() {
+        exit::INTERRUPTED
+    } else if err.downcast_ref::<scenario::Error>().is_some() {
         exit::INVALID_INPUT
     } else {
         exit::INFRASTRUCTURE

@@ -102,6 +102,7 @@ pub fn resolve(
     let profile = effective_profile(&checked, base);
     let (steps, restores) = resolve_steps(&checked, &profile)?;
     let backend = backend.unwrap_or(checked.backend);
+    check_backend(&checked, backend)?;
     Ok(Plan {
         scenario: checked,
         backend,
@@ -109,6 +110,31 @@ pub fn resolve(
         steps,
         restores,
     })
+}
+
+/// Rejects faults the chosen backend cannot inject, before anything runs.
+fn check_backend(checked: &Checked, backend: BackendKind) -> Result<()> {
+    let diags: Vec<Diagnostic> = checked
+        .steps
+        .iter()
+        .filter_map(|step| match step.kind {
+            StepKind::Fault { fault, .. }
+                if backend == BackendKind::Sim && fault == FaultKind::Shutdown =>
+            {
+                Some(checked.source.diag(
+                    &format!("{}.fault", step.path),
+                    "fault `shutdown` cannot run on the `sim` backend: graceful node shutdown needs a real kubelet",
+                    Some("run this scenario with --backend kind or --backend vagrant; see docs/sim-backend.md".into()),
+                ))
+            }
+            _ => None,
+        })
+        .collect();
+    if diags.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::Invalid(Diagnostics(diags)))
+    }
 }
 
 /// Checks that every window makes sense under each built-in profile, so a

@@ -7,6 +7,8 @@ use std::process::ExitCode;
 use anyhow::{Context as _, bail};
 use clap::{Args, Parser, Subcommand};
 
+mod sim;
+
 use crate::exit;
 use crate::plan;
 use crate::profile::{ProfileName, TimingProfile};
@@ -49,6 +51,9 @@ pub enum Command {
     },
     /// Dry run: print the resolved steps and the expected timeline, touching nothing.
     Plan(PlanArgs),
+    /// Manage simulated clusters (a real control plane with nodes played by KWOK).
+    #[command(subcommand)]
+    Sim(sim::SimCommand),
 }
 
 #[derive(Debug, Args)]
@@ -107,12 +112,25 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .context("writing the plan")?;
             Ok(exit::code(exit::PASS))
         }
+        Command::Sim(cmd) => sim::run(cmd),
         Command::Scenario(args) => {
             let plan = load_plan(&args.file, args.backend, args.profile)?;
             let _ = (&args.out, &plan);
             bail!(NotYet(plan.backend))
         }
     }
+}
+
+/// The run was interrupted by Ctrl-C (after cleaning up).
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted")]
+pub struct Interrupted;
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
 }
 
 /// The scenario runner is not built yet; said plainly rather than pretending.

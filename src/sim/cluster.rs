@@ -1,0 +1,819 @@
+//! Bring-up, node faults and tear-down of a simulated cluster.
+//!
+//! The control plane is real (etcd, kube-apiserver, kube-controller-manager,
+//! kube-scheduler); each node is played by its own kwok process
+//! (`--manage-single-node`), so one node can fail alone: freezing, killing or
+//! stopping that process is, for the control plane, a node whose kubelet
+//! stopped posting status.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use futures::{StreamExt as _, TryStreamExt as _};
+use k8s_openapi::api::core::v1::{Node, ServiceAccount};
+use kube::api::{Api, ObjectMeta, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::{WatchStreamExt as _, watcher};
+use nix::sys::signal::Signal;
+
+use super::Error;
+use super::binaries::Binaries;
+use super::pki::{self, Pki};
+use super::process::{self, Proc, ProcRecord};
+use super::state::{self, AgentState, Layout, SimNode, State};
+use crate::profile::TimingProfile;
+
+/// KWOK stages every node agent runs with (see `src/sim/stages/README.md`).
+const STAGES: [&str; 6] = [
+    include_str!("stages/node-initialize.yaml"),
+    include_str!("stages/node-heartbeat-with-lease.yaml"),
+    include_str!("stages/pod-ready.yaml"),
+    include_str!("stages/pod-complete.yaml"),
+    include_str!("stages/pod-delete.yaml"),
+    include_str!("stages/pod-recover.yaml"),
+];
+
+/// Marks the Node objects nodefall made, and tells kwok they are fake.
+pub const SIM_NODE_LABEL: &str = "nodefall.dev/sim";
+
+/// How long a component gets to exit on SIGTERM before SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone)]
+pub struct UpOptions {
+    pub name: String,
+    pub nodes: usize,
+    pub profile: TimingProfile,
+    /// Directory holding one directory per cluster.
+    pub root: PathBuf,
+    /// Limit for the whole bring-up, nodes Ready included.
+    pub timeout: Duration,
+}
+
+impl UpOptions {
+    pub fn new(name: impl Into<String>, profile: TimingProfile) -> UpOptions {
+        UpOptions {
+            name: name.into(),
+            nodes: 3,
+            profile,
+            root: state::default_root(),
+            timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+/// A simulated cluster, started by this process or opened from its state.
+///
+/// A cluster this process started is torn down when dropped (also on panic
+/// and when a Ctrl-C drops the future that owns it), unless [`detach`]ed.
+///
+/// [`detach`]: SimCluster::detach
+#[derive(Debug)]
+pub struct SimCluster {
+    layout: Layout,
+    state: State,
+    procs: BTreeMap<String, Proc>,
+    teardown_on_drop: bool,
+}
+
+/// Progress messages of a bring-up, for the CLI to print.
+pub type Progress<'a> = &'a mut (dyn FnMut(&str) + Send);
+
+impl SimCluster {
+    /// Starts a cluster and waits until every node is Ready.
+    pub async fn up(opts: &UpOptions, progress: Progress<'_>) -> Result<SimCluster, Error> {
+        if opts.nodes == 0 {
+            return Err(Error::io_msg("a simulated cluster needs at least one node"));
+        }
+        let started = Instant::now();
+        let binaries = Binaries::ensure()?;
+        let layout = Layout::new(&opts.root, &opts.name);
+        prepare_dir(&layout, &opts.name)?;
+
+        let [etcd_client, etcd_peer, api_port] = free_ports()?;
+        let server = format!("https://127.0.0.1:{api_port}");
+        let nodes = (1..=opts.nodes)
+            .map(|i| SimNode {
+                name: format!("worker-{i}"),
+                ip: format!("10.89.0.{}", i + 1),
+                pod_cidr: format!("10.244.{i}.0/24"),
+                agent_state: AgentState::Stopped,
+                agent: None,
+            })
+            .collect();
+        let mut cluster = SimCluster {
+            layout,
+            state: State {
+                schema: state::SCHEMA,
+                name: opts.name.clone(),
+                server: server.clone(),
+                versions: binaries.versions.clone(),
+                profile: opts.profile.clone(),
+                started_at_ms: 0,
+                components: Vec::new(),
+                nodes,
+            },
+            procs: BTreeMap::new(),
+            teardown_on_drop: true,
+        };
+        let deadline = started + opts.timeout;
+
+        let pki = pki::write(&cluster.layout.pki())?;
+        write_kubeconfig(&cluster.layout.kubeconfig(), &server, &pki)?;
+        std::fs::write(cluster.layout.stages(), STAGES.join("\n---\n"))
+            .map_err(|e| Error::io("writing the kwok stages", e))?;
+
+        progress("starting etcd and kube-apiserver");
+        cluster.spawn_component(
+            "etcd",
+            &binaries.etcd,
+            etcd_args(&cluster.layout, etcd_client, etcd_peer),
+        )?;
+        let api_args = apiserver_args(&pki, etcd_client, api_port, &opts.profile);
+        cluster.spawn_component("kube-apiserver", &binaries.kube_apiserver, api_args)?;
+        let client = cluster.client().await?;
+        cluster.wait_apiserver_ready(&client, deadline).await?;
+
+        progress("starting kube-controller-manager and kube-scheduler");
+        let kubeconfig = cluster.layout.kubeconfig();
+        let kcm = controller_manager_args(&kubeconfig, &pki, &opts.profile);
+        cluster.spawn_component(
+            "kube-controller-manager",
+            &binaries.kube_controller_manager,
+            kcm,
+        )?;
+        let sched = scheduler_args(&kubeconfig);
+        cluster.spawn_component("kube-scheduler", &binaries.kube_scheduler, sched)?;
+
+        progress(&format!(
+            "registering {} nodes and starting their agents",
+            opts.nodes
+        ));
+        let names: Vec<String> = cluster.state.nodes.iter().map(|n| n.name.clone()).collect();
+        for name in &names {
+            cluster.start_agent(&client, name).await?;
+        }
+        cluster.save()?;
+
+        progress("waiting for nodes Ready and the controllers to run");
+        cluster.wait_nodes_ready(&client, &names, deadline).await?;
+        cluster.wait_controllers(&client, deadline).await?;
+        cluster.state.started_at_ms = unix_ms();
+        cluster.save()?;
+        progress(&format!(
+            "cluster `{}` ready in {:.1}s",
+            opts.name,
+            started.elapsed().as_secs_f64()
+        ));
+        Ok(cluster)
+    }
+
+    /// Opens a running cluster recorded under `root`.
+    pub fn open(root: &Path, name: &str) -> Result<SimCluster, Error> {
+        let layout = Layout::new(root, name);
+        if !layout.state().is_file() {
+            return Err(Error::NoCluster {
+                name: name.to_owned(),
+                root: root.to_owned(),
+                known: state::list(root),
+            });
+        }
+        let state = State::load(&layout.state())?;
+        let mut procs = BTreeMap::new();
+        for record in state
+            .components
+            .iter()
+            .chain(state.nodes.iter().filter_map(|n| n.agent.as_ref()))
+        {
+            procs.insert(record.name.clone(), Proc::adopt(record.clone()));
+        }
+        Ok(SimCluster {
+            layout,
+            state,
+            procs,
+            teardown_on_drop: false,
+        })
+    }
+
+    /// Keeps the cluster running after this value is dropped.
+    pub fn detach(&mut self) {
+        self.teardown_on_drop = false;
+    }
+
+    pub fn name(&self) -> &str {
+        &self.state.name
+    }
+    pub fn state(&self) -> &State {
+        &self.state
+    }
+    pub fn dir(&self) -> &Path {
+        &self.layout.dir
+    }
+    pub fn kubeconfig_path(&self) -> PathBuf {
+        self.layout.kubeconfig()
+    }
+    pub fn node_names(&self) -> Vec<String> {
+        self.state.nodes.iter().map(|n| n.name.clone()).collect()
+    }
+
+    /// A kube client for this cluster.
+    pub async fn client(&self) -> Result<kube::Client, Error> {
+        client_for(&self.layout.kubeconfig()).await
+    }
+
+    /// Every recorded process with whether it still runs.
+    pub fn health(&mut self) -> Vec<(ProcRecord, bool)> {
+        self.procs
+            .values_mut()
+            .map(|p| {
+                let alive = p.is_alive();
+                (p.record.clone(), alive)
+            })
+            .collect()
+    }
+
+    /// Resident memory of all processes of the cluster, in bytes.
+    pub fn rss_bytes(&mut self) -> u64 {
+        self.procs
+            .values_mut()
+            .filter_map(|p| {
+                p.is_alive()
+                    .then(|| process::rss_bytes(p.record.pid))
+                    .flatten()
+            })
+            .sum()
+    }
+
+    // ----- node faults -----
+
+    /// `pause-vm` / `drop-nic`: freezes the node's agent (SIGSTOP), so it
+    /// neither renews its lease nor touches its pods.
+    pub fn freeze_node(&mut self, node: &str) -> Result<(), Error> {
+        self.agent(node)?.signal(Signal::SIGSTOP)?;
+        self.set_agent_state(node, AgentState::Frozen)
+    }
+
+    /// `resume-vm` / `restore-nic`: thaws the agent (SIGCONT).
+    pub fn thaw_node(&mut self, node: &str) -> Result<(), Error> {
+        self.agent(node)?.signal(Signal::SIGCONT)?;
+        self.set_agent_state(node, AgentState::Running)
+    }
+
+    /// `poweroff`: kills the agent at once (SIGKILL), like pulling the plug.
+    pub fn kill_node(&mut self, node: &str) -> Result<(), Error> {
+        self.agent(node)?.kill();
+        self.forget_agent(node)
+    }
+
+    /// `stop-kubelet`: stops the agent cleanly (SIGTERM).
+    pub fn stop_node(&mut self, node: &str) -> Result<(), Error> {
+        self.agent(node)?.stop(STOP_GRACE);
+        self.forget_agent(node)
+    }
+
+    /// `poweron` / `start-kubelet`: starts a new agent for the node,
+    /// registering the Node again first if it was deleted meanwhile (as a
+    /// kubelet does on start).
+    pub async fn start_node(&mut self, node: &str) -> Result<(), Error> {
+        let state = self.node_state(node)?;
+        if state.agent_state != AgentState::Stopped {
+            return Err(Error::AgentState {
+                node: node.to_owned(),
+                state: state.agent_state,
+                wanted: "stopped",
+            });
+        }
+        let client = self.client().await?;
+        self.start_agent(&client, node).await?;
+        self.save()
+    }
+
+    /// Stops every process of the cluster and removes its directory.
+    /// Returns the components that needed SIGKILL.
+    pub fn down(mut self) -> Result<Vec<String>, Error> {
+        self.teardown_on_drop = false;
+        let killed = self.stop_all();
+        std::fs::remove_dir_all(&self.layout.dir)
+            .map_err(|e| Error::io(format!("removing {}", self.layout.dir.display()), e))?;
+        Ok(killed)
+    }
+
+    fn stop_all(&mut self) -> Vec<String> {
+        let mut killed = Vec::new();
+        // Node agents first, then the control plane in reverse start order.
+        let mut order: Vec<String> = self
+            .state
+            .nodes
+            .iter()
+            .filter_map(|n| n.agent.as_ref().map(|a| a.name.clone()))
+            .collect();
+        order.extend(self.state.components.iter().rev().map(|c| c.name.clone()));
+        // Anything else this value holds (e.g. a component that failed to record).
+        let extra: Vec<String> = self
+            .procs
+            .keys()
+            .filter(|k| !order.contains(k))
+            .cloned()
+            .collect();
+        order.extend(extra);
+        for name in order {
+            if let Some(mut p) = self.procs.remove(&name)
+                && p.stop(STOP_GRACE)
+            {
+                killed.push(name);
+            }
+        }
+        killed
+    }
+
+    // ----- internals -----
+
+    fn spawn_component(
+        &mut self,
+        name: &str,
+        program: &Path,
+        args: Vec<String>,
+    ) -> Result<(), Error> {
+        let proc = Proc::spawn(name, program, &args, &self.layout.log(name))?;
+        self.state.components.push(proc.record.clone());
+        self.procs.insert(name.to_owned(), proc);
+        Ok(())
+    }
+
+    async fn start_agent(&mut self, client: &kube::Client, node: &str) -> Result<(), Error> {
+        let spec = self.node_state(node)?.clone();
+        register_node(client, &spec).await?;
+        let binaries = Binaries::at(&super::binaries::cache_root(), self.state.versions.clone());
+        let name = format!("kwok/{node}");
+        let args = kwok_args(&self.layout, &spec, &self.state.profile);
+        let proc = Proc::spawn(&name, &binaries.kwok, &args, &self.layout.log(&name))?;
+        let record = proc.record.clone();
+        self.procs.insert(name, proc);
+        let entry = self.node_entry(node)?;
+        entry.agent = Some(record);
+        entry.agent_state = AgentState::Running;
+        Ok(())
+    }
+
+    fn agent(&mut self, node: &str) -> Result<&mut Proc, Error> {
+        let state = self.node_state(node)?;
+        let Some(record) = &state.agent else {
+            return Err(Error::AgentState {
+                node: node.to_owned(),
+                state: state.agent_state,
+                wanted: "running or frozen",
+            });
+        };
+        let name = record.name.clone();
+        let record = record.clone();
+        Ok(self
+            .procs
+            .entry(name)
+            .or_insert_with(|| Proc::adopt(record)))
+    }
+
+    fn forget_agent(&mut self, node: &str) -> Result<(), Error> {
+        let entry = self.node_entry(node)?;
+        if let Some(record) = entry.agent.take() {
+            self.procs.remove(&record.name);
+        }
+        self.set_agent_state(node, AgentState::Stopped)
+    }
+
+    fn set_agent_state(&mut self, node: &str, state: AgentState) -> Result<(), Error> {
+        self.node_entry(node)?.agent_state = state;
+        self.save()
+    }
+
+    fn node_state(&self, node: &str) -> Result<&SimNode, Error> {
+        self.state.node(node).ok_or_else(|| self.unknown_node(node))
+    }
+
+    fn node_entry(&mut self, node: &str) -> Result<&mut SimNode, Error> {
+        let err = self.unknown_node(node);
+        self.state
+            .nodes
+            .iter_mut()
+            .find(|n| n.name == node)
+            .ok_or(err)
+    }
+
+    fn unknown_node(&self, node: &str) -> Error {
+        Error::UnknownNode {
+            node: node.to_owned(),
+            cluster: self.state.name.clone(),
+            known: self.node_names(),
+        }
+    }
+
+    fn save(&self) -> Result<(), Error> {
+        self.state.save(&self.layout.state())
+    }
+
+    /// Fails early, with the log tail, if a component exited.
+    fn check_components(&mut self) -> Result<(), Error> {
+        for proc in self.procs.values_mut() {
+            if let Some(status) = proc.exit_status() {
+                return Err(Error::Exited {
+                    component: proc.record.name.clone(),
+                    status,
+                    log: proc.record.log.clone(),
+                    tail: process::log_tail(&proc.record.log, 15),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Nothing to watch before the API server serves: ask `/readyz` every 100 ms.
+    async fn wait_apiserver_ready(
+        &mut self,
+        client: &kube::Client,
+        deadline: Instant,
+    ) -> Result<(), Error> {
+        loop {
+            self.check_components()?;
+            let request = http::Request::get("/readyz")
+                .body(Vec::new())
+                .map_err(|e| Error::io_msg(e.to_string()))?;
+            if let Ok(body) = client.request_text(request).await
+                && body.trim() == "ok"
+            {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(self.timeout("kube-apiserver /readyz", "kube-apiserver"));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn wait_nodes_ready(
+        &mut self,
+        client: &kube::Client,
+        names: &[String],
+        deadline: Instant,
+    ) -> Result<(), Error> {
+        let api: Api<Node> = Api::all(client.clone());
+        let mut pending: BTreeSet<&str> = names.iter().map(String::as_str).collect();
+        let mut stream = watcher(api, watcher::Config::default())
+            .applied_objects()
+            .boxed();
+        while !pending.is_empty() {
+            let next = tokio::time::timeout_at(deadline.into(), stream.try_next()).await;
+            match next {
+                Err(_) => {
+                    let what = format!("nodes Ready (still waiting for {})", join(&pending));
+                    return Err(self.timeout(&what, "kwok-worker-1"));
+                }
+                // The watcher retries on its own; a component may have died.
+                Ok(Err(_)) => self.check_components()?,
+                Ok(Ok(None)) => return Err(Error::io_msg("node watch ended")),
+                Ok(Ok(Some(node))) => {
+                    if is_ready(&node) {
+                        let name = node.metadata.name.unwrap_or_default();
+                        pending.remove(name.as_str());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The controller manager runs its controllers once it has created the
+    /// `default` ServiceAccount; scenarios need it before creating pods.
+    async fn wait_controllers(
+        &mut self,
+        client: &kube::Client,
+        deadline: Instant,
+    ) -> Result<(), Error> {
+        let api: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
+        let cond =
+            kube::runtime::wait::await_condition(api, "default", |sa: Option<&ServiceAccount>| {
+                sa.is_some()
+            });
+        match tokio::time::timeout_at(deadline.into(), cond).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(Error::io_msg(format!(
+                "waiting for the default ServiceAccount: {e}"
+            ))),
+            Err(_) => Err(self.timeout(
+                "kube-controller-manager to create the default ServiceAccount",
+                "kube-controller-manager",
+            )),
+        }
+    }
+
+    fn timeout(&mut self, what: &str, component: &str) -> Error {
+        if let Err(exited) = self.check_components() {
+            return exited;
+        }
+        let log = self.layout.log(component);
+        Error::Timeout {
+            what: what.to_owned(),
+            tail: process::log_tail(&log, 10),
+            log,
+        }
+    }
+}
+
+impl Drop for SimCluster {
+    fn drop(&mut self) {
+        if self.teardown_on_drop {
+            self.stop_all();
+            let _ = std::fs::remove_dir_all(&self.layout.dir);
+        }
+    }
+}
+
+fn join(set: &BTreeSet<&str>) -> String {
+    set.iter().copied().collect::<Vec<_>>().join(", ")
+}
+
+pub fn is_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .is_some_and(|c| c.status == "True")
+}
+
+/// Creates the node's directory, refusing to reuse one whose processes run.
+fn prepare_dir(layout: &Layout, name: &str) -> Result<(), Error> {
+    if layout.state().is_file() {
+        let stale = match State::load(&layout.state()) {
+            Ok(old) => !old
+                .components
+                .iter()
+                .chain(old.nodes.iter().filter_map(|n| n.agent.as_ref()))
+                .any(process::is_alive),
+            Err(_) => true,
+        };
+        if !stale {
+            return Err(Error::AlreadyRunning {
+                name: name.to_owned(),
+                dir: layout.dir.clone(),
+            });
+        }
+    }
+    if layout.dir.exists() {
+        std::fs::remove_dir_all(&layout.dir)
+            .map_err(|e| Error::io(format!("removing stale {}", layout.dir.display()), e))?;
+    }
+    for dir in [layout.dir.clone(), layout.logs(), layout.etcd_data()] {
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+    }
+    Ok(())
+}
+
+async fn register_node(client: &kube::Client, node: &SimNode) -> Result<(), Error> {
+    let api: Api<Node> = Api::all(client.clone());
+    if api
+        .get_opt(&node.name)
+        .await
+        .map_err(|source| Error::Kube {
+            what: format!("reading node {}", node.name),
+            source,
+        })?
+        .is_some()
+    {
+        return Ok(());
+    }
+    let labels = [
+        ("kubernetes.io/hostname", node.name.as_str()),
+        ("kubernetes.io/os", "linux"),
+        ("kubernetes.io/arch", "amd64"),
+        ("type", "kwok"),
+        (SIM_NODE_LABEL, "true"),
+    ];
+    let object = Node {
+        metadata: ObjectMeta {
+            name: Some(node.name.clone()),
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+            ),
+            annotations: Some([("kwok.x-k8s.io/node".to_owned(), "fake".to_owned())].into()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(k8s_openapi::api::core::v1::NodeSpec {
+            pod_cidr: Some(node.pod_cidr.clone()),
+            ..Default::default()
+        }),
+        status: None,
+    };
+    match api.create(&PostParams::default(), &object).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(source) => Err(Error::Kube {
+            what: format!("registering node {}", node.name),
+            source,
+        }),
+    }
+}
+
+async fn client_for(kubeconfig: &Path) -> Result<kube::Client, Error> {
+    let kc = Kubeconfig::read_from(kubeconfig)
+        .map_err(|e| Error::io_msg(format!("{}: {e}", kubeconfig.display())))?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| Error::io_msg(format!("{}: {e}", kubeconfig.display())))?;
+    kube::Client::try_from(config).map_err(|source| Error::Kube {
+        what: "building a client".into(),
+        source,
+    })
+}
+
+fn write_kubeconfig(path: &Path, server: &str, pki: &Pki) -> Result<(), Error> {
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: nodefall-sim\n  cluster:\n    server: {server}\n    certificate-authority: {ca}\nusers:\n- name: nodefall-admin\n  user:\n    token: {token}\ncontexts:\n- name: nodefall-sim\n  context:\n    cluster: nodefall-sim\n    user: nodefall-admin\ncurrent-context: nodefall-sim\n",
+        ca = pki.ca_cert.display(),
+        token = pki.token,
+    );
+    std::fs::write(path, text).map_err(|e| Error::io(format!("writing {}", path.display()), e))
+}
+
+/// Three distinct free loopback ports (bound, read, released).
+fn free_ports() -> Result<[u16; 3], Error> {
+    let listeners: Vec<TcpListener> = (0..3)
+        .map(|_| TcpListener::bind("127.0.0.1:0"))
+        .collect::<Result<_, _>>()
+        .map_err(|e| Error::io("finding free loopback ports", e))?;
+    let mut ports = [0u16; 3];
+    for (slot, l) in ports.iter_mut().zip(&listeners) {
+        *slot = l
+            .local_addr()
+            .map_err(|e| Error::io("finding free loopback ports", e))?
+            .port();
+    }
+    Ok(ports)
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+fn secs(d: Duration) -> String {
+    d.as_secs().max(1).to_string()
+}
+
+fn go_duration(d: Duration) -> String {
+    format!("{}ms", d.as_millis())
+}
+
+fn strings<const N: usize>(args: [&str; N]) -> Vec<String> {
+    args.iter().map(|s| (*s).to_owned()).collect()
+}
+
+fn etcd_args(layout: &Layout, client: u16, peer: u16) -> Vec<String> {
+    let client = format!("http://127.0.0.1:{client}");
+    let peer = format!("http://127.0.0.1:{peer}");
+    let data = layout.etcd_data().display().to_string();
+    let initial = format!("nodefall={peer}");
+    strings([
+        "--name",
+        "nodefall",
+        "--data-dir",
+        &data,
+        "--listen-client-urls",
+        &client,
+        "--advertise-client-urls",
+        &client,
+        "--listen-peer-urls",
+        &peer,
+        "--initial-advertise-peer-urls",
+        &peer,
+        "--initial-cluster",
+        &initial,
+        // A throwaway cluster: durability is not worth the fsync latency.
+        "--unsafe-no-fsync",
+        "--log-level",
+        "warn",
+    ])
+}
+
+fn apiserver_args(pki: &Pki, etcd_client: u16, port: u16, profile: &TimingProfile) -> Vec<String> {
+    let etcd = format!("http://127.0.0.1:{etcd_client}");
+    let port = port.to_string();
+    let unreachable = secs(profile.unreachable_toleration);
+    let not_ready = secs(profile.not_ready_toleration);
+    let p = |p: &PathBuf| p.display().to_string();
+    let (cert, key, tokens) = (
+        p(&pki.serving_cert),
+        p(&pki.serving_key),
+        p(&pki.token_file),
+    );
+    let (sa_key, sa_pub) = (p(&pki.service_account_key), p(&pki.service_account_pub));
+    strings([
+        "--etcd-servers",
+        &etcd,
+        "--bind-address",
+        "127.0.0.1",
+        "--advertise-address",
+        "127.0.0.1",
+        "--secure-port",
+        &port,
+        "--tls-cert-file",
+        &cert,
+        "--tls-private-key-file",
+        &key,
+        "--token-auth-file",
+        &tokens,
+        "--authorization-mode",
+        "RBAC",
+        "--service-account-issuer",
+        "https://kubernetes.default.svc",
+        "--service-account-key-file",
+        &sa_pub,
+        "--service-account-signing-key-file",
+        &sa_key,
+        "--service-cluster-ip-range",
+        "10.96.0.0/16",
+        "--default-unreachable-toleration-seconds",
+        &unreachable,
+        "--default-not-ready-toleration-seconds",
+        &not_ready,
+        "--allow-privileged=true",
+        "--profiling=false",
+    ])
+}
+
+fn controller_manager_args(kubeconfig: &Path, pki: &Pki, profile: &TimingProfile) -> Vec<String> {
+    let kc = kubeconfig.display().to_string();
+    let sa = pki.service_account_key.display().to_string();
+    let ca = pki.ca_cert.display().to_string();
+    let grace = go_duration(profile.node_monitor_grace_period);
+    let period = go_duration(profile.node_monitor_period);
+    let startup = go_duration(profile.node_startup_grace_period);
+    strings([
+        "--kubeconfig",
+        &kc,
+        "--authentication-kubeconfig",
+        &kc,
+        "--authorization-kubeconfig",
+        &kc,
+        "--secure-port",
+        "0",
+        "--leader-elect=false",
+        "--use-service-account-credentials=false",
+        "--controllers",
+        "*,-serviceaccount-token",
+        "--service-account-private-key-file",
+        &sa,
+        "--root-ca-file",
+        &ca,
+        "--node-monitor-grace-period",
+        &grace,
+        "--node-monitor-period",
+        &period,
+        "--node-startup-grace-period",
+        &startup,
+        "--profiling=false",
+    ])
+}
+
+fn scheduler_args(kubeconfig: &Path) -> Vec<String> {
+    let kc = kubeconfig.display().to_string();
+    strings([
+        "--kubeconfig",
+        &kc,
+        "--authentication-kubeconfig",
+        &kc,
+        "--authorization-kubeconfig",
+        &kc,
+        "--secure-port",
+        "0",
+        "--leader-elect=false",
+        "--profiling=false",
+    ])
+}
+
+fn kwok_args(layout: &Layout, node: &SimNode, profile: &TimingProfile) -> Vec<String> {
+    let kc = layout.kubeconfig().display().to_string();
+    let stages = layout.stages().display().to_string();
+    let lease = secs(profile.node_lease_duration);
+    strings([
+        "--kubeconfig",
+        &kc,
+        "--config",
+        &stages,
+        "--manage-single-node",
+        &node.name,
+        "--node-lease-duration-seconds",
+        &lease,
+        "--node-ip",
+        &node.ip,
+        "--cidr",
+        &node.pod_cidr,
+        "--server-address",
+        "127.0.0.1:0",
+    ])
+}

@@ -1,0 +1,135 @@
+//! The `sim` backend's cluster: a real Kubernetes control plane (etcd,
+//! kube-apiserver, kube-controller-manager, kube-scheduler) on loopback, with
+//! nodes played by one kwok process each. See `docs/sim-backend.md`.
+
+pub mod binaries;
+mod cluster;
+mod pki;
+pub mod process;
+pub mod state;
+
+use std::path::PathBuf;
+use std::process::ExitStatus;
+
+pub use cluster::{SIM_NODE_LABEL, SimCluster, UpOptions, is_ready};
+pub use state::{AgentState, State, default_root};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{what}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Other(String),
+    #[error(
+        "provisioning the simulated cluster's binaries failed ({status}); still missing: {}",
+        list_paths(.missing)
+    )]
+    Provision {
+        status: ExitStatus,
+        missing: Vec<PathBuf>,
+    },
+    #[error("could not start {component} ({})", .program.display())]
+    Spawn {
+        component: String,
+        program: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{component} exited ({status}); last lines of {}:\n{tail}", .log.display())]
+    Exited {
+        component: String,
+        status: ExitStatus,
+        log: PathBuf,
+        tail: String,
+    },
+    #[error("timed out waiting for {what}; last lines of {}:\n{tail}", .log.display())]
+    Timeout {
+        what: String,
+        log: PathBuf,
+        tail: String,
+    },
+    #[error("{what}")]
+    Kube {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot read cluster state {}", .path.display())]
+    State {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("credentials for the simulated cluster")]
+    Pki(#[from] rcgen::Error),
+    #[error(
+        "a simulated cluster named `{name}` is already running ({}); use it with --cluster {name}, \
+         or pick another --name, or stop it with `nodefall sim down --name {name}`",
+        .dir.display()
+    )]
+    AlreadyRunning { name: String, dir: PathBuf },
+    #[error(
+        "no simulated cluster named `{name}` under {}{}; start one with `nodefall sim up --name {name}`",
+        .root.display(),
+        known_clusters(.known)
+    )]
+    NoCluster {
+        name: String,
+        root: PathBuf,
+        known: Vec<String>,
+    },
+    #[error("node `{node}` is not in simulated cluster `{cluster}` (its nodes: {})", .known.join(", "))]
+    UnknownNode {
+        node: String,
+        cluster: String,
+        known: Vec<String>,
+    },
+    #[error("the agent of node `{node}` is {state}, but this fault needs it {wanted}")]
+    AgentState {
+        node: String,
+        state: AgentState,
+        wanted: &'static str,
+    },
+    #[error("{component} (pid {pid}) is not running")]
+    NotRunning { component: String, pid: i32 },
+    #[error("sending {signal} to {component} (pid {pid})")]
+    Signal {
+        component: String,
+        pid: i32,
+        signal: &'static str,
+        #[source]
+        errno: nix::errno::Errno,
+    },
+}
+
+impl Error {
+    pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> Error {
+        Error::Io {
+            what: what.into(),
+            source,
+        }
+    }
+    pub(crate) fn io_msg(what: impl Into<String>) -> Error {
+        Error::Other(what.into())
+    }
+}
+
+fn list_paths(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn known_clusters(known: &[String]) -> String {
+    if known.is_empty() {
+        String::new()
+    } else {
+        format!(" (running: {})", known.join(", "))
+    }
+}

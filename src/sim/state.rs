@@ -1,0 +1,158 @@
+//! The on-disk record of a simulated cluster: one directory per name holding
+//! `state.json`, the kubeconfig, credentials, etcd data and component logs.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::Error;
+use super::binaries::{Versions, env_path, home};
+use super::process::ProcRecord;
+use crate::profile::TimingProfile;
+
+pub const SCHEMA: u32 = 1;
+
+/// The root holding one directory per cluster: `$NODEFALL_STATE_DIR`, else
+/// `$XDG_STATE_HOME/nodefall/sim`, else `~/.local/state/nodefall/sim`.
+pub fn default_root() -> PathBuf {
+    if let Some(dir) = env_path("NODEFALL_STATE_DIR") {
+        return dir;
+    }
+    let base = env_path("XDG_STATE_HOME").unwrap_or_else(|| home().join(".local").join("state"));
+    base.join("nodefall").join("sim")
+}
+
+/// What a node's agent (its kwok process, playing the kubelet) is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AgentState {
+    Running,
+    /// Frozen with SIGSTOP (`pause-vm`, `drop-nic`).
+    Frozen,
+    /// Not running (`poweroff`, `stop-kubelet`).
+    Stopped,
+}
+
+impl std::fmt::Display for AgentState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            AgentState::Running => "running",
+            AgentState::Frozen => "frozen",
+            AgentState::Stopped => "stopped",
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SimNode {
+    pub name: String,
+    /// The InternalIP kwok reports for the node (never contacted).
+    pub ip: String,
+    /// The range kwok hands pod IPs out of.
+    pub pod_cidr: String,
+    pub agent_state: AgentState,
+    /// The node's kwok process while one exists.
+    pub agent: Option<ProcRecord>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct State {
+    pub schema: u32,
+    pub name: String,
+    /// API server URL (loopback).
+    pub server: String,
+    pub versions: Versions,
+    pub profile: TimingProfile,
+    /// Unix time (ms) the cluster became ready.
+    pub started_at_ms: u64,
+    /// Control-plane processes, in start order.
+    pub components: Vec<ProcRecord>,
+    pub nodes: Vec<SimNode>,
+}
+
+/// Paths inside a cluster directory.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    pub dir: PathBuf,
+}
+
+impl Layout {
+    pub fn new(root: &Path, name: &str) -> Layout {
+        Layout {
+            dir: root.join(name),
+        }
+    }
+    pub fn state(&self) -> PathBuf {
+        self.dir.join("state.json")
+    }
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.dir.join("kubeconfig")
+    }
+    pub fn pki(&self) -> PathBuf {
+        self.dir.join("pki")
+    }
+    pub fn etcd_data(&self) -> PathBuf {
+        self.dir.join("etcd")
+    }
+    pub fn logs(&self) -> PathBuf {
+        self.dir.join("logs")
+    }
+    pub fn log(&self, component: &str) -> PathBuf {
+        self.logs()
+            .join(format!("{}.log", component.replace('/', "-")))
+    }
+    pub fn stages(&self) -> PathBuf {
+        self.dir.join("kwok-stages.yaml")
+    }
+}
+
+impl State {
+    pub fn load(path: &Path) -> Result<State, Error> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+        let state: State = serde_json::from_str(&text).map_err(|source| Error::State {
+            path: path.to_owned(),
+            source,
+        })?;
+        if state.schema != SCHEMA {
+            return Err(Error::io_msg(format!(
+                "{} has schema {} but this nodefall reads schema {SCHEMA}; remove the directory",
+                path.display(),
+                state.schema
+            )));
+        }
+        Ok(state)
+    }
+
+    /// Writes atomically (temporary file, then rename).
+    pub fn save(&self, path: &Path) -> Result<(), Error> {
+        let tmp = path.with_extension("json.tmp");
+        let text = serde_json::to_string_pretty(self).map_err(|source| Error::State {
+            path: path.to_owned(),
+            source,
+        })?;
+        std::fs::write(&tmp, text)
+            .and_then(|()| std::fs::rename(&tmp, path))
+            .map_err(|e| Error::io(format!("writing {}", path.display()), e))
+    }
+
+    pub fn node(&self, name: &str) -> Option<&SimNode> {
+        self.nodes.iter().find(|n| n.name == name)
+    }
+}
+
+/// The names of the clusters recorded under `root`, sorted.
+pub fn list(root: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.path().join("state.json").is_file())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    names.sort();
+    names
+}

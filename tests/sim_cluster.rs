@@ -1,0 +1,318 @@
+//! The simulated cluster on real binaries: bring-up, node faults, tear-down.
+//!
+//! These tests start real etcd, kube-apiserver, kube-controller-manager,
+//! kube-scheduler and kwok processes (provisioned into the cache on first
+//! use). They run one at a time: timing assertions on a 2-core machine should
+//! not compete with another cluster.
+
+#![allow(clippy::unwrap_used, reason = "test helpers fail the test by panicking")]
+
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use futures::TryStreamExt as _;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, PostParams};
+use kube::runtime::{WatchStreamExt as _, watcher};
+use nodefall::profile::TimingProfile;
+use nodefall::sim::process::{ProcRecord, is_alive};
+use nodefall::sim::{SimCluster, State, UpOptions};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn options(root: &std::path::Path, name: &str, nodes: usize) -> UpOptions {
+    let mut opts = UpOptions::new(name, TimingProfile::fast());
+    opts.root = root.to_owned();
+    opts.nodes = nodes;
+    opts
+}
+
+fn records(state: &State) -> Vec<ProcRecord> {
+    state
+        .components
+        .iter()
+        .chain(state.nodes.iter().filter_map(|n| n.agent.as_ref()))
+        .cloned()
+        .collect()
+}
+
+fn ready_status(node: &Node) -> Option<String> {
+    node.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| c.status.clone())
+}
+
+fn has_unreachable_taints(node: &Node) -> bool {
+    let taints = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    ["NoSchedule", "NoExecute"].iter().all(|effect| {
+        taints
+            .iter()
+            .any(|t| t.key == "node.kubernetes.io/unreachable" && t.effect == *effect)
+    })
+}
+
+/// Watches one node until `pred` holds; returns the time it took.
+async fn wait_node(
+    client: &kube::Client,
+    name: &str,
+    timeout: Duration,
+    pred: impl Fn(&Node) -> bool,
+) -> Duration {
+    let start = Instant::now();
+    let api: Api<Node> = Api::all(client.clone());
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut stream = std::pin::pin!(watcher(api, config).applied_objects());
+    let found = tokio::time::timeout(timeout, async {
+        while let Some(node) = stream.try_next().await.unwrap() {
+            if pred(&node) {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(
+        found.is_ok(),
+        "node {name}: condition not reached within {timeout:?}"
+    );
+    start.elapsed()
+}
+
+async fn wait_pod_ready(client: &kube::Client, name: &str, want: &str, timeout: Duration) {
+    let api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let cond = kube::runtime::wait::await_condition(api, name, |pod: Option<&Pod>| {
+        pod.and_then(|p| p.status.as_ref())
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+            .is_some_and(|c| c.status == want)
+    });
+    let r = tokio::time::timeout(timeout, cond).await;
+    assert!(
+        matches!(r, Ok(Ok(_))),
+        "pod {name} not Ready={want} within {timeout:?}"
+    );
+}
+
+/// Checks the time to Unknown + unreachable taints against the profile.
+async fn assert_goes_unknown(client: &kube::Client, node: &str, fault: &str) {
+    let p = TimingProfile::fast();
+    // The controller marks the node once no lease renewal was seen for the
+    // grace period; it looks every monitor period. Renewals come every lease/4.
+    let lower = p.node_monitor_grace_period - p.node_lease_duration / 4;
+    let upper = p.node_monitor_grace_period + p.node_monitor_period + Duration::from_secs(4);
+    let took = wait_node(client, node, upper + Duration::from_secs(20), |n| {
+        ready_status(n).as_deref() == Some("Unknown") && has_unreachable_taints(n)
+    })
+    .await;
+    eprintln!("{fault} {node}: Unknown + unreachable taints after {took:?}");
+    assert!(
+        took >= lower && took <= upper,
+        "{fault}: expected Unknown and taints {lower:?}..{upper:?} after the fault, took {took:?}"
+    );
+}
+
+async fn assert_back_ready(client: &kube::Client, node: &str, fault: &str, within: Duration) {
+    let took = wait_node(client, node, within, |n| {
+        ready_status(n).as_deref() == Some("True") && !has_unreachable_taints(n)
+    })
+    .await;
+    eprintln!("{fault} {node}: Ready, taints gone after {took:?}");
+}
+
+fn pinned_pod(name: &str, node: &str) -> Pod {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"nodeName": node, "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}]}
+    }))
+    .unwrap()
+}
+
+#[test]
+fn three_nodes_fail_and_recover_one_at_a_time() {
+    let _serial = serial();
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(fail_and_recover());
+}
+
+async fn fail_and_recover() {
+    let root = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let mut progress = |m: &str| eprintln!("sim: {m}");
+    let mut cluster = SimCluster::up(&options(root.path(), "faults", 3), &mut progress)
+        .await
+        .unwrap();
+    let up = started.elapsed();
+    eprintln!("sim up (3 nodes Ready): {up:?}");
+    assert!(up < Duration::from_secs(30), "sim up took {up:?}");
+
+    let client = cluster.client().await.unwrap();
+    let nodes: Api<Node> = Api::all(client.clone());
+    let list = nodes.list(&Default::default()).await.unwrap();
+    let ready: Vec<_> = list
+        .items
+        .iter()
+        .filter(|n| ready_status(n).as_deref() == Some("True"))
+        .collect();
+    assert_eq!(ready.len(), 3, "3 nodes Ready after sim up");
+
+    // A pod on worker-1, Running and Ready as under a kubelet.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    pods.create(&PostParams::default(), &pinned_pod("probe", "worker-1"))
+        .await
+        .unwrap();
+    wait_pod_ready(&client, "probe", "True", Duration::from_secs(10)).await;
+
+    // pause-vm: freeze worker-1's agent.
+    cluster.freeze_node("worker-1").unwrap();
+    assert_goes_unknown(&client, "worker-1", "pause-vm").await;
+    // The node lifecycle controller marks its pods not Ready ...
+    wait_pod_ready(&client, "probe", "False", Duration::from_secs(5)).await;
+    cluster.thaw_node("worker-1").unwrap();
+    assert_back_ready(&client, "worker-1", "resume-vm", Duration::from_secs(10)).await;
+    // ... and the returning node reports them Ready again, like a kubelet.
+    wait_pod_ready(&client, "probe", "True", Duration::from_secs(10)).await;
+
+    // poweroff / poweron: kill worker-2's agent, start a new one.
+    cluster.kill_node("worker-2").unwrap();
+    assert_goes_unknown(&client, "worker-2", "poweroff").await;
+    cluster.start_node("worker-2").await.unwrap();
+    assert_back_ready(&client, "worker-2", "poweron", Duration::from_secs(15)).await;
+
+    // stop-kubelet / start-kubelet on worker-3.
+    cluster.stop_node("worker-3").unwrap();
+    assert_goes_unknown(&client, "worker-3", "stop-kubelet").await;
+    cluster.start_node("worker-3").await.unwrap();
+    assert_back_ready(
+        &client,
+        "worker-3",
+        "start-kubelet",
+        Duration::from_secs(15),
+    )
+    .await;
+
+    // Faults that do not fit the agent's state are refused, not ignored.
+    assert!(cluster.start_node("worker-3").await.is_err());
+    assert!(cluster.freeze_node("worker-9").is_err());
+
+    let rss = cluster.rss_bytes();
+    eprintln!("cluster RSS: {} MiB", rss / (1024 * 1024));
+    assert!(rss < 1536 * 1024 * 1024, "cluster RSS {rss} bytes");
+
+    let procs = records(cluster.state());
+    let dir = cluster.dir().to_owned();
+    cluster.down().unwrap();
+    for p in &procs {
+        assert!(
+            !is_alive(p),
+            "{} (pid {}) still runs after down",
+            p.name,
+            p.pid
+        );
+    }
+    assert!(!dir.exists(), "cluster directory removed");
+}
+
+#[test]
+fn a_failing_test_leaves_no_process_behind() {
+    let _serial = serial();
+    let root = tempfile::tempdir().unwrap();
+    let opts = options(root.path(), "panics", 1);
+    let state_file = root.path().join("panics").join("state.json");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        runtime.block_on(async {
+            let mut quiet = |_: &str| {};
+            let _cluster = SimCluster::up(&opts, &mut quiet).await.unwrap();
+            let state = State::load(&state_file).unwrap();
+            // Hand the records out through the panic payload.
+            std::panic::panic_any(records(&state));
+        })
+    }));
+    let procs = *outcome
+        .expect_err("the closure panics")
+        .downcast::<Vec<ProcRecord>>()
+        .unwrap();
+    assert_eq!(procs.len(), 5, "etcd, apiserver, kcm, scheduler, one kwok");
+    for p in &procs {
+        assert!(
+            !is_alive(p),
+            "{} (pid {}) survived the panic",
+            p.name,
+            p.pid
+        );
+    }
+    assert!(!state_file.exists());
+}
+
+#[test]
+fn cli_up_status_kubeconfig_down() {
+    let _serial = serial();
+    let root = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_nodefall"))
+            .args(args)
+            .env("NODEFALL_STATE_DIR", root.path())
+            .output()
+            .unwrap();
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (out.status.code(), text(&out.stdout), text(&out.stderr))
+    };
+    let (code, stdout, stderr) = run(&["sim", "up", "--name", "cli", "--nodes", "2"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let kubeconfig = stdout.trim().to_owned();
+    assert!(kubeconfig.ends_with("cli/kubeconfig"), "{stdout}");
+    let state = State::load(&root.path().join("cli/state.json")).unwrap();
+    let procs = records(&state);
+    assert_eq!(procs.len(), 6);
+    assert!(
+        procs.iter().all(is_alive),
+        "cluster keeps running after `sim up` exits"
+    );
+
+    let (code, stdout, _) = run(&["sim", "kubeconfig", "--name", "cli"]);
+    assert_eq!((code, stdout.trim()), (Some(0), kubeconfig.as_str()));
+    let (code, stdout, _) = run(&["sim", "status"]);
+    assert_eq!(code, Some(0));
+    assert!(
+        stdout.contains("6/6 running") && stdout.contains("worker-2 running"),
+        "{stdout}"
+    );
+
+    let (code, _, stderr) = run(&["sim", "up", "--name", "cli"]);
+    assert_eq!(code, Some(3));
+    assert!(stderr.contains("already running"), "{stderr}");
+
+    let (code, _, stderr) = run(&["sim", "down", "--name", "cli"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    for p in &procs {
+        assert!(
+            !is_alive(p),
+            "{} (pid {}) still runs after sim down",
+            p.name,
+            p.pid
+        );
+    }
+    let (code, _, stderr) = run(&["sim", "down", "--name", "cli"]);
+    assert_eq!(code, Some(3));
+    assert!(
+        stderr.contains("no simulated cluster named `cli`"),
+        "{stderr}"
+    );
+}
