@@ -8,6 +8,8 @@ pub mod cli;
 pub mod exit;
 pub mod plan;
 pub mod profile;
+pub mod report;
 pub mod scenario;
 pub mod selector;
 pub mod sim;
+pub mod timeline;

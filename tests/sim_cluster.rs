@@ -5,7 +5,10 @@
 //! use). They run one at a time: timing assertions on a 2-core machine should
 //! not compete with another cluster.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail the test by panicking")]
+#![allow(
+    clippy::unwrap_used,
+    reason = "test helpers fail the test by panicking"
+)]
 
 use std::process::Command;
 use std::sync::Mutex;

@@ -1,0 +1,139 @@
+//! `result.json`: everything a run observed, versioned, enough to re-render
+//! the Markdown report (`nodefall report render result.json`).
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::profile::TimingProfile;
+use crate::scenario::expr::Window;
+use crate::timeline::metrics::Metrics;
+use crate::timeline::{Ms, Transition};
+
+/// Bumped on any incompatible change of [`RunResult`].
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunResult {
+    pub schema_version: u32,
+    pub scenario: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The scenario file as given on the command line.
+    pub file: String,
+    pub backend: String,
+    /// `kube-apiserver` gitVersion, when the cluster was reached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_version: Option<String>,
+    pub profile: TimingProfile,
+    pub namespace: String,
+    /// Target name -> node name, as resolved before the first fault.
+    pub targets: BTreeMap<String, String>,
+    /// Wall-clock time of `at = 0`.
+    pub started_at: Timestamp,
+    /// T0: when the first fault (or first action) began, ms since start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub t0: Option<Ms>,
+    /// When the run (cleanup included) ended, ms since start.
+    pub finished: Ms,
+    pub verdict: RunVerdict,
+    /// Why the run stopped early, when it did (error text with causes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub steps: Vec<StepRecord>,
+    pub expectations: Vec<ExpectationResult>,
+    /// Fault reverts, taint removals, namespace deletion after the steps.
+    pub cleanup: Vec<StepRecord>,
+    pub metrics: Metrics,
+    pub transitions: Vec<Transition>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunVerdict {
+    /// Every expectation held.
+    Pass,
+    /// The run completed and at least one expectation failed.
+    Fail,
+    /// The run stopped on an infrastructure error; the report is partial.
+    Error,
+    /// Ctrl-C; the report is partial.
+    Interrupted,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum StepKind {
+    Setup,
+    Fault,
+    Action,
+    Expect,
+    Cleanup,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepRecord {
+    /// Position in the scenario's `steps` (None for setup and cleanup).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<usize>,
+    /// `#3 (evicted)`, `setup`, `cleanup`.
+    pub label: String,
+    pub kind: StepKind,
+    /// What it did, in words (`pause-vm worker-2`, `taint worker-2 ...`).
+    pub description: String,
+    pub started: Ms,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<Ms>,
+    pub outcome: StepOutcome,
+    /// Notes recorded while it ran (retries, refusals, ...), with their time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<(Ms, String)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", content = "message", rename_all = "camelCase")]
+pub enum StepOutcome {
+    Ok,
+    Failed(String),
+    /// Not run because the run stopped before it.
+    Skipped,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Verdict {
+    Pass,
+    Fail,
+    /// The run stopped before this expectation was decided.
+    NotRun,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExpectationResult {
+    pub index: usize,
+    pub label: String,
+    /// The condition in words (`pods app=nginx on target (worker-2): terminating`).
+    pub description: String,
+    /// The window as written in the scenario (`grace + toleration +- 15s`).
+    pub window_written: String,
+    /// The window evaluated under the profile, relative to the anchor.
+    pub window: Window,
+    /// What the window counts from (`#1 (pause)`, `start`).
+    pub anchor: String,
+    /// The anchor's time, ms since start.
+    pub anchor_at: Ms,
+    /// When the condition was first seen to hold (or, for `never`/`notBefore`,
+    /// to break; for `holdsFor`, to stop holding), relative to the anchor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed: Option<Ms>,
+    pub verdict: Verdict,
+    /// Observed vs expected in words, with by how much it missed.
+    pub detail: String,
+    /// Signed distance outside the window (ms; negative = too early).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missed_by: Option<Ms>,
+}

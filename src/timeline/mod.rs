@@ -1,0 +1,311 @@
+//! Typed transitions of Nodes and Pods, and the world they fold into.
+//!
+//! The observer turns every watch event into [`Transition`]s; the timeline is
+//! the ordered list of them. Folding transitions up to a time gives the
+//! [`World`] at that time, which is what expectations are evaluated on. Pure:
+//! times are milliseconds since the run started, supplied by the caller.
+
+pub mod metrics;
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+/// Milliseconds since the run started (monotonic clock).
+pub type Ms = i64;
+
+/// One observed change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Transition {
+    /// When nodefall saw it.
+    pub at: Ms,
+    /// The server's own time for it, where the object has one (condition
+    /// `lastTransitionTime`, taint `timeAdded`, `deletionTimestamp`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_time: Option<Timestamp>,
+    pub object: ObjectRef,
+    pub change: Change,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum ObjectRef {
+    Node { name: String },
+    Pod { name: String, uid: String },
+    Event { name: String },
+}
+
+impl ObjectRef {
+    pub fn name(&self) -> &str {
+        match self {
+            ObjectRef::Node { name } | ObjectRef::Pod { name, .. } | ObjectRef::Event { name } => {
+                name
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum Change {
+    NodeAdded,
+    NodeDeleted,
+    /// The Ready condition's status (`True`, `False`, `Unknown`) and reason.
+    NodeReady {
+        status: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    TaintAdded {
+        key: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        value: Option<String>,
+        effect: String,
+    },
+    TaintRemoved {
+        key: String,
+        effect: String,
+    },
+    Unschedulable {
+        value: bool,
+    },
+    PodAdded {
+        labels: BTreeMap<String, String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        owner: Option<String>,
+    },
+    PodScheduled {
+        node: String,
+    },
+    PodReady {
+        ready: bool,
+    },
+    PodPhase {
+        phase: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// deletionTimestamp set.
+    PodTerminating,
+    PodDeleted,
+    PodDisruptionTarget {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// A Kubernetes Event worth showing (NodeNotReady, TaintManagerEviction, ...).
+    Event {
+        reason: String,
+        involved: String,
+        message: String,
+    },
+}
+
+impl Change {
+    /// One short line for tables and logs.
+    pub fn describe(&self) -> String {
+        match self {
+            Change::NodeAdded => "registered".into(),
+            Change::NodeDeleted => "deleted".into(),
+            Change::NodeReady { status, reason } => match reason {
+                Some(r) => format!("Ready={status} ({r})"),
+                None => format!("Ready={status}"),
+            },
+            Change::TaintAdded { key, value, effect } => match value {
+                Some(v) => format!("taint + {key}={v}:{effect}"),
+                None => format!("taint + {key}:{effect}"),
+            },
+            Change::TaintRemoved { key, effect } => format!("taint - {key}:{effect}"),
+            Change::Unschedulable { value: true } => "cordoned".into(),
+            Change::Unschedulable { value: false } => "uncordoned".into(),
+            Change::PodAdded { owner, .. } => match owner {
+                Some(o) => format!("created by {o}"),
+                None => "created".into(),
+            },
+            Change::PodScheduled { node } => format!("scheduled to {node}"),
+            Change::PodReady { ready } => {
+                format!("Ready={}", if *ready { "True" } else { "False" })
+            }
+            Change::PodPhase { phase, reason } => match reason {
+                Some(r) => format!("phase {phase} ({r})"),
+                None => format!("phase {phase}"),
+            },
+            Change::PodTerminating => "Terminating".into(),
+            Change::PodDeleted => "deleted".into(),
+            Change::PodDisruptionTarget { reason } => {
+                format!("DisruptionTarget ({})", reason.as_deref().unwrap_or("-"))
+            }
+            Change::Event {
+                reason,
+                involved,
+                message,
+            } => format!("event {reason} on {involved}: {message}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Taint {
+    pub key: String,
+    pub value: Option<String>,
+    pub effect: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeView {
+    pub exists: bool,
+    pub ready: Option<String>,
+    pub taints: Vec<Taint>,
+    pub unschedulable: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodView {
+    pub name: String,
+    pub uid: String,
+    pub labels: BTreeMap<String, String>,
+    pub node: Option<String>,
+    pub ready: bool,
+    pub phase: String,
+    pub reason: Option<String>,
+    pub terminating: bool,
+}
+
+/// Nodes and pods as the transitions so far describe them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct World {
+    pub nodes: BTreeMap<String, NodeView>,
+    /// Live pods by uid (deleted pods are removed).
+    pub pods: BTreeMap<String, PodView>,
+}
+
+impl World {
+    pub fn apply(&mut self, t: &Transition) {
+        match &t.object {
+            ObjectRef::Node { name } => {
+                let node = self.nodes.entry(name.clone()).or_default();
+                match &t.change {
+                    Change::NodeAdded => node.exists = true,
+                    Change::NodeDeleted => *node = NodeView::default(),
+                    Change::NodeReady { status, .. } => node.ready = Some(status.clone()),
+                    Change::TaintAdded { key, value, effect } => node.taints.push(Taint {
+                        key: key.clone(),
+                        value: value.clone(),
+                        effect: effect.clone(),
+                    }),
+                    Change::TaintRemoved { key, effect } => {
+                        node.taints
+                            .retain(|x| !(x.key == *key && x.effect == *effect));
+                    }
+                    Change::Unschedulable { value } => node.unschedulable = *value,
+                    _ => {}
+                }
+            }
+            ObjectRef::Pod { name, uid } => {
+                if t.change == Change::PodDeleted {
+                    self.pods.remove(uid);
+                    return;
+                }
+                let pod = self.pods.entry(uid.clone()).or_insert_with(|| PodView {
+                    name: name.clone(),
+                    uid: uid.clone(),
+                    phase: "Pending".into(),
+                    ..PodView::default()
+                });
+                match &t.change {
+                    Change::PodAdded { labels, .. } => pod.labels = labels.clone(),
+                    Change::PodScheduled { node } => pod.node = Some(node.clone()),
+                    Change::PodReady { ready } => pod.ready = *ready,
+                    Change::PodPhase { phase, reason } => {
+                        pod.phase = phase.clone();
+                        pod.reason = reason.clone();
+                    }
+                    Change::PodTerminating => pod.terminating = true,
+                    _ => {}
+                }
+            }
+            ObjectRef::Event { .. } => {}
+        }
+    }
+
+    /// The world after every transition observed at or before `at`.
+    pub fn at(transitions: &[Transition], at: Ms) -> World {
+        let mut world = World::default();
+        for t in transitions.iter().take_while(|t| t.at <= at) {
+            world.apply(t);
+        }
+        world
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(at: Ms, change: Change) -> Transition {
+        Transition {
+            at,
+            server_time: None,
+            object: ObjectRef::Node { name: "w1".into() },
+            change,
+        }
+    }
+
+    #[test]
+    fn folds_node_and_pod_changes_in_order() {
+        let pod = |at, change| Transition {
+            at,
+            server_time: None,
+            object: ObjectRef::Pod {
+                name: "web-0".into(),
+                uid: "u1".into(),
+            },
+            change,
+        };
+        let ts = vec![
+            node(0, Change::NodeAdded),
+            node(
+                0,
+                Change::NodeReady {
+                    status: "True".into(),
+                    reason: None,
+                },
+            ),
+            pod(
+                1,
+                Change::PodAdded {
+                    labels: [("app".to_owned(), "web".to_owned())].into(),
+                    owner: None,
+                },
+            ),
+            pod(2, Change::PodScheduled { node: "w1".into() }),
+            pod(3, Change::PodReady { ready: true }),
+            node(
+                10,
+                Change::NodeReady {
+                    status: "Unknown".into(),
+                    reason: Some("NodeStatusUnknown".into()),
+                },
+            ),
+            node(
+                11,
+                Change::TaintAdded {
+                    key: "node.kubernetes.io/unreachable".into(),
+                    value: None,
+                    effect: "NoExecute".into(),
+                },
+            ),
+            pod(30, Change::PodTerminating),
+            pod(40, Change::PodDeleted),
+        ];
+        let w = World::at(&ts, 5);
+        assert_eq!(w.nodes["w1"].ready.as_deref(), Some("True"));
+        assert!(w.pods["u1"].ready && w.pods["u1"].node.as_deref() == Some("w1"));
+        let w = World::at(&ts, 30);
+        assert_eq!(w.nodes["w1"].ready.as_deref(), Some("Unknown"));
+        assert_eq!(w.nodes["w1"].taints.len(), 1);
+        assert!(w.pods["u1"].terminating);
+        assert!(World::at(&ts, 40).pods.is_empty());
+    }
+}
