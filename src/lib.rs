@@ -4,11 +4,16 @@
 //! [`plan`] (resolved against a [`profile`]) -> runner -> backend/actions ->
 //! observe -> timeline -> expect -> report.
 
+pub mod actions;
+pub mod backend;
 pub mod cli;
 pub mod exit;
+pub mod expect;
+pub mod observe;
 pub mod plan;
 pub mod profile;
 pub mod report;
+pub mod runner;
 pub mod scenario;
 pub mod selector;
 pub mod sim;

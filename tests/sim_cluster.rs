@@ -187,7 +187,7 @@ async fn fail_and_recover() {
     assert_goes_unknown(&client, "worker-1", "pause-vm").await;
     // The node lifecycle controller marks its pods not Ready ...
     wait_pod_ready(&client, "probe", "False", Duration::from_secs(5)).await;
-    cluster.thaw_node("worker-1").unwrap();
+    cluster.thaw_node("worker-1").await.unwrap();
     assert_back_ready(&client, "worker-1", "resume-vm", Duration::from_secs(10)).await;
     // ... and the returning node reports them Ready again, like a kubelet.
     wait_pod_ready(&client, "probe", "True", Duration::from_secs(10)).await;

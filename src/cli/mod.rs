@@ -4,9 +4,10 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 
+mod run_scenario;
 mod sim;
 
 use crate::exit;
@@ -66,9 +67,20 @@ pub struct ScenarioArgs {
     /// Directory for reports.
     #[arg(long, default_value = "reports")]
     pub out: PathBuf,
-    /// Timing profile (default: `fast` on sim, `default` elsewhere).
+    /// Timing profile (default: `fast` on sim, `default` elsewhere; with
+    /// `--cluster`, the cluster's own).
     #[arg(long, value_enum)]
     pub profile: Option<ProfileName>,
+    /// sim: run on this running cluster (`nodefall sim up --name NAME`)
+    /// instead of a throwaway one.
+    #[arg(long, value_name = "NAME")]
+    pub cluster: Option<String>,
+    /// sim: keep the throwaway cluster after the run (prints its kubeconfig).
+    #[arg(long)]
+    pub keep: bool,
+    /// sim: number of nodes of the throwaway cluster.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=50))]
+    pub nodes: u16,
 }
 
 #[derive(Debug, Args)]
@@ -113,11 +125,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(exit::code(exit::PASS))
         }
         Command::Sim(cmd) => sim::run(cmd),
-        Command::Scenario(args) => {
-            let plan = load_plan(&args.file, args.backend, args.profile)?;
-            let _ = (&args.out, &plan);
-            bail!(NotYet(plan.backend))
-        }
+        Command::Scenario(args) => run_scenario::run(&args),
     }
 }
 

@@ -255,10 +255,23 @@ impl SimCluster {
         self.set_agent_state(node, AgentState::Frozen)
     }
 
-    /// `resume-vm` / `restore-nic`: thaws the agent (SIGCONT).
-    pub fn thaw_node(&mut self, node: &str) -> Result<(), Error> {
-        self.agent(node)?.signal(Signal::SIGCONT)?;
-        self.set_agent_state(node, AgentState::Running)
+    /// `resume-vm` / `restore-nic`: the node comes back. The frozen agent is
+    /// replaced by a fresh one rather than thawed with SIGCONT: a thawed
+    /// kwok acts on its stale cache and deletes pods by name without a UID
+    /// precondition, so it would delete a StatefulSet's replacement pod that
+    /// reused the name on another node, which a real kubelet never does.
+    pub async fn thaw_node(&mut self, node: &str) -> Result<(), Error> {
+        let state = self.node_state(node)?.agent_state;
+        if state != AgentState::Frozen {
+            return Err(Error::AgentState {
+                node: node.to_owned(),
+                state,
+                wanted: "frozen",
+            });
+        }
+        self.agent(node)?.kill();
+        self.forget_agent(node)?;
+        self.start_node(node).await
     }
 
     /// `poweroff`: kills the agent at once (SIGKILL), like pulling the plug.

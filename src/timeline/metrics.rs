@@ -67,3 +67,328 @@ pub struct PodRecovery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replacement_ready: Option<Ms>,
 }
+
+use std::collections::BTreeMap;
+
+use jiff::{SignedDuration, Timestamp};
+
+use super::{Change, ObjectRef, Transition, World};
+
+/// Derives the metrics of a run from its transitions. `t0` is the first
+/// fault (ms since start), `targets` the node names it hit, `end` when the
+/// observation stopped, `started_at` the wall time of ms 0.
+pub fn compute(
+    transitions: &[Transition],
+    t0: Ms,
+    targets: &[String],
+    end: Ms,
+    started_at: Timestamp,
+) -> Metrics {
+    let after: Vec<&Transition> = transitions.iter().filter(|t| t.at >= t0).collect();
+    let on_target =
+        |t: &&&Transition| matches!(&t.object, ObjectRef::Node { name } if targets.contains(name));
+    let rel = |at: Ms| at - t0;
+
+    let node_not_ready = after
+        .iter()
+        .filter(on_target)
+        .find(|t| matches!(&t.change, Change::NodeReady { status, .. } if status != "True"))
+        .map(|t| t.at);
+    let no_execute_taint = after
+        .iter()
+        .filter(on_target)
+        .find(|t| {
+            matches!(&t.change, Change::TaintAdded { key, effect, .. }
+                if effect == "NoExecute" && (key == "node.kubernetes.io/unreachable" || key == "node.kubernetes.io/not-ready"))
+        })
+        .map(|t| rel(t.at));
+    let node_ready_again = node_not_ready.and_then(|down| {
+        after
+            .iter()
+            .filter(on_target)
+            .find(|t| {
+                t.at > down
+                    && matches!(&t.change, Change::NodeReady { status, .. } if status == "True")
+            })
+            .map(|t| rel(t.at))
+    });
+
+    // Ready pods over time, against the count just before T0.
+    let before = World::at(transitions, t0 - 1);
+    let ready_count = |w: &World| {
+        w.pods
+            .values()
+            .filter(|p| p.ready && !p.terminating)
+            .count()
+    };
+    let ready_before = ready_count(&before);
+    let mut world = before.clone();
+    let mut max_unavailable = 0usize;
+    let mut dropped = false;
+    let mut workload_ready_again = None;
+    for t in &after {
+        world.apply(t);
+        let ready = ready_count(&world);
+        let missing = ready_before.saturating_sub(ready);
+        max_unavailable = max_unavailable.max(missing);
+        if missing > 0 {
+            dropped = true;
+        } else if dropped && workload_ready_again.is_none() {
+            workload_ready_again = Some(rel(t.at));
+        }
+    }
+
+    // Pods on the target nodes at T0, and what replaced them.
+    let mut pods: Vec<PodRecovery> = Vec::new();
+    let mut owners: BTreeMap<String, Option<String>> = BTreeMap::new();
+    let mut created: BTreeMap<String, (Ms, String)> = BTreeMap::new();
+    for t in transitions {
+        if let (ObjectRef::Pod { uid, name }, Change::PodAdded { owner, .. }) =
+            (&t.object, &t.change)
+        {
+            owners.insert(uid.clone(), owner.clone());
+            created.insert(uid.clone(), (t.at, name.clone()));
+        }
+    }
+    let mut taken: Vec<String> = Vec::new();
+    let mut victims: Vec<(&String, &super::PodView)> = before
+        .pods
+        .iter()
+        .filter(|(_, p)| p.node.as_ref().is_some_and(|n| targets.contains(n)))
+        .collect();
+    victims.sort_by(|a, b| a.1.name.cmp(&b.1.name));
+    for (uid, pod) in victims {
+        let own = |t: &&&Transition| matches!(&t.object, ObjectRef::Pod { uid: u, .. } if u == uid);
+        let terminating_at = after
+            .iter()
+            .filter(own)
+            .find(|t| t.change == Change::PodTerminating)
+            .map(|t| t.at);
+        let deleted_at = after
+            .iter()
+            .filter(own)
+            .find(|t| t.change == Change::PodDeleted)
+            .map(|t| t.at);
+        let owner = owners.get(uid).cloned().flatten();
+        // The replacement: same name (StatefulSet), else the first unclaimed
+        // pod of the same owner created after T0 on another node.
+        let replacement = created
+            .iter()
+            .filter(|(u, (at, _))| *at >= t0 && *u != uid && !taken.contains(u))
+            .filter(|(u, (_, name))| {
+                *name == pod.name
+                    || (owner.is_some()
+                        && owners.get(*u).cloned().flatten() == owner
+                        && !owner_is_statefulset(owner.as_deref()))
+            })
+            .min_by_key(|(_, (at, _))| *at)
+            .map(|(u, (at, name))| (u.clone(), *at, name.clone()));
+        let mut rec = PodRecovery {
+            pod: pod.name.clone(),
+            node: pod.node.clone().unwrap_or_default(),
+            owner: owner.clone(),
+            terminating_at: terminating_at.map(rel),
+            deleted_at: deleted_at.map(rel),
+            terminating_for: terminating_at.map(|s| deleted_at.unwrap_or(end) - s),
+            still_present: deleted_at.is_none(),
+            ..PodRecovery::default()
+        };
+        if let Some((u, at, name)) = replacement {
+            taken.push(u.clone());
+            let of =
+                |t: &&&Transition| matches!(&t.object, ObjectRef::Pod { uid: x, .. } if *x == u);
+            rec.replacement = Some(name);
+            rec.replacement_created = Some(rel(at));
+            for t in after.iter().filter(of) {
+                match &t.change {
+                    Change::PodScheduled { node } if rec.replacement_scheduled.is_none() => {
+                        rec.replacement_scheduled = Some(rel(t.at));
+                        rec.replacement_node = Some(node.clone());
+                    }
+                    Change::PodPhase { phase, .. }
+                        if phase == "Running" && rec.replacement_running.is_none() =>
+                    {
+                        rec.replacement_running = Some(rel(t.at));
+                    }
+                    Change::PodReady { ready: true } if rec.replacement_ready.is_none() => {
+                        rec.replacement_ready = Some(rel(t.at));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        pods.push(rec);
+    }
+
+    // Detection lag: when nodefall saw a change minus when the server says it happened.
+    let mut lags: Vec<Ms> = after
+        .iter()
+        // Only times the control plane sets; kwok's own (Ready=True, pod
+        // Ready) carry the object's creation time, not the change's.
+        .filter(|t| match &t.change {
+            Change::NodeReady { status, .. } => status != "True",
+            Change::TaintAdded { .. }
+            | Change::PodTerminating
+            | Change::PodScheduled { .. }
+            | Change::PodDisruptionTarget { .. } => true,
+            _ => false,
+        })
+        .filter_map(|t| {
+            let seen = started_at
+                .checked_add(SignedDuration::from_millis(t.at))
+                .ok()?;
+            let lag = seen.duration_since(t.server_time?).as_millis();
+            i64::try_from(lag).ok()
+        })
+        .collect();
+    lags.sort_unstable();
+    Metrics {
+        node_not_ready: node_not_ready.map(rel),
+        no_execute_taint,
+        first_eviction: pods.iter().filter_map(|p| p.terminating_at).min(),
+        workload_ready_again,
+        ready_before: u32::try_from(ready_before).unwrap_or(u32::MAX),
+        max_unavailable: u32::try_from(max_unavailable).unwrap_or(u32::MAX),
+        node_ready_again,
+        detection_lag_median: lags.get(lags.len() / 2).copied(),
+        detection_lag_max: lags.last().copied(),
+        pods,
+    }
+}
+
+fn owner_is_statefulset(owner: Option<&str>) -> bool {
+    owner.is_some_and(|o| o.starts_with("StatefulSet/"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(at: Ms, object: ObjectRef, change: Change) -> Transition {
+        Transition {
+            at,
+            server_time: None,
+            object,
+            change,
+        }
+    }
+    fn pod(name: &str, uid: &str) -> ObjectRef {
+        ObjectRef::Pod {
+            name: name.into(),
+            uid: uid.into(),
+        }
+    }
+    fn node(name: &str) -> ObjectRef {
+        ObjectRef::Node { name: name.into() }
+    }
+    fn added(owner: &str) -> Change {
+        Change::PodAdded {
+            labels: BTreeMap::new(),
+            owner: Some(owner.into()),
+        }
+    }
+
+    #[test]
+    fn statefulset_pod_is_replaced_only_after_deletion() {
+        let sts = "StatefulSet/web";
+        let ts = vec![
+            t(0, node("a"), Change::NodeAdded),
+            t(
+                0,
+                node("a"),
+                Change::NodeReady {
+                    status: "True".into(),
+                    reason: None,
+                },
+            ),
+            t(1, pod("web-0", "old"), added(sts)),
+            t(
+                1,
+                pod("web-0", "old"),
+                Change::PodScheduled { node: "a".into() },
+            ),
+            t(2, pod("web-0", "old"), Change::PodReady { ready: true }),
+            // T0 = 1000
+            t(
+                9_000,
+                node("a"),
+                Change::NodeReady {
+                    status: "Unknown".into(),
+                    reason: None,
+                },
+            ),
+            t(
+                9_100,
+                pod("web-0", "old"),
+                Change::PodReady { ready: false },
+            ),
+            t(29_000, pod("web-0", "old"), Change::PodTerminating),
+            t(90_000, pod("web-0", "old"), Change::PodDeleted),
+            t(90_050, pod("web-0", "new"), added(sts)),
+            t(
+                90_060,
+                pod("web-0", "new"),
+                Change::PodScheduled { node: "b".into() },
+            ),
+            t(
+                90_100,
+                pod("web-0", "new"),
+                Change::PodPhase {
+                    phase: "Running".into(),
+                    reason: None,
+                },
+            ),
+            t(
+                90_100,
+                pod("web-0", "new"),
+                Change::PodReady { ready: true },
+            ),
+        ];
+        let m = compute(&ts, 1_000, &["a".into()], 100_000, Timestamp::UNIX_EPOCH);
+        assert_eq!(m.node_not_ready, Some(8_000));
+        assert_eq!(m.ready_before, 1);
+        assert_eq!(m.max_unavailable, 1);
+        assert_eq!(m.workload_ready_again, Some(89_100));
+        let p = &m.pods[0];
+        assert_eq!(
+            (p.terminating_at, p.deleted_at, p.terminating_for),
+            (Some(28_000), Some(89_000), Some(61_000))
+        );
+        assert_eq!(p.replacement.as_deref(), Some("web-0"));
+        assert_eq!(p.replacement_node.as_deref(), Some("b"));
+        assert_eq!(p.replacement_ready, Some(89_100));
+        assert_eq!(m.first_eviction, Some(28_000));
+    }
+
+    #[test]
+    fn deployment_pod_is_replaced_while_the_old_one_is_terminating() {
+        let rs = "ReplicaSet/web-1";
+        let ts = vec![
+            t(1, pod("web-1-x", "old"), added(rs)),
+            t(
+                1,
+                pod("web-1-x", "old"),
+                Change::PodScheduled { node: "a".into() },
+            ),
+            t(2, pod("web-1-x", "old"), Change::PodReady { ready: true }),
+            t(29_000, pod("web-1-x", "old"), Change::PodTerminating),
+            t(29_010, pod("web-1-y", "new"), added(rs)),
+            t(
+                29_020,
+                pod("web-1-y", "new"),
+                Change::PodScheduled { node: "b".into() },
+            ),
+            t(
+                29_030,
+                pod("web-1-y", "new"),
+                Change::PodReady { ready: true },
+            ),
+        ];
+        let m = compute(&ts, 1_000, &["a".into()], 60_000, Timestamp::UNIX_EPOCH);
+        let p = &m.pods[0];
+        assert!(p.still_present);
+        assert_eq!(p.terminating_for, Some(31_000), "until the end of the run");
+        assert_eq!(p.replacement.as_deref(), Some("web-1-y"));
+        assert_eq!(p.replacement_created, Some(28_010));
+    }
+}

@@ -1,0 +1,426 @@
+//! Kubernetes-side actions through kube-rs: server-side apply of manifests,
+//! waiting for workloads, taints, cordons, node deletion, force deletion,
+//! scaling and namespace deletion.
+
+use std::path::Path;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::{
+    Namespace, Node, PersistentVolumeClaim, Pod, ServiceAccount, Taint,
+};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::ResourceExt as _;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::GroupVersionKind;
+use kube::discovery::{self, Scope};
+use kube::runtime::wait::await_condition;
+use serde_json::json;
+
+use crate::scenario::checked::{ReadyCheck, WorkloadKind};
+use crate::scenario::model::TaintEffect;
+use crate::selector::Selector;
+
+/// Field manager for server-side apply.
+pub const MANAGER: &str = "nodefall";
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("reading manifest {}", .path.display())]
+    Read {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("manifest {}, document {doc}: {message}", .path.display())]
+    Manifest {
+        path: std::path::PathBuf,
+        doc: usize,
+        message: String,
+    },
+    #[error("{what}")]
+    Kube {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("timed out after {}s waiting for {what}", .after.as_secs())]
+    Timeout { what: String, after: Duration },
+    #[error("node `{0}` does not exist")]
+    NoNode(String),
+}
+
+type Result<T, E = Error> = std::result::Result<T, E>;
+
+fn kube_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
+    let what = what.into();
+    move |source| Error::Kube { what, source }
+}
+
+/// Server-side applies every document of a multi-document manifest, into
+/// `namespace` for namespaced kinds. Returns `Kind/name` of each object.
+pub async fn apply_file(
+    client: &kube::Client,
+    path: &Path,
+    namespace: &str,
+) -> Result<Vec<String>> {
+    let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    let mut applied = Vec::new();
+    for (i, doc) in serde_yaml::Deserializer::from_str(&text).enumerate() {
+        let manifest = |message: String| Error::Manifest {
+            path: path.to_owned(),
+            doc: i + 1,
+            message,
+        };
+        let value = <serde_yaml::Value as serde::Deserialize>::deserialize(doc)
+            .map_err(|e| manifest(e.to_string()))?;
+        if value.is_null() {
+            continue;
+        }
+        let obj: DynamicObject =
+            serde_yaml::from_value(value).map_err(|e| manifest(e.to_string()))?;
+        let types = obj
+            .types
+            .clone()
+            .ok_or_else(|| manifest("no apiVersion/kind".into()))?;
+        let gvk = GroupVersionKind::try_from(&types).map_err(|e| manifest(e.to_string()))?;
+        let name = obj.name_any();
+        let (resource, caps) = discovery::pinned_kind(client, &gvk)
+            .await
+            .map_err(kube_err(format!("looking up kind {}", types.kind)))?;
+        let api: Api<DynamicObject> = if caps.scope == Scope::Namespaced {
+            Api::namespaced_with(client.clone(), namespace, &resource)
+        } else {
+            Api::all_with(client.clone(), &resource)
+        };
+        api.patch(
+            &name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(&obj),
+        )
+        .await
+        .map_err(kube_err(format!(
+            "applying {}/{name} from {}",
+            types.kind,
+            path.display()
+        )))?;
+        applied.push(format!("{}/{name}", types.kind));
+    }
+    Ok(applied)
+}
+
+/// Creates the namespace unless it exists; true when it was created.
+pub async fn ensure_namespace(client: &kube::Client, name: &str) -> Result<bool> {
+    let api: Api<Namespace> = Api::all(client.clone());
+    if api
+        .get_opt(name)
+        .await
+        .map_err(kube_err(format!("reading namespace {name}")))?
+        .is_some()
+    {
+        return Ok(false);
+    }
+    let ns: Namespace = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": MANAGER}}
+    }))
+    .map_err(|e| Error::Manifest {
+        path: "namespace".into(),
+        doc: 1,
+        message: e.to_string(),
+    })?;
+    match api.create(&PostParams::default(), &ns).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => return Ok(false),
+        Err(e) => return Err(kube_err(format!("creating namespace {name}"))(e)),
+    }
+    // Pods cannot be created before the namespace's default ServiceAccount exists.
+    let sa: Api<ServiceAccount> = Api::namespaced(client.clone(), name);
+    let timeout = Duration::from_secs(30);
+    with_timeout(
+        format!("the default ServiceAccount of namespace {name}"),
+        timeout,
+        await_condition(sa, "default", |o: Option<&ServiceAccount>| o.is_some()),
+    )
+    .await?;
+    Ok(true)
+}
+
+async fn with_timeout<T, E>(
+    what: String,
+    after: Duration,
+    fut: impl std::future::Future<Output = std::result::Result<T, E>>,
+) -> Result<T>
+where
+    E: std::fmt::Display,
+{
+    match tokio::time::timeout(after, fut).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(Error::Manifest {
+            path: "watch".into(),
+            doc: 0,
+            message: format!("{what}: {e}"),
+        }),
+        Err(_) => Err(Error::Timeout { what, after }),
+    }
+}
+
+/// Waits (watching) until a workload is ready.
+pub async fn wait_ready(client: &kube::Client, namespace: &str, check: &ReadyCheck) -> Result<()> {
+    let name = check.name.as_str();
+    let what = format!("{} {name} to be ready", check.kind.name());
+    let want = check.replicas;
+    let c = client.clone();
+    match check.kind {
+        WorkloadKind::StatefulSet => {
+            let api: Api<StatefulSet> = Api::namespaced(c, namespace);
+            with_timeout(
+                what,
+                check.timeout,
+                await_condition(api, name, move |o: Option<&StatefulSet>| {
+                    o.is_some_and(|s| {
+                        let spec = s.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+                        let ready = s
+                            .status
+                            .as_ref()
+                            .and_then(|s| s.ready_replicas)
+                            .unwrap_or(0);
+                        ready >= want.map_or(spec, |w| i32::try_from(w).unwrap_or(i32::MAX))
+                    })
+                }),
+            )
+            .await?;
+        }
+        WorkloadKind::Deployment => {
+            let api: Api<Deployment> = Api::namespaced(c, namespace);
+            with_timeout(
+                what,
+                check.timeout,
+                await_condition(api, name, move |o: Option<&Deployment>| {
+                    o.is_some_and(|d| {
+                        let spec = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+                        let ready = d
+                            .status
+                            .as_ref()
+                            .and_then(|s| s.ready_replicas)
+                            .unwrap_or(0);
+                        ready >= want.map_or(spec, |w| i32::try_from(w).unwrap_or(i32::MAX))
+                    })
+                }),
+            )
+            .await?;
+        }
+        WorkloadKind::DaemonSet => {
+            let api: Api<DaemonSet> = Api::namespaced(c, namespace);
+            with_timeout(
+                what,
+                check.timeout,
+                await_condition(api, name, |o: Option<&DaemonSet>| {
+                    o.and_then(|d| d.status.as_ref()).is_some_and(|s| {
+                        s.desired_number_scheduled > 0
+                            && s.number_ready == s.desired_number_scheduled
+                    })
+                }),
+            )
+            .await?;
+        }
+        WorkloadKind::Pvc => {
+            let api: Api<PersistentVolumeClaim> = Api::namespaced(c, namespace);
+            with_timeout(
+                what,
+                check.timeout,
+                await_condition(api, name, |o: Option<&PersistentVolumeClaim>| {
+                    o.and_then(|p| p.status.as_ref())
+                        .is_some_and(|s| s.phase.as_deref() == Some("Bound"))
+                }),
+            )
+            .await?;
+        }
+        WorkloadKind::Pdb => {
+            let api: Api<PodDisruptionBudget> = Api::namespaced(c, namespace);
+            with_timeout(
+                what,
+                check.timeout,
+                await_condition(api, name, |o: Option<&PodDisruptionBudget>| {
+                    o.and_then(|p| p.status.as_ref())
+                        .is_some_and(|s| s.observed_generation.is_some())
+                }),
+            )
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+async fn node(client: &kube::Client, name: &str) -> Result<Node> {
+    let api: Api<Node> = Api::all(client.clone());
+    api.get_opt(name)
+        .await
+        .map_err(kube_err(format!("reading node {name}")))?
+        .ok_or_else(|| Error::NoNode(name.to_owned()))
+}
+
+/// Adds a taint (replacing one with the same key and effect).
+pub async fn taint(
+    client: &kube::Client,
+    name: &str,
+    key: &str,
+    value: Option<&str>,
+    effect: TaintEffect,
+) -> Result<()> {
+    let effect = effect.to_string();
+    let mut taints: Vec<Taint> = node(client, name)
+        .await?
+        .spec
+        .and_then(|s| s.taints)
+        .unwrap_or_default();
+    taints.retain(|t| !(t.key == key && t.effect == effect));
+    taints.push(Taint {
+        key: key.to_owned(),
+        value: value.map(str::to_owned),
+        effect,
+        time_added: None,
+    });
+    set_taints(client, name, &taints).await
+}
+
+/// Removes a taint by key (and effect, when given). Returns whether one was there.
+pub async fn untaint(
+    client: &kube::Client,
+    name: &str,
+    key: &str,
+    effect: Option<TaintEffect>,
+) -> Result<bool> {
+    let effect = effect.map(|e| e.to_string());
+    let mut taints: Vec<Taint> = node(client, name)
+        .await?
+        .spec
+        .and_then(|s| s.taints)
+        .unwrap_or_default();
+    let before = taints.len();
+    taints.retain(|t| !(t.key == key && effect.as_ref().is_none_or(|e| *e == t.effect)));
+    if taints.len() == before {
+        return Ok(false);
+    }
+    set_taints(client, name, &taints).await?;
+    Ok(true)
+}
+
+async fn set_taints(client: &kube::Client, name: &str, taints: &[Taint]) -> Result<()> {
+    let api: Api<Node> = Api::all(client.clone());
+    // A merge patch replaces the whole list: other controllers' taints are kept
+    // because they are part of `taints`, read just before.
+    let patch = json!({"spec": {"taints": taints}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(kube_err(format!("updating taints of node {name}")))?;
+    Ok(())
+}
+
+pub async fn set_unschedulable(client: &kube::Client, name: &str, value: bool) -> Result<()> {
+    node(client, name).await?;
+    let api: Api<Node> = Api::all(client.clone());
+    let patch = json!({"spec": {"unschedulable": value}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(kube_err(format!("cordoning node {name}")))?;
+    Ok(())
+}
+
+pub async fn delete_node(client: &kube::Client, name: &str) -> Result<()> {
+    let api: Api<Node> = Api::all(client.clone());
+    api.delete(name, &DeleteParams::default())
+        .await
+        .map_err(kube_err(format!("deleting node {name}")))?;
+    Ok(())
+}
+
+/// Deletes matching pods with grace period 0; returns their names.
+pub async fn force_delete_pods(
+    client: &kube::Client,
+    namespace: &str,
+    selector: Option<&Selector>,
+    node: Option<&str>,
+) -> Result<Vec<String>> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let mut lp = ListParams::default();
+    if let Some(s) = selector {
+        lp = lp.labels(&s.to_string());
+    }
+    if let Some(n) = node {
+        lp = lp.fields(&format!("spec.nodeName={n}"));
+    }
+    let pods = api
+        .list(&lp)
+        .await
+        .map_err(kube_err("listing pods to force-delete"))?;
+    let mut deleted = Vec::new();
+    for pod in pods {
+        let name = pod.name_any();
+        match api
+            .delete(&name, &DeleteParams::default().grace_period(0))
+            .await
+        {
+            Ok(_) => deleted.push(name),
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(kube_err(format!("force-deleting pod {name}"))(e)),
+        }
+    }
+    Ok(deleted)
+}
+
+pub async fn scale(
+    client: &kube::Client,
+    namespace: &str,
+    kind: WorkloadKind,
+    name: &str,
+    replicas: u32,
+) -> Result<()> {
+    let patch = json!({"spec": {"replicas": replicas}});
+    let pp = PatchParams::default();
+    let what = format!("scaling {} {name}", kind.name());
+    match kind {
+        WorkloadKind::StatefulSet => {
+            let api: Api<StatefulSet> = Api::namespaced(client.clone(), namespace);
+            api.patch(name, &pp, &Patch::Merge(&patch))
+                .await
+                .map_err(kube_err(what))?;
+        }
+        _ => {
+            let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+            api.patch(name, &pp, &Patch::Merge(&patch))
+                .await
+                .map_err(kube_err(what))?;
+        }
+    }
+    Ok(())
+}
+
+/// Deletes a namespace and waits (watching) until it is gone.
+pub async fn delete_namespace(client: &kube::Client, name: &str, timeout: Duration) -> Result<()> {
+    let api: Api<Namespace> = Api::all(client.clone());
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+        Err(e) => return Err(kube_err(format!("deleting namespace {name}"))(e)),
+    }
+    with_timeout(
+        format!("namespace {name} to be deleted"),
+        timeout,
+        await_condition(api, name, |o: Option<&Namespace>| o.is_none()),
+    )
+    .await?;
+    Ok(())
+}
+
+/// The API server's version (`v1.35.4`).
+pub async fn server_version(client: &kube::Client) -> Result<String> {
+    let info = client
+        .apiserver_version()
+        .await
+        .map_err(kube_err("reading the server version"))?;
+    Ok(info.git_version)
+}

@@ -1,0 +1,38 @@
+//! Fault injectors: how a scenario's node faults reach a cluster's machines.
+//! The runner sees only the narrow [`NodeFaults`] trait.
+
+pub mod sim;
+
+use std::future::Future;
+
+use crate::scenario::model::FaultKind;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("fault `{fault}` is not supported by the `{backend}` backend")]
+    Unsupported {
+        backend: &'static str,
+        fault: &'static str,
+    },
+    #[error("{fault} on node `{node}` failed")]
+    Sim {
+        fault: &'static str,
+        node: String,
+        #[source]
+        source: crate::sim::Error,
+    },
+}
+
+/// Breaks and repairs nodes.
+pub trait NodeFaults: Send {
+    /// Backend name for reports (`sim`, `kind`, ...).
+    fn name(&self) -> &'static str;
+    /// What the fault does on this backend, in words (for plans and reports).
+    fn describe(&self, node: &str, fault: FaultKind) -> String;
+    /// Injects (or reverts) `fault` on `node`; returns once it is done.
+    fn inject(
+        &mut self,
+        node: &str,
+        fault: FaultKind,
+    ) -> impl Future<Output = Result<(), Error>> + Send;
+}

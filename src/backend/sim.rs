@@ -1,0 +1,51 @@
+//! The `sim` backend: faults on a simulated cluster's node agents (kwok
+//! processes). The mapping is documented in `docs/sim-backend.md`.
+
+use super::{Error, NodeFaults};
+use crate::scenario::model::FaultKind;
+use crate::sim::SimCluster;
+
+#[derive(Debug)]
+pub struct SimBackend {
+    pub cluster: SimCluster,
+}
+
+impl NodeFaults for SimBackend {
+    fn name(&self) -> &'static str {
+        "sim"
+    }
+
+    fn describe(&self, node: &str, fault: FaultKind) -> String {
+        let what = match fault {
+            FaultKind::PauseVm | FaultKind::DropNic => "SIGSTOP the node's kwok",
+            FaultKind::ResumeVm | FaultKind::RestoreNic => "replace the frozen kwok by a fresh one",
+            FaultKind::Poweroff => "SIGKILL the node's kwok",
+            FaultKind::StopKubelet => "SIGTERM the node's kwok",
+            FaultKind::Poweron | FaultKind::StartKubelet => "start a new kwok for the node",
+            FaultKind::Shutdown => "unsupported",
+        };
+        format!("{} {node} ({what})", fault.name())
+    }
+
+    async fn inject(&mut self, node: &str, fault: FaultKind) -> Result<(), Error> {
+        let c = &mut self.cluster;
+        let result = match fault {
+            FaultKind::PauseVm | FaultKind::DropNic => c.freeze_node(node),
+            FaultKind::ResumeVm | FaultKind::RestoreNic => c.thaw_node(node).await,
+            FaultKind::Poweroff => c.kill_node(node),
+            FaultKind::StopKubelet => c.stop_node(node),
+            FaultKind::Poweron | FaultKind::StartKubelet => c.start_node(node).await,
+            FaultKind::Shutdown => {
+                return Err(Error::Unsupported {
+                    backend: "sim",
+                    fault: fault.name(),
+                });
+            }
+        };
+        result.map_err(|source| Error::Sim {
+            fault: fault.name(),
+            node: node.to_owned(),
+            source,
+        })
+    }
+}

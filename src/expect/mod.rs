@@ -1,0 +1,449 @@
+//! Expectations evaluated on a timeline (pure): does a condition hold in a
+//! world, and has a window been met, missed, or not yet decided at `now`.
+
+use crate::scenario::checked::Condition;
+use crate::scenario::duration::format_millis;
+use crate::scenario::expr::Window;
+use crate::scenario::model::{NodeReady, Terminating};
+use crate::selector::Selector;
+use crate::timeline::{Ms, PodView, Transition, World};
+
+/// A subject with its target names resolved to node names.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Subject {
+    Node(String),
+    Pods {
+        selector: Selector,
+        on: Option<String>,
+        not_on: Option<String>,
+    },
+}
+
+/// Whether every condition holds for `subject` in `world`.
+pub fn holds(world: &World, subject: &Subject, conditions: &[Condition]) -> bool {
+    match subject {
+        Subject::Node(name) => {
+            let node = world.nodes.get(name).cloned().unwrap_or_default();
+            conditions.iter().all(|c| node_condition(&node, c))
+        }
+        Subject::Pods {
+            selector,
+            on,
+            not_on,
+        } => {
+            let pods: Vec<&PodView> = world
+                .pods
+                .values()
+                .filter(|p| selector.matches(&p.labels))
+                .filter(|p| on.as_ref().is_none_or(|n| p.node.as_ref() == Some(n)))
+                .filter(|p| not_on.as_ref().is_none_or(|n| p.node.as_ref() != Some(n)))
+                .collect();
+            conditions.iter().all(|c| pods_condition(&pods, c))
+        }
+    }
+}
+
+fn node_condition(node: &crate::timeline::NodeView, c: &Condition) -> bool {
+    let has_taint = |key: &str, effect: &Option<crate::scenario::model::TaintEffect>| {
+        node.taints
+            .iter()
+            .any(|t| t.key == key && effect.as_ref().is_none_or(|e| e.to_string() == t.effect))
+    };
+    match c {
+        Condition::NodeReady(want) => {
+            node.exists
+                && node.ready.as_deref()
+                    == Some(match want {
+                        NodeReady::True => "True",
+                        NodeReady::False => "False",
+                        NodeReady::Unknown => "Unknown",
+                    })
+        }
+        Condition::Taint { key, effect } => node.exists && has_taint(key, effect),
+        Condition::NoTaint { key, effect } => node.exists && !has_taint(key, effect),
+        Condition::Unschedulable(want) => node.exists && node.unschedulable == *want,
+        Condition::Exists(want) => node.exists == *want,
+        _ => false,
+    }
+}
+
+fn pods_condition(pods: &[&PodView], c: &Condition) -> bool {
+    let ready = pods.iter().filter(|p| p.ready && !p.terminating).count();
+    let terminating = pods.iter().filter(|p| p.terminating).count();
+    let n = |v: &u32| usize::try_from(*v).unwrap_or(usize::MAX);
+    match c {
+        Condition::PodsReady(None) => !pods.is_empty() && ready == pods.len(),
+        Condition::PodsReady(Some(want)) => ready == n(want),
+        Condition::ReadyAtLeast(want) => ready >= n(want),
+        Condition::Terminating(Terminating::All(true)) => {
+            !pods.is_empty() && terminating == pods.len()
+        }
+        Condition::Terminating(Terminating::All(false)) => terminating == 0,
+        Condition::Terminating(Terminating::Count(want)) => terminating == n(want),
+        Condition::Count(want) => pods.len() - terminating == n(want),
+        Condition::Phase(phase) => {
+            !pods.is_empty() && pods.iter().all(|p| p.phase == phase.to_string())
+        }
+        Condition::Reason(reason) => {
+            !pods.is_empty() && pods.iter().all(|p| p.reason.as_deref() == Some(reason))
+        }
+        _ => false,
+    }
+}
+
+/// When the condition's truth changed: `(time, holds)` pairs, the first at
+/// time `from` with the truth then, each later one a flip.
+pub fn truth_series(
+    transitions: &[Transition],
+    subject: &Subject,
+    conditions: &[Condition],
+    from: Ms,
+) -> Vec<(Ms, bool)> {
+    let mut world = World::default();
+    let mut series: Vec<(Ms, bool)> = Vec::new();
+    let mut i = 0;
+    while i < transitions.len() && transitions[i].at <= from {
+        world.apply(&transitions[i]);
+        i += 1;
+    }
+    series.push((from, holds(&world, subject, conditions)));
+    while i < transitions.len() {
+        // Apply every transition of the same instant before judging.
+        let at = transitions[i].at;
+        while i < transitions.len() && transitions[i].at == at {
+            world.apply(&transitions[i]);
+            i += 1;
+        }
+        let now = holds(&world, subject, conditions);
+        if series.last().is_some_and(|&(_, last)| last != now) {
+            series.push((at, now));
+        }
+    }
+    series
+}
+
+/// The verdict on a window, once it can be given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Pending,
+    Pass {
+        /// Relative to the anchor: when it first held (`Between`), or `None`.
+        observed: Option<Ms>,
+        detail: String,
+    },
+    Fail {
+        observed: Option<Ms>,
+        missed_by: Option<Ms>,
+        detail: String,
+    },
+}
+
+/// Decides `window` for a condition whose truth is `series` (from
+/// [`truth_series`] starting at `start`), measured from `anchor`, at `now`.
+/// `start` is where `holdsFor`/`never` begin (the anchor when `since` was
+/// written, else the expectation's own start); `Between`/`NotBefore` read the
+/// series from the anchor.
+pub fn decide(series: &[(Ms, bool)], window: Window, anchor: Ms, start: Ms, now: Ms) -> Decision {
+    // Only what had been observed by `now` counts.
+    let seen = series.partition_point(|&(t, _)| t <= now).max(1);
+    let series = &series[..seen.min(series.len())];
+    let rel = |t: Ms| t - anchor;
+    let first_true = series.iter().find(|&&(_, v)| v).map(|&(t, _)| t);
+    let first_false_from = |from: Ms| {
+        series
+            .iter()
+            .enumerate()
+            .find(|&(i, &(t, v))| {
+                !v && (t >= from || series.get(i + 1).is_none_or(|&(next, _)| next > from))
+            })
+            .map(|(_, &(t, _))| t.max(from))
+    };
+    match window {
+        Window::Between { from, to } => match first_true {
+            Some(t) if rel(t) < from => Decision::Fail {
+                observed: Some(rel(t)),
+                missed_by: Some(rel(t) - from),
+                detail: format!(
+                    "held after {}, {} before the window opened at {}",
+                    fmt_rel(rel(t)),
+                    format_millis(from - rel(t)),
+                    format_millis(from)
+                ),
+            },
+            Some(t) if rel(t) <= to => Decision::Pass {
+                observed: Some(rel(t)),
+                detail: format!("held after {}", fmt_rel(rel(t))),
+            },
+            Some(t) => Decision::Fail {
+                observed: Some(rel(t)),
+                missed_by: Some(rel(t) - to),
+                detail: format!(
+                    "held after {}, {} after the window closed at {}",
+                    fmt_rel(rel(t)),
+                    format_millis(rel(t) - to),
+                    format_millis(to)
+                ),
+            },
+            None if rel(now) > to => Decision::Fail {
+                observed: None,
+                missed_by: None,
+                detail: format!("not seen within {}", format_millis(to)),
+            },
+            None => Decision::Pending,
+        },
+        Window::NotBefore { at } => match first_true {
+            Some(t) if rel(t) < at => Decision::Fail {
+                observed: Some(rel(t)),
+                missed_by: Some(rel(t) - at),
+                detail: format!(
+                    "held after {}, {} too early",
+                    fmt_rel(rel(t)),
+                    format_millis(at - rel(t))
+                ),
+            },
+            _ if rel(now) >= at => Decision::Pass {
+                observed: first_true.map(rel),
+                detail: format!("did not hold before {}", format_millis(at)),
+            },
+            _ => Decision::Pending,
+        },
+        Window::HoldsFor { duration } => match first_false_from(start) {
+            Some(t) if t < start + duration => Decision::Fail {
+                observed: Some(t - start),
+                missed_by: Some(t - start - duration),
+                detail: if t == start {
+                    "did not hold when the step started".to_owned()
+                } else {
+                    format!(
+                        "stopped holding after {} of {}",
+                        format_millis(t - start),
+                        format_millis(duration)
+                    )
+                },
+            },
+            _ if now >= start + duration => Decision::Pass {
+                observed: None,
+                detail: format!("held throughout {}", format_millis(duration)),
+            },
+            _ => Decision::Pending,
+        },
+        Window::Never { duration } => {
+            let violated = series
+                .iter()
+                .enumerate()
+                .find(|&(i, &(t, v))| {
+                    v && (t >= start || series.get(i + 1).is_none_or(|&(next, _)| next > start))
+                })
+                .map(|(_, &(t, _))| t.max(start));
+            match violated {
+                Some(t) if t <= start + duration => Decision::Fail {
+                    observed: Some(t - start),
+                    missed_by: None,
+                    detail: format!("held after {}", format_millis(t - start)),
+                },
+                _ if now >= start + duration => Decision::Pass {
+                    observed: None,
+                    detail: format!("never held during {}", format_millis(duration)),
+                },
+                _ => Decision::Pending,
+            }
+        }
+    }
+}
+
+fn fmt_rel(ms: Ms) -> String {
+    format!("{:.3}s", ms as f64 / 1000.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::timeline::{Change, ObjectRef};
+
+    fn ready(at: Ms, status: &str) -> Transition {
+        Transition {
+            at,
+            server_time: None,
+            object: ObjectRef::Node { name: "w".into() },
+            change: Change::NodeReady {
+                status: status.into(),
+                reason: None,
+            },
+        }
+    }
+
+    fn unknown_series(ts: &[Transition], from: Ms) -> Vec<(Ms, bool)> {
+        let mut all = vec![Transition {
+            at: 0,
+            server_time: None,
+            object: ObjectRef::Node { name: "w".into() },
+            change: Change::NodeAdded,
+        }];
+        all.extend_from_slice(ts);
+        truth_series(
+            &all,
+            &Subject::Node("w".into()),
+            &[Condition::NodeReady(NodeReady::Unknown)],
+            from,
+        )
+    }
+
+    #[test]
+    fn between_passes_inside_fails_outside_and_waits_meanwhile() {
+        let s = unknown_series(&[ready(0, "True"), ready(8_500, "Unknown")], 0);
+        assert_eq!(s, vec![(0, false), (8_500, true)]);
+        let w = Window::Between {
+            from: 4_000,
+            to: 19_000,
+        };
+        assert!(matches!(
+            decide(&s, w, 0, 0, 30_000),
+            Decision::Pass {
+                observed: Some(8_500),
+                ..
+            }
+        ));
+        // Too late: by 1.5 s.
+        let late = Window::Between { from: 0, to: 7_000 };
+        let Decision::Fail {
+            missed_by, detail, ..
+        } = decide(&s, late, 0, 0, 30_000)
+        else {
+            panic!("late must fail");
+        };
+        assert_eq!(missed_by, Some(1_500));
+        assert!(detail.contains("1.5s after the window closed"), "{detail}");
+        // Too early: by 1.5 s.
+        let early = Window::Between {
+            from: 10_000,
+            to: 20_000,
+        };
+        assert!(matches!(
+            decide(&s, early, 0, 0, 9_000),
+            Decision::Fail {
+                missed_by: Some(-1_500),
+                ..
+            }
+        ));
+        // Not yet seen, window still open.
+        let s0 = unknown_series(&[ready(0, "True")], 0);
+        assert_eq!(decide(&s0, w, 0, 0, 10_000), Decision::Pending);
+        assert!(matches!(
+            decide(&s0, w, 0, 0, 19_001),
+            Decision::Fail { observed: None, .. }
+        ));
+    }
+
+    #[test]
+    fn windows_count_from_the_anchor() {
+        let s = unknown_series(&[ready(0, "True"), ready(15_000, "Unknown")], 10_000);
+        let w = Window::Between { from: 0, to: 6_000 };
+        assert!(matches!(
+            decide(&s, w, 10_000, 10_000, 20_000),
+            Decision::Pass {
+                observed: Some(5_000),
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn holds_for_and_never() {
+        let s = unknown_series(&[ready(0, "Unknown"), ready(70_000, "True")], 10_000);
+        let hold = Window::HoldsFor { duration: 60_000 };
+        assert_eq!(decide(&s, hold, 0, 10_000, 50_000), Decision::Pending);
+        assert!(matches!(
+            decide(&s, hold, 0, 10_000, 70_000),
+            Decision::Pass { .. }
+        ));
+        let long = Window::HoldsFor { duration: 61_000 };
+        assert!(matches!(
+            decide(&s, long, 0, 10_000, 71_000),
+            Decision::Fail {
+                observed: Some(60_000),
+                ..
+            }
+        ));
+        // Held from before the start: the flip before `start` counts as holding at start.
+        let never = Window::Never { duration: 30_000 };
+        assert!(matches!(
+            decide(&s, never, 0, 10_000, 10_000),
+            Decision::Fail {
+                observed: Some(0),
+                ..
+            }
+        ));
+        let s2 = unknown_series(&[ready(0, "True")], 0);
+        assert!(matches!(
+            decide(&s2, never, 0, 0, 30_000),
+            Decision::Pass { .. }
+        ));
+    }
+
+    #[test]
+    fn not_before() {
+        let s = unknown_series(&[ready(0, "True"), ready(5_000, "Unknown")], 0);
+        assert!(matches!(
+            decide(&s, Window::NotBefore { at: 8_000 }, 0, 0, 8_000),
+            Decision::Fail {
+                missed_by: Some(-3_000),
+                ..
+            }
+        ));
+        assert!(matches!(
+            decide(&s, Window::NotBefore { at: 4_000 }, 0, 0, 4_000),
+            Decision::Pass { .. }
+        ));
+    }
+
+    #[test]
+    fn pod_conditions_count_ready_and_terminating() {
+        let mut world = World::default();
+        for (i, node, ready, term) in [
+            (1, "a", true, false),
+            (2, "b", false, true),
+            (3, "b", true, false),
+        ] {
+            world.pods.insert(
+                format!("u{i}"),
+                PodView {
+                    name: format!("p{i}"),
+                    labels: [("app".to_owned(), "web".to_owned())].into(),
+                    node: Some(node.into()),
+                    ready,
+                    terminating: term,
+                    phase: "Running".into(),
+                    ..PodView::default()
+                },
+            );
+        }
+        let sel = Selector::parse("app=web").unwrap();
+        let on_b = Subject::Pods {
+            selector: sel.clone(),
+            on: Some("b".into()),
+            not_on: None,
+        };
+        assert!(holds(
+            &world,
+            &on_b,
+            &[Condition::Terminating(Terminating::Count(1))]
+        ));
+        assert!(!holds(
+            &world,
+            &on_b,
+            &[Condition::Terminating(Terminating::All(true))]
+        ));
+        assert!(holds(&world, &on_b, &[Condition::Count(1)]));
+        let all = Subject::Pods {
+            selector: sel,
+            on: None,
+            not_on: None,
+        };
+        assert!(holds(
+            &world,
+            &all,
+            &[Condition::PodsReady(Some(2)), Condition::ReadyAtLeast(2)]
+        ));
+        assert!(!holds(&world, &all, &[Condition::PodsReady(None)]));
+    }
+}
