@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Parser as _;
 use nodefall::cli::{self, Cli};
-use nodefall::{exit, scenario};
+use nodefall::{exit, report, scenario};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -24,7 +24,11 @@ fn main() -> ExitCode {
 fn classify(err: &anyhow::Error) -> u8 {
     if err.downcast_ref::<cli::Interrupted>().is_some() {
         exit::INTERRUPTED
-    } else if err.downcast_ref::<scenario::Error>().is_some() {
+    } else if err.downcast_ref::<scenario::Error>().is_some()
+        || err
+            .downcast_ref::<report::Error>()
+            .is_some_and(report::Error::is_bad_input)
+    {
         exit::INVALID_INPUT
     } else {
         exit::INFRASTRUCTURE

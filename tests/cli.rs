@@ -99,3 +99,77 @@ fn help_documents_exit_codes_and_examples() {
         assert!(help.contains(needle), "--help lacks {needle:?}:\n{help}");
     }
 }
+
+#[test]
+fn report_render_rewrites_the_reports_next_to_the_result_or_into_out() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let result = dir.path().join("result.json");
+    std::fs::copy("tests/fixtures/results/statefulset-pass.json", &result).expect("copy fixture");
+    let result = result.to_str().expect("utf-8 path");
+
+    let out = nodefall(&["report", "render", result]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let report = dir.path().join("report.md");
+    assert_eq!(text(&out.stdout).trim(), report.display().to_string());
+    let md = std::fs::read_to_string(&report).expect("report.md written");
+    assert!(
+        md.starts_with("# nodefall report: statefulset-nfs\n"),
+        "{md}"
+    );
+    assert!(md.contains("**PASS**"), "{md}");
+    let xml = std::fs::read_to_string(dir.path().join("junit.xml")).expect("junit.xml written");
+    assert!(
+        xml.contains("<testsuite name=\"nodefall.statefulset-nfs\""),
+        "{xml}"
+    );
+
+    let elsewhere = dir.path().join("elsewhere");
+    let out = nodefall(&[
+        "report",
+        "render",
+        result,
+        "--out",
+        elsewhere.to_str().expect("utf-8 path"),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout).trim(),
+        elsewhere.join("report.md").display().to_string()
+    );
+    assert_eq!(
+        std::fs::read_to_string(elsewhere.join("report.md")).expect("report.md in --out"),
+        md
+    );
+    assert!(elsewhere.join("junit.xml").is_file());
+    assert!(!elsewhere.join("result.json").exists());
+}
+
+#[test]
+fn report_render_refuses_another_schema_version_as_bad_input() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let result = dir.path().join("result.json");
+    let json = std::fs::read_to_string("tests/fixtures/results/deployment-fail.json")
+        .expect("fixture")
+        .replacen("\"schemaVersion\": 1", "\"schemaVersion\": 2", 1);
+    std::fs::write(&result, json).expect("write result.json");
+    let out = nodefall(&["report", "render", result.to_str().expect("utf-8 path")]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.starts_with(&format!(
+            "error: {} has result schema version 2, but this nodefall reads version 1",
+            result.display()
+        )),
+        "{err}"
+    );
+    assert!(!dir.path().join("report.md").exists());
+
+    let out = nodefall(&["report", "render", "tests/fixtures/results/nope.json"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr)
+            .starts_with("error: cannot read run result tests/fixtures/results/nope.json:"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 
+mod report;
 mod run_scenario;
 mod sim;
 
@@ -26,6 +27,7 @@ use crate::scenario::{self, model::BackendKind};
         "  nodefall scenario scenarios/kind-pause-worker.yaml --backend kind\n",
         "  nodefall validate scenarios/*.yaml                         check files without touching a cluster\n",
         "  nodefall plan scenarios/statefulset-nfs.yaml --profile default\n",
+        "  nodefall report render reports/RUN/result.json             re-render report.md and junit.xml\n",
         "\n",
         "Exit codes:\n",
         "  0    pass: every expectation held\n",
@@ -55,6 +57,9 @@ pub enum Command {
     /// Manage simulated clusters (a real control plane with nodes played by KWOK).
     #[command(subcommand)]
     Sim(sim::SimCommand),
+    /// Work with the reports of past runs (re-render from `result.json`).
+    #[command(subcommand)]
+    Report(report::ReportCommand),
 }
 
 #[derive(Debug, Args)]
@@ -125,6 +130,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(exit::code(exit::PASS))
         }
         Command::Sim(cmd) => sim::run(cmd),
+        Command::Report(cmd) => report::run(cmd),
         Command::Scenario(args) => run_scenario::run(&args),
     }
 }

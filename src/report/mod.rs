@@ -1,30 +1,163 @@
-//! Reports of a run: `result.json` (the full record), `report.md` and `junit.xml`.
+//! Reports of a run: `result.json` (the full record), `report.md` and `junit.xml`,
+//! written into one directory per run, and re-rendered from `result.json`.
 
+mod format;
+pub mod junit;
+pub mod markdown;
 pub mod result;
 
-pub use result::RunResult;
+use std::path::{Path, PathBuf};
 
-use std::path::Path;
+use jiff::Timestamp;
 
-/// Placeholder until the renderers land: writes `result.json` only.
+pub use result::{RunResult, SCHEMA_VERSION};
+
+/// The file names inside a run directory.
+pub const RESULT_JSON: &str = "result.json";
+pub const REPORT_MD: &str = "report.md";
+pub const JUNIT_XML: &str = "junit.xml";
+
 #[derive(Debug, thiserror::Error)]
-#[error("writing {}", .path.display())]
-pub struct Error {
-    path: std::path::PathBuf,
-    #[source]
-    source: std::io::Error,
+pub enum Error {
+    #[error("cannot create report directory {path}: {source}")]
+    CreateDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot serialise the run result for {path}: {source}")]
+    Serialize {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("cannot read run result {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} is not a nodefall run result: {source}")]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error(
+        "{path} has result schema version {found}, but this nodefall reads version {expected}; \
+         render it with the nodefall version that wrote it"
+    )]
+    SchemaVersion {
+        path: PathBuf,
+        found: u64,
+        expected: u32,
+    },
 }
 
-pub fn run_dir_name(scenario: &str, started_at: jiff::Timestamp) -> String {
-    format!("{scenario}-{}", started_at.strftime("%Y%m%dT%H%M%SZ"))
+impl Error {
+    /// True when the input file is at fault (missing, not a result, wrong
+    /// version), rather than the machine writing the reports.
+    pub fn is_bad_input(&self) -> bool {
+        matches!(
+            self,
+            Error::Read { .. } | Error::Parse { .. } | Error::SchemaVersion { .. }
+        )
+    }
 }
 
+/// `<scenario>-<UTC start like 20261121T110425Z>`: the directory of one run.
+pub fn run_dir_name(scenario: &str, started_at: Timestamp) -> String {
+    let name: String = scenario
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    format!("{name}-{}", started_at.strftime("%Y%m%dT%H%M%SZ"))
+}
+
+fn write(path: PathBuf, contents: &str) -> Result<(), Error> {
+    std::fs::write(&path, contents).map_err(|source| Error::Write { path, source })
+}
+
+fn create_dir(dir: &Path) -> Result<(), Error> {
+    std::fs::create_dir_all(dir).map_err(|source| Error::CreateDir {
+        path: dir.to_path_buf(),
+        source,
+    })
+}
+
+/// Writes `report.md` and `junit.xml` into `dir` (created if missing) and
+/// returns the path of `report.md`.
+pub fn write_rendered(dir: &Path, result: &RunResult) -> Result<PathBuf, Error> {
+    create_dir(dir)?;
+    let report = dir.join(REPORT_MD);
+    write(report.clone(), &markdown::render(result))?;
+    write(dir.join(JUNIT_XML), &junit::render(result))?;
+    Ok(report)
+}
+
+/// Writes `result.json`, `report.md` and `junit.xml` into `dir` (created if missing).
 pub fn write_all(dir: &Path, result: &RunResult) -> Result<(), Error> {
-    let err = |source| Error {
-        path: dir.to_owned(),
+    create_dir(dir)?;
+    let path = dir.join(RESULT_JSON);
+    let mut json = serde_json::to_string_pretty(result).map_err(|source| Error::Serialize {
+        path: path.clone(),
+        source,
+    })?;
+    json.push('\n');
+    write(path, &json)?;
+    write_rendered(dir, result)?;
+    Ok(())
+}
+
+/// Reads a `result.json`, refusing other schema versions by name.
+pub fn read_result(path: &Path) -> Result<RunResult, Error> {
+    let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let parse_error = |source| Error::Parse {
+        path: path.to_path_buf(),
         source,
     };
-    std::fs::create_dir_all(dir).map_err(err)?;
-    let json = serde_json::to_string_pretty(result).map_err(|e| err(std::io::Error::other(e)))?;
-    std::fs::write(dir.join("result.json"), json).map_err(err)
+    // The version first, so a newer layout is reported as such, not as a field error.
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(parse_error)?;
+    if let Some(found) = value
+        .get("schemaVersion")
+        .and_then(serde_json::Value::as_u64)
+        && found != u64::from(SCHEMA_VERSION)
+    {
+        return Err(Error::SchemaVersion {
+            path: path.to_path_buf(),
+            found,
+            expected: SCHEMA_VERSION,
+        });
+    }
+    serde_json::from_str(&text).map_err(parse_error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_dirs_are_named_by_scenario_and_utc_start() {
+        let ts: Timestamp = "2026-11-21T11:04:25.118Z".parse().unwrap();
+        assert_eq!(
+            run_dir_name("statefulset-nfs", ts),
+            "statefulset-nfs-20261121T110425Z"
+        );
+        assert_eq!(run_dir_name("a/b c", ts), "a-b-c-20261121T110425Z");
+    }
 }

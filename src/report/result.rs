@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
 use crate::profile::TimingProfile;
@@ -50,6 +50,37 @@ pub struct RunResult {
     pub transitions: Vec<Transition>,
 }
 
+impl RunResult {
+    /// The wall-clock time of `at` (ms since start), saturating at jiff's range.
+    pub fn wall_clock(&self, at: Ms) -> Timestamp {
+        self.started_at
+            .checked_add(SignedDuration::from_millis(at))
+            .unwrap_or(if at < 0 {
+                Timestamp::MIN
+            } else {
+                Timestamp::MAX
+            })
+    }
+
+    /// `at` (ms since start) relative to T0, when the run reached T0.
+    pub fn since_t0(&self, at: Ms) -> Option<Ms> {
+        self.t0.map(|t0| at - t0)
+    }
+
+    /// A time relative to T0 (as [`Metrics`] holds them) as ms since start.
+    pub fn t0_plus(&self, rel: Ms) -> Option<Ms> {
+        self.t0.map(|t0| t0 + rel)
+    }
+
+    /// How many expectations ended with `verdict`.
+    pub fn count(&self, verdict: Verdict) -> usize {
+        self.expectations
+            .iter()
+            .filter(|e| e.verdict == verdict)
+            .count()
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RunVerdict {
@@ -63,6 +94,23 @@ pub enum RunVerdict {
     Interrupted,
 }
 
+impl RunVerdict {
+    /// The verdict as a report headline: `PASS`, `ERROR (partial report)`.
+    pub fn headline(self) -> &'static str {
+        match self {
+            RunVerdict::Pass => "PASS",
+            RunVerdict::Fail => "FAIL",
+            RunVerdict::Error => "ERROR (partial report)",
+            RunVerdict::Interrupted => "INTERRUPTED (partial report)",
+        }
+    }
+
+    /// True when the run stopped early and the report covers only part of it.
+    pub fn is_partial(self) -> bool {
+        matches!(self, RunVerdict::Error | RunVerdict::Interrupted)
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum StepKind {
@@ -71,6 +119,18 @@ pub enum StepKind {
     Action,
     Expect,
     Cleanup,
+}
+
+impl StepKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            StepKind::Setup => "setup",
+            StepKind::Fault => "fault",
+            StepKind::Action => "action",
+            StepKind::Expect => "expect",
+            StepKind::Cleanup => "cleanup",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,0 +1,118 @@
+//! Time and text formatting shared by the report renderers: seconds with
+//! millisecond precision, `T0+x.xxxs`, UTC wall-clock times, Markdown cells.
+
+use jiff::Timestamp;
+
+use crate::timeline::Ms;
+
+/// `27.412s`, `-0.300s`: seconds with exactly three decimals.
+pub fn secs(ms: Ms) -> String {
+    let sign = if ms < 0 { "-" } else { "" };
+    let abs = ms.unsigned_abs();
+    format!("{sign}{}.{:03}s", abs / 1000, abs % 1000)
+}
+
+/// `+27.412s`, `-0.300s`: like [`secs`], always signed.
+pub fn signed_secs(ms: Ms) -> String {
+    if ms < 0 {
+        secs(ms)
+    } else {
+        format!("+{}", secs(ms))
+    }
+}
+
+/// `T0+8.012s`, `T0-14.230s`.
+pub fn t0_rel(ms_since_t0: Ms) -> String {
+    format!("T0{}", signed_secs(ms_since_t0))
+}
+
+/// `2026-11-21T11:04:25.118Z`: RFC 3339 in UTC with milliseconds.
+pub fn utc_full(ts: Timestamp) -> String {
+    format!("{ts:.3}")
+}
+
+/// `11:04:25.118`: the UTC time of day with milliseconds.
+pub fn utc_time(ts: Timestamp) -> String {
+    let ms = ts.as_millisecond().rem_euclid(86_400_000);
+    format!(
+        "{:02}:{:02}:{:02}.{:03}",
+        ms / 3_600_000,
+        ms / 60_000 % 60,
+        ms / 1000 % 60,
+        ms % 1000
+    )
+}
+
+/// Text made safe for one Markdown table cell: `|` and `*` escaped (`2*grace ..
+/// 3*grace` is not emphasis), `<` defused (GitHub would swallow `<none>` as a
+/// tag), line breaks as `<br>`.
+pub fn cell(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut lines = text.trim_end().lines().peekable();
+    while let Some(line) = lines.next() {
+        for c in line.chars() {
+            match c {
+                '|' => out.push_str("\\|"),
+                '*' => out.push_str("\\*"),
+                '<' => out.push_str("&lt;"),
+                '\r' => {}
+                c => out.push(c),
+            }
+        }
+        if lines.peek().is_some() {
+            out.push_str("<br>");
+        }
+    }
+    out
+}
+
+/// A Markdown code fence longer than any run of backticks in `text`.
+pub fn fence_for(text: &str) -> String {
+    let mut longest = 0;
+    let mut run = 0;
+    for c in text.chars() {
+        if c == '`' {
+            run += 1;
+            longest = longest.max(run);
+        } else {
+            run = 0;
+        }
+    }
+    "`".repeat(longest.max(2) + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_keep_milliseconds_and_sign() {
+        assert_eq!(secs(27_412), "27.412s");
+        assert_eq!(secs(0), "0.000s");
+        assert_eq!(secs(-300), "-0.300s");
+        assert_eq!(signed_secs(8_012), "+8.012s");
+        assert_eq!(t0_rel(-14_230), "T0-14.230s");
+        assert_eq!(t0_rel(89_005), "T0+89.005s");
+    }
+
+    #[test]
+    fn utc_times_have_milliseconds() {
+        let ts: Timestamp = "2026-11-21T11:04:25.118Z".parse().unwrap();
+        assert_eq!(utc_full(ts), "2026-11-21T11:04:25.118Z");
+        assert_eq!(utc_time(ts), "11:04:25.118");
+        let whole: Timestamp = "2026-11-21T11:04:25Z".parse().unwrap();
+        assert_eq!(utc_full(whole), "2026-11-21T11:04:25.000Z");
+    }
+
+    #[test]
+    fn cells_escape_pipes_tags_and_newlines() {
+        assert_eq!(cell("a|b <none>\nc\r\n"), "a\\|b &lt;none><br>c");
+        assert_eq!(cell("2*grace .. 3*grace"), "2\\*grace .. 3\\*grace");
+    }
+
+    #[test]
+    fn fences_outrun_backticks() {
+        assert_eq!(fence_for("plain"), "```");
+        assert_eq!(fence_for("a ```` b"), "`````");
+    }
+}

@@ -1,0 +1,823 @@
+//! `report.md`: a run result rendered as Markdown for people (summary,
+//! expectations, metrics, pods, node transitions, steps, a mermaid timeline).
+//!
+//! Pure: everything shown comes from the [`RunResult`]; nothing is measured
+//! or estimated here. Times are shown relative to T0 (`T0+8.012s`) and as UTC.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+use tabled::builder::Builder;
+use tabled::settings::Style;
+
+use super::format::{cell, fence_for, secs, signed_secs, t0_rel, utc_full, utc_time};
+use super::result::{ExpectationResult, RunResult, StepKind, StepOutcome, StepRecord, Verdict};
+use crate::profile::Var;
+use crate::scenario::duration::format_duration;
+use crate::scenario::expr::Window;
+use crate::timeline::metrics::PodRecovery;
+use crate::timeline::{Change, Ms, ObjectRef};
+
+/// Shown for a value the run did not observe.
+const MISSING: &str = "—";
+
+/// Renders `report.md`.
+pub fn render(result: &RunResult) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# nodefall report: {}\n", result.scenario);
+    summary(&mut out, result);
+    expectations(&mut out, result);
+    key_metrics(&mut out, result);
+    pods(&mut out, result);
+    node_transitions(&mut out, result);
+    steps(&mut out, result);
+    timeline(&mut out, result);
+    out
+}
+
+/// A Markdown table; the cells must already be escaped with [`cell`].
+fn table<const N: usize>(header: [&str; N], rows: Vec<[String; N]>) -> String {
+    let mut builder = Builder::default();
+    builder.push_record(header);
+    for row in rows {
+        builder.push_record(row);
+    }
+    let mut table = builder.build();
+    table.with(Style::markdown());
+    format!("{table}\n")
+}
+
+/// `at` (ms since start) relative to T0, or to the start when T0 was never reached.
+fn rel(result: &RunResult, at: Ms) -> String {
+    match result.since_t0(at) {
+        Some(ms) => t0_rel(ms),
+        None => format!("start{}", signed_secs(at)),
+    }
+}
+
+/// A metric relative to T0, with its UTC time.
+fn metric_time(result: &RunResult, rel_t0: Option<Ms>) -> [String; 2] {
+    match rel_t0 {
+        None => ["not observed".into(), MISSING.into()],
+        Some(ms) => [
+            t0_rel(ms),
+            result
+                .t0_plus(ms)
+                .map(|at| utc_time(result.wall_clock(at)))
+                .unwrap_or_else(|| MISSING.into()),
+        ],
+    }
+}
+
+fn opt_t0(ms: Option<Ms>) -> String {
+    ms.map(t0_rel).unwrap_or_else(|| MISSING.into())
+}
+
+fn summary(out: &mut String, r: &RunResult) {
+    let p = &r.profile;
+    let profile = format!(
+        "{}: grace period {}, monitor period {}, unreachable toleration {}, lease {}",
+        p.name,
+        format_duration(p.get(Var::NodeMonitorGracePeriod)),
+        format_duration(p.get(Var::NodeMonitorPeriod)),
+        format_duration(p.get(Var::UnreachableTolerationSeconds)),
+        format_duration(p.get(Var::NodeLeaseDuration)),
+    );
+    let targets = if r.targets.is_empty() {
+        "not resolved".to_string()
+    } else {
+        r.targets
+            .iter()
+            .map(|(name, node)| format!("{name} → {node}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let t0 = match r.t0 {
+        Some(t0) => format!(
+            "{} (start{}; first fault or action)",
+            utc_full(r.wall_clock(t0)),
+            signed_secs(t0)
+        ),
+        None => "not reached (no fault or action started)".into(),
+    };
+    let counts = format!(
+        "{} passed, {} failed, {} not run of {}",
+        r.count(Verdict::Pass),
+        r.count(Verdict::Fail),
+        r.count(Verdict::NotRun),
+        r.expectations.len()
+    );
+    let mut rows = vec![["scenario".into(), cell(&r.scenario)]];
+    if let Some(d) = &r.description {
+        rows.push(["description".into(), cell(d)]);
+    }
+    rows.extend([
+        ["file".into(), cell(&r.file)],
+        ["backend".into(), cell(&r.backend)],
+        [
+            "cluster version".into(),
+            cell(
+                r.cluster_version
+                    .as_deref()
+                    .unwrap_or("unknown (not reached)"),
+            ),
+        ],
+        ["timing profile".into(), cell(&profile)],
+        ["namespace".into(), cell(&r.namespace)],
+        ["targets".into(), cell(&targets)],
+        ["started".into(), utc_full(r.started_at)],
+        ["T0".into(), t0],
+        [
+            "duration".into(),
+            format!(
+                "{} (cleanup included; ended {})",
+                secs(r.finished),
+                utc_full(r.wall_clock(r.finished))
+            ),
+        ],
+        [
+            "verdict".into(),
+            format!("**{}**: {counts}", r.verdict.headline()),
+        ],
+    ]);
+    out.push_str(&table(["run", ""], rows));
+    if let Some(error) = &r.error {
+        let what = if r.verdict.is_partial() {
+            "The run stopped early; the sections below cover only what happened until then."
+        } else {
+            "The run reported an error."
+        };
+        let fence = fence_for(error);
+        let _ = writeln!(out, "\n> **Error.** {what}\n>");
+        let _ = writeln!(out, "> {fence}text");
+        for line in error.lines() {
+            let _ = writeln!(out, "> {line}");
+        }
+        let _ = writeln!(out, "> {fence}");
+    } else if r.verdict.is_partial() {
+        let _ = writeln!(
+            out,
+            "\n> **Partial report.** The run stopped early; no error text was recorded."
+        );
+    }
+    out.push('\n');
+}
+
+/// The label without the step number the `#` column already shows.
+fn short_label(label: &str, index: usize) -> &str {
+    let number = format!("#{}", index + 1);
+    match label.strip_prefix(&number).map(str::trim) {
+        Some(rest) => rest
+            .strip_prefix('(')
+            .and_then(|r| r.strip_suffix(')'))
+            .unwrap_or(rest),
+        None => label,
+    }
+}
+
+fn observed(e: &ExpectationResult, r: &RunResult) -> String {
+    let holds = matches!(e.window, Window::HoldsFor { .. });
+    match e.observed {
+        Some(ms) => {
+            let at = match r.since_t0(e.anchor_at + ms) {
+                Some(t) => format!(" ({})", t0_rel(t)),
+                None => String::new(),
+            };
+            let what = if holds { " stopped holding" } else { "" };
+            format!("{}{what}{at}", signed_secs(ms))
+        }
+        None if e.verdict == Verdict::NotRun => MISSING.into(),
+        None if holds => "held throughout".into(),
+        None => "never seen".into(),
+    }
+}
+
+fn expectations(out: &mut String, r: &RunResult) {
+    let _ = writeln!(out, "## Expectations\n");
+    if r.expectations.is_empty() {
+        let _ = writeln!(out, "The scenario has no expectations.\n");
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "Observed times are relative to the anchor (and to T0 in brackets).\n"
+    );
+    let rows = r
+        .expectations
+        .iter()
+        .map(|e| {
+            let name = short_label(&e.label, e.index);
+            let what = if name.is_empty() {
+                cell(&e.description)
+            } else {
+                format!("**{}** {}", cell(name), cell(&e.description))
+            };
+            let anchor = match r.since_t0(e.anchor_at) {
+                Some(t) => format!("{} at {}", e.anchor, t0_rel(t)),
+                None => format!("{} at {}", e.anchor, rel(r, e.anchor_at)),
+            };
+            let verdict = match e.verdict {
+                Verdict::Pass => "pass",
+                Verdict::Fail => "**FAIL**",
+                Verdict::NotRun => "not run",
+            };
+            let mut detail = cell(&e.detail);
+            if let Some(m) = e.missed_by {
+                let side = if m < 0 { "too early" } else { "too late" };
+                if !detail.is_empty() {
+                    detail.push_str("<br>");
+                }
+                let _ = write!(detail, "missed by {} ({side})", secs(m.abs()));
+            }
+            [
+                (e.index + 1).to_string(),
+                what,
+                cell(&format!("{} [{}]", e.window_written, e.window)),
+                cell(&anchor),
+                observed(e, r),
+                verdict.into(),
+                detail,
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        [
+            "#",
+            "expectation",
+            "window (evaluated)",
+            "anchor",
+            "observed",
+            "verdict",
+            "detail",
+        ],
+        rows,
+    ));
+    out.push('\n');
+}
+
+fn key_metrics(out: &mut String, r: &RunResult) {
+    let m = &r.metrics;
+    let _ = writeln!(out, "## Key metrics\n");
+    if r.t0.is_none() {
+        let _ = writeln!(
+            out,
+            "No fault or action started (no T0), so nothing was measured.\n"
+        );
+    }
+    let time_row = |name: &str, v: Option<Ms>| {
+        let [value, utc] = metric_time(r, v);
+        [name.to_string(), value, utc]
+    };
+    let lag = |v: Option<Ms>| v.map(secs).unwrap_or_else(|| "not observed".into());
+    let rows = vec![
+        time_row("Target node NotReady/Unknown", m.node_not_ready),
+        time_row("NoExecute taint on the target node", m.no_execute_taint),
+        time_row(
+            "First eviction (pod on a target node Terminating)",
+            m.first_eviction,
+        ),
+        time_row(
+            "Workload ready again (as many Ready pods as before T0)",
+            m.workload_ready_again,
+        ),
+        time_row("Target node Ready again", m.node_ready_again),
+        [
+            "Ready pods before T0".into(),
+            m.ready_before.to_string(),
+            MISSING.into(),
+        ],
+        [
+            "Most Ready pods missing at once after T0".into(),
+            m.max_unavailable.to_string(),
+            MISSING.into(),
+        ],
+        [
+            "Detection lag, median (seen by nodefall − server timestamp)".into(),
+            lag(m.detection_lag_median),
+            MISSING.into(),
+        ],
+        [
+            "Detection lag, max".into(),
+            lag(m.detection_lag_max),
+            MISSING.into(),
+        ],
+    ];
+    out.push_str(&table(["metric", "value", "UTC"], rows));
+    out.push('\n');
+}
+
+/// How the replacement's creation relates to its predecessor's lifetime.
+fn replacement_vs_old(p: &PodRecovery) -> Option<(bool, String)> {
+    let created = p.replacement_created?;
+    Some(match (p.deleted_at, p.terminating_at) {
+        (Some(deleted), _) if created >= deleted => (
+            true,
+            format!("{} after the old pod was deleted", secs(created - deleted)),
+        ),
+        (_, Some(term)) if created >= term => (
+            false,
+            format!(
+                "while the old pod was Terminating ({} after it began)",
+                secs(created - term)
+            ),
+        ),
+        _ => (false, "while the old pod still existed".into()),
+    })
+}
+
+fn pods(out: &mut String, r: &RunResult) {
+    let _ = writeln!(out, "## Pods on the failed node(s)\n");
+    let pods = &r.metrics.pods;
+    if pods.is_empty() {
+        let _ = writeln!(out, "No pod was recorded on a target node at T0.\n");
+        return;
+    }
+    let _ = writeln!(out, "Times are relative to T0.\n");
+    let rows = pods
+        .iter()
+        .map(|p| {
+            let terminating_for = match (p.terminating_at, p.terminating_for) {
+                (None, _) => MISSING.to_string(),
+                (Some(_), Some(d)) if p.still_present => {
+                    format!("still Terminating at end ({} so far)", secs(d))
+                }
+                (Some(_), None) if p.still_present => "still Terminating at end".into(),
+                (Some(_), Some(d)) => secs(d),
+                (Some(_), None) => MISSING.into(),
+            };
+            let terminating_at = match p.terminating_at {
+                Some(t) => t0_rel(t),
+                None if p.still_present => "not evicted".into(),
+                None => MISSING.into(),
+            };
+            let deleted = match p.deleted_at {
+                Some(d) => t0_rel(d),
+                None if p.still_present => "still present at end".into(),
+                None => MISSING.into(),
+            };
+            let created = match (p.replacement_created, replacement_vs_old(p)) {
+                (Some(c), Some((_, how))) => format!("{}<br>{}", t0_rel(c), cell(&how)),
+                (Some(c), None) => t0_rel(c),
+                (None, _) => MISSING.into(),
+            };
+            [
+                cell(&p.pod),
+                cell(p.owner.as_deref().unwrap_or(MISSING)),
+                cell(&p.node),
+                terminating_at,
+                terminating_for,
+                deleted,
+                cell(p.replacement.as_deref().unwrap_or("none by the end")),
+                cell(p.replacement_node.as_deref().unwrap_or(MISSING)),
+                created,
+                opt_t0(p.replacement_scheduled),
+                opt_t0(p.replacement_running),
+                opt_t0(p.replacement_ready),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        [
+            "pod",
+            "owner",
+            "node",
+            "Terminating at",
+            "Terminating for",
+            "deleted",
+            "replacement",
+            "on node",
+            "created",
+            "scheduled",
+            "Running",
+            "Ready",
+        ],
+        rows,
+    ));
+    out.push('\n');
+    // Per owner: were replacements created only after the old pod was gone?
+    let owners: BTreeSet<Option<&str>> = pods.iter().map(|p| p.owner.as_deref()).collect();
+    for owner in owners {
+        let group: Vec<&PodRecovery> = pods
+            .iter()
+            .filter(|p| p.owner.as_deref() == owner)
+            .collect();
+        let (mut after, mut during, mut none) = (0, 0, 0);
+        for p in &group {
+            match replacement_vs_old(p) {
+                Some((true, _)) => after += 1,
+                Some((false, _)) => during += 1,
+                None => none += 1,
+            }
+        }
+        let mut parts = Vec::new();
+        if after > 0 {
+            parts.push(format!(
+                "{after} replaced only after the old pod was deleted"
+            ));
+        }
+        if during > 0 {
+            parts.push(format!("{during} replaced while the old pod still existed"));
+        }
+        if none > 0 {
+            parts.push(format!("{none} not replaced by the end of the run"));
+        }
+        let _ = writeln!(
+            out,
+            "- {} ({} pod{}): {}.",
+            cell(owner.unwrap_or("no owner")),
+            group.len(),
+            if group.len() == 1 { "" } else { "s" },
+            parts.join(", ")
+        );
+    }
+    out.push('\n');
+}
+
+fn node_transitions(out: &mut String, r: &RunResult) {
+    let _ = writeln!(out, "## Node transitions\n");
+    let rows: Vec<[String; 5]> = r
+        .transitions
+        .iter()
+        .filter_map(|t| match &t.object {
+            ObjectRef::Node { name } => Some((t, name)),
+            _ => None,
+        })
+        .map(|(t, name)| {
+            let seen = r.wall_clock(t.at);
+            let lag = t
+                .server_time
+                .map(|st| signed_secs(seen.as_millisecond() - st.as_millisecond()))
+                .unwrap_or_else(|| MISSING.into());
+            [
+                rel(r, t.at),
+                utc_time(seen),
+                cell(name),
+                cell(&t.change.describe()),
+                lag,
+            ]
+        })
+        .collect();
+    if rows.is_empty() {
+        let _ = writeln!(out, "No node transition was observed.\n");
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "Server lag is when nodefall saw the change minus the server's own timestamp for it \
+         (condition `lastTransitionTime`, taint `timeAdded`), which has whole-second precision.\n"
+    );
+    out.push_str(&table(
+        ["time", "UTC", "node", "change", "server lag"],
+        rows,
+    ));
+    out.push('\n');
+}
+
+fn outcome(o: &StepOutcome) -> String {
+    match o {
+        StepOutcome::Ok => "ok".into(),
+        StepOutcome::Failed(msg) => format!("**failed**: {}", cell(msg)),
+        StepOutcome::Skipped => "skipped".into(),
+    }
+}
+
+fn steps(out: &mut String, r: &RunResult) {
+    let _ = writeln!(out, "## Steps\n");
+    let all: Vec<&StepRecord> = r.steps.iter().chain(&r.cleanup).collect();
+    if all.is_empty() {
+        let _ = writeln!(out, "No step was recorded.\n");
+        return;
+    }
+    let rows = all
+        .into_iter()
+        .map(|s| {
+            let duration = match s.ended {
+                Some(end) => secs(end - s.started),
+                None if s.outcome == StepOutcome::Skipped => MISSING.into(),
+                None => "did not finish".into(),
+            };
+            let notes = s
+                .notes
+                .iter()
+                .map(|(at, note)| format!("{}: {}", rel(r, *at), cell(note)))
+                .collect::<Vec<_>>()
+                .join("<br>");
+            let start = if s.outcome == StepOutcome::Skipped {
+                MISSING.into()
+            } else {
+                rel(r, s.started)
+            };
+            [
+                cell(&s.label),
+                s.kind.name().into(),
+                cell(&s.description),
+                start,
+                duration,
+                outcome(&s.outcome),
+                notes,
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        [
+            "step",
+            "kind",
+            "description",
+            "start",
+            "duration",
+            "outcome",
+            "notes",
+        ],
+        rows,
+    ));
+    out.push('\n');
+}
+
+/// Words mermaid's gantt grammar would take for a directive at the start of a line.
+const GANTT_KEYWORDS: [&str; 15] = [
+    "gantt",
+    "acctitle",
+    "accdescr",
+    "title",
+    "section",
+    "dateformat",
+    "axisformat",
+    "tickinterval",
+    "excludes",
+    "includes",
+    "todaymarker",
+    "weekday",
+    "click",
+    "inclusiveenddates",
+    "topaxis",
+];
+
+/// A task or section name mermaid accepts: no `:`, `#`, `;`, `%` or markup.
+fn mermaid_name(text: &str) -> String {
+    let cleaned: String = text
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || " ._-/()+=,".contains(c) {
+                c
+            } else {
+                ' '
+            }
+        })
+        .collect();
+    let mut name = cleaned.split_whitespace().collect::<Vec<_>>().join(" ");
+    if name.chars().count() > 72 {
+        name = name
+            .chars()
+            .take(70)
+            .collect::<String>()
+            .trim_end()
+            .to_string()
+            + "...";
+    }
+    let first = name
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_lowercase();
+    if name.is_empty() {
+        name.push_str("task");
+    } else if GANTT_KEYWORDS.contains(&first.as_str()) {
+        name.insert_str(0, "task ");
+    }
+    name
+}
+
+struct Gantt<'a> {
+    result: &'a RunResult,
+    out: String,
+    next_id: usize,
+}
+
+impl Gantt<'_> {
+    fn section(&mut self, name: &str) {
+        let _ = writeln!(self.out, "    section {}", mermaid_name(name));
+    }
+
+    /// A bar from `from` to `to` (ms since start), at least 1 ms long.
+    fn bar(&mut self, name: &str, tags: &[&str], from: Ms, to: Ms) {
+        let start = self.result.wall_clock(from).as_millisecond();
+        let end = self.result.wall_clock(to.max(from + 1)).as_millisecond();
+        self.task(name, tags, start, end);
+    }
+
+    fn milestone(&mut self, name: &str, tags: &[&str], at: Ms) {
+        let mut tags = tags.to_vec();
+        tags.insert(0, "milestone");
+        let t = self.result.wall_clock(at).as_millisecond();
+        self.task(name, &tags, t, t);
+    }
+
+    fn task(&mut self, name: &str, tags: &[&str], start: i64, end: i64) {
+        self.next_id += 1;
+        let mut data: Vec<String> = tags.iter().map(|t| (*t).to_string()).collect();
+        data.push(format!("t{}", self.next_id));
+        data.push(start.to_string());
+        data.push(end.to_string());
+        let _ = writeln!(self.out, "    {} :{}", mermaid_name(name), data.join(", "));
+    }
+}
+
+fn expectation_task(g: &mut Gantt<'_>, e: &ExpectationResult) {
+    let r = g.result;
+    let verdict = match e.verdict {
+        Verdict::Pass => "pass",
+        Verdict::Fail => "FAIL",
+        Verdict::NotRun => "not run",
+    };
+    let tags: &[&str] = match e.verdict {
+        Verdict::Pass => &["done"],
+        Verdict::Fail => &["crit"],
+        Verdict::NotRun => &[],
+    };
+    let label = format!("{} {verdict} {}", e.label, e.description);
+    match e.observed {
+        Some(ms) => g.milestone(&label, tags, e.anchor_at + ms),
+        None if e.verdict == Verdict::NotRun => {}
+        None => {
+            let (from, what) = match e.window {
+                Window::Between { from, .. } => (from, "never seen in window"),
+                Window::HoldsFor { .. } => (0, "held"),
+                Window::NotBefore { .. } | Window::Never { .. } => (0, "never seen"),
+            };
+            let to = (e.anchor_at + e.window.horizon()).min(r.finished);
+            let label = format!("{} {verdict} {what} {}", e.label, e.description);
+            g.bar(&label, tags, e.anchor_at + from, to);
+        }
+    }
+}
+
+fn step_task(g: &mut Gantt<'_>, s: &StepRecord) {
+    if s.outcome == StepOutcome::Skipped {
+        return;
+    }
+    let tags: &[&str] = match (&s.outcome, s.kind) {
+        (StepOutcome::Failed(_), _) => &["crit"],
+        (_, StepKind::Fault) => &["active"],
+        (_, StepKind::Setup | StepKind::Cleanup) => &["done"],
+        _ => &[],
+    };
+    let end = s.ended.unwrap_or(g.result.finished);
+    g.bar(
+        &format!("{} {}", s.label, s.description),
+        tags,
+        s.started,
+        end,
+    );
+}
+
+fn node_state(status: &str) -> (&str, &'static [&'static str]) {
+    match status {
+        "True" => ("Ready", &["done"]),
+        "False" => ("NotReady", &["active"]),
+        "Unknown" => ("Unknown", &["crit"]),
+        other => (other, &[]),
+    }
+}
+
+fn timeline(out: &mut String, r: &RunResult) {
+    let _ = writeln!(out, "## Timeline\n");
+    let mut g = Gantt {
+        result: r,
+        out: String::new(),
+        next_id: 0,
+    };
+    let _ = writeln!(g.out, "gantt");
+    let _ = writeln!(g.out, "    title {}", mermaid_name(&r.scenario));
+    let _ = writeln!(g.out, "    dateFormat x");
+    let _ = writeln!(g.out, "    axisFormat %M:%S");
+    let _ = writeln!(g.out, "    todayMarker off");
+
+    // Steps, with each expectation where its step is; then any expectation without one.
+    g.section("Steps");
+    let mut shown = BTreeSet::new();
+    for s in r.steps.iter().chain(&r.cleanup) {
+        let exp = match (s.kind, s.index) {
+            (StepKind::Expect, Some(i)) => r.expectations.iter().find(|e| e.index == i),
+            _ => None,
+        };
+        match exp {
+            Some(e) => {
+                shown.insert(e.index);
+                expectation_task(&mut g, e);
+            }
+            None => step_task(&mut g, s),
+        }
+    }
+    for e in r.expectations.iter().filter(|e| !shown.contains(&e.index)) {
+        expectation_task(&mut g, e);
+    }
+
+    // Ready condition periods of each target node.
+    let nodes: BTreeSet<&str> = r.targets.values().map(String::as_str).collect();
+    if !nodes.is_empty() {
+        g.section("Nodes");
+    }
+    for node in nodes {
+        let changes: Vec<(Ms, &str)> = r
+            .transitions
+            .iter()
+            .filter(|t| matches!(&t.object, ObjectRef::Node { name } if name == node))
+            .filter_map(|t| match &t.change {
+                Change::NodeReady { status, .. } => Some((t.at, status.as_str())),
+                _ => None,
+            })
+            .collect();
+        for (i, (at, status)) in changes.iter().enumerate() {
+            let end = changes.get(i + 1).map_or(r.finished, |(next, _)| *next);
+            let (state, tags) = node_state(status);
+            g.bar(&format!("{node} {state}"), tags, *at, end);
+        }
+    }
+
+    // Terminating periods that began before cleanup, and the replacements.
+    let cleanup_from = r.cleanup.iter().map(|s| s.started).min().unwrap_or(Ms::MAX);
+    let mut pod_tasks = Vec::new();
+    for (i, t) in r.transitions.iter().enumerate() {
+        let (ObjectRef::Pod { name, uid }, Change::PodTerminating) = (&t.object, &t.change) else {
+            continue;
+        };
+        if t.at >= cleanup_from {
+            continue;
+        }
+        let deleted = r.transitions[i..].iter().find(|d| {
+            d.change == Change::PodDeleted
+                && matches!(&d.object, ObjectRef::Pod { uid: u, .. } if u == uid)
+        });
+        match deleted {
+            Some(d) => pod_tasks.push((format!("{name} Terminating"), "active", t.at, d.at)),
+            None => pod_tasks.push((
+                format!("{name} Terminating until the end"),
+                "crit",
+                t.at,
+                r.finished,
+            )),
+        }
+    }
+    for p in &r.metrics.pods {
+        let (Some(replacement), Some(created)) = (&p.replacement, p.replacement_created) else {
+            continue;
+        };
+        let (Some(from), end) = (r.t0_plus(created), p.replacement_ready) else {
+            continue;
+        };
+        let on = p.replacement_node.as_deref().unwrap_or("unscheduled");
+        let (what, to) = match end.and_then(|e| r.t0_plus(e)) {
+            Some(to) => ("created to Ready", to),
+            None => ("created, not Ready by the end", r.finished),
+        };
+        pod_tasks.push((
+            format!("{replacement} new on {on} {what}"),
+            "done",
+            from,
+            to,
+        ));
+    }
+    if !pod_tasks.is_empty() {
+        g.section("Pods");
+    }
+    for (name, tag, from, to) in pod_tasks {
+        g.bar(&name, &[tag], from, to);
+    }
+
+    let _ = writeln!(
+        out,
+        "Wall-clock times (the chart shows your browser's time zone; the axis is minutes:seconds).{}\n",
+        match r.t0 {
+            Some(t0) => format!(" T0 is {} UTC.", utc_time(r.wall_clock(t0))),
+            None => String::new(),
+        }
+    );
+    let _ = writeln!(out, "```mermaid\n{}```", g.out);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mermaid_names_lose_syntax_characters() {
+        assert_eq!(
+            mermaid_name("#6 (out-of-service) taint worker-2 k=v:NoExecute; 50% #x"),
+            "6 (out-of-service) taint worker-2 k=v NoExecute 50 x"
+        );
+        assert_eq!(mermaid_name("section Ready"), "task section Ready");
+        assert_eq!(mermaid_name("::"), "task");
+        assert!(mermaid_name(&"x".repeat(200)).ends_with("..."));
+    }
+
+    #[test]
+    fn short_labels_drop_the_step_number() {
+        assert_eq!(short_label("#4 (evicted)", 3), "evicted");
+        assert_eq!(
+            short_label("#5 (stuck Terminating)", 4),
+            "stuck Terminating"
+        );
+        assert_eq!(short_label("#2", 1), "");
+        assert_eq!(short_label("custom", 1), "custom");
+    }
+}
