@@ -272,19 +272,18 @@ pub async fn taint(
     effect: TaintEffect,
 ) -> Result<()> {
     let effect = effect.to_string();
-    let mut taints: Vec<Taint> = node(client, name)
-        .await?
-        .spec
-        .and_then(|s| s.taints)
-        .unwrap_or_default();
-    taints.retain(|t| !(t.key == key && t.effect == effect));
-    taints.push(Taint {
-        key: key.to_owned(),
-        value: value.map(str::to_owned),
-        effect,
-        time_added: None,
-    });
-    set_taints(client, name, &taints).await
+    update_taints(client, name, |taints| {
+        taints.retain(|t| !(t.key == key && t.effect == effect));
+        taints.push(Taint {
+            key: key.to_owned(),
+            value: value.map(str::to_owned),
+            effect: effect.clone(),
+            time_added: None,
+        });
+        true
+    })
+    .await
+    .map(|_| ())
 }
 
 /// Removes a taint by key (and effect, when given). Returns whether one was there.
@@ -295,29 +294,47 @@ pub async fn untaint(
     effect: Option<TaintEffect>,
 ) -> Result<bool> {
     let effect = effect.map(|e| e.to_string());
-    let mut taints: Vec<Taint> = node(client, name)
-        .await?
-        .spec
-        .and_then(|s| s.taints)
-        .unwrap_or_default();
-    let before = taints.len();
-    taints.retain(|t| !(t.key == key && effect.as_ref().is_none_or(|e| *e == t.effect)));
-    if taints.len() == before {
-        return Ok(false);
-    }
-    set_taints(client, name, &taints).await?;
-    Ok(true)
+    update_taints(client, name, |taints| {
+        let before = taints.len();
+        taints.retain(|t| !(t.key == key && effect.as_ref().is_none_or(|e| *e == t.effect)));
+        taints.len() != before
+    })
+    .await
 }
 
-async fn set_taints(client: &kube::Client, name: &str, taints: &[Taint]) -> Result<()> {
+/// Read-modify-write of a node's taints with optimistic concurrency: the
+/// node lifecycle controller edits the same list (unreachable taints), so a
+/// write based on a stale read must fail (409) and be redone, never undo
+/// the controller's change.
+async fn update_taints(
+    client: &kube::Client,
+    name: &str,
+    mut edit: impl FnMut(&mut Vec<Taint>) -> bool,
+) -> Result<bool> {
     let api: Api<Node> = Api::all(client.clone());
-    // A merge patch replaces the whole list: other controllers' taints are kept
-    // because they are part of `taints`, read just before.
-    let patch = json!({"spec": {"taints": taints}});
-    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(kube_err(format!("updating taints of node {name}")))?;
-    Ok(())
+    for _ in 0..10 {
+        let current = node(client, name).await?;
+        let mut taints = current.spec.and_then(|s| s.taints).unwrap_or_default();
+        if !edit(&mut taints) {
+            return Ok(false);
+        }
+        let patch = json!({
+            "metadata": {"resourceVersion": current.metadata.resource_version},
+            "spec": {"taints": taints},
+        });
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => return Ok(true),
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => return Err(kube_err(format!("updating taints of node {name}"))(e)),
+        }
+    }
+    Err(Error::Timeout {
+        what: format!("a conflict-free update of node {name}'s taints (10 attempts)"),
+        after: Duration::ZERO,
+    })
 }
 
 pub async fn set_unschedulable(client: &kube::Client, name: &str, value: bool) -> Result<()> {

@@ -147,11 +147,11 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("starting the async runtime")
 }
 
-/// The scenario runner is not built yet; said plainly rather than pretending.
+/// A backend that is not built yet; said plainly rather than pretending.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "the scenario is valid, but running it is not implemented yet (backend `{0}`): \
-     the runner, observer and reports are being built; use `nodefall plan` to see what it would do"
+    "the scenario is valid, but the `{0}` backend is not implemented yet; only `sim` runs today \
+     (try --backend sim, or `nodefall plan` to see what it would do)"
 )]
 pub struct NotYet(pub BackendKind);
 

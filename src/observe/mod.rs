@@ -159,7 +159,7 @@ impl Observer {
     }
 }
 
-fn dedup<'a>(names: [&'a str; 2]) -> Vec<&'a str> {
+fn dedup(names: [&str; 2]) -> Vec<&str> {
     let mut out: Vec<&str> = Vec::new();
     for n in names {
         if !out.contains(&n) {

@@ -34,16 +34,16 @@ use crate::timeline::{Ms, metrics};
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("setup failed")]
-    Setup(#[source] actions::Error),
+    Setup(#[source] Box<actions::Error>),
     #[error("{0}")]
     Target(String),
     #[error(transparent)]
-    Fault(#[from] backend::Error),
+    Fault(#[from] Box<backend::Error>),
     #[error("step {step} failed")]
     Action {
         step: String,
         #[source]
-        source: actions::Error,
+        source: Box<actions::Error>,
     },
     #[error("step {step}: {message}")]
     Unsupported { step: String, message: String },
@@ -82,6 +82,8 @@ pub async fn run<B: NodeFaults>(
         created_namespace: false,
         observer: None,
         progress,
+        late: Vec::new(),
+        steps_end: None,
     };
     let outcome = tokio::select! {
         r = run.execute(backend) => r,
@@ -98,6 +100,7 @@ pub async fn run<B: NodeFaults>(
         None if failed => RunVerdict::Fail,
         None => RunVerdict::Pass,
     };
+    run.steps_end = Some(run.now());
     run.restore(backend, verdict).await;
     run.finish(file, verdict, error.as_ref().map(|e| chain(e)))
 }
@@ -136,6 +139,18 @@ struct Run<'a> {
     created_namespace: bool,
     observer: Option<Observer>,
     progress: &'a Progress,
+    /// Expectations that failed unseen: looked at again over the whole run
+    /// at the end, to report when (and so by how much) they did hold.
+    late: Vec<Late>,
+    /// When the steps ended and cleanup began.
+    steps_end: Option<Ms>,
+}
+
+struct Late {
+    result: usize,
+    subject: Subject,
+    conditions: Vec<Condition>,
+    anchor: Ms,
 }
 
 impl Run<'_> {
@@ -185,7 +200,7 @@ impl Run<'_> {
         );
         let result = self.setup(&ns).await;
         self.end(slot, outcome(&result));
-        result.map_err(Error::Setup)?;
+        result.map_err(|e| Error::Setup(Box::new(e)))?;
 
         self.resolve_targets().await?;
         self.setup_end = self.now();
@@ -206,7 +221,7 @@ impl Run<'_> {
                     self.anchors.insert(step.index, started);
                     let r = backend.inject(&node_name, *fault).await;
                     self.end(slot, outcome(&r));
-                    r?;
+                    r.map_err(Box::new)?;
                     if fault.revert().is_some() {
                         self.broken.insert(node_name, *fault);
                     } else {
@@ -380,7 +395,7 @@ impl Run<'_> {
         let client = self.client.clone();
         let wrap = |source| Error::Action {
             step: label.to_owned(),
-            source,
+            source: Box::new(source),
         };
         match action {
             Action::Apply(files) => {
@@ -654,6 +669,16 @@ impl Run<'_> {
                     missed_by,
                     detail,
                 } => {
+                    if observed.is_none()
+                        && matches!(window, crate::scenario::expr::Window::Between { .. })
+                    {
+                        self.late.push(Late {
+                            result: self.expectations.len(),
+                            subject: subject.clone(),
+                            conditions: exp.conditions.clone(),
+                            anchor: anchor_at,
+                        });
+                    }
                     result.verdict = Verdict::Fail;
                     result.observed = observed;
                     result.missed_by = missed_by;
@@ -758,8 +783,34 @@ impl Run<'_> {
         let metrics = t0
             .map(|t0| metrics::compute(&transitions, t0, &targets, finished, self.started_at))
             .unwrap_or_default();
-        // Expectations never reached are listed as not run.
         let mut expectations = self.expectations;
+        // A window missed unseen: did it hold later, before cleanup began?
+        let steps_end = self.steps_end.unwrap_or(finished);
+        let before_cleanup: Vec<_> = transitions
+            .iter()
+            .filter(|t| t.at <= steps_end)
+            .cloned()
+            .collect();
+        for late in &self.late {
+            let e = &mut expectations[late.result];
+            let series = expect::truth_series(
+                &before_cleanup,
+                &late.subject,
+                &late.conditions,
+                late.anchor,
+            );
+            if let Decision::Fail {
+                observed: Some(o),
+                missed_by,
+                detail,
+            } = expect::decide(&series, e.window, late.anchor, late.anchor, steps_end)
+            {
+                e.observed = Some(o);
+                e.missed_by = missed_by;
+                e.detail = format!("{}; {detail}", e.detail);
+            }
+        }
+        // Expectations never reached are listed as not run.
         for step in &c.steps {
             if let StepKind::Expect(exp) = &step.kind
                 && !expectations.iter().any(|e| e.index == step.index)

@@ -303,6 +303,37 @@ impl SimCluster {
         self.save()
     }
 
+    /// Restarts a control-plane component with the same arguments (for tests
+    /// of what survives an API server restart). Waits for `/readyz` when it
+    /// is the API server.
+    pub async fn restart_component(&mut self, name: &str) -> Result<(), Error> {
+        let pos = self
+            .state
+            .components
+            .iter()
+            .position(|c| c.name == name)
+            .ok_or_else(|| {
+                Error::io_msg(format!(
+                    "no component `{name}` in cluster `{}`",
+                    self.state.name
+                ))
+            })?;
+        let record = self.state.components[pos].clone();
+        if let Some(mut old) = self.procs.remove(name) {
+            old.stop(STOP_GRACE);
+        }
+        let proc = Proc::spawn(name, &record.program, &record.args, &record.log)?;
+        self.state.components[pos] = proc.record.clone();
+        self.procs.insert(name.to_owned(), proc);
+        self.save()?;
+        if name == "kube-apiserver" {
+            let client = self.client().await?;
+            self.wait_apiserver_ready(&client, Instant::now() + Duration::from_secs(60))
+                .await?;
+        }
+        Ok(())
+    }
+
     /// Stops every process of the cluster and removes its directory.
     /// Returns the components that needed SIGKILL.
     pub fn down(mut self) -> Result<Vec<String>, Error> {

@@ -28,6 +28,11 @@ pub struct ProcRecord {
     /// Start time in clock ticks since boot (field 22 of `/proc/<pid>/stat`).
     pub start_ticks: u64,
     pub log: PathBuf,
+    /// How it was started, so it can be restarted.
+    #[serde(default)]
+    pub program: PathBuf,
+    #[serde(default)]
+    pub args: Vec<String>,
 }
 
 /// A running process: its record, plus the handle when this process started it.
@@ -68,6 +73,8 @@ impl Proc {
                 pid,
                 start_ticks,
                 log: log.to_owned(),
+                program: program.to_owned(),
+                args: args.to_vec(),
             },
             child: Some(child),
         })
@@ -237,6 +244,8 @@ mod tests {
             pid: i32::try_from(std::process::id()).unwrap(),
             start_ticks: 1,
             log: PathBuf::new(),
+            program: PathBuf::new(),
+            args: Vec::new(),
         };
         assert!(
             !is_alive(&record),

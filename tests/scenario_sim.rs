@@ -1,0 +1,149 @@
+//! Seed 000 end to end on a throwaway simulated cluster, through the CLI:
+//! as written it passes; with one window made wrong it fails, and the report
+//! says which expectation failed and by how much.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "test helpers fail the test by panicking"
+)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+use nodefall::report::result::{RunVerdict, Verdict};
+use nodefall::report::{RunResult, read_result};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Removed when dropped, also when the test panics.
+struct TempFile(PathBuf);
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+    result: RunResult,
+    report: String,
+}
+
+/// Runs `nodefall scenario` and checks what every run must leave behind:
+/// one report directory with its three files, and no cluster.
+fn run_scenario(file: &Path) -> Run {
+    let state = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_nodefall"))
+        .arg("scenario")
+        .arg(file)
+        .arg("--out")
+        .arg(out.path())
+        .env("NODEFALL_STATE_DIR", state.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    let dirs: Vec<PathBuf> = std::fs::read_dir(out.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(dirs.len(), 1, "one report directory: {dirs:?}\n{stderr}");
+    let dir = &dirs[0];
+    for f in ["result.json", "report.md", "junit.xml"] {
+        assert!(dir.join(f).is_file(), "{f} missing\n{stderr}");
+    }
+    let leftover: Vec<_> = std::fs::read_dir(state.path()).unwrap().collect();
+    assert!(leftover.is_empty(), "the throwaway cluster was removed");
+    Run {
+        code: output.status.code(),
+        result: read_result(&dir.join("result.json")).unwrap(),
+        report: std::fs::read_to_string(dir.join("report.md")).unwrap(),
+        stdout,
+        stderr,
+    }
+}
+
+#[test]
+fn seed_000_passes_on_the_simulated_cluster() {
+    let _serial = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let run = run_scenario(Path::new("scenarios/statefulset-nfs.yaml"));
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    let r = &run.result;
+    assert_eq!(r.verdict, RunVerdict::Pass);
+    assert_eq!(r.expectations.len(), 9);
+    assert!(r.expectations.iter().all(|e| e.verdict == Verdict::Pass));
+    let m = &r.metrics;
+    // Node Unknown after the fast profile's 8 s grace period (+ monitor period).
+    let unknown = m.node_not_ready.unwrap();
+    assert!(
+        (7_000..=12_000).contains(&unknown),
+        "Unknown at T0+{unknown}ms"
+    );
+    // Evictions after grace + 20 s toleration; pods stuck until the taint.
+    let evicted = m.first_eviction.unwrap();
+    assert!(
+        (25_000..=35_000).contains(&evicted),
+        "evicted at T0+{evicted}ms"
+    );
+    assert!(!m.pods.is_empty());
+    for p in &m.pods {
+        let (deleted, created) = (p.deleted_at.unwrap(), p.replacement_created.unwrap());
+        assert!(
+            created >= deleted,
+            "{}: a StatefulSet replaces a pod only once it is gone",
+            p.pod
+        );
+        assert_ne!(p.replacement_node.as_deref(), Some(p.node.as_str()));
+    }
+    assert!(m.node_ready_again.is_some());
+    assert!(run.report.contains("**PASS**"), "{}", run.report);
+}
+
+#[test]
+fn a_wrong_expectation_fails_the_run_and_the_report_says_by_how_much() {
+    let _serial = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let text = std::fs::read_to_string("scenarios/statefulset-nfs.yaml").unwrap();
+    let wrong = text.replace(
+        "ready: Unknown, within: grace - lease .. grace + monitorPeriod + 10s",
+        "ready: Unknown, within: 2s .. 5s",
+    );
+    assert_ne!(text, wrong, "the scenario line to break was found");
+    // Next to the original so its manifests resolve.
+    let file = TempFile(Path::new("scenarios").join(format!(".wrong-{}.yaml", std::process::id())));
+    std::fs::write(&file.0, wrong).unwrap();
+    let run = run_scenario(&file.0);
+    drop(file);
+
+    assert_eq!(run.code, Some(1), "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stdout.starts_with("FAIL: 8/9"), "{}", run.stdout);
+    let failed: Vec<_> = run
+        .result
+        .expectations
+        .iter()
+        .filter(|e| e.verdict == Verdict::Fail)
+        .collect();
+    assert_eq!(failed.len(), 1);
+    let f = failed[0];
+    assert_eq!(f.index, 1, "the Ready=Unknown expectation");
+    let missed = f.missed_by.unwrap();
+    assert!((2_000..=7_000).contains(&missed), "missed by {missed}ms");
+    assert!(
+        f.detail.contains("after the window closed at 5s"),
+        "{}",
+        f.detail
+    );
+    assert!(
+        run.report.contains("**FAIL**") && run.report.contains(&f.detail),
+        "{}",
+        run.report
+    );
+}
