@@ -14,6 +14,7 @@ use std::time::Instant;
 use futures::StreamExt as _;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Event as KubeEvent, Node, Pod};
+use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::api::Api;
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
@@ -116,7 +117,8 @@ impl Drop for Observer {
 }
 
 impl Observer {
-    /// Starts watching Nodes, Pods and Events of `namespace`, and Node events.
+    /// Starts watching Nodes, Pods and Events of `namespace`, Node events,
+    /// and VolumeAttachments (CSI attach/detach; none on the sim backend).
     pub fn start(client: &kube::Client, namespace: &str, recorder: &Arc<Recorder>) -> Observer {
         let (synced_tx, synced) = watch::channel(0usize);
         let synced_tx = Arc::new(synced_tx);
@@ -144,6 +146,13 @@ impl Observer {
                 EventDiff,
             )));
         }
+        let attachments: Api<VolumeAttachment> = Api::all(client.clone());
+        tasks.push(tokio::spawn(track(
+            attachments,
+            recorder.clone(),
+            synced_tx.clone(),
+            AttachmentDiff,
+        )));
         let total = tasks.len();
         Observer {
             tasks,
@@ -550,5 +559,49 @@ impl Differ<KubeEvent> for EventDiff {
     }
     fn deleted(&self) -> Option<Change> {
         None
+    }
+}
+
+// ----- volume attachments -----
+
+struct AttachmentDiff;
+
+impl Differ<VolumeAttachment> for AttachmentDiff {
+    type Snap = (String, String, bool);
+    fn key(&self, v: &VolumeAttachment) -> String {
+        v.name_any()
+    }
+    fn object(&self, v: &VolumeAttachment) -> ObjectRef {
+        ObjectRef::VolumeAttachment { name: v.name_any() }
+    }
+    fn snap(&self, v: &VolumeAttachment) -> Self::Snap {
+        (
+            v.spec.node_name.clone(),
+            v.spec
+                .source
+                .persistent_volume_name
+                .clone()
+                .unwrap_or_default(),
+            v.status.as_ref().is_some_and(|s| s.attached),
+        )
+    }
+    fn diff(
+        &self,
+        _prev: Option<&Self::Snap>,
+        v: &VolumeAttachment,
+        _initial: bool,
+    ) -> Vec<(Option<Timestamp>, Change)> {
+        let (node, volume, attached) = self.snap(v);
+        vec![(
+            None,
+            Change::VolumeAttachment {
+                node,
+                volume,
+                attached,
+            },
+        )]
+    }
+    fn deleted(&self) -> Option<Change> {
+        Some(Change::VolumeAttachmentDeleted)
     }
 }

@@ -35,14 +35,16 @@ pub enum ObjectRef {
     Node { name: String },
     Pod { name: String, uid: String },
     Event { name: String },
+    VolumeAttachment { name: String },
 }
 
 impl ObjectRef {
     pub fn name(&self) -> &str {
         match self {
-            ObjectRef::Node { name } | ObjectRef::Pod { name, .. } | ObjectRef::Event { name } => {
-                name
-            }
+            ObjectRef::Node { name }
+            | ObjectRef::Pod { name, .. }
+            | ObjectRef::Event { name }
+            | ObjectRef::VolumeAttachment { name } => name,
         }
     }
 }
@@ -94,6 +96,13 @@ pub enum Change {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
+    /// A CSI VolumeAttachment: which volume on which node, attached or not.
+    VolumeAttachment {
+        node: String,
+        volume: String,
+        attached: bool,
+    },
+    VolumeAttachmentDeleted,
     /// A Kubernetes Event worth showing (NodeNotReady, TaintManagerEviction, ...).
     Event {
         reason: String,
@@ -141,6 +150,19 @@ impl Change {
                 involved,
                 message,
             } => format!("event {reason} on {involved}: {message}"),
+            Change::VolumeAttachment {
+                node,
+                volume,
+                attached,
+            } => format!(
+                "volume {volume} {} {node}",
+                if *attached {
+                    "attached to"
+                } else {
+                    "attaching to"
+                }
+            ),
+            Change::VolumeAttachmentDeleted => "volume attachment deleted".into(),
         }
     }
 }
@@ -225,7 +247,7 @@ impl World {
                     _ => {}
                 }
             }
-            ObjectRef::Event { .. } => {}
+            ObjectRef::Event { .. } | ObjectRef::VolumeAttachment { .. } => {}
         }
     }
 
