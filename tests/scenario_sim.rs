@@ -147,3 +147,91 @@ fn a_wrong_expectation_fails_the_run_and_the_report_says_by_how_much() {
         run.report
     );
 }
+
+/// Kills and reaps the child when dropped (also when the test panics).
+struct Reap(std::process::Child);
+
+impl Drop for Reap {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn ctrl_c_after_the_fault_restores_the_node_and_writes_a_partial_report() {
+    use std::io::BufRead as _;
+    use std::time::Duration;
+
+    let _serial = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let state = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_nodefall"))
+        .args(["scenario", "scenarios/statefulset-nfs.yaml", "--out"])
+        .arg(out.path())
+        .env("NODEFALL_STATE_DIR", state.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = Reap(child);
+    let stderr = child.0.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    // Wait (on the progress log, not a sleep) until the node is paused and
+    // the first expectation is being watched.
+    let mut log = Vec::new();
+    loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(120))
+            .unwrap_or_else(|_| panic!("no progress line; so far:\n{}", log.join("\n")));
+        log.push(line.clone());
+        if line.contains("#2: node target") {
+            break;
+        }
+    }
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.0.id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let status = child.0.wait().unwrap();
+    reader.join().unwrap();
+    log.extend(rx.try_iter());
+    let log = log.join("\n");
+    assert_eq!(status.code(), Some(130), "{log}");
+
+    let dirs: Vec<PathBuf> = std::fs::read_dir(out.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(dirs.len(), 1, "{log}");
+    let result = read_result(&dirs[0].join("result.json")).unwrap();
+    assert_eq!(result.verdict, RunVerdict::Interrupted);
+    assert!(
+        result
+            .cleanup
+            .iter()
+            .any(|c| c.description.starts_with("resume-vm")),
+        "the paused node was resumed: {:?}",
+        result.cleanup
+    );
+    assert!(
+        result
+            .expectations
+            .iter()
+            .any(|e| e.verdict == Verdict::NotRun)
+    );
+    let report = std::fs::read_to_string(dirs[0].join("report.md")).unwrap();
+    assert!(report.contains("INTERRUPTED"), "{report}");
+    assert!(
+        std::fs::read_dir(state.path()).unwrap().next().is_none(),
+        "cluster removed\n{log}"
+    );
+}
