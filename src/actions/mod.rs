@@ -1,6 +1,10 @@
 //! Kubernetes-side actions through kube-rs: server-side apply of manifests,
 //! waiting for workloads, taints, cordons, node deletion, force deletion,
-//! scaling and namespace deletion.
+//! scaling, namespace deletion, and drain (`drain.rs`).
+
+mod drain;
+
+pub use drain::{DrainSummary, drain};
 
 use std::path::Path;
 use std::time::Duration;
@@ -48,6 +52,10 @@ pub enum Error {
     Timeout { what: String, after: Duration },
     #[error("node `{0}` does not exist")]
     NoNode(String),
+    #[error("cannot drain: {}", .0.join("; "))]
+    DrainBlocked(Vec<String>),
+    #[error("{0}")]
+    Watch(String),
 }
 
 type Result<T, E = Error> = std::result::Result<T, E>;
@@ -159,11 +167,7 @@ where
 {
     match tokio::time::timeout(after, fut).await {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(Error::Manifest {
-            path: "watch".into(),
-            doc: 0,
-            message: format!("{what}: {e}"),
-        }),
+        Ok(Err(e)) => Err(Error::Watch(format!("{what}: {e}"))),
         Err(_) => Err(Error::Timeout { what, after }),
     }
 }

@@ -57,9 +57,9 @@ pub fn run(args: &ScenarioArgs) -> anyhow::Result<ExitCode> {
                 }
             }
         };
-        let client = cluster.client().await?;
+        let config = cluster.config().await?;
         let mut backend = SimBackend { cluster };
-        let result = runner::run(&plan, &mut backend, client, &file, &progress).await;
+        let result = runner::run(&plan, &mut backend, config, &file, &progress).await;
         anyhow::Ok((result, backend.cluster))
     })?;
     drop(rt);

@@ -45,8 +45,6 @@ pub enum Error {
         #[source]
         source: Box<actions::Error>,
     },
-    #[error("step {step}: {message}")]
-    Unsupported { step: String, message: String },
     #[error("wait {step}: condition not reached within {}", crate::scenario::duration::format_millis(*.after))]
     WaitTimeout { step: String, after: Ms },
     #[error("interrupted")]
@@ -57,15 +55,27 @@ pub enum Error {
 pub async fn run<B: NodeFaults>(
     plan: &Plan,
     backend: &mut B,
-    client: kube::Client,
+    config: kube::Config,
     file: &str,
     progress: &Progress,
 ) -> RunResult {
     let start = Instant::now();
     let recorder = Recorder::new(start);
+    let client = kube::Client::try_from(config.clone());
+    // Evictions need every 429 seen, not retried away by the client.
+    let mut strict_config = config;
+    strict_config.default_retry = false;
+    let strict = kube::Client::try_from(strict_config);
+    let (client, strict) = match (client, strict) {
+        (Ok(c), Ok(s)) => (c, s),
+        (Err(e), _) | (_, Err(e)) => {
+            return failed_to_start(plan, file, &format!("building a kube client: {e}"));
+        }
+    };
     let mut run = Run {
         plan,
         client,
+        strict,
         rec: recorder,
         started_at: Timestamp::now(),
         cluster_version: None,
@@ -105,6 +115,32 @@ pub async fn run<B: NodeFaults>(
     run.finish(file, verdict, error.as_ref().map(|e| chain(e)))
 }
 
+/// The result of a run that could not even start.
+fn failed_to_start(plan: &Plan, file: &str, error: &str) -> RunResult {
+    let c = &plan.scenario;
+    RunResult {
+        schema_version: SCHEMA_VERSION,
+        scenario: c.name.clone(),
+        description: c.description.clone(),
+        file: file.to_owned(),
+        backend: plan.backend.to_string(),
+        cluster_version: None,
+        profile: plan.profile.clone(),
+        namespace: c.namespace.clone(),
+        targets: BTreeMap::new(),
+        started_at: Timestamp::now(),
+        t0: None,
+        finished: 0,
+        verdict: RunVerdict::Error,
+        error: Some(error.to_owned()),
+        steps: Vec::new(),
+        expectations: Vec::new(),
+        cleanup: Vec::new(),
+        metrics: metrics::Metrics::default(),
+        transitions: Vec::new(),
+    }
+}
+
 fn chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut cur = e.source();
@@ -119,6 +155,8 @@ fn chain(e: &dyn std::error::Error) -> String {
 struct Run<'a> {
     plan: &'a Plan,
     client: kube::Client,
+    /// The same API without the client's automatic retries (evictions).
+    strict: kube::Client,
     rec: Arc<Recorder>,
     started_at: Timestamp,
     cluster_version: Option<String>,
@@ -302,7 +340,14 @@ impl Run<'_> {
             .map_err(|source| Error::Target(format!("listing nodes: {source}")))?;
         let mut names: Vec<String> = nodes.items.iter().map(|n| n.name_any()).collect();
         names.sort();
-        let world = self.rec.world();
+        // Read pods from the API, not the recorder: right after setup the
+        // watch may not have delivered the last pods yet.
+        let pods: Api<k8s_openapi::api::core::v1::Pod> =
+            Api::namespaced(self.client.clone(), &self.plan.scenario.namespace);
+        let pods = pods
+            .list(&Default::default())
+            .await
+            .map_err(|source| Error::Target(format!("listing pods: {source}")))?;
         for target in &self.plan.scenario.targets {
             let excluded: Vec<&String> = target
                 .exclude
@@ -338,12 +383,11 @@ impl Run<'_> {
                 TargetSelector::MostPods(sel) => {
                     let mut counts: BTreeMap<String, usize> =
                         candidates.iter().map(|n| (n.name_any(), 0)).collect();
-                    for pod in world
-                        .pods
-                        .values()
-                        .filter(|p| sel.matches(&p.labels) && !p.terminating)
-                    {
-                        if let Some(c) = pod.node.as_ref().and_then(|n| counts.get_mut(n)) {
+                    for pod in pods.items.iter().filter(|p| {
+                        p.metadata.deletion_timestamp.is_none() && sel.matches(p.labels())
+                    }) {
+                        let node = pod.spec.as_ref().and_then(|s| s.node_name.as_ref());
+                        if let Some(c) = node.and_then(|n| counts.get_mut(n)) {
                             *c += 1;
                         }
                     }
@@ -520,13 +564,39 @@ impl Run<'_> {
                     .await
                     .map_err(wrap)?;
             }
-            Action::Drain(_) => {
-                return Err(Error::Unsupported {
-                    step: label.to_owned(),
-                    message:
-                        "the drain action (Eviction API with PDB retries) is not implemented yet"
-                            .into(),
-                });
+            Action::Drain(d) => {
+                let nodes: Vec<String> = d
+                    .nodes
+                    .iter()
+                    .map(|t| self.node(t))
+                    .collect::<Result<_, _>>()?;
+                self.cordoned.extend(nodes.iter().cloned());
+                let notes = std::sync::Mutex::new(Vec::new());
+                let rec = self.rec.clone();
+                let progress = self.progress;
+                let note = |text: String| {
+                    progress.log(&format!("  {text}"));
+                    notes
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .push((rec.now(), text));
+                };
+                progress.waiting(label, &format!("{label}: draining {}", nodes.join(", ")));
+                let r = actions::drain(&self.strict, &nodes, d, &note).await;
+                let notes = notes
+                    .into_inner()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if let Some(step) = self.steps.last_mut() {
+                    step.notes.extend(notes);
+                }
+                let summary = r.map_err(wrap)?;
+                self.note(&format!(
+                    "drained {}: {} pods evicted, {} refusals (429), {} skipped",
+                    nodes.join(", "),
+                    summary.evicted.len(),
+                    summary.refusals,
+                    summary.skipped.len()
+                ));
             }
         }
         Ok(())

@@ -223,6 +223,11 @@ impl SimCluster {
         client_for(&self.layout.kubeconfig()).await
     }
 
+    /// The client configuration (for clients with other settings).
+    pub async fn config(&self) -> Result<kube::Config, Error> {
+        config_for(&self.layout.kubeconfig()).await
+    }
+
     /// Every recorded process with whether it still runs.
     pub fn health(&mut self) -> Vec<(ProcRecord, bool)> {
         self.procs
@@ -516,7 +521,9 @@ impl SimCluster {
                 Ok(Err(_)) => self.check_components()?,
                 Ok(Ok(None)) => return Err(Error::io_msg("node watch ended")),
                 Ok(Ok(Some(node))) => {
-                    if is_ready(&node) {
+                    // Ready, and the controller has lifted the not-ready taint
+                    // (until then the scheduler may avoid the node).
+                    if is_ready(&node) && !has_taint(&node, "node.kubernetes.io/not-ready") {
                         let name = node.metadata.name.unwrap_or_default();
                         pending.remove(name.as_str());
                     }
@@ -574,6 +581,13 @@ impl Drop for SimCluster {
 
 fn join(set: &BTreeSet<&str>) -> String {
     set.iter().copied().collect::<Vec<_>>().join(", ")
+}
+
+fn has_taint(node: &Node, key: &str) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|ts| ts.iter().any(|t| t.key == key))
 }
 
 pub fn is_ready(node: &Node) -> bool {
@@ -661,12 +675,16 @@ async fn register_node(client: &kube::Client, node: &SimNode) -> Result<(), Erro
     }
 }
 
-async fn client_for(kubeconfig: &Path) -> Result<kube::Client, Error> {
+async fn config_for(kubeconfig: &Path) -> Result<kube::Config, Error> {
     let kc = Kubeconfig::read_from(kubeconfig)
         .map_err(|e| Error::io_msg(format!("{}: {e}", kubeconfig.display())))?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+    kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
-        .map_err(|e| Error::io_msg(format!("{}: {e}", kubeconfig.display())))?;
+        .map_err(|e| Error::io_msg(format!("{}: {e}", kubeconfig.display())))
+}
+
+async fn client_for(kubeconfig: &Path) -> Result<kube::Client, Error> {
+    let config = config_for(kubeconfig).await?;
     kube::Client::try_from(config).map_err(|source| Error::Kube {
         what: "building a client".into(),
         source,
