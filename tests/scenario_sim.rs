@@ -235,3 +235,96 @@ fn ctrl_c_after_the_fault_restores_the_node_and_writes_a_partial_report() {
         "cluster removed\n{log}"
     );
 }
+
+#[test]
+fn seed_001_stopped_kubelet_recovers_by_deleting_the_node() {
+    let _serial = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let run = run_scenario(Path::new("scenarios/kubelet-stop-node-delete.yaml"));
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    let r = &run.result;
+    let target = &r.targets["target"];
+    let node_changes: Vec<&nodefall::timeline::Change> = r
+        .transitions
+        .iter()
+        .filter(
+            |t| matches!(&t.object, nodefall::timeline::ObjectRef::Node { name } if name == target),
+        )
+        .map(|t| &t.change)
+        .collect();
+    let deleted = node_changes
+        .iter()
+        .position(|c| **c == nodefall::timeline::Change::NodeDeleted);
+    let added_again = node_changes
+        .iter()
+        .rposition(|c| **c == nodefall::timeline::Change::NodeAdded);
+    assert!(
+        deleted.is_some() && added_again > deleted,
+        "deleted, then re-registered: {node_changes:?}"
+    );
+    for p in &r.metrics.pods {
+        assert!(
+            p.replacement_created.unwrap() >= p.deleted_at.unwrap(),
+            "{p:?}"
+        );
+        assert_ne!(p.replacement_node.as_deref(), Some(target.as_str()));
+    }
+}
+
+#[test]
+fn seed_002_deployment_replaced_after_the_toleration_and_not_rebalanced() {
+    let _serial = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let run = run_scenario(Path::new("scenarios/vm-halt-deployment.yaml"));
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    let m = &run.result.metrics;
+    assert!(!m.pods.is_empty());
+    for p in &m.pods {
+        // A Deployment does not wait for the old pod: the replacement comes
+        // while it is still Terminating, after grace (8 s) + toleration (20 s).
+        let created = p.replacement_created.unwrap();
+        assert!((25_000..=40_000).contains(&created), "{p:?}");
+        assert!(created < p.deleted_at.unwrap(), "{p:?}");
+    }
+    assert!(
+        run.report
+            .contains("replaced while the old pod still existed"),
+        "{}",
+        run.report
+    );
+}
+
+#[test]
+fn seed_004_drain_under_a_pdb_is_refused_then_completes() {
+    let _serial = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let run = run_scenario(Path::new("scenarios/drain-pdb.yaml"));
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    let r = &run.result;
+    let drain = r
+        .steps
+        .iter()
+        .find(|s| s.description.starts_with("drain"))
+        .unwrap();
+    assert!(
+        drain
+            .notes
+            .iter()
+            .any(|(_, n)| n.starts_with("429 evicting")),
+        "{:?}",
+        drain.notes
+    );
+    assert_eq!(r.metrics.ready_before, 3);
+    assert!(
+        r.metrics.max_unavailable <= 1,
+        "never below the budget: {:?}",
+        r.metrics
+    );
+    assert!(
+        run.report.contains("429 evicting"),
+        "the report shows the refusals"
+    );
+}
