@@ -328,3 +328,38 @@ fn seed_004_drain_under_a_pdb_is_refused_then_completes() {
         "the report shows the refusals"
     );
 }
+
+#[test]
+fn an_unknown_node_is_refused_before_any_fault() {
+    let _serial = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("unknown-node.yaml");
+    std::fs::write(
+        &file,
+        "name: unknown-node\nnamespace: preflight\ntarget: {name: worker-9}\nsteps:\n  - fault: pause-vm\n  - expect: {node: target, ready: Unknown, within: grace + 10s}\n",
+    )
+    .unwrap();
+    let run = run_scenario(&file);
+    assert_eq!(run.code, Some(2), "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains("target `target` (node `worker-9`) matches no node; nodes: worker-1, worker-2, worker-3; nothing was injected"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.result
+            .steps
+            .iter()
+            .all(|s| s.description.starts_with("namespace")),
+        "only setup ran: {:?}",
+        run.result.steps
+    );
+    assert!(
+        run.result
+            .cleanup
+            .iter()
+            .all(|c| !c.description.starts_with("resume-vm"))
+    );
+}

@@ -42,7 +42,7 @@ pub fn run(args: &ScenarioArgs) -> anyhow::Result<ExitCode> {
     let file = args.file.display().to_string();
 
     let rt = runtime()?;
-    let (result, cluster) = rt.block_on(async {
+    let (outcome, cluster) = rt.block_on(async {
         let progress = Progress::auto();
         let cluster = match existing {
             Some(c) => c,
@@ -59,15 +59,17 @@ pub fn run(args: &ScenarioArgs) -> anyhow::Result<ExitCode> {
         };
         let config = cluster.config().await?;
         let mut backend = SimBackend { cluster };
-        let result = runner::run(&plan, &mut backend, config, &file, &progress).await;
-        anyhow::Ok((result, backend.cluster))
+        let outcome = runner::run(&plan, &mut backend, config, &file, &progress).await;
+        anyhow::Ok((outcome, backend.cluster))
     })?;
     drop(rt);
 
+    let result = outcome.result;
     let dir = write_reports(&args.out, &result)?;
     finish_cluster(cluster, args.cluster.is_some(), args.keep)?;
     summarize(&result, &dir);
     Ok(exit::code(match result.verdict {
+        _ if outcome.invalid_input => exit::INVALID_INPUT,
         RunVerdict::Pass => exit::PASS,
         RunVerdict::Fail => exit::EXPECTATION_FAILED,
         RunVerdict::Error => exit::INFRASTRUCTURE,

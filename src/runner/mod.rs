@@ -37,6 +37,10 @@ pub enum Error {
     Setup(#[source] Box<actions::Error>),
     #[error("{0}")]
     Target(String),
+    /// The scenario names something the cluster does not have (checked
+    /// before any fault): bad input, not a cluster failure.
+    #[error("{0}; nothing was injected")]
+    Preflight(String),
     #[error(transparent)]
     Fault(#[from] Box<backend::Error>),
     #[error("step {step} failed")]
@@ -51,6 +55,15 @@ pub enum Error {
     Interrupted,
 }
 
+/// What a run produced.
+#[derive(Debug)]
+pub struct Outcome {
+    pub result: RunResult,
+    /// It stopped before any fault because the scenario names something the
+    /// cluster does not have (exit code 2, not 3).
+    pub invalid_input: bool,
+}
+
 /// Runs the whole scenario and returns its result; never skips cleanup.
 pub async fn run<B: NodeFaults>(
     plan: &Plan,
@@ -58,7 +71,7 @@ pub async fn run<B: NodeFaults>(
     config: kube::Config,
     file: &str,
     progress: &Progress,
-) -> RunResult {
+) -> Outcome {
     let start = Instant::now();
     let recorder = Recorder::new(start);
     let client = kube::Client::try_from(config.clone());
@@ -69,7 +82,10 @@ pub async fn run<B: NodeFaults>(
     let (client, strict) = match (client, strict) {
         (Ok(c), Ok(s)) => (c, s),
         (Err(e), _) | (_, Err(e)) => {
-            return failed_to_start(plan, file, &format!("building a kube client: {e}"));
+            return Outcome {
+                result: failed_to_start(plan, file, &format!("building a kube client: {e}")),
+                invalid_input: false,
+            };
         }
     };
     let mut run = Run {
@@ -112,7 +128,11 @@ pub async fn run<B: NodeFaults>(
     };
     run.steps_end = Some(run.now());
     run.restore(backend, verdict).await;
-    run.finish(file, verdict, error.as_ref().map(|e| chain(e)))
+    let invalid_input = matches!(error, Some(Error::Preflight(_)));
+    Outcome {
+        result: run.finish(file, verdict, error.as_ref().map(|e| chain(e))),
+        invalid_input,
+    }
 }
 
 /// The result of a run that could not even start.
@@ -241,6 +261,7 @@ impl Run<'_> {
         result.map_err(|e| Error::Setup(Box::new(e)))?;
 
         self.resolve_targets().await?;
+        self.check_namespaces().await?;
         self.setup_end = self.now();
 
         for step in &c.steps {
@@ -400,7 +421,7 @@ impl Run<'_> {
                 }
             };
             let Some(node) = chosen else {
-                return Err(Error::Target(format!(
+                return Err(Error::Preflight(format!(
                     "target `{}` ({}) matches no node; nodes: {}",
                     target.name,
                     target.describe(),
@@ -410,6 +431,25 @@ impl Run<'_> {
             self.progress
                 .log(&format!("target {} = node {node}", target.name));
             self.targets.insert(target.name.clone(), node);
+        }
+        Ok(())
+    }
+
+    /// Namespaces that actions name must exist before any fault.
+    async fn check_namespaces(&self) -> Result<(), Error> {
+        let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(self.client.clone());
+        for step in &self.plan.scenario.steps {
+            if let StepKind::Action(Action::DeleteNamespace { name }) = &step.kind {
+                let found = api.get_opt(name).await.map_err(|source| {
+                    Error::Target(format!("reading namespace {name}: {source}"))
+                })?;
+                if found.is_none() {
+                    return Err(Error::Preflight(format!(
+                        "step {} deletes namespace `{name}`, which does not exist (and setup does not create it)",
+                        step.label()
+                    )));
+                }
+            }
         }
         Ok(())
     }
