@@ -1,6 +1,7 @@
 //! Fault injectors: how a scenario's node faults reach a cluster's machines.
 //! The runner sees only the narrow [`NodeFaults`] trait.
 
+pub mod kind;
 pub mod sim;
 
 use std::future::Future;
@@ -14,12 +15,22 @@ pub enum Error {
         backend: &'static str,
         fault: &'static str,
     },
+    #[error(transparent)]
+    Exec(crate::exec::Error),
+    #[error(
+        "no kind cluster `{cluster}`: `{runtime} ps` shows no container labelled \
+         io.x-k8s.kind.cluster={cluster}; create it with `kind create cluster --name {cluster}` \
+         or pass --kind-cluster"
+    )]
+    NoKindCluster { cluster: String, runtime: String },
+    #[error("node `{node}` is not a container of this cluster (nodes: {})", .known.join(", "))]
+    UnknownNode { node: String, known: Vec<String> },
     #[error("{fault} on node `{node}` failed")]
     Sim {
         fault: &'static str,
         node: String,
         #[source]
-        source: crate::sim::Error,
+        source: Box<crate::sim::Error>,
     },
 }
 

@@ -45,7 +45,7 @@ impl NodeFaults for SimBackend {
         result.map_err(|source| Error::Sim {
             fault: fault.name(),
             node: node.to_owned(),
-            source,
+            source: Box::new(source),
         })
     }
 }

@@ -83,6 +83,15 @@ pub struct ScenarioArgs {
     /// sim: keep the throwaway cluster after the run (prints its kubeconfig).
     #[arg(long)]
     pub keep: bool,
+    /// kind: the cluster's name (its containers carry io.x-k8s.kind.cluster=NAME).
+    #[arg(long, default_value = "kind", value_name = "NAME")]
+    pub kind_cluster: String,
+    /// kind: container runtime CLI (default: docker, or podman when docker is absent).
+    #[arg(long, value_name = "docker|podman")]
+    pub container_runtime: Option<String>,
+    /// kind: kubeconfig context (default: kind-<kind-cluster>).
+    #[arg(long)]
+    pub context: Option<String>,
     /// sim: number of nodes of the throwaway cluster.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=50))]
     pub nodes: u16,
@@ -127,6 +136,10 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let mut out = std::io::stdout().lock();
             out.write_all(plan::render_text(&plan).as_bytes())
                 .context("writing the plan")?;
+            if plan.backend == BackendKind::Kind {
+                out.write_all(kind_commands(&plan).as_bytes())
+                    .context("writing the plan")?;
+            }
             Ok(exit::code(exit::PASS))
         }
         Command::Sim(cmd) => sim::run(cmd),
@@ -145,6 +158,32 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .enable_all()
         .build()
         .context("starting the async runtime")
+}
+
+/// The exact commands the kind backend runs for each fault (not run here).
+fn kind_commands(plan: &plan::Plan) -> String {
+    use crate::scenario::checked::StepKind;
+    let rt = crate::backend::kind::pick_runtime(None);
+    let mut out = format!(
+        "\nCommands on kind ({rt}; <t> is the node container of target t, resolved at run time):\n"
+    );
+    let faults = plan.scenario.steps.iter().filter_map(|s| match &s.kind {
+        StepKind::Fault { fault, node } => Some((s.label(), *fault, node.clone())),
+        _ => None,
+    });
+    let restores = plan
+        .restores
+        .iter()
+        .map(|r| ("cleanup".to_owned(), r.fault, r.node.clone()));
+    for (label, fault, target) in faults.chain(restores) {
+        let node = format!("<{target}>");
+        for cmd in
+            crate::backend::kind::fault_commands(&rt, &node, "<address before the fault>", fault)
+        {
+            out.push_str(&format!("  {label:<12} {cmd}\n"));
+        }
+    }
+    out
 }
 
 /// A backend that is not built yet; said plainly rather than pretending.

@@ -7,7 +7,11 @@ use std::process::ExitCode;
 use anyhow::{Context as _, bail};
 
 use super::{Interrupted, NotYet, ScenarioArgs, default_profile, runtime};
+use kube::config::KubeConfigOptions;
+
+use crate::backend::kind::{self, KindBackend};
 use crate::backend::sim::SimBackend;
+use crate::exec::System;
 use crate::exit;
 use crate::plan;
 use crate::profile::TimingProfile;
@@ -20,8 +24,10 @@ pub fn run(args: &ScenarioArgs) -> anyhow::Result<ExitCode> {
     // Everything about the input is checked before any cluster is touched.
     let checked = scenario::load(&args.file)?;
     let backend = args.backend.unwrap_or(checked.backend);
-    if backend != BackendKind::Sim {
-        bail!(NotYet(backend));
+    match backend {
+        BackendKind::Sim => {}
+        BackendKind::Kind => return run_on_kind(args, checked),
+        other => bail!(NotYet(other)),
     }
     let root = sim::default_root();
     let existing = args
@@ -68,13 +74,51 @@ pub fn run(args: &ScenarioArgs) -> anyhow::Result<ExitCode> {
     let dir = write_reports(&args.out, &result)?;
     finish_cluster(cluster, args.cluster.is_some(), args.keep)?;
     summarize(&result, &dir);
-    Ok(exit::code(match result.verdict {
-        _ if outcome.invalid_input => exit::INVALID_INPUT,
+    Ok(exit_code(&result, outcome.invalid_input))
+}
+
+/// On an existing kind cluster: its containers are found by kind's labels,
+/// the API reached through the `kind-<cluster>` kubeconfig context.
+fn run_on_kind(args: &ScenarioArgs, checked: scenario::Checked) -> anyhow::Result<ExitCode> {
+    let profile = TimingProfile::named(
+        args.profile
+            .unwrap_or_else(|| default_profile(BackendKind::Kind)),
+    );
+    let plan = plan::resolve(checked, &profile, Some(BackendKind::Kind))?;
+    let file = args.file.display().to_string();
+    let runtime_name = kind::pick_runtime(args.container_runtime.as_deref());
+    let mut backend = KindBackend::discover(&args.kind_cluster, &runtime_name, System)?;
+    let context = args
+        .context
+        .clone()
+        .unwrap_or_else(|| format!("kind-{}", args.kind_cluster));
+    let rt = runtime()?;
+    let outcome = rt.block_on(async {
+        let options = KubeConfigOptions {
+            context: Some(context.clone()),
+            ..KubeConfigOptions::default()
+        };
+        let config = kube::Config::from_kubeconfig(&options)
+            .await
+            .with_context(|| {
+                format!("reading kubeconfig context `{context}` (KUBECONFIG or ~/.kube/config)")
+            })?;
+        let progress = Progress::auto();
+        anyhow::Ok(runner::run(&plan, &mut backend, config, &file, &progress).await)
+    })?;
+    let dir = write_reports(&args.out, &outcome.result)?;
+    summarize(&outcome.result, &dir);
+    Ok(exit_code(&outcome.result, outcome.invalid_input))
+}
+
+fn exit_code(result: &RunResult, invalid_input: bool) -> ExitCode {
+    exit::code(match result.verdict {
+        _ if invalid_input => exit::INVALID_INPUT,
         RunVerdict::Pass => exit::PASS,
         RunVerdict::Fail => exit::EXPECTATION_FAILED,
         RunVerdict::Error => exit::INFRASTRUCTURE,
         RunVerdict::Interrupted => exit::INTERRUPTED,
-    }))
+    })
 }
 
 fn write_reports(out: &std::path::Path, result: &RunResult) -> anyhow::Result<PathBuf> {

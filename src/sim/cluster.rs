@@ -44,6 +44,8 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone)]
 pub struct UpOptions {
     pub name: String,
+    /// Nodes played by kwok; 0 gives a bare control plane (nodes come from
+    /// elsewhere, e.g. containers in the kind backend's tests).
     pub nodes: usize,
     pub profile: TimingProfile,
     /// Directory holding one directory per cluster.
@@ -84,9 +86,6 @@ pub type Progress<'a> = &'a mut (dyn FnMut(&str) + Send);
 impl SimCluster {
     /// Starts a cluster and waits until every node is Ready.
     pub async fn up(opts: &UpOptions, progress: Progress<'_>) -> Result<SimCluster, Error> {
-        if opts.nodes == 0 {
-            return Err(Error::io_msg("a simulated cluster needs at least one node"));
-        }
         let started = Instant::now();
         let binaries = Binaries::ensure()?;
         let layout = Layout::new(&opts.root, &opts.name);

@@ -1,0 +1,306 @@
+//! The `kind` backend: node faults on the containers of a kind cluster,
+//! found by kind's labels, through the docker (or podman) CLI.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::{Error, NodeFaults};
+use crate::exec::{Cmd, Exec};
+use crate::scenario::model::FaultKind;
+
+/// kind's label naming a node container's cluster.
+pub const CLUSTER_LABEL: &str = "io.x-k8s.kind.cluster";
+/// kind's label with a node container's role (`control-plane`, `worker`).
+pub const ROLE_LABEL: &str = "io.x-k8s.kind.role";
+/// The docker network kind puts its nodes on.
+pub const NETWORK: &str = "kind";
+
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A node container of a kind cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeContainer {
+    pub name: String,
+    pub role: String,
+}
+
+#[derive(Debug)]
+pub struct KindBackend<E: Exec> {
+    pub cluster: String,
+    /// `docker` or `podman`.
+    pub runtime: String,
+    /// Kubernetes node name -> container (kind names both the same).
+    pub nodes: BTreeMap<String, NodeContainer>,
+    /// The address each node had on the kind network before it was cut off
+    /// or powered off, to give it back the same one.
+    addresses: BTreeMap<String, String>,
+    exec: E,
+}
+
+/// `docker`, unless asked otherwise or only podman is installed.
+pub fn pick_runtime(requested: Option<&str>) -> String {
+    if let Some(r) = requested {
+        return r.to_owned();
+    }
+    let found = |p: &str| {
+        std::env::var_os("PATH")
+            .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(p).is_file()))
+    };
+    if !found("docker") && found("podman") {
+        "podman".into()
+    } else {
+        "docker".into()
+    }
+}
+
+impl<E: Exec> KindBackend<E> {
+    /// Finds the cluster's node containers by kind's labels.
+    pub fn discover(cluster: &str, runtime: &str, exec: E) -> Result<KindBackend<E>, Error> {
+        let filter = format!("label={CLUSTER_LABEL}={cluster}");
+        let format = format!("{{{{.Names}}}}\t{{{{.Label \"{ROLE_LABEL}\"}}}}");
+        let cmd = Cmd::new(
+            runtime,
+            &["ps", "-a", "--filter", &filter, "--format", &format],
+        );
+        let out = exec.run(&cmd, TIMEOUT).map_err(Error::Exec)?;
+        let nodes: BTreeMap<String, NodeContainer> = out
+            .lines()
+            .filter_map(|l| {
+                let (name, role) = l.split_once('\t')?;
+                Some((
+                    name.to_owned(),
+                    NodeContainer {
+                        name: name.to_owned(),
+                        role: role.to_owned(),
+                    },
+                ))
+            })
+            .collect();
+        if nodes.is_empty() {
+            return Err(Error::NoKindCluster {
+                cluster: cluster.to_owned(),
+                runtime: runtime.to_owned(),
+            });
+        }
+        Ok(KindBackend {
+            cluster: cluster.to_owned(),
+            runtime: runtime.to_owned(),
+            nodes,
+            addresses: BTreeMap::new(),
+            exec,
+        })
+    }
+
+    fn container(&self, node: &str) -> Result<&str, Error> {
+        self.nodes
+            .get(node)
+            .map(|c| c.name.as_str())
+            .ok_or_else(|| Error::UnknownNode {
+                node: node.to_owned(),
+                known: self.nodes.keys().cloned().collect(),
+            })
+    }
+
+    /// The exact commands a fault runs.
+    pub fn commands(&self, node: &str, fault: FaultKind) -> Result<Vec<Cmd>, Error> {
+        let c = self.container(node)?;
+        let ip = self
+            .addresses
+            .get(c)
+            .cloned()
+            .unwrap_or_else(|| "<its address before the fault>".into());
+        Ok(fault_commands(&self.runtime, c, &ip, fault))
+    }
+
+    /// The node's current address on the kind network, if it has one.
+    fn address(&self, container: &str) -> Option<String> {
+        let format = format!(
+            "{{{{with index .NetworkSettings.Networks \"{NETWORK}\"}}}}{{{{.IPAddress}}}}{{{{end}}}}"
+        );
+        let cmd = Cmd::new(&self.runtime, &["inspect", "--format", &format, container]);
+        let ip = self.exec.run(&cmd, TIMEOUT).ok()?.trim().to_owned();
+        (!ip.is_empty()).then_some(ip)
+    }
+}
+
+impl<E: Exec> NodeFaults for KindBackend<E> {
+    fn name(&self) -> &'static str {
+        "kind"
+    }
+
+    fn describe(&self, node: &str, fault: FaultKind) -> String {
+        match self.commands(node, fault) {
+            Ok(cmds) => format!(
+                "{} {node} ({})",
+                fault.name(),
+                cmds.iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+            Err(e) => format!("{} {node} ({e})", fault.name()),
+        }
+    }
+
+    async fn inject(&mut self, node: &str, fault: FaultKind) -> Result<(), Error> {
+        let container = self.container(node)?.to_owned();
+        if matches!(
+            fault,
+            FaultKind::Poweroff | FaultKind::Shutdown | FaultKind::DropNic
+        ) && let Some(ip) = self.address(&container)
+        {
+            self.addresses.insert(container.clone(), ip);
+        }
+        let keep_address = self.addresses.contains_key(&container);
+        for cmd in self.commands(node, fault)? {
+            let network = cmd.args.first().is_some_and(|a| a == "network");
+            if network && !keep_address {
+                // Not on the kind network before the fault (a host-network
+                // node): there is no address to give back.
+                if fault == FaultKind::RestoreNic {
+                    let plain =
+                        Cmd::new(&self.runtime, &["network", "connect", NETWORK, &container]);
+                    run_blocking(&self.exec, plain).await?;
+                }
+                continue;
+            }
+            if network && cmd.args.iter().any(|a| a == "--force") {
+                // Already disconnected is fine before the reconnect.
+                let _ = run_blocking(&self.exec, cmd).await;
+                continue;
+            }
+            run_blocking(&self.exec, cmd).await?;
+        }
+        Ok(())
+    }
+}
+
+/// The commands of `fault` on `container` (also for `nodefall plan`, with
+/// placeholders for what is only known at run time).
+pub fn fault_commands(rt: &str, c: &str, ip: &str, fault: FaultKind) -> Vec<Cmd> {
+    match fault {
+        FaultKind::PauseVm => vec![Cmd::new(rt, &["pause", c])],
+        FaultKind::ResumeVm => vec![Cmd::new(rt, &["unpause", c])],
+        FaultKind::Poweroff => vec![Cmd::new(rt, &["kill", c])],
+        // systemd as PID 1 halts cleanly on `systemctl poweroff`, through
+        // logind, so the kubelet's graceful node shutdown can run.
+        FaultKind::Shutdown => vec![
+            Cmd::new(rt, &["exec", c, "systemctl", "poweroff"]),
+            Cmd::new(rt, &["wait", c]),
+        ],
+        // Reconnect with the old address first: a restarted node may be
+        // given another IP (kind issues 2045, 2715), breaking the cluster.
+        FaultKind::Poweron => vec![
+            Cmd::new(rt, &["network", "disconnect", "--force", NETWORK, c]),
+            Cmd::new(rt, &["network", "connect", "--ip", ip, NETWORK, c]),
+            Cmd::new(rt, &["start", c]),
+        ],
+        FaultKind::StopKubelet => vec![Cmd::new(rt, &["exec", c, "systemctl", "stop", "kubelet"])],
+        FaultKind::StartKubelet => {
+            vec![Cmd::new(rt, &["exec", c, "systemctl", "start", "kubelet"])]
+        }
+        FaultKind::DropNic => vec![Cmd::new(rt, &["network", "disconnect", NETWORK, c])],
+        FaultKind::RestoreNic => vec![Cmd::new(
+            rt,
+            &["network", "connect", "--ip", ip, NETWORK, c],
+        )],
+    }
+}
+
+async fn run_blocking<E: Exec>(exec: &E, cmd: Cmd) -> Result<String, Error> {
+    // Commands are short; run them on this thread's blocking budget.
+    tokio::task::block_in_place(|| exec.run(&cmd, TIMEOUT)).map_err(Error::Exec)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::exec;
+
+    /// Records commands and answers from a script.
+    #[derive(Default)]
+    struct Fake {
+        ran: Mutex<Vec<String>>,
+        answers: Vec<(&'static str, &'static str)>,
+    }
+
+    impl Exec for &Fake {
+        fn run(&self, cmd: &Cmd, _t: Duration) -> Result<String, exec::Error> {
+            let line = cmd.to_string();
+            self.ran.lock().unwrap().push(line.clone());
+            Ok(self
+                .answers
+                .iter()
+                .find(|(prefix, _)| line.starts_with(prefix))
+                .map(|(_, a)| (*a).to_owned())
+                .unwrap_or_default())
+        }
+    }
+
+    fn fake() -> Fake {
+        Fake {
+            ran: Mutex::default(),
+            answers: vec![
+                (
+                    "docker ps",
+                    "kind-control-plane\tcontrol-plane\nkind-worker\tworker\nkind-worker2\tworker\n",
+                ),
+                ("docker inspect", "172.18.0.3\n"),
+            ],
+        }
+    }
+
+    #[test]
+    fn finds_nodes_by_kind_labels_and_maps_faults_to_commands() {
+        let f = fake();
+        let b = KindBackend::discover("kind", "docker", &f).unwrap();
+        assert_eq!(
+            b.nodes.keys().collect::<Vec<_>>(),
+            ["kind-control-plane", "kind-worker", "kind-worker2"]
+        );
+        assert_eq!(b.nodes["kind-worker"].role, "worker");
+        assert_eq!(
+            f.ran.lock().unwrap()[0],
+            "docker ps -a --filter label=io.x-k8s.kind.cluster=kind --format '{{.Names}}\t{{.Label \"io.x-k8s.kind.role\"}}'"
+        );
+        let line = |fault| {
+            b.commands("kind-worker", fault)
+                .unwrap()
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        assert_eq!(line(FaultKind::PauseVm), "docker pause kind-worker");
+        assert_eq!(
+            line(FaultKind::StopKubelet),
+            "docker exec kind-worker systemctl stop kubelet"
+        );
+        assert_eq!(
+            line(FaultKind::DropNic),
+            "docker network disconnect kind kind-worker"
+        );
+        assert!(b.commands("kind-worker9", FaultKind::PauseVm).is_err());
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn poweron_gives_the_node_its_old_address_back() {
+        let f = fake();
+        let mut b = KindBackend::discover("kind", "docker", &f).unwrap();
+        b.inject("kind-worker", FaultKind::Poweroff).await.unwrap();
+        b.inject("kind-worker", FaultKind::Poweron).await.unwrap();
+        let ran = f.ran.lock().unwrap().clone();
+        assert_eq!(
+            ran[1..],
+            [
+                "docker inspect --format '{{with index .NetworkSettings.Networks \"kind\"}}{{.IPAddress}}{{end}}' kind-worker",
+                "docker kill kind-worker",
+                "docker network disconnect --force kind kind-worker",
+                "docker network connect --ip 172.18.0.3 kind kind-worker",
+                "docker start kind-worker",
+            ]
+        );
+    }
+}
