@@ -176,17 +176,33 @@ fn report_render_refuses_another_schema_version_as_bad_input() {
 
 #[test]
 fn plan_for_kind_shows_the_exact_commands() {
-    let out = nodefall(&["plan", "scenarios/kind-statefulset.yaml", "--backend", "kind"]);
+    let out = nodefall(&[
+        "plan",
+        "scenarios/kind-statefulset.yaml",
+        "--backend",
+        "kind",
+    ]);
     assert!(out.status.success());
     let stdout = text(&out.stdout);
-    let commands = stdout.split("Commands on kind").nth(1).expect("a commands section");
-    assert!(commands.contains("#1 (pause)   docker pause <target>"), "{commands}");
+    let commands = stdout
+        .split("Commands on kind")
+        .nth(1)
+        .expect("a commands section");
+    assert!(
+        commands.contains("#1 (pause)   docker pause <target>"),
+        "{commands}"
+    );
     assert!(commands.contains("docker unpause <target>"), "{commands}");
 }
 
 #[test]
 fn sim_refuses_graceful_shutdown_before_running() {
-    let out = nodefall(&["plan", "scenarios/graceful-shutdown.yaml", "--backend", "sim"]);
+    let out = nodefall(&[
+        "plan",
+        "scenarios/graceful-shutdown.yaml",
+        "--backend",
+        "sim",
+    ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
         text(&out.stderr).contains("fault `shutdown` cannot run on the `sim` backend"),

@@ -290,3 +290,113 @@ async fn faults() {
 
     cluster.down().unwrap();
 }
+
+/// Removes a network the test made.
+struct NetworkCleanup {
+    container: String,
+    network: String,
+    image: String,
+}
+
+impl Drop for NetworkCleanup {
+    fn drop(&mut self) {
+        let _ = docker(&["rm", "-f", &self.container]);
+        let _ = docker(&["network", "rm", &self.network]);
+        let _ = docker(&["rmi", "-f", &self.image]);
+    }
+}
+
+fn address(container: &str, network: &str) -> String {
+    let format = format!(
+        "{{{{with index .NetworkSettings.Networks \"{network}\"}}}}{{{{.IPAddress}}}}{{{{end}}}}"
+    );
+    docker_ok(&["inspect", "--format", &format, container])
+        .trim()
+        .to_owned()
+}
+
+#[test]
+fn network_faults_and_poweron_keep_the_node_address() {
+    if !docker_usable() {
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "CI must provide a Docker engine"
+        );
+        eprintln!("skipping: no Docker engine (docker info failed)");
+        return;
+    }
+    let id = std::process::id();
+    let cluster = format!("nfnet{id}");
+    let network = format!("nfnet{id}");
+    let container = format!("{cluster}-worker");
+    let image = format!("nodefall-test-net:{id}");
+    let _cleanup = NetworkCleanup {
+        container: container.clone(),
+        network: network.clone(),
+        image: image.clone(),
+    };
+    build_image(&image);
+    let subnet = format!("10.213.{}.0/24", id % 250);
+    docker_ok(&["network", "create", "--subnet", &subnet, &network]);
+    docker_ok(&[
+        "run",
+        "-d",
+        "--name",
+        &container,
+        "--network",
+        &network,
+        "--label",
+        &format!("io.x-k8s.kind.cluster={cluster}"),
+        "--label",
+        "io.x-k8s.kind.role=worker",
+        &image,
+        "sh",
+        "-c",
+        "trap 'exit 0' TERM; while :; do sleep 1; done",
+    ]);
+    let before = address(&container, &network);
+    assert!(!before.is_empty());
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let mut backend = KindBackend::discover(&cluster, "docker", System).unwrap();
+        backend.network.clone_from(&network);
+
+        backend
+            .inject(&container, FaultKind::DropNic)
+            .await
+            .unwrap();
+        assert_eq!(address(&container, &network), "", "off the network");
+        backend
+            .inject(&container, FaultKind::RestoreNic)
+            .await
+            .unwrap();
+        assert_eq!(address(&container, &network), before, "same address back");
+
+        backend
+            .inject(&container, FaultKind::Poweroff)
+            .await
+            .unwrap();
+        assert_eq!(
+            docker_ok(&["inspect", "-f", "{{.State.Running}}", &container]).trim(),
+            "false"
+        );
+        backend
+            .inject(&container, FaultKind::Poweron)
+            .await
+            .unwrap();
+        assert_eq!(
+            docker_ok(&["inspect", "-f", "{{.State.Running}}", &container]).trim(),
+            "true"
+        );
+        assert_eq!(
+            address(&container, &network),
+            before,
+            "same address after poweron"
+        );
+    });
+}

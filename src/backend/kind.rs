@@ -31,6 +31,8 @@ pub struct KindBackend<E: Exec> {
     pub runtime: String,
     /// Kubernetes node name -> container (kind names both the same).
     pub nodes: BTreeMap<String, NodeContainer>,
+    /// The network the nodes are on (`kind`, unless `KIND_EXPERIMENTAL_DOCKER_NETWORK`).
+    pub network: String,
     /// The address each node had on the kind network before it was cut off
     /// or powered off, to give it back the same one.
     addresses: BTreeMap<String, String>,
@@ -86,6 +88,10 @@ impl<E: Exec> KindBackend<E> {
             cluster: cluster.to_owned(),
             runtime: runtime.to_owned(),
             nodes,
+            network: std::env::var("KIND_EXPERIMENTAL_DOCKER_NETWORK")
+                .ok()
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| NETWORK.to_owned()),
             addresses: BTreeMap::new(),
             exec,
         })
@@ -109,13 +115,14 @@ impl<E: Exec> KindBackend<E> {
             .get(c)
             .cloned()
             .unwrap_or_else(|| "<its address before the fault>".into());
-        Ok(fault_commands(&self.runtime, c, &ip, fault))
+        Ok(fault_commands(&self.runtime, &self.network, c, &ip, fault))
     }
 
     /// The node's current address on the kind network, if it has one.
     fn address(&self, container: &str) -> Option<String> {
         let format = format!(
-            "{{{{with index .NetworkSettings.Networks \"{NETWORK}\"}}}}{{{{.IPAddress}}}}{{{{end}}}}"
+            "{{{{with index .NetworkSettings.Networks \"{}\"}}}}{{{{.IPAddress}}}}{{{{end}}}}",
+            self.network
         );
         let cmd = Cmd::new(&self.runtime, &["inspect", "--format", &format, container]);
         let ip = self.exec.run(&cmd, TIMEOUT).ok()?.trim().to_owned();
@@ -158,8 +165,10 @@ impl<E: Exec> NodeFaults for KindBackend<E> {
                 // Not on the kind network before the fault (a host-network
                 // node): there is no address to give back.
                 if fault == FaultKind::RestoreNic {
-                    let plain =
-                        Cmd::new(&self.runtime, &["network", "connect", NETWORK, &container]);
+                    let plain = Cmd::new(
+                        &self.runtime,
+                        &["network", "connect", &self.network, &container],
+                    );
                     run_blocking(&self.exec, plain).await?;
                 }
                 continue;
@@ -177,7 +186,7 @@ impl<E: Exec> NodeFaults for KindBackend<E> {
 
 /// The commands of `fault` on `container` (also for `nodefall plan`, with
 /// placeholders for what is only known at run time).
-pub fn fault_commands(rt: &str, c: &str, ip: &str, fault: FaultKind) -> Vec<Cmd> {
+pub fn fault_commands(rt: &str, net: &str, c: &str, ip: &str, fault: FaultKind) -> Vec<Cmd> {
     match fault {
         FaultKind::PauseVm => vec![Cmd::new(rt, &["pause", c])],
         FaultKind::ResumeVm => vec![Cmd::new(rt, &["unpause", c])],
@@ -191,19 +200,16 @@ pub fn fault_commands(rt: &str, c: &str, ip: &str, fault: FaultKind) -> Vec<Cmd>
         // Reconnect with the old address first: a restarted node may be
         // given another IP (kind issues 2045, 2715), breaking the cluster.
         FaultKind::Poweron => vec![
-            Cmd::new(rt, &["network", "disconnect", "--force", NETWORK, c]),
-            Cmd::new(rt, &["network", "connect", "--ip", ip, NETWORK, c]),
+            Cmd::new(rt, &["network", "disconnect", "--force", net, c]),
+            Cmd::new(rt, &["network", "connect", "--ip", ip, net, c]),
             Cmd::new(rt, &["start", c]),
         ],
         FaultKind::StopKubelet => vec![Cmd::new(rt, &["exec", c, "systemctl", "stop", "kubelet"])],
         FaultKind::StartKubelet => {
             vec![Cmd::new(rt, &["exec", c, "systemctl", "start", "kubelet"])]
         }
-        FaultKind::DropNic => vec![Cmd::new(rt, &["network", "disconnect", NETWORK, c])],
-        FaultKind::RestoreNic => vec![Cmd::new(
-            rt,
-            &["network", "connect", "--ip", ip, NETWORK, c],
-        )],
+        FaultKind::DropNic => vec![Cmd::new(rt, &["network", "disconnect", net, c])],
+        FaultKind::RestoreNic => vec![Cmd::new(rt, &["network", "connect", "--ip", ip, net, c])],
     }
 }
 

@@ -177,9 +177,13 @@ fn kind_commands(plan: &plan::Plan) -> String {
         .map(|r| ("cleanup".to_owned(), r.fault, r.node.clone()));
     for (label, fault, target) in faults.chain(restores) {
         let node = format!("<{target}>");
-        for cmd in
-            crate::backend::kind::fault_commands(&rt, &node, "<address before the fault>", fault)
-        {
+        for cmd in crate::backend::kind::fault_commands(
+            &rt,
+            crate::backend::kind::NETWORK,
+            &node,
+            "<address before the fault>",
+            fault,
+        ) {
             out.push_str(&format!("  {label:<12} {cmd}\n"));
         }
     }
