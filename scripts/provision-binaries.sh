@@ -135,7 +135,9 @@ wrapper() { # dir module version staging-version
     | sed -E 's/^[[:space:]]*(replace[[:space:]]+)?//' \
     | while read -r dep _ target; do
         [[ "$target" == *FORBIDDEN* ]] && continue
-        required="$(grep -E "^[[:space:]]*(require[[:space:]]+)?$dep[[:space:]]+v" "$gomod" | awk '{print $NF}' | head -n1)"
+        # A dependency replaced upstream but not required matches nothing:
+        # `|| true` so that grep's exit 1 does not end the script (pipefail).
+        required="$(grep -E "^[[:space:]]*(require[[:space:]]+)?$dep[[:space:]]+v" "$gomod" | awk '{print $NF}' | head -n1 || true)"
         [[ -z "$required" ]] && continue
         [[ "$required" == v0.0.0 ]] && required="$staging"
         echo "replace $dep => $dep $required"
