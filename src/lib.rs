@@ -17,5 +17,6 @@ pub mod report;
 pub mod runner;
 pub mod scenario;
 pub mod selector;
+pub mod shutdown;
 pub mod sim;
 pub mod timeline;

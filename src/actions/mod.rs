@@ -3,8 +3,13 @@
 //! scaling, namespace deletion, and drain (`drain.rs`).
 
 mod drain;
+mod objects;
 
 pub use drain::{DrainSummary, drain};
+pub use objects::{
+    ManifestObject, apply_object, delete_object, existing_uid, namespace_uid, node_marks,
+    replicas, resolve_manifest,
+};
 
 use std::path::Path;
 use std::time::Duration;
@@ -15,9 +20,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::ResourceExt as _;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::core::GroupVersionKind;
-use kube::discovery::{self, Scope};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::await_condition;
 use serde_json::json;
 
@@ -67,55 +70,17 @@ fn kube_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
 
 /// Server-side applies every document of a multi-document manifest, into
 /// `namespace` for namespaced kinds. Returns `Kind/name` of each object.
+/// (The runner applies object by object through [`resolve_manifest`] and
+/// [`apply_object`], to journal each creation first.)
 pub async fn apply_file(
     client: &kube::Client,
     path: &Path,
     namespace: &str,
 ) -> Result<Vec<String>> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
-        path: path.to_owned(),
-        source,
-    })?;
     let mut applied = Vec::new();
-    for (i, doc) in serde_yaml::Deserializer::from_str(&text).enumerate() {
-        let manifest = |message: String| Error::Manifest {
-            path: path.to_owned(),
-            doc: i + 1,
-            message,
-        };
-        let value = <serde_yaml::Value as serde::Deserialize>::deserialize(doc)
-            .map_err(|e| manifest(e.to_string()))?;
-        if value.is_null() {
-            continue;
-        }
-        let obj: DynamicObject =
-            serde_yaml::from_value(value).map_err(|e| manifest(e.to_string()))?;
-        let types = obj
-            .types
-            .clone()
-            .ok_or_else(|| manifest("no apiVersion/kind".into()))?;
-        let gvk = GroupVersionKind::try_from(&types).map_err(|e| manifest(e.to_string()))?;
-        let name = obj.name_any();
-        let (resource, caps) = discovery::pinned_kind(client, &gvk)
-            .await
-            .map_err(kube_err(format!("looking up kind {}", types.kind)))?;
-        let api: Api<DynamicObject> = if caps.scope == Scope::Namespaced {
-            Api::namespaced_with(client.clone(), namespace, &resource)
-        } else {
-            Api::all_with(client.clone(), &resource)
-        };
-        api.patch(
-            &name,
-            &PatchParams::apply(MANAGER).force(),
-            &Patch::Apply(&obj),
-        )
-        .await
-        .map_err(kube_err(format!(
-            "applying {}/{name} from {}",
-            types.kind,
-            path.display()
-        )))?;
-        applied.push(format!("{}/{name}", types.kind));
+    for o in resolve_manifest(client, path, namespace).await? {
+        apply_object(client, &o).await?;
+        applied.push(format!("{}/{}", o.kind, o.name));
     }
     Ok(applied)
 }

@@ -135,6 +135,18 @@ impl<E: Exec> NodeFaults for KindBackend<E> {
         "kind"
     }
 
+    fn memo(&self, node: &str) -> Option<String> {
+        let container = self.container(node).ok()?;
+        self.addresses.get(container).cloned()
+    }
+
+    fn remember(&mut self, node: &str, memo: &str) {
+        if let Ok(container) = self.container(node) {
+            let container = container.to_owned();
+            self.addresses.insert(container, memo.to_owned());
+        }
+    }
+
     fn describe(&self, node: &str, fault: FaultKind) -> String {
         match self.commands(node, fault) {
             Ok(cmds) => format!(

@@ -46,4 +46,12 @@ pub trait NodeFaults: Send {
         node: &str,
         fault: FaultKind,
     ) -> impl Future<Output = Result<(), Error>> + Send;
+    /// What the backend must keep to revert a fault on `node` from another
+    /// process (`nodefall recover` after the run was killed): the undo
+    /// journal stores it. kind keeps the node's address.
+    fn memo(&self, _node: &str) -> Option<String> {
+        None
+    }
+    /// Gives back a memo read from the journal, before a revert.
+    fn remember(&mut self, _node: &str, _memo: &str) {}
 }

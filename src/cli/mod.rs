@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 
+mod recover;
 mod report;
 mod run_scenario;
 mod sim;
@@ -28,13 +29,15 @@ use crate::scenario::{self, model::BackendKind};
         "  nodefall validate scenarios/*.yaml                         check files without touching a cluster\n",
         "  nodefall plan scenarios/statefulset-nfs.yaml --profile default\n",
         "  nodefall report render reports/RUN/result.json             re-render report.md and junit.xml\n",
+        "  nodefall recover                                           revert what a killed run left\n",
         "\n",
         "Exit codes:\n",
         "  0    pass: every expectation held\n",
         "  1    the scenario ran and at least one expectation failed (see the report)\n",
         "  2    invalid input: bad scenario or arguments; nothing was injected\n",
         "  3    infrastructure error: cluster, backend or tooling failed\n",
-        "  130  interrupted (Ctrl-C); the cluster was restored first"
+        "  130  interrupted by SIGINT (Ctrl-C), 143 by SIGTERM, 129 by SIGHUP; the cluster was\n",
+        "       restored first (a second signal abandons cleanup: run `nodefall recover`)"
     )
 )]
 pub struct Cli {
@@ -60,6 +63,13 @@ pub enum Command {
     /// Work with the reports of past runs (re-render from `result.json`).
     #[command(subcommand)]
     Report(report::ReportCommand),
+    /// Revert what killed runs left behind (paused nodes, taints, cordons,
+    /// applied objects, throwaway clusters), from their undo journals.
+    Recover {
+        /// One run (its id or journal path); default: every unfinished run
+        /// whose process is gone.
+        run: Option<String>,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -145,6 +155,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Sim(cmd) => sim::run(cmd),
         Command::Report(cmd) => report::run(cmd),
         Command::Scenario(args) => run_scenario::run(&args),
+        Command::Recover { run } => recover::run(run.as_deref()),
     }
 }
 

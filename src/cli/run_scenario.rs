@@ -1,34 +1,96 @@
 //! `nodefall scenario FILE`: plan, bring up (or open) the cluster, run,
 //! restore, write the reports, map the verdict to the exit code.
+//!
+//! The undo journal is opened before the cluster is touched and closed once
+//! nothing is left to undo; SIGINT, SIGTERM and SIGHUP take one path at any
+//! moment: stop, revert, write the partial report, tear down a throwaway
+//! cluster, exit with 128 + the signal's number.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
-
-use super::{Interrupted, NotYet, ScenarioArgs, default_profile, runtime};
+use jiff::Timestamp;
 use kube::config::KubeConfigOptions;
 
+use super::{NotYet, ScenarioArgs, default_profile, runtime};
 use crate::backend::kind::{self, KindBackend};
 use crate::backend::sim::SimBackend;
 use crate::exec::System;
 use crate::exit;
-use crate::plan;
+use crate::plan::{self, Plan};
 use crate::profile::TimingProfile;
 use crate::report::{self, RunResult, result::RunVerdict};
-use crate::runner::{self, Progress};
+use crate::runner::journal::{self, BackendRef, Header, KubeRef, Settled, Undo};
+use crate::runner::{self, Journal, Limits, Outcome, Progress};
 use crate::scenario::{self, model::BackendKind};
+use crate::shutdown::{self, Signals};
 use crate::sim::{self, SimCluster, UpOptions};
 
 pub fn run(args: &ScenarioArgs) -> anyhow::Result<ExitCode> {
     // Everything about the input is checked before any cluster is touched.
     let checked = scenario::load(&args.file)?;
     let backend = args.backend.unwrap_or(checked.backend);
+    warn_unfinished();
     match backend {
-        BackendKind::Sim => {}
-        BackendKind::Kind => return run_on_kind(args, checked),
+        BackendKind::Sim => run_on_sim(args, checked),
+        BackendKind::Kind => run_on_kind(args, checked),
         other => bail!(NotYet(other)),
     }
+}
+
+/// Unfinished journals of killed runs: their faults may still be in place.
+fn warn_unfinished() {
+    let Ok(found) = journal::unfinished(&journal::default_dir()) else {
+        return;
+    };
+    let dead: Vec<_> = found.iter().filter(|u| !u.owner_alive).collect();
+    if dead.is_empty() {
+        return;
+    }
+    eprintln!(
+        "warning: {} earlier run(s) were killed before they could clean up:",
+        dead.len()
+    );
+    for u in dead {
+        let what: Vec<String> = u
+            .state
+            .undo_order()
+            .iter()
+            .map(|p| p.undo.describe())
+            .collect();
+        eprintln!(
+            "  {}: still to undo: {}",
+            u.path.display(),
+            if what.is_empty() {
+                "nothing".into()
+            } else {
+                what.join(", ")
+            }
+        );
+    }
+    eprintln!("  run `nodefall recover` to revert what they left");
+}
+
+fn header(plan: &Plan, file: &str, backend: BackendRef, kube: KubeRef) -> Header {
+    let started_at = Timestamp::now();
+    let pid = std::process::id();
+    let pid = i32::try_from(pid).unwrap_or(i32::MAX);
+    Header {
+        run: journal::run_id(&plan.scenario.name, started_at),
+        pid,
+        pid_start: crate::sim::process::start_ticks(pid).unwrap_or(0),
+        started_at,
+        scenario: plan.scenario.name.clone(),
+        file: file.to_owned(),
+        namespace: plan.scenario.namespace.clone(),
+        cleanup: plan.scenario.cleanup,
+        backend,
+        kube,
+    }
+}
+
+fn run_on_sim(args: &ScenarioArgs, checked: scenario::Checked) -> anyhow::Result<ExitCode> {
     let root = sim::default_root();
     let existing = args
         .cluster
@@ -42,39 +104,151 @@ pub fn run(args: &ScenarioArgs) -> anyhow::Result<ExitCode> {
             c.name(),
             c.state().profile.name
         ),
-        (_, p) => TimingProfile::named(p.unwrap_or_else(|| default_profile(backend))),
+        (_, p) => TimingProfile::named(p.unwrap_or_else(|| default_profile(BackendKind::Sim))),
     };
-    let plan = plan::resolve(checked, &profile, Some(backend))?;
+    let plan = plan::resolve(checked, &profile, Some(BackendKind::Sim))?;
     let file = args.file.display().to_string();
+    let throwaway = existing.is_none();
+    let name = existing.as_ref().map_or_else(
+        || format!("scenario-{}", std::process::id()),
+        |c| c.name().to_owned(),
+    );
+    let mut journal = Journal::create(
+        &journal::default_dir(),
+        header(
+            &plan,
+            &file,
+            BackendRef::Sim {
+                root: root.clone(),
+                cluster: name.clone(),
+                throwaway,
+            },
+            KubeRef {
+                kubeconfig: Some(sim::state::Layout::new(&root, &name).kubeconfig()),
+                context: None,
+            },
+        ),
+    )
+    .context("opening the undo journal")?;
+    let cluster_entry = if throwaway {
+        Some(journal.will(Undo::Cluster {
+            root: root.clone(),
+            name: name.clone(),
+        })?)
+    } else {
+        None
+    };
 
     let rt = runtime()?;
-    let (outcome, cluster) = rt.block_on(async {
+    let result = rt.block_on(async {
+        let mut signals = shutdown::install().context("installing signal handlers")?;
         let progress = Progress::auto();
         let cluster = match existing {
             Some(c) => c,
             None => {
-                let mut opts = UpOptions::new(format!("scenario-{}", std::process::id()), profile.clone());
+                let mut opts = UpOptions::new(name.clone(), profile.clone());
                 opts.root = root.clone();
                 opts.nodes = usize::from(args.nodes);
                 let mut log = |m: &str| progress.log(&format!("sim: {m}"));
                 tokio::select! {
                     up = SimCluster::up(&opts, &mut log) => up.context("starting the simulated cluster")?,
-                    _ = tokio::signal::ctrl_c() => return Err(Interrupted.into()),
+                    stop = signals.next() => {
+                        // Dropping the start tears down what it had started.
+                        progress.finish();
+                        let why = format!("interrupted by {stop} while starting the simulated cluster");
+                        eprintln!("stopping: {why}");
+                        let outcome = Outcome {
+                            result: runner::failed_to_start(&plan, &file, &why, RunVerdict::Interrupted),
+                            invalid_input: false,
+                            stopped_by: Some(stop),
+                            unreverted: Vec::new(),
+                            abandoned: None,
+                        };
+                        return anyhow::Ok((outcome, None));
+                    }
                 }
             }
         };
         let config = cluster.config().await?;
         let mut backend = SimBackend { cluster };
-        let outcome = runner::run(&plan, &mut backend, config, &file, &progress).await;
-        anyhow::Ok((outcome, backend.cluster))
-    })?;
+        let mut outcome = runner::run(
+            &plan,
+            &mut backend,
+            config,
+            &file,
+            &progress,
+            &mut journal,
+            &mut signals,
+            Limits::default(),
+        )
+        .await;
+        let cluster = backend.cluster;
+        // A throwaway cluster goes away now (inside the runtime, so a
+        // further signal can still cut it short: the cluster's reaper and
+        // `nodefall recover` finish the job then).
+        if outcome.abandoned.is_none() {
+            finish_cluster(cluster, !throwaway, args.keep, &mut signals, &mut outcome).await?;
+        }
+        anyhow::Ok((outcome, Some(())))
+    });
+    let (outcome, started) = match result {
+        Ok(r) => r,
+        Err(e) => {
+            // The cluster never came up (its start cleans up after itself).
+            if let Some(id) = cluster_entry {
+                journal.settle(id, Settled::Reverted).ok();
+            }
+            close(journal);
+            return Err(e);
+        }
+    };
     drop(rt);
+    if let Some(id) = cluster_entry
+        && (started.is_none() || (outcome.abandoned.is_none() && !args.keep))
+    {
+        journal.settle(id, Settled::Reverted)?;
+    } else if let Some(id) = cluster_entry
+        && args.keep
+        && outcome.abandoned.is_none()
+    {
+        journal.settle(id, Settled::Kept)?;
+    }
+    conclude(&args.out, &outcome, journal)
+}
 
-    let result = outcome.result;
-    let dir = write_reports(&args.out, &result)?;
-    finish_cluster(cluster, args.cluster.is_some(), args.keep)?;
-    summarize(&result, &dir);
-    Ok(exit_code(&result, outcome.invalid_input))
+/// Tears down a throwaway cluster, or leaves a named or kept one running.
+async fn finish_cluster(
+    mut cluster: SimCluster,
+    named: bool,
+    keep: bool,
+    signals: &mut Signals,
+    outcome: &mut Outcome,
+) -> anyhow::Result<()> {
+    if named {
+        cluster.detach();
+        return Ok(());
+    }
+    if keep {
+        cluster.detach();
+        eprintln!(
+            "sim: kept cluster `{0}`: export KUBECONFIG={1}; stop it with `nodefall sim down --name {0}`",
+            cluster.name(),
+            cluster.kubeconfig_path().display()
+        );
+        return Ok(());
+    }
+    let down = tokio::task::spawn_blocking(move || cluster.down());
+    tokio::select! {
+        r = down => {
+            r.context("removing the throwaway simulated cluster")?
+                .context("removing the throwaway simulated cluster")?;
+        }
+        stop = signals.next() => {
+            outcome.stopped_by.get_or_insert(stop);
+            outcome.abandoned = Some(format!("{stop} during the teardown of the throwaway cluster"));
+        }
+    }
+    Ok(())
 }
 
 /// On an existing kind cluster: its containers are found by kind's labels,
@@ -92,8 +266,28 @@ fn run_on_kind(args: &ScenarioArgs, checked: scenario::Checked) -> anyhow::Resul
         .context
         .clone()
         .unwrap_or_else(|| format!("kind-{}", args.kind_cluster));
+    let kubeconfig = std::env::var_os("KUBECONFIG")
+        .and_then(|v| std::env::split_paths(&v).next())
+        .filter(|p| !p.as_os_str().is_empty());
+    let mut journal = Journal::create(
+        &journal::default_dir(),
+        header(
+            &plan,
+            &file,
+            BackendRef::Kind {
+                cluster: args.kind_cluster.clone(),
+                runtime: runtime_name.clone(),
+            },
+            KubeRef {
+                kubeconfig,
+                context: Some(context.clone()),
+            },
+        ),
+    )
+    .context("opening the undo journal")?;
     let rt = runtime()?;
     let outcome = rt.block_on(async {
+        let mut signals = shutdown::install().context("installing signal handlers")?;
         let options = KubeConfigOptions {
             context: Some(context.clone()),
             ..KubeConfigOptions::default()
@@ -104,16 +298,70 @@ fn run_on_kind(args: &ScenarioArgs, checked: scenario::Checked) -> anyhow::Resul
                 format!("reading kubeconfig context `{context}` (KUBECONFIG or ~/.kube/config)")
             })?;
         let progress = Progress::auto();
-        anyhow::Ok(runner::run(&plan, &mut backend, config, &file, &progress).await)
-    })?;
-    let dir = write_reports(&args.out, &outcome.result)?;
-    summarize(&outcome.result, &dir);
-    Ok(exit_code(&outcome.result, outcome.invalid_input))
+        anyhow::Ok(
+            runner::run(
+                &plan,
+                &mut backend,
+                config,
+                &file,
+                &progress,
+                &mut journal,
+                &mut signals,
+                Limits::default(),
+            )
+            .await,
+        )
+    });
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(e) => {
+            close(journal);
+            return Err(e);
+        }
+    };
+    drop(rt);
+    conclude(&args.out, &outcome, journal)
 }
 
-fn exit_code(result: &RunResult, invalid_input: bool) -> ExitCode {
-    exit::code(match result.verdict {
-        _ if invalid_input => exit::INVALID_INPUT,
+/// Writes the reports, closes the journal when nothing is left to undo (or
+/// says what is), prints the verdict, maps it to the exit code.
+fn conclude(out: &std::path::Path, outcome: &Outcome, journal: Journal) -> anyhow::Result<ExitCode> {
+    let result = &outcome.result;
+    let dir = write_reports(out, result)?;
+    let left = outcome.unreverted.clone();
+    let journal_path = journal.path().to_owned();
+    if journal.state().pending.is_empty() {
+        close(journal);
+    }
+    summarize(result, &dir);
+    if let Some(why) = &outcome.abandoned {
+        eprintln!("cleanup abandoned: {why}");
+    }
+    if !left.is_empty() {
+        eprintln!(
+            "still not reverted: {}\n  journal: {}\n  run `nodefall recover` to revert it",
+            left.join(", "),
+            journal_path.display()
+        );
+    }
+    Ok(exit_code(outcome))
+}
+
+fn close(journal: Journal) {
+    if let Err(e) = journal.close() {
+        eprintln!("warning: {}", runner::chain(&e));
+    }
+}
+
+fn exit_code(outcome: &Outcome) -> ExitCode {
+    if let Some(stop) = outcome.stopped_by {
+        return exit::code(stop.exit_code());
+    }
+    exit::code(match outcome.result.verdict {
+        _ if outcome.invalid_input => exit::INVALID_INPUT,
+        // A change that could not be put back is an infrastructure failure,
+        // whatever the expectations said.
+        _ if !outcome.unreverted.is_empty() => exit::INFRASTRUCTURE,
         RunVerdict::Pass => exit::PASS,
         RunVerdict::Fail => exit::EXPECTATION_FAILED,
         RunVerdict::Error => exit::INFRASTRUCTURE,
@@ -128,24 +376,6 @@ fn write_reports(out: &std::path::Path, result: &RunResult) -> anyhow::Result<Pa
     Ok(dir)
 }
 
-fn finish_cluster(mut cluster: SimCluster, named: bool, keep: bool) -> anyhow::Result<()> {
-    if named {
-        cluster.detach();
-    } else if keep {
-        cluster.detach();
-        eprintln!(
-            "sim: kept cluster `{0}`: export KUBECONFIG={1}; stop it with `nodefall sim down --name {0}`",
-            cluster.name(),
-            cluster.kubeconfig_path().display()
-        );
-    } else {
-        cluster
-            .down()
-            .context("removing the throwaway simulated cluster")?;
-    }
-    Ok(())
-}
-
 fn summarize(result: &RunResult, dir: &std::path::Path) {
     let passed = result
         .expectations
@@ -158,12 +388,10 @@ fn summarize(result: &RunResult, dir: &std::path::Path) {
         RunVerdict::Error => "ERROR",
         RunVerdict::Interrupted => "INTERRUPTED",
     };
+    // The error itself was printed when the run stopped ("stopping: ...").
     println!(
         "{verdict}: {passed}/{} expectations held; report: {}",
         result.expectations.len(),
         dir.join("report.md").display()
     );
-    if let Some(e) = &result.error {
-        eprintln!("error: {e}");
-    }
 }

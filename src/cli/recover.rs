@@ -1,0 +1,207 @@
+//! `nodefall recover [RUN]`: reverts what killed runs left, from their undo
+//! journals: resumes paused nodes, restarts stopped agents, powers nodes
+//! back on, puts taints and cordons back, deletes what the runs applied,
+//! tears down their throwaway clusters, and prints what it did.
+
+use std::process::ExitCode;
+
+use anyhow::{Context as _, bail};
+use kube::config::KubeConfigOptions;
+
+use super::runtime;
+use crate::backend::NodeFaults;
+use crate::backend::kind::KindBackend;
+use crate::backend::sim::SimBackend;
+use crate::exec::System;
+use crate::exit;
+use crate::runner::journal::{self, BackendRef, Header, KubeRef, Settled, Undo};
+use crate::runner::{self, Journal, undo};
+use crate::scenario::model::Cleanup;
+use crate::sim::SimCluster;
+
+pub fn run(only: Option<&str>) -> anyhow::Result<ExitCode> {
+    let dir = journal::default_dir();
+    let found = journal::unfinished(&dir)
+        .with_context(|| format!("reading the journals in {}", dir.display()))?;
+    let chosen: Vec<_> = found
+        .into_iter()
+        .filter(|u| {
+            only.is_none_or(|r| {
+                u.path.to_string_lossy() == r
+                    || u.state.header.as_ref().is_some_and(|h| h.run == r)
+            })
+        })
+        .collect();
+    if chosen.is_empty() {
+        if let Some(r) = only {
+            bail!(
+                "no unfinished run `{r}` in {} (see `ls {}`)",
+                dir.display(),
+                dir.display()
+            );
+        }
+        println!("nothing to recover: no unfinished run in {}", dir.display());
+        return Ok(exit::code(exit::PASS));
+    }
+    let rt = runtime()?;
+    let mut failed = 0usize;
+    for u in chosen {
+        let Some(header) = u.state.header.clone() else {
+            eprintln!("{}: no header; skipped", u.path.display());
+            failed += 1;
+            continue;
+        };
+        if u.owner_alive {
+            println!(
+                "{}: still running (pid {}); left alone",
+                header.run, header.pid
+            );
+            continue;
+        }
+        println!(
+            "recovering {} (scenario {}, namespace {}, started {}, pid {} gone)",
+            header.run, header.scenario, header.namespace, header.started_at, header.pid
+        );
+        let mut journal = Journal::reopen(&u.path)?;
+        let ok = rt.block_on(recover_one(&header, &mut journal));
+        if ok && journal.state().pending.is_empty() {
+            let closed = journal.close()?;
+            println!("  done; journal closed: {}", closed.display());
+        } else {
+            failed += 1;
+            println!(
+                "  left unreverted: {}; journal kept: {}",
+                journal
+                    .state()
+                    .undo_order()
+                    .iter()
+                    .map(|p| p.undo.describe())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                journal.path().display()
+            );
+        }
+    }
+    Ok(exit::code(if failed == 0 {
+        exit::PASS
+    } else {
+        exit::INFRASTRUCTURE
+    }))
+}
+
+fn print(description: String, r: Result<(), String>) {
+    match r {
+        Ok(()) => println!("  {description}: ok"),
+        Err(e) => println!("  {description}: FAILED: {e}"),
+    }
+}
+
+/// Reverts one journal's pending changes; false if any failed.
+async fn recover_one(header: &Header, journal: &mut Journal) -> bool {
+    let keep = match header.cleanup {
+        Cleanup::Always => None,
+        // A killed run did not pass: what it left stays for a look.
+        Cleanup::OnSuccess => Some("cleanup: on-success, and the run was killed"),
+        Cleanup::Never => Some("cleanup: never"),
+    };
+    match &header.backend {
+        BackendRef::Sim {
+            root,
+            cluster,
+            throwaway: true,
+        } => {
+            // Its cluster is the run's own: tearing it down undoes all.
+            let r = match SimCluster::open(root, cluster) {
+                Ok(c) => tokio::task::spawn_blocking(move || c.down())
+                    .await
+                    .map_err(|e| e.to_string())
+                    .and_then(|r| r.map(|_| ()).map_err(|e| runner::chain(&e))),
+                Err(_) => Ok(()),
+            };
+            let ok = r.is_ok();
+            print(format!("tear down throwaway sim cluster {cluster}"), r);
+            if ok {
+                for p in journal.state().pending.clone() {
+                    let how = if matches!(p.undo, Undo::Cluster { .. }) {
+                        Settled::Reverted
+                    } else {
+                        Settled::Superseded
+                    };
+                    journal.settle(p.id, how).ok();
+                }
+            }
+            ok
+        }
+        BackendRef::Sim { root, cluster, .. } => {
+            let opened = SimCluster::open(root, cluster).map_err(|e| runner::chain(&e));
+            let config = match &opened {
+                Ok(c) => c.config().await.map_err(|e| runner::chain(&e)),
+                Err(e) => Err(e.clone()),
+            };
+            match (opened, config) {
+                (Ok(c), Ok(config)) => {
+                    let mut backend = SimBackend { cluster: c };
+                    let ok = revert(journal, config, &mut backend, keep).await;
+                    backend.cluster.detach();
+                    ok
+                }
+                (Err(e), _) | (_, Err(e)) => {
+                    print(format!("open sim cluster {cluster}"), Err(e));
+                    false
+                }
+            }
+        }
+        BackendRef::Kind { cluster, runtime } => {
+            let backend = KindBackend::discover(cluster, runtime, System);
+            let config = kube_config(&header.kube).await;
+            match (backend, config) {
+                (Ok(mut b), Ok(config)) => revert(journal, config, &mut b, keep).await,
+                (Err(e), _) => {
+                    print(format!("find kind cluster {cluster}"), Err(runner::chain(&e)));
+                    false
+                }
+                (_, Err(e)) => {
+                    print("read the kubeconfig".into(), Err(e));
+                    false
+                }
+            }
+        }
+    }
+}
+
+async fn revert<B: NodeFaults>(
+    journal: &mut Journal,
+    config: kube::Config,
+    backend: &mut B,
+    keep: Option<&str>,
+) -> bool {
+    let client = match kube::Client::try_from(config) {
+        Ok(c) => c,
+        Err(e) => {
+            print("build a kube client".into(), Err(e.to_string()));
+            return false;
+        }
+    };
+    let mut ok = true;
+    undo::revert_all(journal, &client, backend, keep, || {}, |d, r| {
+        ok &= r.is_ok();
+        print(d, r);
+    })
+    .await;
+    ok
+}
+
+async fn kube_config(k: &KubeRef) -> Result<kube::Config, String> {
+    let options = KubeConfigOptions {
+        context: k.context.clone(),
+        ..KubeConfigOptions::default()
+    };
+    let r = match &k.kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| e.to_string())?;
+            kube::Config::from_custom_kubeconfig(kc, &options).await
+        }
+        None => kube::Config::from_kubeconfig(&options).await,
+    };
+    r.map_err(|e| e.to_string())
+}

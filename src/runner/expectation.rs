@@ -1,0 +1,191 @@
+//! Deciding an expectation: its subject resolved to nodes, its window
+//! watched on the recorded timeline until it can be decided.
+
+use std::time::Duration;
+
+use super::{Error, Run};
+use crate::expect::{self, Decision, Subject};
+use crate::report::result::{ExpectationResult, Verdict};
+use crate::scenario::checked::{Anchor, Condition, Expectation, Subject as CheckedSubject};
+use crate::timeline::Ms;
+
+pub(super) struct Late {
+    pub(super) result: usize,
+    pub(super) subject: Subject,
+    pub(super) conditions: Vec<Condition>,
+    pub(super) anchor: Ms,
+}
+
+impl Run<'_> {
+    pub(super) fn subject(&self, s: &CheckedSubject) -> Result<Subject, Error> {
+        Ok(match s {
+            CheckedSubject::Node(t) => Subject::Node(self.node(t)?),
+            CheckedSubject::Pods {
+                selector,
+                on,
+                not_on,
+            } => Subject::Pods {
+                selector: selector.clone(),
+                on: on.as_ref().map(|t| self.node(t)).transpose()?,
+                not_on: not_on.as_ref().map(|t| self.node(t)).transpose()?,
+            },
+        })
+    }
+
+    fn describe_subject(&self, s: &CheckedSubject) -> String {
+        let with = |t: &String| match self.targets.get(t) {
+            Some(n) => format!("{t} ({n})"),
+            None => t.clone(),
+        };
+        match s {
+            CheckedSubject::Node(t) => format!("node {}", with(t)),
+            CheckedSubject::Pods {
+                selector,
+                on,
+                not_on,
+            } => {
+                let mut text = format!("pods {selector}");
+                if let Some(t) = on {
+                    text.push_str(&format!(" on {}", with(t)));
+                }
+                if let Some(t) = not_on {
+                    text.push_str(&format!(" not on {}", with(t)));
+                }
+                text
+            }
+        }
+    }
+
+    /// Decides one expectation, watching the timeline until it can.
+    pub(super) async fn expectation(&mut self, index: usize, label: String, exp: &Expectation) {
+        let planned = &self.plan.steps[index];
+        let window = planned
+            .window
+            .unwrap_or(crate::scenario::expr::Window::HoldsFor { duration: 0 });
+        let description = format!(
+            "{}: {}",
+            self.describe_subject(&exp.subject),
+            describe_conditions(&exp.conditions)
+        );
+        let start = self.now();
+        let (anchor_name, anchor_at) = match exp.anchor {
+            Anchor::Start => ("setup".to_owned(), Some(self.setup_end)),
+            Anchor::Step(i) => (
+                self.plan.scenario.steps[i].label(),
+                self.anchors.get(&i).copied(),
+            ),
+        };
+        let mut result = ExpectationResult {
+            index,
+            label: label.clone(),
+            description: description.clone(),
+            window_written: exp.window.source(),
+            window,
+            anchor: anchor_name,
+            anchor_at: anchor_at.unwrap_or(start),
+            observed: None,
+            verdict: Verdict::NotRun,
+            detail: String::new(),
+            missed_by: None,
+        };
+        let (Some(anchor_at), Ok(subject)) = (anchor_at, self.subject(&exp.subject)) else {
+            result.detail = "its anchor step never happened (an earlier expectation failed)".into();
+            self.progress
+                .log(&format!("{label}: not run: {}", result.detail));
+            self.expectations.push(result);
+            return;
+        };
+        let window_start = if exp.explicit_anchor {
+            anchor_at
+        } else {
+            start
+        };
+        let deadline = match window {
+            crate::scenario::expr::Window::HoldsFor { duration }
+            | crate::scenario::expr::Window::Never { duration } => window_start + duration,
+            w => anchor_at + w.horizon(),
+        };
+        let mut rx = self.rec.subscribe();
+        loop {
+            rx.borrow_and_update();
+            let now = self.now();
+            let series = expect::truth_series(
+                &self.rec.transitions(),
+                &subject,
+                &exp.conditions,
+                anchor_at.min(window_start),
+            );
+            match expect::decide(&series, window, anchor_at, window_start, now) {
+                Decision::Pending => {
+                    let left = (deadline - now).max(0) + 1;
+                    self.progress.waiting(
+                        &label,
+                        &format!(
+                            "{label}: {description}, {window} (decided in {:.0}s)",
+                            left as f64 / 1000.0
+                        ),
+                    );
+                    let _ = tokio::time::timeout(
+                        Duration::from_millis(u64::try_from(left).unwrap_or(1)),
+                        rx.changed(),
+                    )
+                    .await;
+                }
+                Decision::Pass { observed, detail } => {
+                    result.verdict = Verdict::Pass;
+                    result.observed = observed;
+                    result.detail = detail;
+                    // Later steps anchored here count from when it first held.
+                    let first = series.iter().find(|(_, v)| *v).map_or(now, |(t, _)| *t);
+                    self.anchors
+                        .insert(index, observed.map_or(first, |o| anchor_at + o));
+                    break;
+                }
+                Decision::Fail {
+                    observed,
+                    missed_by,
+                    detail,
+                } => {
+                    if observed.is_none()
+                        && matches!(window, crate::scenario::expr::Window::Between { .. })
+                    {
+                        self.late.push(Late {
+                            result: self.expectations.len(),
+                            subject: subject.clone(),
+                            conditions: exp.conditions.clone(),
+                            anchor: anchor_at,
+                        });
+                    }
+                    result.verdict = Verdict::Fail;
+                    result.observed = observed;
+                    result.missed_by = missed_by;
+                    result.detail = detail;
+                    if let Some(o) = observed
+                        .filter(|_| matches!(window, crate::scenario::expr::Window::Between { .. }))
+                    {
+                        self.anchors.insert(index, anchor_at + o);
+                    }
+                    break;
+                }
+            }
+        }
+        let verdict = if result.verdict == Verdict::Pass {
+            "pass"
+        } else {
+            "FAIL"
+        };
+        self.progress.log(&format!(
+            "{label}: {verdict}: {description}: {}",
+            result.detail
+        ));
+        self.expectations.push(result);
+    }
+}
+
+pub(super) fn describe_conditions(conditions: &[Condition]) -> String {
+    conditions
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}

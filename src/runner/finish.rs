@@ -1,0 +1,128 @@
+//! The run's result: expectations never reached listed as not run, windows
+//! missed unseen looked at again over the whole run, metrics computed.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+
+use super::Run;
+use super::expectation::describe_conditions;
+use crate::expect::{self, Decision};
+use crate::plan::Plan;
+use crate::report::result::{ExpectationResult, RunResult, RunVerdict, SCHEMA_VERSION, Verdict};
+use crate::scenario::checked::StepKind;
+use crate::timeline::metrics;
+
+/// The result of a run that could not even start.
+pub fn failed_to_start(plan: &Plan, file: &str, error: &str, verdict: RunVerdict) -> RunResult {
+    let c = &plan.scenario;
+    RunResult {
+        schema_version: SCHEMA_VERSION,
+        scenario: c.name.clone(),
+        description: c.description.clone(),
+        file: file.to_owned(),
+        backend: plan.backend.to_string(),
+        cluster_version: None,
+        profile: plan.profile.clone(),
+        namespace: c.namespace.clone(),
+        targets: BTreeMap::new(),
+        started_at: Timestamp::now(),
+        t0: None,
+        finished: 0,
+        verdict,
+        error: Some(error.to_owned()),
+        steps: Vec::new(),
+        expectations: Vec::new(),
+        cleanup: Vec::new(),
+        metrics: metrics::Metrics::default(),
+        transitions: Vec::new(),
+    }
+}
+
+impl Run<'_> {
+    pub(super) fn finish(self, file: &str, verdict: RunVerdict, error: Option<String>) -> RunResult {
+        self.progress.finish();
+        let c = &self.plan.scenario;
+        let transitions = self.rec.transitions();
+        let finished = self.rec.now();
+        let t0 = self.t0;
+        let targets: Vec<String> = self.targets.values().cloned().collect();
+        let metrics = t0
+            .map(|t0| metrics::compute(&transitions, t0, &targets, finished, self.started_at))
+            .unwrap_or_default();
+        let mut expectations = self.expectations;
+        // A window missed unseen: did it hold later, before cleanup began?
+        let steps_end = self.steps_end.unwrap_or(finished);
+        let before_cleanup: Vec<_> = transitions
+            .iter()
+            .filter(|t| t.at <= steps_end)
+            .cloned()
+            .collect();
+        for late in &self.late {
+            let e = &mut expectations[late.result];
+            let series = expect::truth_series(
+                &before_cleanup,
+                &late.subject,
+                &late.conditions,
+                late.anchor,
+            );
+            if let Decision::Fail {
+                observed: Some(o),
+                missed_by,
+                detail,
+            } = expect::decide(&series, e.window, late.anchor, late.anchor, steps_end)
+            {
+                e.observed = Some(o);
+                e.missed_by = missed_by;
+                e.detail = format!("{}; {detail}", e.detail);
+            }
+        }
+        // Expectations never reached are listed as not run.
+        for step in &c.steps {
+            if let StepKind::Expect(exp) = &step.kind
+                && !expectations.iter().any(|e| e.index == step.index)
+            {
+                expectations.push(ExpectationResult {
+                    index: step.index,
+                    label: step.label(),
+                    description: format!(
+                        "{}: {}",
+                        exp.subject,
+                        describe_conditions(&exp.conditions)
+                    ),
+                    window_written: exp.window.source(),
+                    window: self.plan.steps[step.index]
+                        .window
+                        .unwrap_or(crate::scenario::expr::Window::HoldsFor { duration: 0 }),
+                    anchor: String::new(),
+                    anchor_at: 0,
+                    observed: None,
+                    verdict: Verdict::NotRun,
+                    detail: "the run stopped before this step".into(),
+                    missed_by: None,
+                });
+            }
+        }
+        RunResult {
+            schema_version: SCHEMA_VERSION,
+            scenario: c.name.clone(),
+            description: c.description.clone(),
+            file: file.to_owned(),
+            backend: self.plan.backend.to_string(),
+            cluster_version: self.cluster_version,
+            profile: self.plan.profile.clone(),
+            namespace: c.namespace.clone(),
+            targets: self.targets,
+            started_at: self.started_at,
+            t0,
+            finished,
+            verdict,
+            error,
+            steps: self.steps,
+            expectations,
+            cleanup: self.cleanup,
+            metrics,
+            transitions,
+        }
+    }
+}

@@ -1,0 +1,661 @@
+//! The crash-safe undo journal: before each side effect a run appends what it
+//! is about to do and how to undo it, flushed to disk, so that whatever kills
+//! the process (SIGKILL, OOM, a lost CI runner), `nodefall recover` can revert
+//! what the run left behind.
+//!
+//! One JSON-lines file per run under the journal directory. A run that ends
+//! normally appends `close` and moves its file to `closed/`; a file still in
+//! the directory whose owner process (PID + start time) is gone is an
+//! unfinished run.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::path::{Path, PathBuf};
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::scenario::checked::WorkloadKind;
+use crate::scenario::model::{Cleanup, FaultKind, TaintEffect};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("journal {}: {what}", .path.display())]
+    Io {
+        path: PathBuf,
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("journal {}, line {line}: {message}", .path.display())]
+    Corrupt {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+}
+
+type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Where journals live: `$NODEFALL_JOURNAL_DIR`, else
+/// `$XDG_STATE_HOME/nodefall/runs`, else `~/.local/state/nodefall/runs`.
+pub fn default_dir() -> PathBuf {
+    let env = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    if let Some(dir) = env("NODEFALL_JOURNAL_DIR") {
+        return dir;
+    }
+    let home = env("HOME").unwrap_or_else(|| PathBuf::from("/tmp"));
+    env("XDG_STATE_HOME")
+        .unwrap_or_else(|| home.join(".local").join("state"))
+        .join("nodefall")
+        .join("runs")
+}
+
+/// Which machines the run's faults went to, enough to reach them again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum BackendRef {
+    Sim {
+        root: PathBuf,
+        cluster: String,
+        /// Started for this run and removed after it.
+        throwaway: bool,
+    },
+    Kind {
+        cluster: String,
+        runtime: String,
+    },
+}
+
+/// How to reach the cluster's API again.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeRef {
+    /// A kubeconfig file (sim clusters have their own); else the default
+    /// loading rules (KUBECONFIG, ~/.kube/config).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubeconfig: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+}
+
+/// Who wrote the journal and for what.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Header {
+    pub run: String,
+    pub pid: i32,
+    /// The owner's start time (clock ticks since boot), so a recycled PID is
+    /// never mistaken for the owner.
+    pub pid_start: u64,
+    pub started_at: Timestamp,
+    pub scenario: String,
+    pub file: String,
+    pub namespace: String,
+    pub cleanup: Cleanup,
+    pub backend: BackendRef,
+    pub kube: KubeRef,
+}
+
+/// A taint as it was before the run touched it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaintWas {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+}
+
+/// How to put back one change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "undo", rename_all = "camelCase")]
+pub enum Undo {
+    /// Inject `revert` on `node` (the run injected `fault`). `memo` is what
+    /// the backend needs to revert it (kind: the node's address).
+    #[serde(rename_all = "camelCase")]
+    Fault {
+        node: String,
+        fault: FaultKind,
+        revert: FaultKind,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        memo: Option<String>,
+    },
+    /// Set the node's taint `key:effect` back to `was` (absent when None).
+    Taint {
+        node: String,
+        key: String,
+        effect: TaintEffect,
+        was: Option<TaintWas>,
+    },
+    /// Set the node's `spec.unschedulable` back to `was`.
+    Unschedulable { node: String, was: bool },
+    /// Delete an object the run created (it did not exist before).
+    #[serde(rename_all = "camelCase")]
+    Object {
+        api_version: String,
+        kind: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        namespace: Option<String>,
+        name: String,
+        /// Known once created: deletion then has a UID precondition.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        uid: Option<String>,
+    },
+    /// Delete the scenario namespace, which the run created.
+    Namespace {
+        name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        uid: Option<String>,
+    },
+    /// Scale a workload that existed before the run back to `was` replicas.
+    Replicas {
+        kind: WorkloadKind,
+        namespace: String,
+        name: String,
+        was: i32,
+    },
+    /// Tear down the throwaway simulated cluster the run started.
+    Cluster { root: PathBuf, name: String },
+}
+
+impl Undo {
+    /// True for what is reverted whatever the cleanup policy says: faults
+    /// (a node is never left broken) and throwaway clusters.
+    pub fn always(&self) -> bool {
+        matches!(self, Undo::Fault { .. } | Undo::Cluster { .. })
+    }
+
+    /// The undo in words, for cleanup records and `recover`.
+    pub fn describe(&self) -> String {
+        match self {
+            Undo::Fault { node, revert, .. } => format!("{} {node}", revert.name()),
+            Undo::Taint {
+                node,
+                key,
+                effect,
+                was: None,
+            } => format!("untaint {node} {key}:{effect}"),
+            Undo::Taint {
+                node,
+                key,
+                effect,
+                was: Some(w),
+            } => format!(
+                "restore taint {node} {key}={}:{effect}",
+                w.value.as_deref().unwrap_or("")
+            ),
+            Undo::Unschedulable { node, was: false } => format!("uncordon {node}"),
+            Undo::Unschedulable { node, was: true } => format!("cordon {node} again"),
+            Undo::Object {
+                kind,
+                namespace: Some(ns),
+                name,
+                ..
+            } => format!("delete {kind} {ns}/{name}"),
+            Undo::Object { kind, name, .. } => format!("delete {kind} {name}"),
+            Undo::Namespace { name, .. } => format!("delete namespace {name}"),
+            Undo::Replicas {
+                kind,
+                namespace,
+                name,
+                was,
+            } => format!("scale {} {namespace}/{name} back to {was}", kind.name()),
+            Undo::Cluster { name, .. } => format!("tear down throwaway sim cluster {name}"),
+        }
+    }
+}
+
+/// How an entry was settled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Settled {
+    /// Its undo ran.
+    Reverted,
+    /// A later step put it back (resume-vm after pause-vm, untaint after taint).
+    Superseded,
+    /// Left in place on purpose (the scenario's cleanup policy).
+    Kept,
+}
+
+/// One line of the journal.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "camelCase")]
+pub enum Record {
+    Begin(Header),
+    /// Written before the side effect.
+    Will { id: u32, undo: Undo },
+    /// A refined undo, once the effect told more (an object's UID).
+    Update { id: u32, undo: Undo },
+    Done { id: u32, how: Settled },
+    Close { at: Timestamp },
+}
+
+/// An undo not settled yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pending {
+    pub id: u32,
+    pub undo: Undo,
+}
+
+/// The records folded: the header and what is still to undo, oldest first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct State {
+    pub header: Option<Header>,
+    pub pending: Vec<Pending>,
+    pub closed: bool,
+}
+
+impl State {
+    fn new() -> State {
+        State {
+            header: None,
+            pending: Vec::new(),
+            closed: false,
+        }
+    }
+
+    fn apply(&mut self, record: Record) {
+        match record {
+            Record::Begin(h) => self.header = Some(h),
+            Record::Will { id, undo } => self.pending.push(Pending { id, undo }),
+            Record::Update { id, undo } => {
+                if let Some(p) = self.pending.iter_mut().find(|p| p.id == id) {
+                    p.undo = undo;
+                }
+            }
+            Record::Done { id, .. } => self.pending.retain(|p| p.id != id),
+            Record::Close { .. } => self.closed = true,
+        }
+    }
+
+    /// Pending undos in the order to run them: faults first (a node comes
+    /// back before anything else is touched), then the rest newest first.
+    pub fn undo_order(&self) -> Vec<Pending> {
+        let mut faults: Vec<Pending> = self
+            .pending
+            .iter()
+            .filter(|p| matches!(p.undo, Undo::Fault { .. }))
+            .cloned()
+            .collect();
+        faults.reverse();
+        let mut rest: Vec<Pending> = self
+            .pending
+            .iter()
+            .filter(|p| !matches!(p.undo, Undo::Fault { .. } | Undo::Cluster { .. }))
+            .cloned()
+            .collect();
+        rest.reverse();
+        let clusters = self
+            .pending
+            .iter()
+            .filter(|p| matches!(p.undo, Undo::Cluster { .. }))
+            .cloned();
+        faults.into_iter().chain(rest).chain(clusters).collect()
+    }
+}
+
+/// An open journal, written by the run that owns it.
+#[derive(Debug)]
+pub struct Journal {
+    path: PathBuf,
+    file: File,
+    next: u32,
+    state: State,
+}
+
+impl Journal {
+    /// Creates `<dir>/<header.run>.jsonl` and writes the header.
+    pub fn create(dir: &Path, header: Header) -> Result<Journal> {
+        let io = |what| {
+            let path = dir.to_owned();
+            move |source| Error::Io { path, what, source }
+        };
+        std::fs::create_dir_all(dir).map_err(io("creating the journal directory"))?;
+        let path = dir.join(format!("{}.jsonl", header.run));
+        let file = OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .open(&path)
+            .map_err(|source| Error::Io {
+                path: path.clone(),
+                what: "creating",
+                source,
+            })?;
+        let mut journal = Journal {
+            path,
+            file,
+            next: 1,
+            state: State::new(),
+        };
+        journal.append(Record::Begin(header))?;
+        Ok(journal)
+    }
+
+    /// Reopens an unfinished journal to settle it (`nodefall recover`).
+    pub fn reopen(path: &Path) -> Result<Journal> {
+        let state = read(path)?;
+        let next = state.pending.iter().map(|p| p.id).max().unwrap_or(0) + 1000;
+        let file = OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(|source| Error::Io {
+                path: path.to_owned(),
+                what: "opening",
+                source,
+            })?;
+        Ok(Journal {
+            path: path.to_owned(),
+            file,
+            next,
+            state,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn state(&self) -> &State {
+        &self.state
+    }
+
+    fn append(&mut self, record: Record) -> Result<()> {
+        let io = |what| {
+            let path = self.path.clone();
+            move |source| Error::Io { path, what, source }
+        };
+        let mut line = serde_json::to_string(&record).map_err(|e| Error::Corrupt {
+            path: self.path.clone(),
+            line: 0,
+            message: e.to_string(),
+        })?;
+        line.push('\n');
+        self.file
+            .write_all(line.as_bytes())
+            .map_err(io("appending"))?;
+        // On disk before the side effect it announces.
+        self.file.sync_data().map_err(io("syncing"))?;
+        self.state.apply(record);
+        Ok(())
+    }
+
+    /// Records what is about to be done and how to undo it; call it before
+    /// the side effect, and do not do it if this fails.
+    pub fn will(&mut self, undo: Undo) -> Result<u32> {
+        let id = self.next;
+        self.next += 1;
+        self.append(Record::Will { id, undo })?;
+        Ok(id)
+    }
+
+    pub fn update(&mut self, id: u32, undo: Undo) -> Result<()> {
+        self.append(Record::Update { id, undo })
+    }
+
+    pub fn settle(&mut self, id: u32, how: Settled) -> Result<()> {
+        self.append(Record::Done { id, how })
+    }
+
+    /// Pending undos matching `pred` (newest last).
+    pub fn find(&self, pred: impl Fn(&Undo) -> bool) -> Vec<Pending> {
+        self.state
+            .pending
+            .iter()
+            .filter(|p| pred(&p.undo))
+            .cloned()
+            .collect()
+    }
+
+    /// Closes the journal: writes `close` and moves the file to `closed/`.
+    /// Pending entries stay recorded there (a revert that failed), but the
+    /// run is no longer unfinished: its failures were reported.
+    pub fn close(mut self) -> Result<PathBuf> {
+        self.append(Record::Close { at: Timestamp::now() })?;
+        let dir = self
+            .path
+            .parent()
+            .map_or_else(|| PathBuf::from("closed"), |p| p.join("closed"));
+        std::fs::create_dir_all(&dir).map_err(|source| Error::Io {
+            path: dir.clone(),
+            what: "creating closed/",
+            source,
+        })?;
+        let to = dir.join(self.path.file_name().unwrap_or_default());
+        std::fs::rename(&self.path, &to).map_err(|source| Error::Io {
+            path: self.path.clone(),
+            what: "moving to closed/",
+            source,
+        })?;
+        Ok(to)
+    }
+}
+
+/// Reads and folds a journal file. A torn last line (the process died
+/// mid-write) is ignored: its side effect had not started.
+pub fn read(path: &Path) -> Result<State> {
+    let file = File::open(path).map_err(|source| Error::Io {
+        path: path.to_owned(),
+        what: "opening",
+        source,
+    })?;
+    let lines: Vec<String> = BufReader::new(file)
+        .lines()
+        .collect::<std::io::Result<_>>()
+        .map_err(|source| Error::Io {
+            path: path.to_owned(),
+            what: "reading",
+            source,
+        })?;
+    let mut state = State::new();
+    let last = lines.len();
+    for (i, line) in lines.iter().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Record>(line) {
+            Ok(r) => state.apply(r),
+            Err(_) if i + 1 == last => break,
+            Err(e) => {
+                return Err(Error::Corrupt {
+                    path: path.to_owned(),
+                    line: i + 1,
+                    message: e.to_string(),
+                });
+            }
+        }
+    }
+    Ok(state)
+}
+
+/// An unfinished journal found on disk.
+#[derive(Debug, Clone)]
+pub struct Unfinished {
+    pub path: PathBuf,
+    pub state: State,
+    /// The owner process still runs: not to be touched.
+    pub owner_alive: bool,
+}
+
+/// Every journal in `dir` without a `close` record, oldest first.
+pub fn unfinished(dir: &Path) -> Result<Vec<Unfinished>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(Error::Io {
+                path: dir.to_owned(),
+                what: "listing",
+                source,
+            });
+        }
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    paths.sort();
+    let mut found = Vec::new();
+    for path in paths {
+        let state = read(&path)?;
+        if state.closed {
+            continue;
+        }
+        let owner_alive = state.header.as_ref().is_some_and(|h| {
+            crate::sim::process::start_ticks(h.pid).is_some_and(|t| t == h.pid_start)
+        });
+        found.push(Unfinished {
+            path,
+            state,
+            owner_alive,
+        });
+    }
+    Ok(found)
+}
+
+/// A run id: `<scenario>-<UTC time>-<pid>`, also the journal's file name.
+pub fn run_id(scenario: &str, at: Timestamp) -> String {
+    let stamp = at.strftime("%Y%m%dT%H%M%SZ");
+    format!("{scenario}-{stamp}-{}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header() -> Header {
+        Header {
+            run: "t-1".into(),
+            pid: 1,
+            pid_start: 0,
+            started_at: Timestamp::UNIX_EPOCH,
+            scenario: "t".into(),
+            file: "t.yaml".into(),
+            namespace: "ns".into(),
+            cleanup: Cleanup::Always,
+            backend: BackendRef::Kind {
+                cluster: "kind".into(),
+                runtime: "docker".into(),
+            },
+            kube: KubeRef::default(),
+        }
+    }
+
+    fn pause(node: &str) -> Undo {
+        Undo::Fault {
+            node: node.into(),
+            fault: FaultKind::PauseVm,
+            revert: FaultKind::ResumeVm,
+            memo: None,
+        }
+    }
+
+    #[test]
+    fn pending_survives_a_reread_and_settled_entries_drop_out() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|source| Error::Io {
+            path: "tmp".into(),
+            what: "tempdir",
+            source,
+        })?;
+        let mut j = Journal::create(dir.path(), header())?;
+        let ns = j.will(Undo::Namespace {
+            name: "ns".into(),
+            uid: None,
+        })?;
+        j.update(
+            ns,
+            Undo::Namespace {
+                name: "ns".into(),
+                uid: Some("u1".into()),
+            },
+        )?;
+        let p = j.will(pause("w1"))?;
+        let t = j.will(Undo::Unschedulable {
+            node: "w1".into(),
+            was: false,
+        })?;
+        j.settle(t, Settled::Superseded)?;
+        let path = j.path().to_owned();
+        drop(j);
+        let state = read(&path)?;
+        assert!(!state.closed);
+        let ids: Vec<u32> = state.pending.iter().map(|p| p.id).collect();
+        assert_eq!(ids, vec![ns, p]);
+        assert_eq!(
+            state.pending[0].undo,
+            Undo::Namespace {
+                name: "ns".into(),
+                uid: Some("u1".into())
+            }
+        );
+        let found = unfinished(dir.path())?;
+        assert_eq!(found.len(), 1);
+        // PID 1 with start time 0 is not this header's owner.
+        assert!(!found[0].owner_alive);
+        let j = Journal::reopen(&path)?;
+        let closed = j.close()?;
+        assert!(closed.ends_with("closed/t-1.jsonl"));
+        assert!(unfinished(dir.path())?.is_empty());
+        Ok(())
+    }
+
+    #[test]
+    fn faults_are_undone_first_then_the_rest_newest_first_and_clusters_last() {
+        let mut s = State::new();
+        let recs = [
+            Undo::Cluster {
+                root: "/r".into(),
+                name: "c".into(),
+            },
+            Undo::Namespace {
+                name: "ns".into(),
+                uid: None,
+            },
+            pause("w1"),
+            Undo::Taint {
+                node: "w1".into(),
+                key: "k".into(),
+                effect: TaintEffect::NoExecute,
+                was: None,
+            },
+            pause("w2"),
+        ];
+        for (i, undo) in recs.into_iter().enumerate() {
+            s.apply(Record::Will {
+                id: u32::try_from(i).unwrap_or(0),
+                undo,
+            });
+        }
+        let order: Vec<u32> = s.undo_order().iter().map(|p| p.id).collect();
+        assert_eq!(order, vec![4, 2, 3, 1, 0]);
+    }
+
+    #[test]
+    fn a_torn_last_line_is_ignored_but_a_torn_middle_line_is_an_error() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|source| Error::Io {
+            path: "tmp".into(),
+            what: "tempdir",
+            source,
+        })?;
+        let path = dir.path().join("x.jsonl");
+        let begin = serde_json::to_string(&Record::Begin(header())).unwrap_or_default();
+        std::fs::write(&path, format!("{begin}\n{{\"op\":\"wi")).map_err(|source| {
+            Error::Io {
+                path: path.clone(),
+                what: "writing",
+                source,
+            }
+        })?;
+        assert!(read(&path)?.header.is_some());
+        std::fs::write(&path, format!("{{\"op\":\"wi\n{begin}\n")).map_err(|source| {
+            Error::Io {
+                path: path.clone(),
+                what: "writing",
+                source,
+            }
+        })?;
+        assert!(matches!(read(&path), Err(Error::Corrupt { line: 1, .. })));
+        Ok(())
+    }
+}

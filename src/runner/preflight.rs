@@ -1,0 +1,176 @@
+//! Preflight, before any fault: every target resolved to a node, every
+//! namespace an action names present, and none of the objects the scenario
+//! applies already in the cluster (the run would change what it did not
+//! create, and cleanup could not put it back).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::ResourceExt as _;
+use kube::api::Api;
+
+use super::{Error, Run};
+use crate::actions;
+use crate::scenario::checked::{Action, StepKind, TargetSelector};
+
+impl Run<'_> {
+    /// Resolves every manifest the run will apply (setup and `apply`
+    /// actions) and refuses to go on if any object exists already.
+    pub(super) async fn check_objects(
+        &mut self,
+        ns: &str,
+    ) -> Result<Vec<actions::ManifestObject>, Error> {
+        let c = &self.plan.scenario;
+        let backend = self.plan.backend;
+        let mut files: Vec<&std::path::Path> = c
+            .setup
+            .apply
+            .iter()
+            .filter(|f| f.applies_to(backend))
+            .map(|f| f.path.as_path())
+            .collect();
+        for step in &c.steps {
+            if let StepKind::Action(Action::Apply(list)) = &step.kind {
+                files.extend(
+                    list.iter()
+                        .filter(|f| f.applies_to(backend))
+                        .map(|f| f.path.as_path()),
+                );
+            }
+        }
+        files.dedup();
+        let mut objects = Vec::new();
+        let mut existing = Vec::new();
+        for path in files {
+            let resolved = actions::resolve_manifest(&self.client, path, ns)
+                .await
+                .map_err(|e| Error::Preflight(super::chain(&e)))?;
+            for o in resolved {
+                if objects.iter().any(|k: &actions::ManifestObject| {
+                    k.kind == o.kind && k.namespace == o.namespace && k.name == o.name
+                }) {
+                    continue;
+                }
+                if actions::existing_uid(&self.client, &o)
+                    .await
+                    .map_err(|e| Error::Target(super::chain(&e)))?
+                    .is_some()
+                {
+                    existing.push(format!("{} (from {})", o.describe(), o.file.display()));
+                }
+                objects.push(o);
+            }
+        }
+        if !existing.is_empty() {
+            return Err(Error::Preflight(format!(
+                "the scenario applies objects that already exist: {}. nodefall only changes and \
+                 deletes what a run creates; delete them first, or give the scenario a namespace \
+                 of its own",
+                existing.join(", ")
+            )));
+        }
+        Ok(objects)
+    }
+
+    /// Resolves every target to a node before anything is injected.
+    pub(super) async fn resolve_targets(&mut self) -> Result<(), Error> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let nodes = api
+            .list(&Default::default())
+            .await
+            .map_err(|source| Error::Target(format!("listing nodes: {source}")))?;
+        let mut names: Vec<String> = nodes.items.iter().map(|n| n.name_any()).collect();
+        names.sort();
+        // Read pods from the API, not the recorder: right after setup the
+        // watch may not have delivered the last pods yet.
+        let pods: Api<k8s_openapi::api::core::v1::Pod> =
+            Api::namespaced(self.client.clone(), &self.plan.scenario.namespace);
+        let pods = pods
+            .list(&Default::default())
+            .await
+            .map_err(|source| Error::Target(format!("listing pods: {source}")))?;
+        for target in &self.plan.scenario.targets {
+            let excluded: Vec<&String> = target
+                .exclude
+                .iter()
+                .filter_map(|t| self.targets.get(t))
+                .collect();
+            let candidates: Vec<&Node> = nodes
+                .items
+                .iter()
+                .filter(|n| !excluded.contains(&&n.name_any()))
+                .collect();
+            let chosen = match &target.selector {
+                TargetSelector::Name(n) => candidates
+                    .iter()
+                    .find(|c| c.name_any() == *n)
+                    .map(|c| c.name_any()),
+                TargetSelector::Role(role) => {
+                    let mut with_role: Vec<String> = candidates
+                        .iter()
+                        .filter(|n| {
+                            let labels = n.labels();
+                            if role == "worker" {
+                                !labels.contains_key("node-role.kubernetes.io/control-plane")
+                            } else {
+                                labels.contains_key(&format!("node-role.kubernetes.io/{role}"))
+                            }
+                        })
+                        .map(|n| n.name_any())
+                        .collect();
+                    with_role.sort();
+                    with_role.into_iter().next()
+                }
+                TargetSelector::MostPods(sel) => {
+                    let mut counts: BTreeMap<String, usize> =
+                        candidates.iter().map(|n| (n.name_any(), 0)).collect();
+                    for pod in pods.items.iter().filter(|p| {
+                        p.metadata.deletion_timestamp.is_none() && sel.matches(p.labels())
+                    }) {
+                        let node = pod.spec.as_ref().and_then(|s| s.node_name.as_ref());
+                        if let Some(c) = node.and_then(|n| counts.get_mut(n)) {
+                            *c += 1;
+                        }
+                    }
+                    // Most pods; ties go to the first name.
+                    counts
+                        .into_iter()
+                        .filter(|(_, n)| *n > 0)
+                        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
+                        .map(|(n, _)| n)
+                }
+            };
+            let Some(node) = chosen else {
+                return Err(Error::Preflight(format!(
+                    "target `{}` ({}) matches no node; nodes: {}",
+                    target.name,
+                    target.describe(),
+                    names.join(", ")
+                )));
+            };
+            self.progress
+                .log(&format!("target {} = node {node}", target.name));
+            self.targets.insert(target.name.clone(), node);
+        }
+        Ok(())
+    }
+
+    /// Namespaces that actions name must exist before any fault.
+    pub(super) async fn check_namespaces(&self) -> Result<(), Error> {
+        let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(self.client.clone());
+        for step in &self.plan.scenario.steps {
+            if let StepKind::Action(Action::DeleteNamespace { name }) = &step.kind {
+                let found = api.get_opt(name).await.map_err(|source| {
+                    Error::Target(format!("reading namespace {name}: {source}"))
+                })?;
+                if found.is_none() {
+                    return Err(Error::Preflight(format!(
+                        "step {} deletes namespace `{name}`, which does not exist (and setup does not create it)",
+                        step.label()
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
