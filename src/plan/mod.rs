@@ -106,7 +106,7 @@ fn unreachable(
     (closes, starts): (i64, i64),
     profile: &str,
 ) -> Diagnostic {
-    let after = time::previous_ends(&checked.steps, step.index)
+    let after = time::previous_ends(&checked.steps, step.index, false)
         .map(|a| format!(" (after {a})"))
         .unwrap_or_default();
     let prev = step.index.saturating_sub(1) + 1;

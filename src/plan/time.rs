@@ -131,31 +131,36 @@ pub fn next_start(
     })
 }
 
-/// How the step before `index` ends, in words: `#4 (evicted) is decided`.
-pub fn previous_ends(steps: &[Step], index: usize) -> Option<String> {
+/// How the step before `index` ends, in words: `#4 (evicted) is decided`
+/// (`was decided` when `past`).
+pub fn previous_ends(steps: &[Step], index: usize, past: bool) -> Option<String> {
     let prev = steps.iter().rev().find(|s| s.index < index)?;
-    let how = match &prev.kind {
-        StepKind::Expect(_) => "is decided",
-        StepKind::Fault { .. } => "is injected",
-        StepKind::Action(Action::WaitFor { .. } | Action::WaitUntil { .. }) => "ends",
-        StepKind::Action(_) => "is done",
+    let (now, then) = match &prev.kind {
+        StepKind::Expect(_) => ("is decided", "was decided"),
+        StepKind::Fault { .. } => ("is injected", "was injected"),
+        StepKind::Action(Action::WaitFor { .. } | Action::WaitUntil { .. }) => ("ends", "ended"),
+        StepKind::Action(_) => ("is done", "was done"),
     };
-    Some(format!("{} {how}", prev.label()))
+    Some(format!(
+        "{} {}",
+        prev.label(),
+        if past { then } else { now }
+    ))
 }
 
 /// Plan text for a window that counts from its step's start:
 /// `when this step starts (after #4 (evicted) is decided)`.
 pub fn step_start_text(steps: &[Step], index: usize) -> String {
-    match previous_ends(steps, index) {
+    match previous_ends(steps, index, false) {
         Some(after) => format!("when this step starts (after {after})"),
         None => "when this step starts".into(),
     }
 }
 
 /// The anchor a result records for a window that counts from its step's
-/// start: `start of #5 (after #4 (evicted) is decided)`.
+/// start: `start of #5 (after #4 (evicted) was decided)`.
 pub fn recorded_step_start(steps: &[Step], index: usize) -> String {
-    match previous_ends(steps, index) {
+    match previous_ends(steps, index, true) {
         Some(after) => format!("start of #{} (after {after})", index + 1),
         None => format!("start of #{}", index + 1),
     }

@@ -20,7 +20,7 @@ use crate::actions;
 use crate::backend::{self, NodeFaults};
 use crate::expect::{self, Decision, Subject};
 use crate::observe::{Observer, Recorder};
-use crate::plan::Plan;
+use crate::plan::{Plan, time};
 use crate::report::result::{
     ExpectationResult, RunResult, RunVerdict, SCHEMA_VERSION, StepKind as RecKind, StepOutcome,
     StepRecord, Verdict,
@@ -716,6 +716,8 @@ impl Run<'_> {
             window,
             anchor: anchor_name,
             anchor_at: anchor_at.unwrap_or(start),
+            window_from: None,
+            window_to: None,
             observed: None,
             verdict: Verdict::NotRun,
             detail: String::new(),
@@ -728,16 +730,14 @@ impl Run<'_> {
             self.expectations.push(result);
             return;
         };
-        let window_start = if exp.explicit_anchor {
-            anchor_at
-        } else {
-            start
-        };
-        let deadline = match window {
-            crate::scenario::expr::Window::HoldsFor { duration }
-            | crate::scenario::expr::Window::Never { duration } => window_start + duration,
-            w => anchor_at + w.horizon(),
-        };
+        let window_start = time::window_start(window, exp.explicit_anchor, anchor_at, start);
+        let deadline = time::deadline(window, anchor_at, window_start);
+        let (window_from, window_to) = time::evaluated_span(window, anchor_at, window_start);
+        (result.window_from, result.window_to) = (Some(window_from), Some(window_to));
+        if time::counts_from(window, exp.explicit_anchor) == time::CountsFrom::StepStart {
+            result.anchor = time::recorded_step_start(&self.plan.scenario.steps, index);
+            result.anchor_at = window_start;
+        }
         let mut rx = self.rec.subscribe();
         loop {
             rx.borrow_and_update();
@@ -939,6 +939,8 @@ impl Run<'_> {
                         .unwrap_or(crate::scenario::expr::Window::HoldsFor { duration: 0 }),
                     anchor: String::new(),
                     anchor_at: 0,
+                    window_from: None,
+                    window_to: None,
                     observed: None,
                     verdict: Verdict::NotRun,
                     detail: "the run stopped before this step".into(),
