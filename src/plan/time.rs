@@ -268,4 +268,29 @@ mod tests {
         assert_eq!(planned_span(BETWEEN, false, None, at(0, 0)), None);
         assert_eq!(next_start(HOLD, false, None, None), None);
     }
+
+    #[test]
+    fn the_step_start_is_named_after_the_step_before_it() {
+        let text = "name: t\nnamespace: ns\ntarget: {name: n1}\nsteps:\n  - id: pause\n    fault: pause-vm\n  - id: evicted\n    expect: {pods: app=web, on: target, terminating: true, within: 1m}\n  - expect: {pods: app=web, on: target, terminating: true, holdsFor: 20s}\n  - action: {wait: {duration: 5s}}\n  - expect: {pods: app=web, on: target, terminating: true, never: 5s}\n";
+        let checked = crate::scenario::load::load_str("s.yaml", std::path::Path::new("."), text)
+            .and_then(crate::scenario::validate::validate)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            recorded_step_start(&checked.steps, 2),
+            "start of #3 (after #2 (evicted) was decided)"
+        );
+        assert_eq!(
+            step_start_text(&checked.steps, 2),
+            "when this step starts (after #2 (evicted) is decided)"
+        );
+        assert_eq!(
+            recorded_step_start(&checked.steps, 4),
+            "start of #5 (after #4 ended)"
+        );
+        assert_eq!(
+            previous_ends(&checked.steps, 1, false).as_deref(),
+            Some("#1 (pause) is injected")
+        );
+        assert_eq!(recorded_step_start(&checked.steps, 0), "start of #1");
+    }
 }
