@@ -150,19 +150,26 @@ fn report_render_refuses_another_schema_version_as_bad_input() {
     let result = dir.path().join("result.json");
     let json = std::fs::read_to_string("tests/fixtures/results/deployment-fail.json")
         .expect("fixture")
-        .replacen("\"schemaVersion\": 1", "\"schemaVersion\": 2", 1);
+        .replacen("\"schemaVersion\": 2", "\"schemaVersion\": 3", 1);
     std::fs::write(&result, json).expect("write result.json");
     let out = nodefall(&["report", "render", result.to_str().expect("utf-8 path")]);
     assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
     assert!(
         err.starts_with(&format!(
-            "error: {} has result schema version 2, but this nodefall reads version 1",
+            "error: {} has result schema version 3, but this nodefall reads versions 1 to 2",
             result.display()
         )),
         "{err}"
     );
     assert!(!dir.path().join("report.md").exists());
+
+    // a schema-1 result (an older run) still renders
+    let old = dir.path().join("old.json");
+    std::fs::copy("reports/examples/statefulset-nfs/result.json", &old).expect("copy example");
+    let out = nodefall(&["report", "render", old.to_str().expect("utf-8 path")]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(dir.path().join("report.md").exists());
 
     let out = nodefall(&["report", "render", "tests/fixtures/results/nope.json"]);
     assert_eq!(out.status.code(), Some(2));

@@ -10,10 +10,12 @@
     reason = "test helpers fail the test by panicking"
 )]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use nodefall::report::result::{RunVerdict, StepOutcome, Verdict};
+use nodefall::report::result::{ExpectationResult, RunVerdict, StepOutcome, Verdict};
 use nodefall::report::{self, RunResult, junit, markdown};
+use nodefall::scenario::expr::Window;
+use nodefall::timeline::Ms;
 
 const STATEFULSET: &str = "tests/fixtures/results/statefulset-pass.json";
 const DEPLOYMENT: &str = "tests/fixtures/results/deployment-fail.json";
@@ -93,7 +95,7 @@ fn a_different_schema_version_is_refused_naming_the_file() {
     let text = std::fs::read_to_string(STATEFULSET).unwrap();
     std::fs::write(
         &path,
-        text.replacen("\"schemaVersion\": 1", "\"schemaVersion\": 7", 1),
+        text.replacen("\"schemaVersion\": 2", "\"schemaVersion\": 7", 1),
     )
     .unwrap();
     let err = report::read_result(&path).unwrap_err();
@@ -101,9 +103,9 @@ fn a_different_schema_version_is_refused_naming_the_file() {
     let msg = err.to_string();
     assert!(msg.contains(&path.display().to_string()), "{msg}");
     assert!(msg.contains("schema version 7"), "{msg}");
-    assert!(msg.contains("reads version 1"), "{msg}");
+    assert!(msg.contains("reads versions 1 to 2"), "{msg}");
 
-    std::fs::write(&path, "{\"schemaVersion\": 1}").unwrap();
+    std::fs::write(&path, "{\"schemaVersion\": 2}").unwrap();
     let err = report::read_result(&path).unwrap_err().to_string();
     assert!(err.contains("is not a nodefall run result"), "{err}");
 }
@@ -214,4 +216,150 @@ fn the_statefulset_report_shows_replacements_after_deletion() {
     assert!(md.contains(
         "- ReplicaSet/nginx-webserver-6c9f8d4b7 (2 pods): 2 replaced while the old pod still existed."
     ));
+}
+
+/// Every result the repository ships, with the schema version it was written
+/// in: the fixtures and the example reports (schema-1 ones are upgraded on read).
+fn shipped_results() -> Vec<(PathBuf, u64, RunResult)> {
+    let mut paths = vec![PathBuf::from(STATEFULSET), PathBuf::from(DEPLOYMENT)];
+    let mut examples: Vec<PathBuf> = std::fs::read_dir("reports/examples")
+        .unwrap()
+        .map(|e| e.unwrap().path().join(report::RESULT_JSON))
+        .filter(|p| p.exists())
+        .collect();
+    examples.sort();
+    paths.extend(examples);
+    paths
+        .into_iter()
+        .map(|p| {
+            let raw: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+            let version = raw["schemaVersion"].as_u64().unwrap();
+            let r = report::read_result(&p).unwrap();
+            (p, version, r)
+        })
+        .collect()
+}
+
+/// Whether `since:` was written on `e`'s step in the scenario the result
+/// came from, when that file still has a matching expectation there.
+fn written_since(r: &RunResult, e: &ExpectationResult) -> Option<bool> {
+    let checked = nodefall::scenario::load(Path::new(&r.file)).ok()?;
+    let step = checked.steps.iter().find(|s| s.index == e.index)?;
+    match &step.kind {
+        nodefall::scenario::checked::StepKind::Expect(x)
+            if x.window.source() == e.window_written =>
+        {
+            Some(x.explicit_anchor)
+        }
+        _ => None,
+    }
+}
+
+/// When the step before `e` was decided at the earliest: an expectation when
+/// its condition was first seen (or its window closed), another step when it ended.
+fn previous_decided(r: &RunResult, e: &ExpectationResult) -> Option<Ms> {
+    let prev = e.index.checked_sub(1)?;
+    if let Some(p) = r.expectations.iter().find(|p| p.index == prev) {
+        return match (p.window, p.observed) {
+            (Window::Between { .. }, Some(o)) => Some(p.anchor_at + o),
+            _ => p.window_to,
+        };
+    }
+    r.steps.iter().find(|s| s.index == Some(prev))?.ended
+}
+
+/// The statefulset-nfs regression: a `holdsFor` without `since` was recorded
+/// (and drawn) from its anchor, the pause at T0, though it ran from when the
+/// step before it was decided. Every shipped result must record each window
+/// where it ran.
+#[test]
+fn windows_are_recorded_where_they_ran() {
+    let mut holds_checked = 0;
+    for (path, version, r) in shipped_results() {
+        let path = path.display();
+        for e in r
+            .expectations
+            .iter()
+            .filter(|e| e.verdict != Verdict::NotRun)
+        {
+            let at = format!("{path} {}", e.label);
+            let implicit = e.anchor.starts_with(&format!("start of #{}", e.index + 1));
+            // The scenario, when it still has this step, says whether `since` was written.
+            if let (Some(explicit), Some(_)) = (written_since(&r, e), e.window_from) {
+                let holds = matches!(e.window, Window::HoldsFor { .. } | Window::Never { .. });
+                assert_eq!(implicit, holds && !explicit, "{at}: anchor {:?}", e.anchor);
+            }
+            match (e.window_from, e.window_to, e.window) {
+                (Some(from), Some(to), Window::Between { from: f, to: t }) => {
+                    assert_eq!((from, to), (e.anchor_at + f, e.anchor_at + t), "{at}");
+                    assert!(!implicit, "{at}: within/after count from their anchor");
+                }
+                (Some(from), Some(to), Window::NotBefore { at: a }) => {
+                    assert_eq!((from, to), (e.anchor_at, e.anchor_at + a), "{at}");
+                }
+                (
+                    Some(from),
+                    Some(to),
+                    Window::HoldsFor { duration } | Window::Never { duration },
+                ) => {
+                    assert_eq!(to - from, duration, "{at}");
+                    // what the result says the window counted from is where it began
+                    assert_eq!(from, e.anchor_at, "{at}");
+                    if implicit {
+                        holds_checked += 1;
+                        if let Some(step) = r.steps.iter().find(|s| s.index == Some(e.index)) {
+                            assert_eq!(from, step.started, "{at}: from the step's start");
+                        }
+                        if let Some(prev) = previous_decided(&r, e) {
+                            assert!(
+                                from >= prev,
+                                "{at}: window from {from} but the step before was decided at {prev}"
+                            );
+                        }
+                    }
+                }
+                (None, None, Window::HoldsFor { .. } | Window::Never { .. }) => {
+                    assert_eq!(version, 1, "{at}: schema 2 records every window that ran");
+                }
+                other => panic!("{at}: window span {other:?}"),
+            }
+        }
+    }
+    assert!(holds_checked >= 4, "the fixtures have implicit holds");
+}
+
+#[test]
+fn schema_1_holds_are_not_drawn_from_their_anchor() {
+    let path = Path::new("reports/examples/statefulset-nfs/result.json");
+    let raw = std::fs::read_to_string(path).unwrap();
+    if !raw.contains("\"schemaVersion\": 1") {
+        return; // regenerated in schema 2: `windows_are_recorded_where_they_ran` covers it
+    }
+    let r = report::read_result(path).unwrap();
+    assert_eq!(r.schema_version, report::SCHEMA_VERSION);
+    let hold = r.expectations.iter().find(|e| e.index == 4).unwrap();
+    assert!(matches!(hold.window, Window::HoldsFor { .. }));
+    assert_eq!((hold.window_from, hold.window_to), (None, None));
+    // within/after keep their exact span: #4 is `after` 13s .. 43s from the pause
+    let evicted = r.expectations.iter().find(|e| e.index == 3).unwrap();
+    assert_eq!(
+        evicted.window_from,
+        Some(evicted.anchor_at + 13_000),
+        "{evicted:?}"
+    );
+    let md = markdown::render(&r);
+    assert!(md.contains("not recorded (schema-1 result)"), "{md}");
+    assert!(!md.contains("#5 (stuck Terminating) pass held"), "{md}");
+}
+
+#[test]
+fn implicit_holds_are_shown_from_the_step_start() {
+    let md = markdown::render(&fixture(STATEFULSET));
+    assert!(
+        md.contains("start of #5 (after #4 (evicted) was decided) at T0+28.519s"),
+        "{md}"
+    );
+    // the hold ran T0+28.519s .. T0+88.519s, not from the pause
+    assert!(md.contains("| T0+28.519s .. T0+88.519s   |"), "{md}");
 }

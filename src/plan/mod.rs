@@ -4,6 +4,7 @@
 //! span of time (relative to the first fault, T0) in which it can run.
 
 mod render;
+pub mod time;
 
 use std::collections::HashMap;
 
@@ -11,6 +12,7 @@ use serde::Serialize;
 
 use crate::profile::{ProfileName, TimingProfile};
 use crate::scenario::checked::{Action, Anchor, Checked, Expectation, StepKind};
+use crate::scenario::duration::format_millis;
 use crate::scenario::expr::{Window, WindowSpec};
 use crate::scenario::model::{BackendKind, Cleanup, FaultKind};
 use crate::scenario::{Diagnostic, Diagnostics, Error, Result};
@@ -44,6 +46,9 @@ pub struct PlannedStep {
     pub starts: Option<Span>,
     /// For expectations: when the condition is expected, relative to T0.
     pub expected: Option<Span>,
+    /// For expectations: when the window opens and when it closes, relative
+    /// to T0 (see [`time`]); `None` when that depends on something before T0.
+    pub window_span: Option<(Span, Span)>,
 }
 
 #[derive(Debug)]
@@ -91,6 +96,36 @@ pub fn effective_profile(checked: &Checked, base: &TimingProfile) -> TimingProfi
         p.name = format!("{}+scenario", base.name);
     }
     p
+}
+
+/// A `within`/`after` window that closes before its step can start: it could
+/// only ever be judged from history that ended before the step was reached.
+fn unreachable(
+    checked: &Checked,
+    step: &crate::scenario::checked::Step,
+    (closes, starts): (i64, i64),
+    profile: &str,
+) -> Diagnostic {
+    let after = time::previous_ends(&checked.steps, step.index, false)
+        .map(|a| format!(" (after {a})"))
+        .unwrap_or_default();
+    let prev = step.index.saturating_sub(1) + 1;
+    let key = match &step.kind {
+        StepKind::Expect(e) => window_key(&e.window),
+        _ => "within",
+    };
+    checked.source.diag(
+        &format!("{}.expect.{key}", step.path),
+        format!(
+            "#{} closes at T0+{} but cannot start before T0+{}{after} under the `{profile}` profile: the window can never be reached",
+            step.index + 1,
+            format_millis(closes),
+            format_millis(starts)
+        ),
+        Some(format!(
+            "anchor it on a later step with `since: <id>` (give #{prev} an `id`) or widen it"
+        )),
+    )
 }
 
 /// Resolves a checked scenario against a profile. `backend` overrides the scenario's own.
@@ -194,6 +229,7 @@ pub fn resolve_steps(
             blocks_for: None,
             starts: cursor,
             expected: None,
+            window_span: None,
         };
         let eval_ms = |e: &crate::scenario::expr::Expr| e.eval(profile);
         match &step.kind {
@@ -204,26 +240,27 @@ pub fn resolve_steps(
                         Anchor::Start => None,
                         Anchor::Step(i) => starts.get(&i).copied().flatten(),
                     };
-                    // Between and NotBefore count from the anchor; HoldsFor and
-                    // Never from the moment this step starts (the cursor).
-                    let (expected, from_anchor) = match w {
-                        Window::Between { from, to } => (Some((from, to)), Some((from, to))),
-                        Window::NotBefore { at } => (None, Some((at, at))),
-                        Window::HoldsFor { duration } | Window::Never { duration } => {
-                            (None, exp.explicit_anchor.then_some((duration, duration)))
-                        }
-                    };
-                    planned.expected =
-                        anchor.zip(expected).map(|(a, (f, t))| Span { earliest: a.earliest + f, latest: a.latest + t });
+                    let span = time::planned_span(w, exp.explicit_anchor, anchor, cursor);
+                    // `expected`: when the condition is expected to first hold
+                    if let (Window::Between { .. }, Some((open, close))) = (w, span) {
+                        planned.expected = Some(Span {
+                            earliest: open.earliest,
+                            latest: close.latest,
+                        });
+                    }
+                    if let (Window::Between { .. }, Some((_, close)), Some(c)) = (w, span, cursor)
+                        && close.latest < c.earliest
+                    {
+                        diags.push(unreachable(
+                            checked,
+                            step,
+                            (close.latest, c.earliest),
+                            &profile.name,
+                        ));
+                    }
+                    planned.window_span = span;
                     planned.blocks_for = Some(w.horizon());
-                    cursor = match (from_anchor, cursor) {
-                        (Some((lo, hi)), Some(c)) => anchor.map(|a| Span {
-                            earliest: c.earliest.max(a.earliest + lo),
-                            latest: c.latest.max(a.latest + hi),
-                        }),
-                        (None, Some(c)) => Some(Span { earliest: c.earliest + w.horizon(), latest: c.latest + w.horizon() }),
-                        (_, None) => None,
-                    };
+                    cursor = time::next_start(w, exp.explicit_anchor, anchor, cursor);
                     // later steps anchored here count from when the condition first held
                     if planned.expected.is_some() {
                         starts.insert(step.index, planned.expected);
@@ -414,5 +451,60 @@ mod tests {
             }
         );
         assert_eq!(p.profile.name, "default+scenario");
+    }
+
+    #[test]
+    fn an_implicit_hold_is_planned_from_its_step_start_not_its_anchor() {
+        let p = plan(SEED_000, &TimingProfile::fast()).unwrap_or_else(|e| panic!("{e}"));
+        // #4 holds for 60s from when #3 is decided (T0+25.2s .. T0+30.8s), not from the pause
+        let (open, close) = p.steps[3].window_span.unwrap_or_else(|| panic!("no span"));
+        assert_eq!(
+            open,
+            Span {
+                earliest: 25_200,
+                latest: 30_800
+            }
+        );
+        assert_eq!(
+            close,
+            Span {
+                earliest: 85_200,
+                latest: 90_800
+            }
+        );
+        let text = render_text(&p);
+        assert!(
+            text.contains("when this step starts (after #3 is decided)"),
+            "{text}"
+        );
+        assert!(!text.contains("its start"), "{text}");
+    }
+
+    #[test]
+    fn a_window_closing_before_its_step_can_start_is_an_error() {
+        let text = "name: t\nnamespace: ns\ntarget: {name: n1}\nsteps:\n  - fault: pause-vm\n  - expect: {pods: app=web, on: target, terminating: true, after: grace + toleration +- 20s}\n  - expect: {pods: app=web, notOn: target, ready: 4, within: 2m}\n";
+        let e = plan(text, &TimingProfile::upstream_default()).unwrap_err();
+        assert!(
+            e.starts_with("s.yaml:7:62: #3 closes at T0+2m but cannot start before T0+5m30s (after #2 is decided)"),
+            "{e}"
+        );
+        assert!(e.contains("since: <id>"), "{e}");
+        // anchored on the eviction, the same window is reachable
+        let fixed = text
+            .replace(
+                "  - expect: {pods: app=web, on:",
+                "  - id: evicted\n    expect: {pods: app=web, on:",
+            )
+            .replace("within: 2m}", "within: 2m, since: evicted}");
+        let p = plan(&fixed, &TimingProfile::upstream_default()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            p.steps[2].expected,
+            Some(Span {
+                earliest: 330_000,
+                latest: 490_000
+            })
+        );
+        // and under `fast` the original closes after the earliest start: no error
+        assert!(plan(text, &TimingProfile::fast()).is_ok());
     }
 }

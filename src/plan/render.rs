@@ -5,11 +5,11 @@ use std::fmt::Write as _;
 use tabled::settings::Style;
 use tabled::{Table, Tabled};
 
+use super::time::{self, CountsFrom};
 use super::{Plan, Span};
 use crate::profile::Var;
 use crate::scenario::checked::{Anchor, StepKind};
 use crate::scenario::duration::{format_duration, format_millis};
-use crate::scenario::expr::WindowSpec;
 
 #[derive(Tabled)]
 struct Row {
@@ -21,7 +21,7 @@ struct Row {
     written: String,
     #[tabled(rename = "window")]
     window: String,
-    #[tabled(rename = "from")]
+    #[tabled(rename = "counts from")]
     from: String,
     #[tabled(rename = "expected at (T0 = first fault or action)")]
     at: String,
@@ -99,32 +99,32 @@ pub fn render_text(plan: &Plan) -> String {
         .iter()
         .map(|ps| {
             let step = &c.steps.iter().find(|s| s.index == ps.index);
-            let from_step_start = matches!(
-                step.map(|s| &s.kind),
-                Some(StepKind::Expect(e)) if !e.explicit_anchor
-                    && matches!(e.window, WindowSpec::HoldsFor(_) | WindowSpec::Never(_))
-            );
-            let (written, from) = match step.map(|s| &s.kind) {
-                Some(StepKind::Expect(_)) if from_step_start => (
-                    step.map(window_source).unwrap_or_default(),
-                    "its start".to_string(),
-                ),
-                Some(StepKind::Expect(e)) => (
+            let (written, from) = match step.map(|s| (s, &s.kind)) {
+                Some((s, StepKind::Expect(e))) => (
                     e.window.source(),
-                    match e.anchor {
-                        Anchor::Start => "setup".to_string(),
-                        Anchor::Step(i) => format!("#{}", i + 1),
+                    match (
+                        ps.window.map(|w| time::counts_from(w, e.explicit_anchor)),
+                        e.anchor,
+                    ) {
+                        (Some(CountsFrom::StepStart), _) => {
+                            time::step_start_text(&c.steps, s.index)
+                        }
+                        (_, Anchor::Start) => "setup".to_string(),
+                        (_, Anchor::Step(i)) => anchor_text(c, i),
                     },
                 ),
                 _ => (String::new(), String::new()),
             };
-            let at = match (ps.expected, ps.starts, ps.window) {
-                (Some(e), _, _) => span(Some(e)),
-                (None, Some(s), None) => format!("starts {}", span(Some(s))),
-                (None, Some(s), Some(w)) => {
+            let at = match (ps.expected, ps.window_span, ps.starts, ps.window) {
+                (Some(e), _, _, _) => span(Some(e)),
+                (None, Some((open, close)), _, Some(_)) => {
+                    format!("opens {}, closes {}", span(Some(open)), span(Some(close)))
+                }
+                (None, None, Some(s), None) => format!("starts {}", span(Some(s))),
+                (None, None, Some(s), Some(w)) => {
                     format!("from {} for {}", span(Some(s)), format_millis(w.horizon()))
                 }
-                (None, None, _) => String::new(),
+                (None, _, _, _) => String::new(),
             };
             Row {
                 n: format!("{}", ps.index + 1),
@@ -171,10 +171,17 @@ fn cleanup_word(plan: &Plan) -> &'static str {
     }
 }
 
-fn window_source(step: &crate::scenario::checked::Step) -> String {
-    match &step.kind {
-        StepKind::Expect(e) => e.window.source(),
-        _ => String::new(),
+/// `#4`, with what the moment is for an expectation: `#4 (first held)`.
+fn anchor_text(c: &crate::scenario::checked::Checked, i: usize) -> String {
+    match c.steps.iter().find(|s| s.index == i).map(|s| &s.kind) {
+        Some(StepKind::Expect(_)) => format!("#{} (when it first held)", i + 1),
+        Some(StepKind::Action(
+            crate::scenario::checked::Action::WaitFor { .. }
+            | crate::scenario::checked::Action::WaitUntil { .. },
+        )) => {
+            format!("#{} (when it ended)", i + 1)
+        }
+        _ => format!("#{} (when it began)", i + 1),
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::format::{secs, signed_secs, utc_full};
+use super::format::{secs, signed_secs, t0_rel, utc_full};
 use super::result::{ExpectationResult, RunResult, RunVerdict, Verdict};
 use crate::timeline::Ms;
 
@@ -58,7 +58,7 @@ pub fn render(result: &RunResult) -> String {
     let _ = writeln!(out, "    </properties>");
 
     for e in &r.expectations {
-        testcase(&mut out, &suite, e);
+        testcase(&mut out, &suite, e, r);
     }
     if run_error {
         let (kind, default) = match r.verdict {
@@ -86,7 +86,7 @@ pub fn render(result: &RunResult) -> String {
     out
 }
 
-fn testcase(out: &mut String, suite: &str, e: &ExpectationResult) {
+fn testcase(out: &mut String, suite: &str, e: &ExpectationResult, r: &RunResult) {
     // How long it was watched: until seen, else the whole window.
     let time = match (e.verdict, e.observed) {
         (_, Some(ms)) => ms,
@@ -127,8 +127,18 @@ fn testcase(out: &mut String, suite: &str, e: &ExpectationResult) {
                 Some(ms) => format!("{} after the anchor", signed_secs(ms)),
                 None => "never seen".into(),
             };
+            let ran = match (e.window_from, e.window_to) {
+                (Some(from), Some(to)) => {
+                    let at = |ms: Ms| match r.since_t0(ms) {
+                        Some(t) => t0_rel(t),
+                        None => format!("start{}", signed_secs(ms)),
+                    };
+                    format!(" (window ran {} .. {})", at(from), at(to))
+                }
+                _ => String::new(),
+            };
             let body = format!(
-                "expected: {} [{}] from {}\nobserved: {observed}\n{message}",
+                "expected: {} [{}] from {}{ran}\nobserved: {observed}\n{message}",
                 e.window_written, e.window, e.anchor
             );
             let _ = writeln!(out, ">");

@@ -175,11 +175,20 @@ fn short_label(label: &str, index: usize) -> &str {
     }
 }
 
+/// When the observation `ms` (relative to what the window counted from) was,
+/// ms since start; `None` for a schema-1 `holdsFor`/`never` whose start is unknown.
+fn observed_at(e: &ExpectationResult, ms: Ms) -> Option<Ms> {
+    match e.window {
+        Window::HoldsFor { .. } | Window::Never { .. } => e.window_from.map(|f| f + ms),
+        Window::Between { .. } | Window::NotBefore { .. } => Some(e.anchor_at + ms),
+    }
+}
+
 fn observed(e: &ExpectationResult, r: &RunResult) -> String {
     let holds = matches!(e.window, Window::HoldsFor { .. });
     match e.observed {
         Some(ms) => {
-            let at = match r.since_t0(e.anchor_at + ms) {
+            let at = match observed_at(e, ms).and_then(|at| r.since_t0(at)) {
                 Some(t) => format!(" ({})", t0_rel(t)),
                 None => String::new(),
             };
@@ -192,6 +201,15 @@ fn observed(e: &ExpectationResult, r: &RunResult) -> String {
     }
 }
 
+/// Where the window ran: `T0+28.9s .. T0+48.9s`.
+fn window_ran(e: &ExpectationResult, r: &RunResult) -> String {
+    match (e.window_from, e.window_to) {
+        (Some(from), Some(to)) => format!("{} .. {}", rel(r, from), rel(r, to)),
+        _ if e.verdict == Verdict::NotRun => MISSING.into(),
+        _ => "not recorded (schema-1 result)".into(),
+    }
+}
+
 fn expectations(out: &mut String, r: &RunResult) {
     let _ = writeln!(out, "## Expectations\n");
     if r.expectations.is_empty() {
@@ -200,7 +218,7 @@ fn expectations(out: &mut String, r: &RunResult) {
     }
     let _ = writeln!(
         out,
-        "Observed times are relative to the anchor (and to T0 in brackets).\n"
+        "Observed times are relative to what the window counts from (and to T0 in brackets).\n"
     );
     let rows = r
         .expectations
@@ -212,10 +230,14 @@ fn expectations(out: &mut String, r: &RunResult) {
             } else {
                 format!("**{}** {}", cell(name), cell(&e.description))
             };
-            let anchor = match r.since_t0(e.anchor_at) {
+            let mut anchor = match r.since_t0(e.anchor_at) {
                 Some(t) => format!("{} at {}", e.anchor, t0_rel(t)),
                 None => format!("{} at {}", e.anchor, rel(r, e.anchor_at)),
             };
+            if e.window_from.is_none() && e.verdict != Verdict::NotRun {
+                // a schema-1 holdsFor/never: it may have counted from its own start
+                anchor.push_str(", or this step's start (schema 1 did not record which)");
+            }
             let verdict = match e.verdict {
                 Verdict::Pass => "pass",
                 Verdict::Fail => "**FAIL**",
@@ -234,6 +256,7 @@ fn expectations(out: &mut String, r: &RunResult) {
                 what,
                 cell(&format!("{} [{}]", e.window_written, e.window)),
                 cell(&anchor),
+                window_ran(e, r),
                 observed(e, r),
                 verdict.into(),
                 detail,
@@ -245,7 +268,8 @@ fn expectations(out: &mut String, r: &RunResult) {
             "#",
             "expectation",
             "window (evaluated)",
-            "anchor",
+            "counts from",
+            "window ran",
             "observed",
             "verdict",
             "detail",
@@ -635,19 +659,24 @@ fn expectation_task(g: &mut Gantt<'_>, e: &ExpectationResult) {
         Verdict::NotRun => &[],
     };
     let label = format!("{} {verdict} {}", e.label, e.description);
-    match e.observed {
-        Some(ms) => g.milestone(&label, tags, e.anchor_at + ms),
-        None if e.verdict == Verdict::NotRun => {}
-        None => {
-            let (from, what) = match e.window {
-                Window::Between { from, .. } => (from, "never seen in window"),
-                Window::HoldsFor { .. } => (0, "held"),
-                Window::NotBefore { .. } | Window::Never { .. } => (0, "never seen"),
-            };
-            let to = (e.anchor_at + e.window.horizon()).min(r.finished);
-            let label = format!("{} {verdict} {what} {}", e.label, e.description);
-            g.bar(&label, tags, e.anchor_at + from, to);
+    match (e.observed, e.window_from, e.window_to) {
+        (Some(ms), _, _) => {
+            if let Some(at) = observed_at(e, ms) {
+                g.milestone(&label, tags, at);
+            }
         }
+        _ if e.verdict == Verdict::NotRun => {}
+        (None, Some(from), Some(to)) => {
+            let what = match e.window {
+                Window::Between { .. } => "never seen in window",
+                Window::HoldsFor { .. } => "held",
+                Window::NotBefore { .. } | Window::Never { .. } => "never seen",
+            };
+            let label = format!("{} {verdict} {what} {}", e.label, e.description);
+            g.bar(&label, tags, from, to.min(r.finished));
+        }
+        // a schema-1 `holdsFor`/`never`: where it ran was not recorded
+        (None, _, _) => {}
     }
 }
 

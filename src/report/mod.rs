@@ -50,7 +50,7 @@ pub enum Error {
         source: serde_json::Error,
     },
     #[error(
-        "{path} has result schema version {found}, but this nodefall reads version {expected}; \
+        "{path} has result schema version {found}, but this nodefall reads versions 1 to {expected}; \
          render it with the nodefall version that wrote it"
     )]
     SchemaVersion {
@@ -121,7 +121,8 @@ pub fn write_all(dir: &Path, result: &RunResult) -> Result<(), Error> {
     Ok(())
 }
 
-/// Reads a `result.json`, refusing other schema versions by name.
+/// Reads a `result.json` of this schema version or of version 1 (upgraded
+/// with [`RunResult::upgrade_from_v1`]), refusing others by name.
 pub fn read_result(path: &Path) -> Result<RunResult, Error> {
     let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
         path: path.to_path_buf(),
@@ -137,6 +138,7 @@ pub fn read_result(path: &Path) -> Result<RunResult, Error> {
         .get("schemaVersion")
         .and_then(serde_json::Value::as_u64)
         && found != u64::from(SCHEMA_VERSION)
+        && found != 1
     {
         return Err(Error::SchemaVersion {
             path: path.to_path_buf(),
@@ -144,7 +146,11 @@ pub fn read_result(path: &Path) -> Result<RunResult, Error> {
             expected: SCHEMA_VERSION,
         });
     }
-    serde_json::from_str(&text).map_err(parse_error)
+    let mut result: RunResult = serde_json::from_str(&text).map_err(parse_error)?;
+    if result.schema_version == 1 {
+        result.upgrade_from_v1();
+    }
+    Ok(result)
 }
 
 #[cfg(test)]

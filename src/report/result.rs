@@ -6,13 +6,19 @@ use std::collections::BTreeMap;
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
+use crate::plan::time;
 use crate::profile::TimingProfile;
 use crate::scenario::expr::Window;
 use crate::timeline::metrics::Metrics;
 use crate::timeline::{Ms, Transition};
 
 /// Bumped on any incompatible change of [`RunResult`].
-pub const SCHEMA_VERSION: u32 = 1;
+///
+/// 2: expectations record `windowFrom`/`windowTo`, the span their window
+/// really covered, and `anchor` says what the window counted from (the step's
+/// own start for `holdsFor`/`never` without `since`). Version 1 files are read
+/// through [`RunResult::upgrade_from_v1`].
+pub const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -70,6 +76,27 @@ impl RunResult {
     /// A time relative to T0 (as [`Metrics`] holds them) as ms since start.
     pub fn t0_plus(&self, rel: Ms) -> Option<Ms> {
         self.t0.map(|t0| t0 + rel)
+    }
+
+    /// Fills what schema 2 added to a schema-1 result, as far as the old
+    /// file determines it. Schema 1 recorded the true anchor of `within`,
+    /// `after` and `notBefore` windows, so their span is exact. For `holdsFor`
+    /// and `never` it recorded the step's anchor even when the window counted
+    /// from the step's own start, which it did not record (nor whether `since`
+    /// was written): their span is left unknown (`None`).
+    pub fn upgrade_from_v1(&mut self) {
+        for e in &mut self.expectations {
+            if e.verdict == Verdict::NotRun || e.window_from.is_some() {
+                continue;
+            }
+            let known = matches!(e.window, Window::Between { .. } | Window::NotBefore { .. });
+            if known {
+                let (from, to) = time::evaluated_span(e.window, e.anchor_at, e.anchor_at);
+                e.window_from = Some(from);
+                e.window_to = Some(to);
+            }
+        }
+        self.schema_version = SCHEMA_VERSION;
     }
 
     /// How many expectations ended with `verdict`.
@@ -182,10 +209,20 @@ pub struct ExpectationResult {
     pub window_written: String,
     /// The window evaluated under the profile, relative to the anchor.
     pub window: Window,
-    /// What the window counts from (`#1 (pause)`, `start`).
+    /// What the window counted from: the anchor step (`#1 (pause)`, `setup`),
+    /// or for `holdsFor`/`never` without `since` the step's own start
+    /// (`start of #5 (after #4 (evicted) is decided)`).
     pub anchor: String,
-    /// The anchor's time, ms since start.
+    /// When that was, ms since start.
     pub anchor_at: Ms,
+    /// When the window opened, ms since start (see [`time::evaluated_span`]);
+    /// absent when it never opened (not run) or, in a schema-1 result, when
+    /// the file did not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_from: Option<Ms>,
+    /// When the window closed (the decision deadline), ms since start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_to: Option<Ms>,
     /// When the condition was first seen to hold (or, for `never`/`notBefore`,
     /// to break; for `holdsFor`, to stop holding), relative to the anchor.
     #[serde(default, skip_serializing_if = "Option::is_none")]

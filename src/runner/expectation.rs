@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::{Error, Run};
 use crate::expect::{self, Decision, Subject};
+use crate::plan::time;
 use crate::report::result::{ExpectationResult, Verdict};
 use crate::scenario::checked::{Anchor, Condition, Expectation, Subject as CheckedSubject};
 use crate::timeline::Ms;
@@ -87,6 +88,8 @@ impl Run<'_> {
             verdict: Verdict::NotRun,
             detail: String::new(),
             missed_by: None,
+            window_from: None,
+            window_to: None,
         };
         let (Some(anchor_at), Ok(subject)) = (anchor_at, self.subject(&exp.subject)) else {
             result.detail = "its anchor step never happened (an earlier expectation failed)".into();
@@ -95,16 +98,14 @@ impl Run<'_> {
             self.expectations.push(result);
             return;
         };
-        let window_start = if exp.explicit_anchor {
-            anchor_at
-        } else {
-            start
-        };
-        let deadline = match window {
-            crate::scenario::expr::Window::HoldsFor { duration }
-            | crate::scenario::expr::Window::Never { duration } => window_start + duration,
-            w => anchor_at + w.horizon(),
-        };
+        let window_start = time::window_start(window, exp.explicit_anchor, anchor_at, start);
+        let deadline = time::deadline(window, anchor_at, window_start);
+        let (window_from, window_to) = time::evaluated_span(window, anchor_at, window_start);
+        (result.window_from, result.window_to) = (Some(window_from), Some(window_to));
+        if time::counts_from(window, exp.explicit_anchor) == time::CountsFrom::StepStart {
+            result.anchor = time::recorded_step_start(&self.plan.scenario.steps, index);
+            result.anchor_at = window_start;
+        }
         let mut rx = self.rec.subscribe();
         loop {
             rx.borrow_and_update();

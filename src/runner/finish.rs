@@ -100,6 +100,8 @@ impl Run<'_> {
                     verdict: Verdict::NotRun,
                     detail: "the run stopped before this step".into(),
                     missed_by: None,
+                    window_from: None,
+                    window_to: None,
                 });
             }
         }
