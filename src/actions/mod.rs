@@ -7,8 +7,8 @@ mod objects;
 
 pub use drain::{DrainSummary, drain};
 pub use objects::{
-    ManifestObject, apply_object, delete_object, existing_uid, namespace_uid, node_marks,
-    replicas, resolve_manifest,
+    ManifestObject, apply_object, delete_object, existing_uid, namespace_uid, node_marks, replicas,
+    resolve_manifest,
 };
 
 use std::path::Path;

@@ -8,9 +8,7 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{Namespace, Node};
 use kube::ResourceExt as _;
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions,
-};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
 use kube::core::GroupVersionKind;
 use kube::discovery::{self, Scope};
 

@@ -27,8 +27,7 @@ pub fn run(only: Option<&str>) -> anyhow::Result<ExitCode> {
         .into_iter()
         .filter(|u| {
             only.is_none_or(|r| {
-                u.path.to_string_lossy() == r
-                    || u.state.header.as_ref().is_some_and(|h| h.run == r)
+                u.path.to_string_lossy() == r || u.state.header.as_ref().is_some_and(|h| h.run == r)
             })
         })
         .collect();
@@ -157,7 +156,10 @@ async fn recover_one(header: &Header, journal: &mut Journal) -> bool {
             match (backend, config) {
                 (Ok(mut b), Ok(config)) => revert(journal, config, &mut b, keep).await,
                 (Err(e), _) => {
-                    print(format!("find kind cluster {cluster}"), Err(runner::chain(&e)));
+                    print(
+                        format!("find kind cluster {cluster}"),
+                        Err(runner::chain(&e)),
+                    );
                     false
                 }
                 (_, Err(e)) => {
@@ -183,10 +185,17 @@ async fn revert<B: NodeFaults>(
         }
     };
     let mut ok = true;
-    undo::revert_all(journal, &client, backend, keep, || {}, |d, r| {
-        ok &= r.is_ok();
-        print(d, r);
-    })
+    undo::revert_all(
+        journal,
+        &client,
+        backend,
+        keep,
+        || {},
+        |d, r| {
+            ok &= r.is_ok();
+            print(d, r);
+        },
+    )
     .await;
     ok
 }

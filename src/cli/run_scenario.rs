@@ -238,17 +238,27 @@ async fn finish_cluster(
         return Ok(());
     }
     let down = tokio::task::spawn_blocking(move || cluster.down());
-    tokio::select! {
-        r = down => {
-            r.context("removing the throwaway simulated cluster")?
-                .context("removing the throwaway simulated cluster")?;
-        }
-        stop = signals.next() => {
-            outcome.stopped_by.get_or_insert(stop);
-            outcome.abandoned = Some(format!("{stop} during the teardown of the throwaway cluster"));
+    tokio::pin!(down);
+    loop {
+        tokio::select! {
+            r = &mut down => {
+                r.context("removing the throwaway simulated cluster")?
+                    .context("removing the throwaway simulated cluster")?;
+                return Ok(());
+            }
+            stop = signals.next() => {
+                if outcome.stopped_by.is_none() {
+                    // A first signal now: the teardown is the shutdown path.
+                    outcome.stopped_by = Some(stop);
+                } else {
+                    // The teardown goes on in its thread; the runtime waits
+                    // for it when it shuts down, so the cluster still goes.
+                    outcome.abandoned = Some(format!("{stop} during the teardown of the throwaway cluster"));
+                    return Ok(());
+                }
+            }
         }
     }
-    Ok(())
 }
 
 /// On an existing kind cluster: its containers are found by kind's labels,
@@ -325,7 +335,11 @@ fn run_on_kind(args: &ScenarioArgs, checked: scenario::Checked) -> anyhow::Resul
 
 /// Writes the reports, closes the journal when nothing is left to undo (or
 /// says what is), prints the verdict, maps it to the exit code.
-fn conclude(out: &std::path::Path, outcome: &Outcome, journal: Journal) -> anyhow::Result<ExitCode> {
+fn conclude(
+    out: &std::path::Path,
+    outcome: &Outcome,
+    journal: Journal,
+) -> anyhow::Result<ExitCode> {
     let result = &outcome.result;
     let dir = write_reports(out, result)?;
     let left = outcome.unreverted.clone();

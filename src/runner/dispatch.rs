@@ -5,10 +5,10 @@
 
 use std::time::Duration;
 
+use super::expectation::describe_conditions;
 use super::journal::{TaintWas, Undo};
 use super::{Error, Run, journal_failed};
 use crate::actions;
-use super::expectation::describe_conditions;
 use crate::expect;
 use crate::scenario::checked::{Action, WorkloadKind};
 use crate::scenario::model::TaintEffect;
@@ -159,11 +159,7 @@ impl Run<'_> {
                             left / 1000
                         ),
                     );
-                    let _ = tokio::time::timeout(
-                        Duration::from_millis(u64::try_from(left).unwrap_or(0)),
-                        rx.changed(),
-                    )
-                    .await;
+                    super::wait::change_or_deadline(&mut rx, self.now(), deadline).await;
                 }
             }
             Action::DeleteNamespace { name } => {
@@ -210,7 +206,6 @@ impl Run<'_> {
         }
         Ok(())
     }
-
 
     /// Journals a taint's state before the run first touches it.
     async fn journal_taint(
@@ -273,9 +268,9 @@ impl Run<'_> {
             WorkloadKind::StatefulSet => "StatefulSet",
             _ => "Deployment",
         };
-        let created = self
-            .applied
-            .contains(&(api_kind.to_owned(), Some(ns.to_owned()), name.to_owned()));
+        let created =
+            self.applied
+                .contains(&(api_kind.to_owned(), Some(ns.to_owned()), name.to_owned()));
         let seen = !self
             .journal
             .find(|u| matches!(u, Undo::Replicas { name: n, namespace: s, .. } if n == name && s == ns))

@@ -1,8 +1,6 @@
 //! Deciding an expectation: its subject resolved to nodes, its window
 //! watched on the recorded timeline until it can be decided.
 
-use std::time::Duration;
-
 use super::{Error, Run};
 use crate::expect::{self, Decision, Subject};
 use crate::plan::time;
@@ -126,11 +124,7 @@ impl Run<'_> {
                             left as f64 / 1000.0
                         ),
                     );
-                    let _ = tokio::time::timeout(
-                        Duration::from_millis(u64::try_from(left).unwrap_or(1)),
-                        rx.changed(),
-                    )
-                    .await;
+                    super::wait::change_or_deadline(&mut rx, now, deadline).await;
                 }
                 Decision::Pass { observed, detail } => {
                     result.verdict = Verdict::Pass;

@@ -40,7 +40,12 @@ pub fn failed_to_start(plan: &Plan, file: &str, error: &str, verdict: RunVerdict
 }
 
 impl Run<'_> {
-    pub(super) fn finish(self, file: &str, verdict: RunVerdict, error: Option<String>) -> RunResult {
+    pub(super) fn finish(
+        self,
+        file: &str,
+        verdict: RunVerdict,
+        error: Option<String>,
+    ) -> RunResult {
         self.progress.finish();
         let c = &self.plan.scenario;
         let transitions = self.rec.transitions();

@@ -225,11 +225,22 @@ pub enum Settled {
 pub enum Record {
     Begin(Header),
     /// Written before the side effect.
-    Will { id: u32, undo: Undo },
+    Will {
+        id: u32,
+        undo: Undo,
+    },
     /// A refined undo, once the effect told more (an object's UID).
-    Update { id: u32, undo: Undo },
-    Done { id: u32, how: Settled },
-    Close { at: Timestamp },
+    Update {
+        id: u32,
+        undo: Undo,
+    },
+    Done {
+        id: u32,
+        how: Settled,
+    },
+    Close {
+        at: Timestamp,
+    },
 }
 
 /// An undo not settled yet.
@@ -412,7 +423,9 @@ impl Journal {
     /// Pending entries stay recorded there (a revert that failed), but the
     /// run is no longer unfinished: its failures were reported.
     pub fn close(mut self) -> Result<PathBuf> {
-        self.append(Record::Close { at: Timestamp::now() })?;
+        self.append(Record::Close {
+            at: Timestamp::now(),
+        })?;
         let dir = self
             .path
             .parent()
@@ -640,20 +653,16 @@ mod tests {
         })?;
         let path = dir.path().join("x.jsonl");
         let begin = serde_json::to_string(&Record::Begin(header())).unwrap_or_default();
-        std::fs::write(&path, format!("{begin}\n{{\"op\":\"wi")).map_err(|source| {
-            Error::Io {
-                path: path.clone(),
-                what: "writing",
-                source,
-            }
+        std::fs::write(&path, format!("{begin}\n{{\"op\":\"wi")).map_err(|source| Error::Io {
+            path: path.clone(),
+            what: "writing",
+            source,
         })?;
         assert!(read(&path)?.header.is_some());
-        std::fs::write(&path, format!("{{\"op\":\"wi\n{begin}\n")).map_err(|source| {
-            Error::Io {
-                path: path.clone(),
-                what: "writing",
-                source,
-            }
+        std::fs::write(&path, format!("{{\"op\":\"wi\n{begin}\n")).map_err(|source| Error::Io {
+            path: path.clone(),
+            what: "writing",
+            source,
         })?;
         assert!(matches!(read(&path), Err(Error::Corrupt { line: 1, .. })));
         Ok(())

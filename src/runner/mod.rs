@@ -18,6 +18,7 @@ pub mod journal;
 mod preflight;
 pub mod progress;
 pub mod undo;
+mod wait;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
