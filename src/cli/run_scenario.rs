@@ -56,6 +56,7 @@ pub fn run(args: &ScenarioArgs) -> anyhow::Result<ExitCode> {
                 let mut opts = UpOptions::new(format!("scenario-{}", std::process::id()), profile.clone());
                 opts.root = root.clone();
                 opts.nodes = usize::from(args.nodes);
+                opts.reaper = Some(std::env::current_exe().context("locating the nodefall executable (the cluster's reaper runs it)")?);
                 let mut log = |m: &str| progress.log(&format!("sim: {m}"));
                 tokio::select! {
                     up = SimCluster::up(&opts, &mut log) => up.context("starting the simulated cluster")?,
