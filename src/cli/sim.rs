@@ -34,12 +34,16 @@ pub enum SimCommand {
 
 #[derive(Debug, Args)]
 pub struct ReapArgs {
+    /// Cluster name.
     #[arg(long)]
     pub name: String,
+    /// Directory holding one directory per cluster.
     #[arg(long)]
     pub root: PathBuf,
+    /// PID of the nodefall process that owns the cluster.
     #[arg(long)]
     pub parent: i32,
+    /// Its start time in clock ticks since boot (`/proc/PID/stat` field 22).
     #[arg(long)]
     pub parent_start: u64,
 }

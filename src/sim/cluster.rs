@@ -123,6 +123,7 @@ impl SimCluster {
                 components: Vec::new(),
                 nodes,
                 reaper: None,
+                kept: false,
             },
             procs: BTreeMap::new(),
             reaper: None,
@@ -224,18 +225,20 @@ impl SimCluster {
     }
 
     /// Keeps the cluster running after this value is dropped. A cluster this
-    /// process started loses its reaper: the record goes first (so a reaper
-    /// that survived the signal still leaves), then the process is stopped.
-    /// A cluster only opened here keeps whatever reaper its owner runs.
+    /// process started is marked kept and loses its reaper: the mark is saved
+    /// first (a reaper that somehow outlived its stop still leaves on seeing
+    /// it), then the reaper is stopped. A cluster only opened here keeps
+    /// whatever reaper its owner runs.
     pub fn detach(&mut self) {
-        if self.teardown_on_drop
-            && let Some(mut reaper) = self.reaper.take()
-        {
+        if self.teardown_on_drop {
+            self.state.kept = true;
             self.state.reaper = None;
-            // A stale record is harmless (PID + start time never match a
-            // later process), so a failed save is not worth failing the run.
+            // Only a failed write of state.json can fail here, and the
+            // reaper is stopped below anyway; not worth failing the run.
             let _ = self.save();
-            reaper.stop(STOP_GRACE);
+            if let Some(mut reaper) = self.reaper.take() {
+                reaper.stop(STOP_GRACE);
+            }
         }
         self.teardown_on_drop = false;
     }

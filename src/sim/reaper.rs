@@ -8,9 +8,10 @@
 //! early (and setting it needs `pre_exec`, i.e. unsafe code).
 //!
 //! The reaper identifies its parent by PID *and* start time, so a recycled
-//! PID does not keep it waiting. It leaves on its own when the cluster's
-//! state is gone (a normal `down`) or when the cluster no longer names it as
-//! its reaper (kept with `--keep`, or a named cluster: `detach`).
+//! PID does not keep it waiting. It leaves on its own, touching nothing, when
+//! the cluster's state is gone (a normal `down`), when the cluster is marked
+//! kept (`detach`: `sim up`, `scenario --keep`) or when another reaper is
+//! recorded. Its owner also stops it in `down` and `detach`.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -78,40 +79,27 @@ pub(crate) fn spawn(exe: &Path, root: &Path, name: &str, log: &Path) -> Result<P
     Proc::spawn(NAME, exe, &opts.args(), log)
 }
 
-/// How the cluster's state names its reaper, seen from a reaper.
+/// What the cluster's state says, seen from a reaper.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Recorded {
-    /// This process.
-    Me,
-    /// Another process (a newer reaper took over).
-    Other,
-    /// No reaper recorded.
-    Nobody,
+    /// `state.json` is gone: the cluster was taken down normally.
+    Removed,
+    /// The cluster is marked kept (`detach`).
+    Kept,
+    /// Another process is recorded as the reaper (a newer one took over).
+    OtherReaper,
+    /// This process, or no reaper yet (the parent records the reaper just
+    /// after starting it, and may die in between).
+    Mine,
     /// `state.json` exists but cannot be read.
     Unreadable,
-}
-
-/// One look at the world.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Look {
-    /// `state.json` exists.
-    pub state_present: bool,
-    pub recorded: Recorded,
-    /// This reaper has seen itself recorded before: a record that is gone
-    /// since means the cluster was detached, while a record not yet written
-    /// means the parent has not saved it yet (or died before it could).
-    pub seen_self: bool,
-    pub parent_alive: bool,
 }
 
 /// Why a reaper left without tearing anything down.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Left {
-    /// The cluster's state is gone: it was taken down normally.
     Removed,
-    /// The cluster no longer names this reaper: it is kept.
-    Detached,
-    /// Another reaper is recorded.
+    Kept,
     Replaced,
 }
 
@@ -119,7 +107,7 @@ impl std::fmt::Display for Left {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Left::Removed => "the cluster's state is gone (taken down normally)",
-            Left::Detached => "the cluster was kept (detached); not touching it",
+            Left::Kept => "the cluster is kept; not touching it",
             Left::Replaced => "another reaper is recorded for the cluster",
         })
     }
@@ -134,19 +122,40 @@ pub enum Decision {
 
 /// What to do after a look. A kept cluster is never torn down, even when
 /// the parent is gone as well.
-pub fn decide(look: Look) -> Decision {
-    if !look.state_present {
-        return Decision::Leave(Left::Removed);
+pub fn decide(recorded: Recorded, parent_alive: bool) -> Decision {
+    match recorded {
+        Recorded::Removed => Decision::Leave(Left::Removed),
+        Recorded::Kept => Decision::Leave(Left::Kept),
+        Recorded::OtherReaper => Decision::Leave(Left::Replaced),
+        Recorded::Mine | Recorded::Unreadable if parent_alive => Decision::Wait,
+        Recorded::Mine | Recorded::Unreadable => Decision::TearDown,
     }
-    match look.recorded {
-        Recorded::Other => return Decision::Leave(Left::Replaced),
-        Recorded::Nobody if look.seen_self => return Decision::Leave(Left::Detached),
-        _ => {}
+}
+
+/// Reads the state as a reaper sees it; says an unreadable state once.
+fn look(layout: &Layout, me: (i32, u64), said: &mut bool, log: &mut dyn FnMut(&str)) -> Recorded {
+    let path = layout.state();
+    if !path.is_file() {
+        return Recorded::Removed;
     }
-    if look.parent_alive {
-        Decision::Wait
-    } else {
-        Decision::TearDown
+    match State::load(&path) {
+        Ok(state) if state.kept => Recorded::Kept,
+        Ok(State {
+            reaper: Some(r), ..
+        }) if (r.pid, r.start_ticks) != me => Recorded::OtherReaper,
+        Ok(_) => Recorded::Mine,
+        // Removed between the check and the read.
+        Err(_) if !path.is_file() => Recorded::Removed,
+        Err(e) => {
+            // Saves are atomic (rename), so this is no torn write; keep
+            // watching the parent, and try `down` (which will say why it
+            // cannot) if it dies.
+            if !*said {
+                log(&format!("cannot read the cluster state: {e}"));
+                *said = true;
+            }
+            Recorded::Unreadable
+        }
     }
 }
 
@@ -174,34 +183,10 @@ pub fn run(opts: &ReapOptions, log: &mut dyn FnMut(&str)) -> Result<Outcome, Err
         opts.name,
         layout.dir.display()
     ));
-    let mut seen_self = false;
-    let mut unreadable_logged = false;
+    let mut said = false;
     loop {
-        let state_present = layout.state().is_file();
-        let recorded = match State::load(&layout.state()) {
-            Ok(state) => match state.reaper {
-                Some(r) if r.pid == me && r.start_ticks == my_start => Recorded::Me,
-                Some(_) => Recorded::Other,
-                None => Recorded::Nobody,
-            },
-            Err(e) => {
-                // Saves are atomic (rename), so this is not a torn write;
-                // say it once and keep watching the parent.
-                if state_present && !unreadable_logged {
-                    log(&format!("cannot read the cluster state: {e}"));
-                    unreadable_logged = true;
-                }
-                Recorded::Unreadable
-            }
-        };
-        let look = Look {
-            state_present,
-            recorded,
-            seen_self,
-            parent_alive: process::runs(opts.parent, opts.parent_start),
-        };
-        seen_self |= recorded == Recorded::Me;
-        match decide(look) {
+        let recorded = look(&layout, (me, my_start), &mut said, log);
+        match decide(recorded, process::runs(opts.parent, opts.parent_start)) {
             Decision::Wait => std::thread::sleep(POLL),
             Decision::Leave(why) => return Ok(Outcome::Left(why)),
             Decision::TearDown => {
@@ -210,6 +195,8 @@ pub fn run(opts: &ReapOptions, log: &mut dyn FnMut(&str)) -> Result<Outcome, Err
                     opts.parent, opts.name
                 ));
                 return match SimCluster::open(&opts.root, &opts.name) {
+                    // Kept in the moment between the look and now.
+                    Ok(cluster) if cluster.state().kept => Ok(Outcome::Left(Left::Kept)),
                     Ok(cluster) => Ok(Outcome::TornDown {
                         killed: cluster.down()?,
                     }),
@@ -226,59 +213,29 @@ pub fn run(opts: &ReapOptions, log: &mut dyn FnMut(&str)) -> Result<Outcome, Err
 mod tests {
     use super::*;
 
-    fn look(state_present: bool, recorded: Recorded, seen_self: bool, parent: bool) -> Look {
-        Look {
-            state_present,
-            recorded,
-            seen_self,
-            parent_alive: parent,
-        }
-    }
-
     #[test]
     fn waits_while_the_parent_runs() {
-        for recorded in [Recorded::Me, Recorded::Nobody, Recorded::Unreadable] {
-            assert_eq!(decide(look(true, recorded, false, true)), Decision::Wait);
-        }
-        assert_eq!(decide(look(true, Recorded::Me, true, true)), Decision::Wait);
+        assert_eq!(decide(Recorded::Mine, true), Decision::Wait);
+        assert_eq!(decide(Recorded::Unreadable, true), Decision::Wait);
     }
 
     #[test]
     fn tears_down_when_the_parent_is_gone() {
-        assert_eq!(
-            decide(look(true, Recorded::Me, true, false)),
-            Decision::TearDown
-        );
-        // The parent died between starting the reaper and recording it.
-        assert_eq!(
-            decide(look(true, Recorded::Nobody, false, false)),
-            Decision::TearDown
-        );
-        assert_eq!(
-            decide(look(true, Recorded::Unreadable, true, false)),
-            Decision::TearDown
-        );
+        // `Mine` also covers a parent that died before recording the reaper.
+        assert_eq!(decide(Recorded::Mine, false), Decision::TearDown);
+        assert_eq!(decide(Recorded::Unreadable, false), Decision::TearDown);
     }
 
     #[test]
-    fn never_tears_down_a_kept_cluster() {
+    fn never_tears_down_a_kept_or_removed_cluster() {
         for parent in [true, false] {
+            assert_eq!(decide(Recorded::Kept, parent), Decision::Leave(Left::Kept));
             assert_eq!(
-                decide(look(true, Recorded::Nobody, true, parent)),
-                Decision::Leave(Left::Detached)
-            );
-            assert_eq!(
-                decide(look(true, Recorded::Other, true, parent)),
+                decide(Recorded::OtherReaper, parent),
                 Decision::Leave(Left::Replaced)
             );
-        }
-    }
-
-    #[test]
-    fn leaves_when_the_cluster_is_gone() {
-        for parent in [true, false] {
             assert_eq!(
-                decide(look(false, Recorded::Unreadable, true, parent)),
+                decide(Recorded::Removed, parent),
                 Decision::Leave(Left::Removed)
             );
         }

@@ -75,6 +75,10 @@ pub struct State {
     /// kept (detached) and for clusters from `sim up`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reaper: Option<ProcRecord>,
+    /// Kept after its run (`sim up`, `scenario --keep`): no reaper may take
+    /// it down, even one that missed the signal meant to stop it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kept: bool,
 }
 
 /// Paths inside a cluster directory.
