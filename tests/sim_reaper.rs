@@ -215,7 +215,7 @@ fn reaper_exit(reaper: &mut Proc, within: Duration) -> Option<std::process::Exit
 }
 
 #[test]
-fn reaper_takes_the_cluster_down_once_its_parent_is_killed() {
+fn stand_in_cluster_is_taken_down_once_its_parent_is_killed() {
     let root = tempfile::tempdir().unwrap();
     let mut leftovers = Leftovers::new(root.path());
     let (mut state, _procs) = stand_in(root.path(), "orphan");
@@ -250,7 +250,7 @@ fn reaper_takes_the_cluster_down_once_its_parent_is_killed() {
 }
 
 #[test]
-fn reaper_leaves_a_kept_cluster_alone() {
+fn stand_in_cluster_kept_is_left_alone() {
     let root = tempfile::tempdir().unwrap();
     let mut leftovers = Leftovers::new(root.path());
     let (mut state, _procs) = stand_in(root.path(), "kept");
@@ -278,7 +278,7 @@ fn reaper_leaves_a_kept_cluster_alone() {
 }
 
 #[test]
-fn reaper_leaves_when_the_cluster_is_taken_down_normally() {
+fn stand_in_cluster_taken_down_normally_lets_the_reaper_leave() {
     let root = tempfile::tempdir().unwrap();
     let mut leftovers = Leftovers::new(root.path());
     let (mut state, mut procs) = stand_in(root.path(), "normal");
@@ -300,6 +300,12 @@ fn reaper_leaves_when_the_cluster_is_taken_down_normally() {
 }
 
 // ----- nodefall on real binaries -----
+
+/// Provisions the binaries here, before any nodefall child starts: a child
+/// killed on a test timeout while it provisions would orphan the build.
+fn binaries() {
+    nodefall::sim::binaries::Binaries::ensure().unwrap();
+}
 
 /// A scenario that does nothing but wait `duration` on its throwaway cluster.
 fn waiting_scenario(dir: &Path, duration: &str) -> PathBuf {
@@ -371,6 +377,7 @@ fn stderr_until(child: &mut Child, marker: &str, timeout: Duration) -> Vec<Strin
 #[test]
 fn killing_nodefall_mid_run_takes_its_throwaway_cluster_down() {
     let _serial = serial();
+    binaries();
     let root = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
     let mut leftovers = Leftovers::new(root.path());
@@ -415,6 +422,7 @@ fn killing_nodefall_mid_run_takes_its_throwaway_cluster_down() {
 #[test]
 fn a_finished_run_leaves_no_reaper_behind() {
     let _serial = serial();
+    binaries();
     let root = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
     let mut leftovers = Leftovers::new(root.path());
@@ -447,6 +455,7 @@ fn a_finished_run_leaves_no_reaper_behind() {
 #[test]
 fn a_kept_scenario_cluster_and_a_sim_up_cluster_survive_their_nodefall() {
     let _serial = serial();
+    binaries();
     let root = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
     let mut leftovers = Leftovers::new(root.path());
