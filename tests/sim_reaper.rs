@@ -232,6 +232,16 @@ fn stand_in_cluster_is_taken_down_once_its_parent_is_killed() {
         process::log_tail(&log, 20)
     );
     assert!(reaper.is_alive(), "{}", process::log_tail(&log, 20));
+    let status = Command::new(NODEFALL)
+        .args(["sim", "status"])
+        .env("NODEFALL_STATE_DIR", root.path())
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        table.contains(&format!("pid {}", reaper.record.pid)),
+        "`sim status` shows the reaper:\n{table}"
+    );
 
     parent.kill();
     let status = reaper_exit(&mut reaper, Duration::from_secs(30));
