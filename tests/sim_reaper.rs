@@ -309,6 +309,31 @@ fn stand_in_cluster_taken_down_normally_lets_the_reaper_leave() {
     assert!(is_alive(&parent.record), "the reaper signals no one");
 }
 
+#[test]
+fn stand_in_cluster_sim_down_stops_the_reaper_of_another_process() {
+    use std::os::unix::process::ExitStatusExt as _;
+    let root = tempfile::tempdir().unwrap();
+    let mut leftovers = Leftovers::new(root.path());
+    let (mut state, _procs) = stand_in(root.path(), "owned");
+    let parent = parent(root.path());
+    let mut reaper = reaper(root.path(), "owned", &parent, &mut state);
+    leftovers.note(&records(&state));
+    leftovers.note(std::slice::from_ref(&parent.record));
+
+    let down = Command::new(NODEFALL)
+        .args(["sim", "down", "--name", "owned"])
+        .env("NODEFALL_STATE_DIR", root.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&down.stderr);
+    assert_eq!(down.status.code(), Some(0), "{stderr}");
+    assert!(!root.path().join("owned").exists());
+    assert!(!state.components.iter().any(is_alive), "{stderr}");
+    // Stopped by `down` (SIGTERM), not left to notice the state is gone.
+    let status = reaper_exit(&mut reaper, Duration::from_secs(1));
+    assert_eq!(status.and_then(|s| s.signal()), Some(15), "{status:?}");
+}
+
 // ----- nodefall on real binaries -----
 
 /// Provisions the binaries here, before any nodefall child starts: a child
