@@ -149,6 +149,7 @@ fn run_on_sim(args: &ScenarioArgs, checked: scenario::Checked) -> anyhow::Result
                 let mut opts = UpOptions::new(name.clone(), profile.clone());
                 opts.root = root.clone();
                 opts.nodes = usize::from(args.nodes);
+                opts.reaper = Some(std::env::current_exe().context("locating the nodefall executable (the cluster's reaper runs it)")?);
                 let mut log = |m: &str| progress.log(&format!("sim: {m}"));
                 tokio::select! {
                     up = SimCluster::up(&opts, &mut log) => up.context("starting the simulated cluster")?,

@@ -1,5 +1,6 @@
 //! `nodefall sim ...`: manage simulated clusters by hand.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -11,6 +12,7 @@ use tabled::{Table, Tabled};
 use super::Interrupted;
 use crate::exit;
 use crate::profile::{ProfileName, TimingProfile};
+use crate::sim::reaper::{self, Outcome, ReapOptions};
 use crate::sim::{self, SimCluster, UpOptions};
 
 #[derive(Debug, Subcommand)]
@@ -23,6 +25,27 @@ pub enum SimCommand {
     Status,
     /// Print the path of a cluster's kubeconfig (for `KUBECONFIG=$(...)`).
     Kubeconfig(NameArg),
+    /// Internal: the reaper of a throwaway cluster, started by nodefall
+    /// itself. Takes the cluster down when the nodefall process that started
+    /// it (PID + start time) is gone.
+    #[command(hide = true)]
+    Reap(ReapArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ReapArgs {
+    /// Cluster name.
+    #[arg(long)]
+    pub name: String,
+    /// Directory holding one directory per cluster.
+    #[arg(long)]
+    pub root: PathBuf,
+    /// PID of the nodefall process that owns the cluster.
+    #[arg(long)]
+    pub parent: i32,
+    /// Its start time in clock ticks since boot (`/proc/PID/stat` field 22).
+    #[arg(long)]
+    pub parent_start: u64,
 }
 
 #[derive(Debug, Args)]
@@ -56,6 +79,13 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
             opts.nodes = usize::from(args.nodes);
             opts.root = root;
             opts.timeout = Duration::from_secs(args.timeout);
+            // Until it is ready and detached, the cluster is as throwaway as
+            // a scenario's: if this process is killed half-way, the reaper
+            // removes the half-started cluster. `detach` stops the reaper.
+            opts.reaper = Some(
+                std::env::current_exe()
+                    .context("locating the nodefall executable (the reaper runs it)")?,
+            );
             let runtime = super::runtime()?;
             let mut cluster = runtime.block_on(async {
                 let mut progress = |msg: &str| eprintln!("sim: {msg}");
@@ -91,7 +121,33 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
             Ok(exit::code(exit::PASS))
         }
         SimCommand::Status => status(&root),
+        SimCommand::Reap(args) => reap(args),
     }
+}
+
+/// Runs the reaper; its stderr is `logs/reaper.log` of the cluster.
+fn reap(args: ReapArgs) -> anyhow::Result<ExitCode> {
+    let opts = ReapOptions {
+        name: args.name,
+        root: args.root,
+        parent: args.parent,
+        parent_start: args.parent_start,
+    };
+    let mut log = |msg: &str| eprintln!("{} reaper: {msg}", jiff::Timestamp::now());
+    let outcome = reaper::run(&opts, &mut log)
+        .with_context(|| format!("reaping simulated cluster `{}`", opts.name))?;
+    match outcome {
+        Outcome::Left(why) => log(&format!("leaving: {why}")),
+        Outcome::TornDown { killed } if killed.is_empty() => {
+            log(&format!("cluster `{}` stopped and removed", opts.name));
+        }
+        Outcome::TornDown { killed } => log(&format!(
+            "cluster `{}` stopped and removed; needed SIGKILL for {}",
+            opts.name,
+            killed.join(", ")
+        )),
+    }
+    Ok(exit::code(exit::PASS))
 }
 
 #[derive(Tabled)]
@@ -103,6 +159,7 @@ struct Row {
     nodes: String,
     #[tabled(rename = "RSS")]
     rss: String,
+    reaper: String,
 }
 
 fn status(root: &std::path::Path) -> anyhow::Result<ExitCode> {
@@ -133,6 +190,11 @@ fn status(root: &std::path::Path) -> anyhow::Result<ExitCode> {
             .collect::<Vec<_>>()
             .join("\n");
         let (server, profile) = (state.server.clone(), state.profile.name.clone());
+        let reaper = match cluster.reaper() {
+            None => "none".to_owned(),
+            Some((r, true)) => format!("pid {}", r.pid),
+            Some((r, false)) => format!("gone (pid {})", r.pid),
+        };
         rows.push(Row {
             cluster: name,
             server,
@@ -140,6 +202,7 @@ fn status(root: &std::path::Path) -> anyhow::Result<ExitCode> {
             processes,
             nodes,
             rss: format!("{} MiB", cluster.rss_bytes() / (1024 * 1024)),
+            reaper,
         });
     }
     println!("{}", Table::new(rows).with(Style::sharp()));

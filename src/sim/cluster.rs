@@ -22,6 +22,7 @@ use super::Error;
 use super::binaries::Binaries;
 use super::pki::{self, Pki};
 use super::process::{self, Proc, ProcRecord};
+use super::reaper;
 use super::state::{self, AgentState, Layout, SimNode, State};
 use crate::profile::TimingProfile;
 
@@ -52,6 +53,10 @@ pub struct UpOptions {
     pub root: PathBuf,
     /// Limit for the whole bring-up, nodes Ready included.
     pub timeout: Duration,
+    /// The nodefall executable to run as the cluster's reaper (`sim reap`),
+    /// which takes the cluster down if this process dies without doing so
+    /// (see `reaper.rs`); `detach` stops it. None: no reaper.
+    pub reaper: Option<PathBuf>,
 }
 
 impl UpOptions {
@@ -62,6 +67,7 @@ impl UpOptions {
             profile,
             root: state::default_root(),
             timeout: Duration::from_secs(120),
+            reaper: None,
         }
     }
 }
@@ -77,6 +83,9 @@ pub struct SimCluster {
     layout: Layout,
     state: State,
     procs: BTreeMap<String, Proc>,
+    /// The reaper process, when there is one (kept apart from `procs`: it is
+    /// not part of the cluster and stops last).
+    reaper: Option<Proc>,
     teardown_on_drop: bool,
 }
 
@@ -113,11 +122,28 @@ impl SimCluster {
                 started_at_ms: 0,
                 components: Vec::new(),
                 nodes,
+                reaper: None,
+                kept: false,
             },
             procs: BTreeMap::new(),
+            reaper: None,
             teardown_on_drop: true,
         };
         let deadline = started + opts.timeout;
+        // The state exists before any process, and every process is recorded
+        // as soon as it starts, so a reaper always finds what to stop.
+        cluster.save()?;
+        if let Some(exe) = &opts.reaper {
+            let proc = reaper::spawn(
+                exe,
+                &opts.root,
+                &opts.name,
+                &cluster.layout.log(reaper::NAME),
+            )?;
+            cluster.state.reaper = Some(proc.record.clone());
+            cluster.reaper = Some(proc);
+            cluster.save()?;
+        }
 
         let pki = pki::write(&cluster.layout.pki())?;
         write_kubeconfig(&cluster.layout.kubeconfig(), &server, &pki)?;
@@ -180,6 +206,7 @@ impl SimCluster {
             });
         }
         let state = State::load(&layout.state())?;
+        let reaper = state.reaper.clone().map(Proc::adopt);
         let mut procs = BTreeMap::new();
         for record in state
             .components
@@ -192,13 +219,36 @@ impl SimCluster {
             layout,
             state,
             procs,
+            reaper,
             teardown_on_drop: false,
         })
     }
 
-    /// Keeps the cluster running after this value is dropped.
+    /// Keeps the cluster running after this value is dropped. A cluster this
+    /// process started is marked kept and loses its reaper: the mark is saved
+    /// first (a reaper that somehow outlived its stop still leaves on seeing
+    /// it), then the reaper is stopped. A cluster only opened here keeps
+    /// whatever reaper its owner runs.
     pub fn detach(&mut self) {
+        if self.teardown_on_drop {
+            self.state.kept = true;
+            self.state.reaper = None;
+            // Only a failed write of state.json can fail here, and the
+            // reaper is stopped below anyway; not worth failing the run.
+            let _ = self.save();
+            if let Some(mut reaper) = self.reaper.take() {
+                reaper.stop(STOP_GRACE);
+            }
+        }
         self.teardown_on_drop = false;
+    }
+
+    /// The reaper's record and whether it runs, if one is recorded.
+    pub fn reaper(&mut self) -> Option<(ProcRecord, bool)> {
+        self.reaper.as_mut().map(|p| {
+            let alive = p.is_alive();
+            (p.record.clone(), alive)
+        })
     }
 
     pub fn name(&self) -> &str {
@@ -373,6 +423,15 @@ impl SimCluster {
                 killed.push(name);
             }
         }
+        // The reaper goes last: if this process dies half-way through, the
+        // reaper finishes the job. When the reaper itself runs this, it must
+        // not signal its own process group.
+        if let Some(mut reaper) = self.reaper.take()
+            && u32::try_from(reaper.record.pid).ok() != Some(std::process::id())
+            && reaper.stop(STOP_GRACE)
+        {
+            killed.push(reaper::NAME.to_owned());
+        }
         killed
     }
 
@@ -387,7 +446,7 @@ impl SimCluster {
         let proc = Proc::spawn(name, program, &args, &self.layout.log(name))?;
         self.state.components.push(proc.record.clone());
         self.procs.insert(name.to_owned(), proc);
-        Ok(())
+        self.save()
     }
 
     async fn start_agent(&mut self, client: &kube::Client, node: &str) -> Result<(), Error> {
@@ -402,7 +461,7 @@ impl SimCluster {
         let entry = self.node_entry(node)?;
         entry.agent = Some(record);
         entry.agent_state = AgentState::Running;
-        Ok(())
+        self.save()
     }
 
     fn agent(&mut self, node: &str) -> Result<&mut Proc, Error> {
@@ -605,6 +664,9 @@ fn prepare_dir(layout: &Layout, name: &str) -> Result<(), Error> {
                 .components
                 .iter()
                 .chain(old.nodes.iter().filter_map(|n| n.agent.as_ref()))
+                // A live reaper may be taking the old cluster down right
+                // now and would remove the new directory with it.
+                .chain(old.reaper.as_ref())
                 .any(process::is_alive),
             Err(_) => true,
         };

@@ -6,6 +6,7 @@ pub mod binaries;
 mod cluster;
 mod pki;
 pub mod process;
+pub mod reaper;
 pub mod state;
 
 use std::path::PathBuf;

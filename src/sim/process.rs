@@ -171,10 +171,31 @@ impl Proc {
 
 /// Whether the recorded process still runs: same PID and start time, not a zombie.
 pub fn is_alive(record: &ProcRecord) -> bool {
-    match stat(record.pid) {
-        Some(s) => s.state != 'Z' && s.state != 'X' && s.start_ticks == record.start_ticks,
+    runs(record.pid, record.start_ticks)
+}
+
+/// Whether process `pid` runs and started at `start_ticks` (not a zombie).
+pub fn runs(pid: i32, start_ticks: u64) -> bool {
+    match stat(pid) {
+        Some(s) => s.state != 'Z' && s.state != 'X' && s.start_ticks == start_ticks,
         None => false,
     }
+}
+
+/// The start time of process `pid` in clock ticks since boot, if it exists.
+pub fn start_ticks(pid: i32) -> Option<u64> {
+    stat(pid).map(|s| s.start_ticks)
+}
+
+/// This process's PID and start time, to name it to a process that watches it.
+pub fn current() -> Result<(i32, u64), Error> {
+    let pid = i32::try_from(std::process::id()).map_err(|_| Error::io_msg("PID out of range"))?;
+    let ticks = start_ticks(pid).ok_or_else(|| {
+        Error::io_msg(format!(
+            "cannot read /proc/{pid}/stat (this process's start time); is /proc mounted?"
+        ))
+    })?;
+    Ok((pid, ticks))
 }
 
 /// Resident memory of a process in bytes (`VmRSS`), if it runs.

@@ -70,6 +70,15 @@ pub struct State {
     /// Control-plane processes, in start order.
     pub components: Vec<ProcRecord>,
     pub nodes: Vec<SimNode>,
+    /// The `nodefall sim reap` process that tears a throwaway cluster down
+    /// if the nodefall that started it dies first; none once the cluster is
+    /// kept (detached) and for clusters from `sim up`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reaper: Option<ProcRecord>,
+    /// Kept after its run (`sim up`, `scenario --keep`): no reaper may take
+    /// it down, even one that missed the signal meant to stop it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kept: bool,
 }
 
 /// Paths inside a cluster directory.
