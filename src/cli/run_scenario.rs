@@ -74,12 +74,12 @@ fn warn_unfinished() {
 
 fn header(plan: &Plan, file: &str, backend: BackendRef, kube: KubeRef) -> Header {
     let started_at = Timestamp::now();
-    let pid = std::process::id();
-    let pid = i32::try_from(pid).unwrap_or(i32::MAX);
+    // Unreadable only without /proc, where nothing else here works either.
+    let (pid, pid_start) = crate::sim::process::current().unwrap_or((0, 0));
     Header {
         run: journal::run_id(&plan.scenario.name, started_at),
         pid,
-        pid_start: crate::sim::process::start_ticks(pid).unwrap_or(0),
+        pid_start,
         started_at,
         scenario: plan.scenario.name.clone(),
         file: file.to_owned(),

@@ -515,9 +515,10 @@ pub fn unfinished(dir: &Path) -> Result<Vec<Unfinished>> {
         if state.closed {
             continue;
         }
-        let owner_alive = state.header.as_ref().is_some_and(|h| {
-            crate::sim::process::start_ticks(h.pid).is_some_and(|t| t == h.pid_start)
-        });
+        let owner_alive = state
+            .header
+            .as_ref()
+            .is_some_and(|h| crate::sim::process::runs(h.pid, h.pid_start));
         found.push(Unfinished {
             path,
             state,

@@ -230,14 +230,6 @@ fn stat(pid: i32) -> Option<Stat> {
     })
 }
 
-/// Start time of a running process in clock ticks since boot (`None` when
-/// it is gone or a zombie): with the PID, it names one process for good.
-pub fn start_ticks(pid: i32) -> Option<u64> {
-    stat(pid)
-        .filter(|s| s.state != 'Z' && s.state != 'X')
-        .map(|s| s.start_ticks)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
