@@ -7,17 +7,28 @@
 # embedded in the binary) when `sim up` finds a binary missing, so CI and users
 # share one recipe.
 #
+# The output of every go/curl/tar command goes to $NODEFALL_CACHE/provision.log
+# (rewritten on each run that has something to do). When any command fails the
+# script prints that command, its exit code, its line here and the log's last
+# lines, and exits with the command's exit code.
+#
 # Environment:
 #   NODEFALL_CACHE       cache root (default: $XDG_CACHE_HOME/nodefall or ~/.cache/nodefall)
 #   NODEFALL_K8S_VERSION Kubernetes release (default v1.35.4)
 #   NODEFALL_ETCD_VERSION etcd release (default v3.5.35)
 #   NODEFALL_KWOK_VERSION KWOK release (default v0.8.0)
-set -euo pipefail
+# -E: functions and subshells inherit the ERR trap below; inherit_errexit: a
+# failure inside $(...) ends it instead of being ignored.
+set -Eeuo pipefail
+shopt -s inherit_errexit
 
 K8S_VERSION="${NODEFALL_K8S_VERSION:-v1.35.4}"
 ETCD_VERSION="${NODEFALL_ETCD_VERSION:-v3.5.35}"
 KWOK_VERSION="${NODEFALL_KWOK_VERSION:-v0.8.0}"
 CACHE="${NODEFALL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nodefall}"
+# Absolute, because the build commands run in other directories.
+[[ "$CACHE" == /* ]] || CACHE="$PWD/$CACHE"
+LOG="$CACHE/provision.log"
 
 log() { printf '[provision] %s\n' "$*" >&2; }
 
@@ -39,6 +50,42 @@ if (( need_k8s + need_etcd + need_kwok == 0 )); then
   exit 0
 fi
 
+# Failure reporting. The first failing command is reported once: a failure
+# inside a pipeline or $(...) is reported there, and the command around it then
+# fails too, so later reports are suppressed through a marker in the work dir.
+work=""
+first_report() {
+  [[ -n "$work" && -d "$work" ]] || return 0
+  [[ ! -e "$work/.reported" ]] || return 1
+  : >"$work/.reported"
+}
+tail_log() {
+  [[ -s "$LOG" ]] || return 0
+  log "last lines of $LOG:"
+  tail -n 25 "$LOG" | sed 's/^/  | /' >&2
+}
+advice() {
+  if [[ -f "$LOG" ]]; then log "full log: $LOG"; fi
+  log "fix the cause above and run again; binaries already built stay in $CACHE/bin"
+}
+# A command run through `run` failed: its output is in the log.
+report_run_failure() { # exit-code command line dir
+  local msg
+  first_report || return 0
+  msg="error: \`$2\` (in $4) failed with exit code $1 at provision-binaries.sh line $3"
+  log "$msg"
+  tail_log
+  printf '[provision] %s\n' "$msg" >>"$LOG"
+  advice
+}
+# Any other command failed: its own output is already on stderr.
+on_error() { # exit-code command line
+  first_report || return 0
+  log "error: \`$2\` failed with exit code $1 at provision-binaries.sh line $3"
+  advice
+}
+trap 'on_error "$?" "$BASH_COMMAND" "$LINENO"' ERR
+
 missing_msg() {
   cat >&2 <<MSG
 [provision] error: the sim backend needs kube-apiserver, kube-controller-manager,
@@ -54,17 +101,6 @@ MSG
   exit 3
 }
 
-# Prints a line every 30 s while the command runs, so a long build shows life.
-with_progress() { # label command...
-  local label="$1" start=$SECONDS pid
-  shift
-  "$@" &
-  pid=$!
-  while ! wait_for "$pid" 30; do
-    log "  still $label ($(( SECONDS - start ))s)"
-  done
-  wait "$pid"
-}
 wait_for() { # pid seconds: true once pid has exited
   local i
   for (( i = 0; i < $2 * 10; i++ )); do
@@ -74,19 +110,56 @@ wait_for() { # pid seconds: true once pid has exited
   return 1
 }
 
+# The words, quoted only where needed, for pasting into a shell.
+quote() {
+  local word out=()
+  for word in "$@"; do
+    if [[ "$word" =~ ^[][A-Za-z0-9_./:=@,+%{}-]+$ ]]; then out+=("$word"); else out+=("'${word//\'/\'\\\'\'}'"); fi
+  done
+  printf '%s' "${out[*]}"
+}
+
+# run DIR COMMAND...: runs COMMAND in DIR with its stdout and stderr appended
+# to the log (stdout to $RUN_STDOUT instead when set), printing a line every
+# 30 s so a long build shows life. On failure it reports the command with the
+# log's tail and returns the command's exit code.
+run() {
+  local dir="$1" start=$SECONDS pid rc=0 out="${RUN_STDOUT:-$LOG}" cmd
+  shift
+  cmd="$(quote "$@")"
+  printf '\n[%s] (in %s) $ %s\n' "$(date -u +%H:%M:%S)" "$dir" "$cmd" >>"$LOG"
+  # The command's own failure is reported below, not by the inherited ERR trap.
+  (trap - ERR && cd "$dir" && exec "$@") >>"$out" 2>>"$LOG" &
+  pid=$!
+  while ! wait_for "$pid" 30; do
+    log "  still running $1 $2 ... ${*: -1} ($(( SECONDS - start ))s)"
+  done
+  wait "$pid" || rc=$?
+  if (( rc != 0 )); then
+    # `go mod download -json` reports its error on stdout.
+    if [[ "$out" != "$LOG" ]]; then tail -n 20 "$out" >>"$LOG"; fi
+    report_run_failure "$rc" "$cmd" "${BASH_LINENO[0]}" "$dir"
+    return "$rc"
+  fi
+}
+
+mkdir -p "$CACHE"
+: >"$LOG"
+work="$(mktemp -d "${TMPDIR:-/tmp}/nodefall-provision.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+
 # Without Go: download the official release binaries (needs internet access to
 # dl.k8s.io and github.com).
 download_all() {
-  local arch os=linux tmp
+  local arch os=linux tmp="$work/download"
   case "$(uname -m)" in
     x86_64) arch=amd64 ;;
     aarch64 | arm64) arch=arm64 ;;
     *) missing_msg "No Go toolchain, and no release binaries for $(uname -m)." ;;
   esac
-  command -v curl >/dev/null 2>&1 || missing_msg "Neither go nor curl is installed."
-  tmp="$(mktemp -d "${TMPDIR:-/tmp}/nodefall-download.XXXXXX")"
-  trap 'rm -rf "$tmp"' EXIT
-  fetch() { log "  downloading $1"; curl -fsSL --retry 3 -o "$2" "$1"; }
+  command -v curl >/dev/null || missing_msg "Neither go nor curl is installed."
+  mkdir -p "$tmp"
+  fetch() { log "  downloading $1"; run "$tmp" curl -fsSL --retry 3 -o "$2" "$1"; }
   if (( need_k8s )); then
     mkdir -p "$k8s_dir"
     for b in kube-apiserver kube-controller-manager kube-scheduler; do
@@ -99,7 +172,7 @@ download_all() {
   if (( need_etcd )); then
     fetch "https://github.com/etcd-io/etcd/releases/download/$ETCD_VERSION/etcd-$ETCD_VERSION-$os-$arch.tar.gz" "$tmp/etcd.tgz" \
       || missing_msg "Downloading etcd failed."
-    tar -xzf "$tmp/etcd.tgz" -C "$tmp"
+    run "$tmp" tar -xzf "$tmp/etcd.tgz" -C "$tmp"
     mkdir -p "$etcd_dir" && mv "$tmp/etcd-$ETCD_VERSION-$os-$arch/etcd" "$etcd_dir/etcd"
   fi
   if (( need_kwok )); then
@@ -111,13 +184,11 @@ download_all() {
   exit 0
 }
 
-if ! command -v go >/dev/null 2>&1; then
+if ! command -v go >/dev/null; then
   log "go not found: downloading the official release binaries instead"
   download_all
 fi
 
-work="$(mktemp -d "${TMPDIR:-/tmp}/nodefall-provision.XXXXXX")"
-trap 'rm -rf "$work"' EXIT
 export GOFLAGS="${GOFLAGS:-} -mod=mod"
 export CGO_ENABLED=0
 
@@ -126,22 +197,35 @@ export CGO_ENABLED=0
 # replace each locally-replaced dependency by a published version: the one the
 # upstream go.mod requires, or $4 where upstream requires the v0.0.0 placeholder.
 wrapper() { # dir module version staging-version
-  local dir="$1" module="$2" version="$3" staging="$4" gomod dep target required
+  local dir="$1" module="$2" version="$3" staging="$4" gomod
   mkdir -p "$dir"
-  gomod="$(cd "$dir" && go mod download -json "$module@$version" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
+  RUN_STDOUT="$dir/download.json" run "$dir" go mod download -json "$module@$version"
+  gomod="$(sed -n 's/.*"GoMod": "\(.*\)".*/\1/p' "$dir/download.json")"
+  if [[ ! -f "$gomod" ]]; then
+    log "error: \`go mod download -json $module@$version\` named no readable go.mod (\"$gomod\"); its output:"
+    sed 's/^/  | /' "$dir/download.json" >&2
+    return 1
+  fi
   printf 'module nodefall.local/build\n\ngo 1.24\n\nrequire %s %s\n\n' "$module" "$version" >"$dir/go.mod"
-  # `dep => ./path` lines, inside or outside a replace ( ... ) block
-  grep -E '^[[:space:]]*(replace[[:space:]]+)?[^[:space:]]+[[:space:]]+=>[[:space:]]+\.\.?/' "$gomod" \
+  replaces "$gomod" "$staging" >>"$dir/go.mod"
+}
+
+# Prints `replace dep => dep version` for each `dep => ./path` line of the go.mod
+# $1, inside or outside a replace ( ... ) block, that the go.mod also requires.
+replaces() { # upstream-go.mod staging-version
+  local gomod="$1" staging="$2" dep target required
+  # `|| true` on the greps: matching nothing is a valid answer, not a failure
+  # (pipefail would otherwise end the script without a word).
+  { grep -E '^[[:space:]]*(replace[[:space:]]+)?[^[:space:]]+[[:space:]]+=>[[:space:]]+\.\.?/' "$gomod" || true; } \
     | sed -E 's/^[[:space:]]*(replace[[:space:]]+)?//' \
     | while read -r dep _ target; do
         [[ "$target" == *FORBIDDEN* ]] && continue
-        # A dependency replaced upstream but not required matches nothing:
-        # `|| true` so that grep's exit 1 does not end the script (pipefail).
-        required="$(grep -E "^[[:space:]]*(require[[:space:]]+)?$dep[[:space:]]+v" "$gomod" | awk '{print $NF}' | head -n1 || true)"
+        # A dependency replaced upstream but not required (k8s.io/sample-cli-plugin) has no version.
+        required="$({ grep -E "^[[:space:]]*(require[[:space:]]+)?$dep[[:space:]]+v" "$gomod" || true; } | awk '{print $NF}' | head -n1)"
         [[ -z "$required" ]] && continue
         [[ "$required" == v0.0.0 ]] && required="$staging"
         echo "replace $dep => $dep $required"
-      done >>"$dir/go.mod"
+      done
 }
 
 if (( need_k8s )); then
@@ -151,17 +235,17 @@ if (( need_k8s )); then
   minor="${K8S_VERSION#v1.}"            # 35.4
   wrapper "$w" k8s.io/kubernetes "$K8S_VERSION" "v0.$minor"
   printf 'package build\n\nimport (\n\t_ "k8s.io/kubernetes/cmd/kube-apiserver/app"\n\t_ "k8s.io/kubernetes/cmd/kube-controller-manager/app"\n\t_ "k8s.io/kubernetes/cmd/kube-scheduler/app"\n)\n' >"$w/tools.go"
-  (cd "$w" && go mod tidy >/dev/null 2>&1 || (cd "$w" && go mod tidy))
+  run "$w" go mod tidy
   mkdir -p "$k8s_dir.tmp"
   ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${minor%%.*}"
   for b in kube-apiserver kube-controller-manager kube-scheduler; do
     if ! have "$k8s_dir/$b"; then
       log "  go build $b"
-      (cd "$w" && with_progress "building $b" go build -trimpath -ldflags "$ldflags" -o "$k8s_dir.tmp/$b" "k8s.io/kubernetes/cmd/$b")
+      run "$w" go build -trimpath -ldflags "$ldflags" -o "$k8s_dir.tmp/$b" "k8s.io/kubernetes/cmd/$b"
     fi
   done
   mkdir -p "$k8s_dir"
-  for f in "$k8s_dir.tmp"/*; do [[ -e "$f" ]] && mv "$f" "$k8s_dir/"; done
+  for f in "$k8s_dir.tmp"/*; do if [[ -e "$f" ]]; then mv "$f" "$k8s_dir/"; fi; done
   rmdir "$k8s_dir.tmp"
   log "Kubernetes $K8S_VERSION built in $(( $(date +%s) - start ))s"
 fi
@@ -172,9 +256,9 @@ if (( need_etcd )); then
   w="$work/etcd"
   wrapper "$w" go.etcd.io/etcd/server/v3 "$ETCD_VERSION" "$ETCD_VERSION"
   printf 'package build\n\nimport _ "go.etcd.io/etcd/server/v3/etcdmain"\n' >"$w/tools.go"
-  (cd "$w" && go mod tidy)
+  run "$w" go mod tidy
   mkdir -p "$etcd_dir"
-  (cd "$w" && with_progress "building etcd" go build -trimpath -ldflags "-s -w" -o "$etcd_dir/etcd.tmp" go.etcd.io/etcd/server/v3)
+  run "$w" go build -trimpath -ldflags "-s -w" -o "$etcd_dir/etcd.tmp" go.etcd.io/etcd/server/v3
   mv "$etcd_dir/etcd.tmp" "$etcd_dir/etcd"
   log "etcd $ETCD_VERSION built in $(( $(date +%s) - start ))s"
 fi
@@ -183,8 +267,8 @@ if (( need_kwok )); then
   start=$(date +%s)
   log "building kwok $KWOK_VERSION"
   mkdir -p "$kwok_dir"
-  GOBIN="$kwok_dir" with_progress "building kwok" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+  GOBIN="$kwok_dir" run "$work" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
   log "kwok $KWOK_VERSION built in $(( $(date +%s) - start ))s"
 fi
 
-log "binaries ready under $CACHE/bin"
+log "binaries ready under $CACHE/bin (log: $LOG)"

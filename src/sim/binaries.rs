@@ -1,10 +1,14 @@
 //! The control-plane binaries the simulated cluster runs, in a per-user cache
 //! keyed by version. Missing ones are provisioned by the embedded
 //! `scripts/provision-binaries.sh` (built with Go where available, else
-//! downloaded from the official releases), never rebuilt once cached.
+//! downloaded from the official releases), never rebuilt once cached. When
+//! the script fails, the error carries its last lines of output (which name
+//! the failing command) and the path of its full log.
 
+use std::collections::VecDeque;
+use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, ExitStatus, Stdio};
 
 use serde::{Deserialize, Serialize};
 
@@ -112,24 +116,143 @@ impl Binaries {
             "nodefall: provisioning the simulated cluster's binaries into {} (once per version)",
             cache.display()
         );
-        let status = Command::new("bash")
-            .arg("-c")
-            .arg(PROVISION_SCRIPT)
-            .arg("provision-binaries")
-            .env("NODEFALL_CACHE", &cache)
-            .env("NODEFALL_K8S_VERSION", &binaries.versions.kubernetes)
-            .env("NODEFALL_ETCD_VERSION", &binaries.versions.etcd)
-            .env("NODEFALL_KWOK_VERSION", &binaries.versions.kwok)
-            .status()
-            .map_err(|source| Error::io("running bash for provisioning", source))?;
+        let status = run_provision(provision_command(&cache, &binaries.versions), &cache)?;
         let missing: Vec<PathBuf> = binaries
             .missing()
             .into_iter()
             .map(Path::to_path_buf)
             .collect();
-        if !status.success() || !missing.is_empty() {
+        if !missing.is_empty() {
             return Err(Error::Provision { status, missing });
         }
         Ok(binaries)
+    }
+}
+
+/// The log the provisioning script keeps of its build commands' output.
+pub fn provision_log(cache: &Path) -> PathBuf {
+    cache.join("provision.log")
+}
+
+/// A command that runs the embedded provisioning script for `versions` into
+/// `cache`; callers may add environment (tests put a fake `go` on `PATH`).
+pub fn provision_command(cache: &Path, versions: &Versions) -> Command {
+    let mut command = Command::new("bash");
+    command
+        .arg("-c")
+        .arg(PROVISION_SCRIPT)
+        .arg("provision-binaries")
+        .env("NODEFALL_CACHE", cache)
+        .env("NODEFALL_K8S_VERSION", &versions.kubernetes)
+        .env("NODEFALL_ETCD_VERSION", &versions.etcd)
+        .env("NODEFALL_KWOK_VERSION", &versions.kwok);
+    command
+}
+
+/// Lines of the script's stderr kept for the error: enough for its failure
+/// report (the failing command plus 25 lines of the log's tail).
+const STDERR_TAIL_LINES: usize = 40;
+
+/// Runs a [`provision_command`], passing its stderr through as it comes (a
+/// cold build takes minutes and prints progress) while keeping the last lines,
+/// which the error carries when the script fails: the error may be read
+/// where that stream was not (a report, a CI summary).
+pub fn run_provision(mut command: Command, cache: &Path) -> Result<ExitStatus, Error> {
+    let mut child = command
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|source| Error::io("running bash for provisioning", source))?;
+    let mut tail = VecDeque::with_capacity(STDERR_TAIL_LINES);
+    if let Some(stderr) = child.stderr.take() {
+        let mut reader = BufReader::new(stderr);
+        let mut line = Vec::new();
+        // A read error only ends the pass-through; the exit status still decides.
+        while matches!(reader.read_until(b'\n', &mut line), Ok(n) if n > 0) {
+            let text = String::from_utf8_lossy(&line);
+            let text = text.trim_end_matches(['\n', '\r']);
+            eprintln!("{text}");
+            if tail.len() == STDERR_TAIL_LINES {
+                tail.pop_front();
+            }
+            tail.push_back(text.to_owned());
+            line.clear();
+        }
+    }
+    let status = child
+        .wait()
+        .map_err(|source| Error::io("waiting for the provisioning script", source))?;
+    if status.success() {
+        return Ok(status);
+    }
+    Err(Error::Other(failure_message(
+        status,
+        &tail.into_iter().collect::<Vec<_>>(),
+        &provision_log(cache),
+        cache,
+    )))
+}
+
+/// The error text of a failed provisioning run: what failed, the script's own
+/// report, where the full log is and what to do.
+fn failure_message(status: ExitStatus, tail: &[String], log: &Path, cache: &Path) -> String {
+    let mut text = format!(
+        "provisioning the simulated cluster's binaries failed: the embedded \
+         scripts/provision-binaries.sh exited ({status})"
+    );
+    if tail.is_empty() {
+        text.push_str(" without output");
+    } else {
+        text.push_str("; its last lines of output:");
+        for line in tail {
+            text.push_str("\n  ");
+            text.push_str(line);
+        }
+    }
+    // The script creates the log before its first build command.
+    if log.is_file() {
+        text.push_str(&format!(
+            "\n  full log of the build commands: {}",
+            log.display()
+        ));
+    }
+    text.push_str(&format!(
+        "\n  fix the cause above and run again (binaries already built stay in {}), or put the \
+         release binaries there by hand (docs/sim-backend.md, section Binaries)",
+        cache.join("bin").display()
+    ));
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::ExitStatusExt as _;
+
+    use super::*;
+
+    #[test]
+    fn failure_message_carries_the_tail_and_names_the_log_only_when_it_exists() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let log = provision_log(dir.path());
+        let status = ExitStatus::from_raw(3 << 8);
+        let tail = vec!["[provision] error: `go build x` failed".to_owned()];
+
+        let text = failure_message(status, &tail, &log, dir.path());
+        assert!(text.contains("exited (exit status: 3); its last lines of output:\n  [provision] error: `go build x` failed\n"), "{text}");
+        assert!(!text.contains("full log"), "no log written yet: {text}");
+        assert!(text.contains("fix the cause above"), "{text}");
+
+        std::fs::write(&log, "output").expect("write log");
+        let text = failure_message(status, &[], &log, dir.path());
+        assert!(
+            text.contains("exited (exit status: 3) without output"),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "full log of the build commands: {}",
+                log.display()
+            )),
+            "{text}"
+        );
     }
 }

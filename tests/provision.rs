@@ -1,0 +1,236 @@
+//! The provisioning script (`scripts/provision-binaries.sh`, also embedded in
+//! the binary) on a fresh machine: an empty cache and a fake `go` first on
+//! PATH, so the script's real code paths run in a second without a network.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use tempfile::TempDir;
+
+/// A stand-in for `go` that does what the script asks of it:
+/// `mod download -json` writes an upstream go.mod with a dependency that is
+/// replaced by a local path but not required (as k8s.io/sample-cli-plugin in
+/// k8s.io/kubernetes) and prints the JSON the script parses; `mod tidy` keeps a
+/// copy of the wrapper go.mod for the test to read; `build` and `install`
+/// write an executable where asked, or `build` fails when FAKE_GO_FAIL_BUILD
+/// is set. Anything else is an error, so a new go command in the script shows.
+const FAKE_GO: &str = r#"#!/usr/bin/env bash
+set -eu
+case "$1 ${2:-}" in
+  "mod download")
+    mod="${*: -1}"
+    gomod="$FAKE_GO_DIR/upstream.go.mod"
+    cat >"$gomod" <<MOD
+module ${mod%@*}
+
+go 1.24
+
+require (
+	k8s.io/api v0.0.0
+	github.com/example/pinned v1.2.3
+)
+
+replace (
+	k8s.io/api => ./staging/src/k8s.io/api
+	k8s.io/sample-cli-plugin => ./staging/src/k8s.io/sample-cli-plugin
+	github.com/example/pinned => ./third_party/pinned
+)
+MOD
+    printf '{\n\t"Path": "%s",\n\t"Version": "%s",\n\t"GoMod": "%s"\n}\n' "${mod%@*}" "${mod#*@}" "$gomod"
+    ;;
+  "mod tidy")
+    cp go.mod "$FAKE_GO_DIR/tidied-$(basename "$PWD").go.mod"
+    ;;
+  "build "*)
+    if [[ -n "${FAKE_GO_FAIL_BUILD:-}" ]]; then
+      echo "fake go: cannot build ${*: -1}: undefined: frobnicate" >&2
+      exit 1
+    fi
+    while [[ "$1" != -o ]]; do shift; done
+    printf '#!/bin/sh\n' >"$2" && chmod +x "$2"
+    ;;
+  "install "*)
+    printf '#!/bin/sh\n' >"$GOBIN/kwok" && chmod +x "$GOBIN/kwok"
+    ;;
+  *)
+    echo "fake go: unexpected arguments: $*" >&2
+    exit 2
+    ;;
+esac
+"#;
+
+/// A fresh machine: empty cache, state and temp dirs, the fake go on PATH.
+struct Machine {
+    dir: TempDir,
+}
+
+impl Machine {
+    fn new() -> Machine {
+        let dir = tempfile::tempdir().expect("temp dir");
+        for sub in ["bin", "cache", "fake-go", "tmp", "state", "reports"] {
+            std::fs::create_dir(dir.path().join(sub)).expect("mkdir");
+        }
+        let go = dir.path().join("bin/go");
+        std::fs::write(&go, FAKE_GO).expect("write fake go");
+        let mut perms = std::fs::metadata(&go).expect("stat").permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+        std::fs::set_permissions(&go, perms).expect("chmod");
+        Machine { dir }
+    }
+
+    fn path(&self, sub: &str) -> PathBuf {
+        self.dir.path().join(sub)
+    }
+
+    fn cache(&self) -> PathBuf {
+        self.path("cache")
+    }
+
+    /// `command` with this machine's environment.
+    fn env(&self, mut command: Command) -> Command {
+        let path = format!(
+            "{}:{}",
+            self.path("bin").display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        command
+            .env("PATH", path)
+            .env("NODEFALL_CACHE", self.cache())
+            .env("NODEFALL_STATE_DIR", self.path("state"))
+            .env("FAKE_GO_DIR", self.path("fake-go"))
+            .env("TMPDIR", self.path("tmp"))
+            // Versions from the script's defaults, not the caller's environment.
+            .env_remove("NODEFALL_K8S_VERSION")
+            .env_remove("NODEFALL_ETCD_VERSION")
+            .env_remove("NODEFALL_KWOK_VERSION");
+        command
+    }
+
+    fn provision(&self, fail_build: bool) -> Output {
+        let mut command = Command::new("bash");
+        command.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/provision-binaries.sh"));
+        let mut command = self.env(command);
+        if fail_build {
+            command.env("FAKE_GO_FAIL_BUILD", "1");
+        }
+        command.output().expect("bash runs")
+    }
+
+    fn read(&self, sub: &str) -> String {
+        std::fs::read_to_string(self.path(sub)).unwrap_or_else(|e| panic!("reading {sub}: {e}"))
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn a_failing_go_build_is_named_with_its_exit_code_and_output() {
+    let machine = Machine::new();
+    let out = machine.provision(true);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("error: `go build -trimpath")
+            && stderr.contains("k8s.io/kubernetes/cmd/kube-apiserver` (in ")
+            && stderr.contains("failed with exit code 1 at provision-binaries.sh line "),
+        "the failing command, its exit code and line are named:\n{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "  | fake go: cannot build k8s.io/kubernetes/cmd/kube-apiserver: undefined: frobnicate"
+        ),
+        "the command's output is shown:\n{stderr}"
+    );
+    let log = machine.cache().join("provision.log");
+    assert!(
+        stderr.contains(&format!("full log: {}", log.display())),
+        "{stderr}"
+    );
+    assert!(
+        machine
+            .read("cache/provision.log")
+            .contains("fake go: cannot build k8s.io/kubernetes/cmd/kube-apiserver"),
+        "the log keeps the output"
+    );
+    // The work dir is removed however the script ends.
+    assert_eq!(
+        std::fs::read_dir(machine.path("tmp")).expect("tmp").count(),
+        0
+    );
+}
+
+#[test]
+fn a_replaced_but_not_required_module_does_not_end_the_script() {
+    let machine = Machine::new();
+    let out = machine.provision(false);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("binaries ready under"),
+        "ran to the end:\n{stderr}"
+    );
+    for bin in [
+        "kubernetes-v1.35.4/kube-apiserver",
+        "kubernetes-v1.35.4/kube-controller-manager",
+        "kubernetes-v1.35.4/kube-scheduler",
+        "etcd-v3.5.35/etcd",
+        "kwok-v0.8.0/kwok",
+    ] {
+        assert!(machine.cache().join("bin").join(bin).is_file(), "{bin}");
+    }
+    // The wrapper module: the v0.0.0 placeholder becomes the staging version,
+    // a real requirement is kept, the unrequired module gets no line.
+    let gomod = machine.read("fake-go/tidied-kubernetes.go.mod");
+    assert!(
+        gomod.contains("require k8s.io/kubernetes v1.35.4\n"),
+        "{gomod}"
+    );
+    assert!(
+        gomod.contains("replace k8s.io/api => k8s.io/api v0.35.4\n"),
+        "{gomod}"
+    );
+    assert!(
+        gomod.contains("replace github.com/example/pinned => github.com/example/pinned v1.2.3\n"),
+        "{gomod}"
+    );
+    assert!(!gomod.contains("sample-cli-plugin"), "{gomod}");
+    let etcd = machine.read("fake-go/tidied-etcd.go.mod");
+    assert!(
+        etcd.contains("replace k8s.io/api => k8s.io/api v3.5.35\n"),
+        "{etcd}"
+    );
+}
+
+/// The README's first command on a fresh machine whose Go cannot build: the
+/// error names the failing command and the full log, not just an exit code.
+#[test]
+fn the_readme_command_reports_why_provisioning_failed() {
+    let machine = Machine::new();
+    let mut command = machine.env(Command::new(env!("CARGO_BIN_EXE_nodefall")));
+    command
+        .args(["scenario", "scenarios/statefulset-nfs.yaml", "--out"])
+        .arg(machine.path("reports"))
+        .env("FAKE_GO_FAIL_BUILD", "1");
+    let out = command.output().expect("nodefall runs");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    let error = stderr
+        .split_once("provisioning the simulated cluster's binaries failed: the embedded")
+        .map(|(_, error)| error)
+        .unwrap_or_else(|| panic!("no provisioning error in:\n{stderr}"));
+    assert!(
+        error.contains(" exited (exit status: 1); its last lines of output:")
+            && error.contains("error: `go build -trimpath")
+            && error.contains("fake go: cannot build k8s.io/kubernetes/cmd/kube-apiserver"),
+        "the error itself carries the script's report:\n{error}"
+    );
+    assert!(
+        error.contains(&format!(
+            "full log of the build commands: {}",
+            machine.cache().join("provision.log").display()
+        )) && error.contains("fix the cause above and run again"),
+        "{error}"
+    );
+}
