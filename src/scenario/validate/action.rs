@@ -49,6 +49,10 @@ pub(super) fn action(
         ));
     }
     if let Some(t) = &a.taint {
+        cx.taint_key(&format!("{path}.taint.key"), &t.key);
+        if let Some(v) = &t.value {
+            cx.taint_value(&format!("{path}.taint.value"), v);
+        }
         let node = node(cx, "taint", &t.node)?;
         return Some(Action::Taint {
             node,
@@ -58,6 +62,7 @@ pub(super) fn action(
         });
     }
     if let Some(t) = &a.untaint {
+        cx.taint_key(&format!("{path}.untaint.key"), &t.key);
         let node = node(cx, "untaint", &t.node)?;
         return Some(Action::Untaint {
             node,
@@ -195,6 +200,9 @@ pub(super) fn action(
         };
     }
     if let Some(d) = &a.delete_namespace {
+        if let Some(name) = &d.name {
+            cx.deleted_namespace(&format!("{path}.delete-namespace.name"), name);
+        }
         return Some(Action::DeleteNamespace {
             name: d.name.clone().unwrap_or_else(|| namespace.to_string()),
         });

@@ -135,11 +135,14 @@ pub(super) fn condition(
     for (field, text, negate) in [("taint", &e.taint, false), ("noTaint", &e.no_taint, true)] {
         if let Some(t) = text {
             match taint_ref(t) {
-                Ok((key, effect)) => conds.push(if negate {
-                    Condition::NoTaint { key, effect }
-                } else {
-                    Condition::Taint { key, effect }
-                }),
+                Ok((key, effect)) => {
+                    cx.taint_key(&format!("{p}.{field}"), &key);
+                    conds.push(if negate {
+                        Condition::NoTaint { key, effect }
+                    } else {
+                        Condition::Taint { key, effect }
+                    });
+                }
                 Err(m) => cx.err(&format!("{p}.{field}"), m, None),
             }
         }

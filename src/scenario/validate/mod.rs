@@ -7,17 +7,22 @@
 
 mod action;
 mod expect;
+mod k8s;
 mod setup;
 mod steps;
 mod targets;
 
+use std::collections::HashMap;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use super::checked::{Checked, WorkloadKind};
 use super::duration::Dur;
 use super::expr::{Expr, ExprError};
 use super::load::{Diagnostic, Diagnostics, Error, Loaded, Result, Source};
+use super::manifest::ManifestDoc;
 use super::model::{self, BackendKind};
+use super::spans::Pos;
 use super::suggest::closest;
 use crate::profile::Var;
 use crate::selector::Selector;
@@ -28,7 +33,14 @@ const DEFAULT_RETRY: Duration = Duration::from_secs(5);
 struct Ctx<'a> {
     src: &'a Source,
     diags: Vec<Diagnostic>,
+    /// Problems inside manifest files, each with the scenario position of the
+    /// `apply` that names the file (they are listed right after it).
+    manifest_diags: Vec<(Option<Pos>, Diagnostic)>,
     targets: Vec<String>,
+    /// The scenario namespace, which namespaced manifest objects go into.
+    namespace: &'a str,
+    /// Manifests already read (a file applied twice is read and reported once).
+    manifests: HashMap<PathBuf, Vec<ManifestDoc>>,
 }
 
 fn is_dns_label(s: &str) -> bool {
@@ -129,7 +141,10 @@ pub fn validate(loaded: Loaded) -> Result<Checked> {
     let mut cx = Ctx {
         src: &source,
         diags: Vec::new(),
+        manifest_diags: Vec::new(),
         targets: Vec::new(),
+        namespace: &s.namespace,
+        manifests: HashMap::new(),
     };
 
     if !is_dns_label(&s.name) {
@@ -148,6 +163,8 @@ pub fn validate(loaded: Loaded) -> Result<Checked> {
             format!("`{}` is not a valid namespace name", s.namespace),
             Some("use lowercase letters, digits and `-`, at most 63 characters".into()),
         );
+    } else {
+        cx.scenario_namespace(&s.namespace);
     }
 
     let timing = timing_overrides(&mut cx, &s.timing);
@@ -155,10 +172,21 @@ pub fn validate(loaded: Loaded) -> Result<Checked> {
     let setup = setup::setup(&mut cx, &s.setup);
     let steps = steps::steps(&mut cx, &s, &s.namespace);
 
-    let Ctx { diags, .. } = cx;
-    if !diags.is_empty() {
-        let mut diags = diags;
-        diags.sort_by_key(|d| d.pos);
+    let Ctx {
+        diags,
+        manifest_diags,
+        ..
+    } = cx;
+    if !diags.is_empty() || !manifest_diags.is_empty() {
+        // scenario problems in file order; a manifest's problems right after
+        // the `apply` that names it (the sort is stable)
+        let mut all: Vec<(Option<Pos>, bool, Diagnostic)> = diags
+            .into_iter()
+            .map(|d| (d.pos, false, d))
+            .chain(manifest_diags.into_iter().map(|(at, d)| (at, true, d)))
+            .collect();
+        all.sort_by_key(|(at, late, _)| (*at, *late));
+        let diags = all.into_iter().map(|(_, _, d)| d).collect();
         return Err(Error::Invalid(Diagnostics(diags)));
     }
     Ok(Checked {

@@ -32,8 +32,14 @@ pub(super) fn targets(cx: &mut Ctx<'_>, s: &model::Scenario) -> Vec<Target> {
             ("mostPods", spec.most_pods.is_some()),
         ]);
         let selector = match (chosen.as_slice(), spec) {
-            ([_], model::TargetSpec { name: Some(n), .. }) => Some(TargetSelector::Name(n.clone())),
-            ([_], model::TargetSpec { role: Some(r), .. }) => Some(TargetSelector::Role(r.clone())),
+            ([_], model::TargetSpec { name: Some(n), .. }) => {
+                cx.node_name(&format!("{path}.name"), n);
+                Some(TargetSelector::Name(n.clone()))
+            }
+            ([_], model::TargetSpec { role: Some(r), .. }) => {
+                cx.node_role(&format!("{path}.role"), r);
+                Some(TargetSelector::Role(r.clone()))
+            }
             (
                 [_],
                 model::TargetSpec {
