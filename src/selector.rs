@@ -80,12 +80,18 @@ impl Selector {
                 Req::Exists(k) | Req::NotExists(k) => (k, vec![]),
             };
             // the API server applies these same rules to selectors it is sent
+            let rule = |what: &str, e: names::NameError| {
+                Err(format!(
+                    "`{text}` is not a label selector: {what} in `{}` is not valid: {e}; write e.g. `app=nginx` or `app.kubernetes.io/name in (a,b)`",
+                    part.trim()
+                ))
+            };
             if let Err(e) = names::qualified_name(key) {
-                return bad(part, &format!("invalid label key `{key}`: {e}"));
+                return rule(&format!("label key `{key}`"), e);
             }
             for v in &values {
                 if let Err(e) = names::label_value(v) {
-                    return bad(part, &format!("invalid label value `{v}`: {e}"));
+                    return rule(&format!("label value `{v}`"), e);
                 }
             }
             if matches!(req, Req::In(_, ref vs) | Req::NotIn(_, ref vs) if vs.iter().any(String::is_empty))
@@ -177,8 +183,27 @@ mod tests {
             "a b=c",
             "app=ng inx",
             "app in (a,)",
+            "app=-web",
+            "Example.com/app=web",
+            "a/b/c=d",
+            "app in (web, db_)",
         ] {
             assert!(Selector::parse(bad).is_err(), "{bad:?} should be rejected");
         }
+    }
+
+    #[test]
+    fn names_the_kubernetes_rule_a_key_or_value_breaks() {
+        let e = Selector::parse("app=web,-tier=db").expect_err("bad key");
+        assert!(
+            e.contains("label key `-tier` in `-tier=db` is not valid: it must consist of alphanumeric characters"),
+            "{e}"
+        );
+        let e = Selector::parse(&format!("app={}", "v".repeat(64))).expect_err("long value");
+        assert!(
+            e.contains("is 64 characters long; at most 63 are allowed"),
+            "{e}"
+        );
+        assert!(Selector::parse(&format!("{}/app=web", "a".repeat(253))).is_ok());
     }
 }

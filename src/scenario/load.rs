@@ -169,7 +169,8 @@ fn from_serde(file: &str, e: &serde_yaml::Error) -> Diagnostic {
     }
 }
 
-fn strip_positions(msg: &str) -> String {
+/// Drops serde_yaml's " at line L column C" from a message (the position is printed up front).
+pub(crate) fn strip_positions(msg: &str) -> String {
     let mut out = String::new();
     let mut rest = msg;
     while let Some(i) = rest.find(" at line ") {

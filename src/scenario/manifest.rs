@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 
-use super::load::{Diagnostic, strip_bom};
+use super::load::{Diagnostic, strip_bom, strip_positions};
 use super::names;
 use super::spans::{Pos, Spans};
 
@@ -269,7 +269,10 @@ pub fn parse(
                 diags.push(Diagnostic {
                     file: file.to_string(),
                     pos: pos.or(cx.root),
-                    message: format!("document {n} is not valid YAML: {e}"),
+                    message: format!(
+                        "document {n} is not valid YAML: {}",
+                        strip_positions(&e.to_string())
+                    ),
                     help: Some("check indentation and quotes around this line".into()),
                 });
                 // the stream cannot be read past a syntax error (nor can apply_file)
