@@ -1,5 +1,7 @@
 //! Scenario files: the YAML format (`model`), loading with positioned errors
-//! (`load`, `spans`), and semantic validation into a [`Checked`] scenario.
+//! (`load`, `spans`), and semantic validation into a [`Checked`] scenario
+//! (`validate`, with Kubernetes' name rules in `names` and the manifests a
+//! scenario applies, read and checked, in `manifest`).
 
 pub mod checked;
 pub mod describe;
