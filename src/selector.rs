@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use crate::scenario::names;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Req {
     Eq(String, String),
@@ -17,23 +19,6 @@ enum Req {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Selector {
     reqs: Vec<Req>,
-}
-
-fn valid_key(k: &str) -> bool {
-    let name = k.rsplit('/').next().unwrap_or(k);
-    !name.is_empty()
-        && name.len() <= 63
-        && k.matches('/').count() <= 1
-        && k.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
-}
-
-fn valid_value(v: &str) -> bool {
-    v.len() <= 63
-        && v.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
 /// Splits on commas outside parentheses.
@@ -94,11 +79,20 @@ impl Selector {
                 Req::In(k, vs) | Req::NotIn(k, vs) => (k, vs.iter().map(String::as_str).collect()),
                 Req::Exists(k) | Req::NotExists(k) => (k, vec![]),
             };
-            if !valid_key(key) {
-                return bad(part, "invalid label key");
+            // the API server applies these same rules to selectors it is sent
+            let rule = |what: &str, e: names::NameError| {
+                Err(format!(
+                    "`{text}` is not a label selector: {what} in `{}` is not valid: {e}; write e.g. `app=nginx` or `app.kubernetes.io/name in (a,b)`",
+                    part.trim()
+                ))
+            };
+            if let Err(e) = names::qualified_name(key) {
+                return rule(&format!("label key `{key}`"), e);
             }
-            if let Some(v) = values.iter().find(|v| !valid_value(v)) {
-                return bad(part, &format!("invalid label value `{v}`"));
+            for v in &values {
+                if let Err(e) = names::label_value(v) {
+                    return rule(&format!("label value `{v}`"), e);
+                }
             }
             if matches!(req, Req::In(_, ref vs) | Req::NotIn(_, ref vs) if vs.iter().any(String::is_empty))
             {
@@ -189,8 +183,27 @@ mod tests {
             "a b=c",
             "app=ng inx",
             "app in (a,)",
+            "app=-web",
+            "Example.com/app=web",
+            "a/b/c=d",
+            "app in (web, db_)",
         ] {
             assert!(Selector::parse(bad).is_err(), "{bad:?} should be rejected");
         }
+    }
+
+    #[test]
+    fn names_the_kubernetes_rule_a_key_or_value_breaks() {
+        let e = Selector::parse("app=web,-tier=db").expect_err("bad key");
+        assert!(
+            e.contains("label key `-tier` in `-tier=db` is not valid: it must consist of alphanumeric characters"),
+            "{e}"
+        );
+        let e = Selector::parse(&format!("app={}", "v".repeat(64))).expect_err("long value");
+        assert!(
+            e.contains("is 64 characters long; at most 63 are allowed"),
+            "{e}"
+        );
+        assert!(Selector::parse(&format!("{}/app=web", "a".repeat(253))).is_ok());
     }
 }

@@ -51,10 +51,17 @@ fn every_bad_scenario_fails_with_its_expected_error() {
                 expected.trim_end()
             ));
         }
+        // the file is the scenario, or a manifest it applies (under the corpus directory)
         let first = actual.lines().next().unwrap_or_default();
         let prefix = format!("{}:", path.display());
         let position = first
             .strip_prefix(&prefix)
+            .or_else(|| {
+                first
+                    .strip_prefix("tests/fixtures/bad/manifests/")
+                    .and_then(|rest| rest.split_once(".yaml:"))
+                    .map(|(_, rest)| rest)
+            })
             .map(|rest| rest.split(':').take(2).all(|n| n.parse::<u32>().is_ok()));
         assert_eq!(
             position,
@@ -64,6 +71,56 @@ fn every_bad_scenario_fails_with_its_expected_error() {
         );
     }
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n\n"));
+}
+
+#[test]
+fn a_scenario_with_a_byte_order_mark_loads() {
+    let path = Path::new("tests/fixtures/bom-scenario.yaml");
+    let raw = fs::read(path).expect("fixture exists");
+    assert!(
+        raw.starts_with(b"\xef\xbb\xbf"),
+        "the fixture must keep its BOM"
+    );
+    let checked = scenario::load(path).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(checked.name, "bom");
+    assert_eq!(checked.namespace, "bom-test");
+    // positions are counted as an editor shows them: the BOM takes no column
+    assert_eq!(
+        checked.source.spans.value("namespace"),
+        Some(scenario::spans::Pos { line: 2, col: 12 })
+    );
+    // its manifest has a BOM too, and is read object by object
+    let objects: Vec<(String, String, String, Option<&str>)> = checked.setup.apply[0]
+        .docs
+        .iter()
+        .map(|d| {
+            (
+                d.api_version.clone(),
+                d.kind.clone(),
+                d.name.clone(),
+                d.applied_namespace(&checked.namespace),
+            )
+        })
+        .collect();
+    assert_eq!(
+        objects,
+        vec![
+            (
+                "v1".into(),
+                "ConfigMap".into(),
+                "settings".into(),
+                Some("bom-test")
+            ),
+            (
+                "scheduling.k8s.io/v1".into(),
+                "PriorityClass".into(),
+                "bom-low".into(),
+                None
+            ),
+        ]
+    );
+    assert_eq!(checked.setup.apply[0].docs[1].line, 7);
+    plan::check_all_profiles(&checked).unwrap_or_else(|e| panic!("{e}"));
 }
 
 #[test]

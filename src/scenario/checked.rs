@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::expr::{Expr, WindowSpec};
 use super::load::Source;
+use super::manifest::ManifestDoc;
 use super::model::{
     BackendKind, Cleanup, FaultKind, NodeReady, PodPhase, TaintEffect, Terminating,
 };
@@ -36,6 +37,9 @@ pub struct ManifestFile {
     pub path: PathBuf,
     /// Backends it applies to (empty: all).
     pub only: Vec<BackendKind>,
+    /// Its objects, read and checked at validate time (empty documents left out).
+    #[serde(skip)]
+    pub docs: Vec<ManifestDoc>,
 }
 
 impl ManifestFile {

@@ -112,8 +112,16 @@ pub fn load(path: &Path) -> Result<Loaded> {
     load_str(&path.display().to_string(), &dir, &text)
 }
 
+/// Drops a UTF-8 byte order mark from the start of a file. Editors on Windows
+/// write one; YAML parsers would otherwise read it as part of the first key.
+/// Nothing moves: a BOM takes no column in the editor that wrote it.
+pub fn strip_bom(text: &str) -> &str {
+    text.strip_prefix('\u{feff}').unwrap_or(text)
+}
+
 /// Parses scenario text. Never panics, whatever the input.
 pub fn load_str(file: &str, dir: &Path, text: &str) -> Result<Loaded> {
+    let text = strip_bom(text);
     let source = Source {
         file: file.to_string(),
         dir: dir.to_path_buf(),
@@ -161,7 +169,8 @@ fn from_serde(file: &str, e: &serde_yaml::Error) -> Diagnostic {
     }
 }
 
-fn strip_positions(msg: &str) -> String {
+/// Drops serde_yaml's " at line L column C" from a message (the position is printed up front).
+pub(crate) fn strip_positions(msg: &str) -> String {
     let mut out = String::new();
     let mut rest = msg;
     while let Some(i) = rest.find(" at line ") {
@@ -268,6 +277,25 @@ mod tests {
             "{e}"
         );
         assert!(e.contains("did you mean `pause-vm`?"), "{e}");
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_skipped_and_positions_stay_right() {
+        let text = "\u{feff}name: a\nnamespace: b\nstpes: []\n";
+        let e = err(text);
+        assert!(e.starts_with("s.yaml:3:1: unknown field `stpes`"), "{e}");
+        let ok = load_str(
+            "s.yaml",
+            Path::new("."),
+            "\u{feff}name: a\nnamespace: b\nsteps: []\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(ok.scenario.name, "a");
+        assert_eq!(
+            ok.source.spans.value("namespace"),
+            Some(Pos { line: 2, col: 12 })
+        );
+        assert_eq!(ok.source.spans.value("name"), Some(Pos { line: 1, col: 7 }));
     }
 
     #[test]

@@ -1,12 +1,16 @@
 //! Scenario files: the YAML format (`model`), loading with positioned errors
-//! (`load`, `spans`), and semantic validation into a [`Checked`] scenario.
+//! (`load`, `spans`), and semantic validation into a [`Checked`] scenario
+//! (`validate`, with Kubernetes' name rules in `names` and the manifests a
+//! scenario applies, read and checked, in `manifest`).
 
 pub mod checked;
 pub mod describe;
 pub mod duration;
 pub mod expr;
 pub mod load;
+pub mod manifest;
 pub mod model;
+pub mod names;
 pub mod spans;
 pub mod suggest;
 pub mod validate;

@@ -34,6 +34,8 @@ enum Frame {
 #[derive(Default)]
 struct Builder {
     spans: Spans,
+    /// Finished documents of a multi-document stream.
+    docs: Vec<Spans>,
     stack: Vec<Frame>,
     /// Containers whose position is taken from their first child.
     open: Vec<String>,
@@ -119,6 +121,12 @@ impl MarkedEventReceiver for Builder {
                     Frame::Seq { path: p, index: 0 }
                 });
             }
+            Event::DocumentEnd => {
+                // paths restart at the root in each document of a stream
+                self.open.clear();
+                self.stack.clear();
+                self.docs.push(std::mem::take(&mut self.spans));
+            }
             Event::MappingEnd | Event::SequenceEnd => {
                 // empty containers: fall back to the start marker
                 for open in self.open.drain(..) {
@@ -140,7 +148,18 @@ impl Spans {
         if parser.load(&mut b, false).is_err() {
             return Spans::default();
         }
-        b.spans
+        b.docs.into_iter().next().unwrap_or(b.spans)
+    }
+
+    /// Indexes each document of a multi-document stream (`---`-separated),
+    /// in order; empty documents have empty spans. A stream that does not
+    /// parse gives the documents before the broken one.
+    pub fn index_documents(text: &str) -> Vec<Spans> {
+        let mut b = Builder::default();
+        let mut parser = Parser::new_from_str(text);
+        // on a syntax error keep what was indexed; the caller reports the error
+        let _ = parser.load(&mut b, true);
+        b.docs
     }
 
     /// Position of the value at `path`, else of its key, else of the nearest ancestor.
@@ -197,6 +216,17 @@ mod tests {
             s.value("steps[0].fault.nothing"),
             Some(Pos { line: 3, col: 12 })
         );
+    }
+
+    #[test]
+    fn each_document_of_a_stream_has_its_own_spans() {
+        let docs = Spans::index_documents("a: 1\n---\n# c\nb:\n  c: 2\n---\n---\nd: 3\n");
+        assert_eq!(docs.len(), 4);
+        assert_eq!(docs[0].value("a"), Some(Pos { line: 1, col: 4 }));
+        assert_eq!(docs[1].value(""), Some(Pos { line: 4, col: 1 }));
+        assert_eq!(docs[1].value("b.c"), Some(Pos { line: 5, col: 6 }));
+        assert_eq!(docs[1].value("a"), Some(Pos { line: 4, col: 1 }));
+        assert_eq!(docs[3].key("d"), Some(Pos { line: 8, col: 1 }));
     }
 
     #[test]

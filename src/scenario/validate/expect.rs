@@ -1,0 +1,243 @@
+//! Expectations (and `wait.until`): the subject, its conditions, the window.
+
+use super::{Ctx, one_of};
+use crate::scenario::checked::{Condition, Subject};
+use crate::scenario::expr::{Expr, WindowSpec};
+use crate::scenario::model::{self, ReadyValue, TaintEffect};
+use crate::scenario::suggest::closest;
+
+fn taint_ref(text: &str) -> Result<(String, Option<TaintEffect>), String> {
+    let (key, effect) = match text.rsplit_once(':') {
+        Some((k, e)) => (k, Some(e)),
+        None => (text, None),
+    };
+    let effect = match effect {
+        None => None,
+        Some("NoSchedule") => Some(TaintEffect::NoSchedule),
+        Some("PreferNoSchedule") => Some(TaintEffect::PreferNoSchedule),
+        Some("NoExecute") => Some(TaintEffect::NoExecute),
+        Some(e) => {
+            let s = closest(e, ["NoSchedule", "PreferNoSchedule", "NoExecute"])
+                .map(|s| format!(" (did you mean `{s}`?)"))
+                .unwrap_or_default();
+            return Err(format!(
+                "unknown taint effect `{e}`{s}; use NoSchedule, PreferNoSchedule or NoExecute"
+            ));
+        }
+    };
+    if key.is_empty() || key.contains('=') {
+        return Err(format!(
+            "`{text}` is not a taint reference; write `KEY` or `KEY:EFFECT`"
+        ));
+    }
+    Ok((key.to_string(), effect))
+}
+
+/// Subject and conditions of an `expect` (or a `wait.until`).
+pub(super) fn condition(
+    cx: &mut Ctx<'_>,
+    p: &str,
+    e: &model::Expect,
+) -> Option<(Subject, Vec<Condition>)> {
+    let mut conds = Vec::new();
+    let errors_before = cx.diags.len();
+    let subject = match (&e.node, &e.pods) {
+        (Some(n), None) => {
+            for (field, set) in [("on", e.on.is_some()), ("notOn", e.not_on.is_some())] {
+                if set {
+                    cx.err_key(
+                        &format!("{p}.{field}"),
+                        format!("`{field}` filters pods; this expectation is about a node"),
+                        None,
+                    );
+                }
+            }
+            Subject::Node(cx.target_ref(&format!("{p}.node"), n)?)
+        }
+        (None, Some(sel)) => {
+            let selector = cx.selector(&format!("{p}.pods"), sel)?;
+            let on = match &e.on {
+                Some(t) => Some(cx.target_ref(&format!("{p}.on"), t)?),
+                None => None,
+            };
+            let not_on = match &e.not_on {
+                Some(t) => Some(cx.target_ref(&format!("{p}.notOn"), t)?),
+                None => None,
+            };
+            Subject::Pods {
+                selector,
+                on,
+                not_on,
+            }
+        }
+        (Some(_), Some(_)) => {
+            cx.err(
+                p,
+                "expectation names both `node` and `pods`",
+                Some("split it into two expectations".into()),
+            );
+            return None;
+        }
+        (None, None) => {
+            cx.err(
+                p,
+                "expectation names no subject",
+                Some("add `node: TARGET` or `pods: SELECTOR`".into()),
+            );
+            return None;
+        }
+    };
+    let is_node = matches!(subject, Subject::Node(_));
+    let wrong = |cx: &mut Ctx<'_>, field: &str, set: bool, for_node: bool| {
+        if set && for_node != is_node {
+            let (applies, other) = if for_node {
+                ("a node", "pods")
+            } else {
+                ("pods", "a node")
+            };
+            cx.err_key(
+                &format!("{p}.{field}"),
+                format!("`{field}` applies to {applies}, but this expectation is about {other}"),
+                None,
+            );
+        }
+    };
+    wrong(cx, "taint", e.taint.is_some(), true);
+    wrong(cx, "noTaint", e.no_taint.is_some(), true);
+    wrong(cx, "unschedulable", e.unschedulable.is_some(), true);
+    wrong(cx, "exists", e.exists.is_some(), true);
+    wrong(cx, "terminating", e.terminating.is_some(), false);
+    wrong(cx, "count", e.count.is_some(), false);
+    wrong(cx, "readyAtLeast", e.ready_at_least.is_some(), false);
+    wrong(cx, "phase", e.phase.is_some(), false);
+    wrong(cx, "reason", e.reason.is_some(), false);
+
+    match (e.ready, is_node) {
+        (None, _) => {}
+        (Some(ReadyValue::Status(s)), true) => conds.push(Condition::NodeReady(s)),
+        (Some(ReadyValue::Count(n)), false) => conds.push(Condition::PodsReady(Some(n))),
+        (Some(ReadyValue::All), false) => conds.push(Condition::PodsReady(None)),
+        (Some(ReadyValue::Status(s)), false) => {
+            cx.err(
+                &format!("{p}.ready"),
+                format!("`ready: {s}` is a node status; for pods give a count or `all`"),
+                None,
+            );
+        }
+        (Some(_), true) => {
+            cx.err(
+                &format!("{p}.ready"),
+                "a node's `ready` is `True`, `False` or `Unknown`",
+                None,
+            );
+        }
+    }
+    for (field, text, negate) in [("taint", &e.taint, false), ("noTaint", &e.no_taint, true)] {
+        if let Some(t) = text {
+            match taint_ref(t) {
+                Ok((key, effect)) => {
+                    cx.taint_key(&format!("{p}.{field}"), &key);
+                    conds.push(if negate {
+                        Condition::NoTaint { key, effect }
+                    } else {
+                        Condition::Taint { key, effect }
+                    });
+                }
+                Err(m) => cx.err(&format!("{p}.{field}"), m, None),
+            }
+        }
+    }
+    if is_node {
+        conds.extend(e.unschedulable.map(Condition::Unschedulable));
+        conds.extend(e.exists.map(Condition::Exists));
+    } else {
+        conds.extend(e.terminating.map(Condition::Terminating));
+        conds.extend(e.count.map(Condition::Count));
+        conds.extend(e.ready_at_least.map(Condition::ReadyAtLeast));
+        conds.extend(e.phase.map(Condition::Phase));
+        conds.extend(e.reason.clone().map(Condition::Reason));
+    }
+    if conds.is_empty() && cx.diags.len() == errors_before {
+        let allowed = if is_node {
+            "`ready`, `taint`, `noTaint`, `unschedulable`, `exists`"
+        } else {
+            "`ready`, `readyAtLeast`, `terminating`, `count`, `phase`, `reason`"
+        };
+        cx.err(
+            p,
+            "expectation has no condition",
+            Some(format!("add one of {allowed}")),
+        );
+        return None;
+    }
+    Some((subject, conds))
+}
+
+/// The window of an expectation. `wanted` is false inside `wait.until`, which has none.
+pub(super) fn window(
+    cx: &mut Ctx<'_>,
+    p: &str,
+    e: &model::Expect,
+    wanted: bool,
+) -> Option<WindowSpec> {
+    let given: Vec<(&str, &String)> = [
+        ("within", &e.within),
+        ("after", &e.after),
+        ("notBefore", &e.not_before),
+        ("holdsFor", &e.holds_for),
+        ("never", &e.never),
+    ]
+    .into_iter()
+    .filter_map(|(n, v)| v.as_ref().map(|v| (n, v)))
+    .collect();
+    if !wanted {
+        if let Some((n, _)) = given.first() {
+            cx.err_key(
+                &format!("{p}.{n}"),
+                format!("`{n}` has no meaning inside `wait.until`"),
+                Some("the wait's `timeout` bounds it".into()),
+            );
+            return None;
+        }
+        if e.since.is_some() {
+            cx.err_key(
+                &format!("{p}.since"),
+                "`since` has no meaning inside `wait.until`",
+                None,
+            );
+            return None;
+        }
+        return Some(WindowSpec::HoldsFor(Expr::parse("0s").ok()?));
+    }
+    let [(name, text)] = given.as_slice() else {
+        let msg = if given.is_empty() {
+            "expectation has no time window".to_string()
+        } else {
+            let names: Vec<&str> = given.iter().map(|(n, _)| *n).collect();
+            format!("expectation has {} at once", one_of(&names))
+        };
+        cx.err(
+            p,
+            msg,
+            Some("give exactly one of `within`, `after`, `notBefore`, `holdsFor`, `never`".into()),
+        );
+        return None;
+    };
+    let path = format!("{p}.{name}");
+    let parsed = match *name {
+        "within" => WindowSpec::parse_within(text),
+        "after" => WindowSpec::parse_after(text),
+        other => Expr::parse(text).map(|x| match other {
+            "notBefore" => WindowSpec::NotBefore(x),
+            "holdsFor" => WindowSpec::HoldsFor(x),
+            _ => WindowSpec::Never(x),
+        }),
+    };
+    match parsed {
+        Ok(w) => Some(w),
+        Err(e) => {
+            cx.expr_err(&path, e);
+            None
+        }
+    }
+}
