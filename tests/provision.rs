@@ -42,6 +42,10 @@ MOD
     cp go.mod "$FAKE_GO_DIR/tidied-$(basename "$PWD").go.mod"
     ;;
   "build "*)
+    if [[ -n "${FAKE_GO_HANG_BUILD:-}" ]]; then
+      echo $$ >"$FAKE_GO_DIR/hang.pid"
+      exec sleep 600
+    fi
     if [[ -n "${FAKE_GO_FAIL_BUILD:-}" ]]; then
       echo "fake go: cannot build ${*: -1}: undefined: frobnicate" >&2
       exit 1
@@ -97,6 +101,7 @@ impl Machine {
             .env("PATH", path)
             .env("NODEFALL_CACHE", self.cache())
             .env("NODEFALL_STATE_DIR", self.path("state"))
+            .env("NODEFALL_JOURNAL_DIR", self.path("state").join("runs"))
             .env("FAKE_GO_DIR", self.path("fake-go"))
             .env("TMPDIR", self.path("tmp"))
             // Versions from the script's defaults, not the caller's environment.
@@ -233,4 +238,61 @@ fn the_readme_command_reports_why_provisioning_failed() {
         )) && error.contains("fix the cause above and run again"),
         "{error}"
     );
+}
+
+#[test]
+fn sigterm_during_the_first_build_stops_the_build_and_exits_143() {
+    let machine = Machine::new();
+    let mut command = machine.env(Command::new(env!("CARGO_BIN_EXE_nodefall")));
+    command
+        .args(["scenario", "scenarios/statefulset-nfs.yaml", "--out"])
+        .arg(machine.path("reports"))
+        .env("FAKE_GO_HANG_BUILD", "1")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = command.spawn().expect("nodefall runs");
+    let pid_file = machine.path("fake-go/hang.pid");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    // A file, not a process state, tells when the build started: polled, bounded.
+    while !pid_file.is_file() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let build: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap_or_default()
+        .trim()
+        .parse()
+        .unwrap_or(0);
+    let nodefall = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap_or(0));
+    if build == 0 {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("the fake build never started");
+    }
+    nix::sys::signal::kill(nodefall, nix::sys::signal::Signal::SIGTERM).expect("signal");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("nodefall did not exit after SIGTERM");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(143));
+    let alive = std::fs::read_to_string(format!("/proc/{build}/stat")).is_ok_and(|s| {
+        !s.rsplit(')')
+            .next()
+            .is_some_and(|r| r.trim_start().starts_with('Z'))
+    });
+    if alive {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(build),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        panic!("the build ({build}) outlived nodefall");
+    }
 }

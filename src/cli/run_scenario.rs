@@ -154,7 +154,9 @@ fn run_on_sim(args: &ScenarioArgs, checked: scenario::Checked) -> anyhow::Result
                 tokio::select! {
                     up = SimCluster::up(&opts, &mut log) => up.context("starting the simulated cluster")?,
                     stop = signals.next() => {
-                        // Dropping the start tears down what it had started.
+                        // Dropping the start tears down what it had started;
+                        // a build of the binaries in progress is stopped.
+                        sim::binaries::cancel();
                         progress.finish();
                         let why = format!("interrupted by {stop} while starting the simulated cluster");
                         eprintln!("stopping: {why}");

@@ -7,8 +7,14 @@
 
 use std::collections::VecDeque;
 use std::io::{BufRead as _, BufReader};
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
 
 use serde::{Deserialize, Serialize};
 
@@ -158,29 +164,57 @@ const STDERR_TAIL_LINES: usize = 40;
 /// which the error carries when the script fails: the error may be read
 /// where that stream was not (a report, a CI summary).
 pub fn run_provision(mut command: Command, cache: &Path) -> Result<ExitStatus, Error> {
+    // Its own process group, so that a cancelled run stops the script and
+    // every `go build` it started, and nothing else.
     let mut child = command
         .stderr(Stdio::piped())
+        .process_group(0)
         .spawn()
         .map_err(|source| Error::io("running bash for provisioning", source))?;
-    let mut tail = VecDeque::with_capacity(STDERR_TAIL_LINES);
-    if let Some(stderr) = child.stderr.take() {
-        let mut reader = BufReader::new(stderr);
-        let mut line = Vec::new();
-        // A read error only ends the pass-through; the exit status still decides.
-        while matches!(reader.read_until(b'\n', &mut line), Ok(n) if n > 0) {
-            let text = String::from_utf8_lossy(&line);
-            let text = text.trim_end_matches(['\n', '\r']);
-            eprintln!("{text}");
-            if tail.len() == STDERR_TAIL_LINES {
-                tail.pop_front();
+    let stderr = child.stderr.take();
+    let reader = std::thread::spawn(move || {
+        let mut tail = VecDeque::with_capacity(STDERR_TAIL_LINES);
+        if let Some(stderr) = stderr {
+            let mut reader = BufReader::new(stderr);
+            let mut line = Vec::new();
+            // A read error only ends the pass-through; the exit status still decides.
+            while matches!(reader.read_until(b'\n', &mut line), Ok(n) if n > 0) {
+                let text = String::from_utf8_lossy(&line);
+                let text = text.trim_end_matches(['\n', '\r']);
+                eprintln!("{text}");
+                if tail.len() == STDERR_TAIL_LINES {
+                    tail.pop_front();
+                }
+                tail.push_back(text.to_owned());
+                line.clear();
             }
-            tail.push_back(text.to_owned());
-            line.clear();
         }
-    }
-    let status = child
-        .wait()
-        .map_err(|source| Error::io("waiting for the provisioning script", source))?;
+        tail
+    });
+    let status = loop {
+        if let Some(status) = child
+            .try_wait()
+            .map_err(|source| Error::io("waiting for the provisioning script", source))?
+        {
+            break status;
+        }
+        if CANCELLED.load(Ordering::SeqCst) {
+            let group = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+            let _ = killpg(group, Signal::SIGTERM);
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            while child.try_wait().ok().flatten().is_none() && std::time::Instant::now() < deadline
+            {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = killpg(group, Signal::SIGKILL);
+            let _ = child.wait();
+            return Err(Error::Other(
+                "provisioning was cancelled (its builds were stopped; binaries already built stay cached)".into(),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let tail = reader.join().unwrap_or_default();
     if status.success() {
         return Ok(status);
     }
@@ -190,6 +224,14 @@ pub fn run_provision(mut command: Command, cache: &Path) -> Result<ExitStatus, E
         &provision_log(cache),
         cache,
     )))
+}
+
+/// Set by the shutdown path: a running provisioning stops its builds.
+static CANCELLED: AtomicBool = AtomicBool::new(false);
+
+/// Stops a provisioning run in progress (and any later one in this process).
+pub fn cancel() {
+    CANCELLED.store(true, Ordering::SeqCst);
 }
 
 /// The error text of a failed provisioning run: what failed, the script's own

@@ -96,7 +96,11 @@ impl SimCluster {
     /// Starts a cluster and waits until every node is Ready.
     pub async fn up(opts: &UpOptions, progress: Progress<'_>) -> Result<SimCluster, Error> {
         let started = Instant::now();
-        let binaries = Binaries::ensure()?;
+        // Provisioning may build for minutes: off the runtime's workers, so
+        // a signal is still heard (it cancels the build, see binaries::cancel).
+        let binaries = tokio::task::spawn_blocking(Binaries::ensure)
+            .await
+            .map_err(|e| Error::Other(format!("provisioning stopped: {e}")))??;
         let layout = Layout::new(&opts.root, &opts.name);
         prepare_dir(&layout, &opts.name)?;
 
