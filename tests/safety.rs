@@ -203,6 +203,18 @@ impl Drop for Running {
     }
 }
 
+/// `nodefall scenario FILE --out OUT EXTRA...` as a watched child.
+fn start_scenario(d: &Dirs, file: &Path, extra: &[&str]) -> Running {
+    let mut args = vec![
+        "scenario",
+        file.to_str().unwrap(),
+        "--out",
+        d.out.path().to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    Running::start(d.command(&args))
+}
+
 const DEPLOYMENT: &str = "apiVersion: apps/v1
 kind: Deployment
 metadata: {name: web}
@@ -249,12 +261,7 @@ fn assert_nothing_left(d: &Dirs, log: &str) {
 fn interrupt_at(phase: &str, sig: Signal, code: i32) {
     let d = Dirs::new();
     let file = short_scenario(&d);
-    let mut run = Running::start(d.command(&[
-        "scenario",
-        file.to_str().unwrap(),
-        "--out",
-        d.out.path().to_str().unwrap(),
-    ]));
+    let mut run = start_scenario(&d, &file, &[]);
     run.wait_for(phase, Duration::from_secs(180));
     run.signal(sig);
     let (exit, log) = run.finish(Duration::from_secs(180));
@@ -307,12 +314,7 @@ fn a_second_signal_abandons_cleanup_and_recover_finishes_it() {
     let _s = serial();
     let d = Dirs::new();
     let file = short_scenario(&d);
-    let mut run = Running::start(d.command(&[
-        "scenario",
-        file.to_str().unwrap(),
-        "--out",
-        d.out.path().to_str().unwrap(),
-    ]));
+    let mut run = start_scenario(&d, &file, &[]);
     run.wait_for("#3", Duration::from_secs(180));
     run.signal(Signal::SIGINT);
     // The first undo (resume-vm: a fresh node agent, then Ready) takes a
@@ -359,12 +361,7 @@ fn a_seeded_random_abort_leaves_nothing_behind() {
         ][usize::try_from(next(&mut rng) % 3).unwrap()];
         let delay = Duration::from_millis(next(&mut rng) % 25_000);
         eprintln!("seed {seed} round {round}: {sig:?} after {delay:?}");
-        let mut run = Running::start(d.command(&[
-            "scenario",
-            file.to_str().unwrap(),
-            "--out",
-            d.out.path().to_str().unwrap(),
-        ]));
+        let mut run = start_scenario(&d, &file, &[]);
         std::thread::sleep(delay);
         let finished = run.child.try_wait().unwrap().is_some();
         if !finished {
@@ -545,14 +542,7 @@ fn sigkill_then_recover_restores_the_node_its_taints_and_cordon() {
          \x20 - action: {taint: {node: target, key: example.com/chaos, value: \"on\", effect: NoSchedule}}\n\
          \x20 - fault: pause-vm\n  - action: {wait: {duration: 10m}}\n  - fault: resume-vm\ncleanup: always\n",
     );
-    let mut run = Running::start(d.command(&[
-        "scenario",
-        file.to_str().unwrap(),
-        "--cluster",
-        "killed",
-        "--out",
-        d.out.path().to_str().unwrap(),
-    ]));
+    let mut run = start_scenario(&d, &file, &["--cluster", "killed"]);
     run.wait_for("#4", Duration::from_secs(120));
     run.signal(Signal::SIGKILL);
     let (exit, log) = run.finish(Duration::from_secs(30));
