@@ -1,0 +1,113 @@
+//! Setup: the scenario namespace (journaled when the run creates it), the
+//! watchers, the manifests applied object by object (each one the run
+//! creates journaled for deletion first), and readiness.
+
+use std::time::Duration;
+
+use super::journal::{Settled, Undo};
+use super::{Error, Run, journal_failed};
+use crate::actions;
+use crate::observe::Observer;
+
+impl Run<'_> {
+    pub(super) async fn setup(
+        &mut self,
+        ns: &str,
+        objects: &[actions::ManifestObject],
+    ) -> Result<(), Error> {
+        let setup_err = |e| Error::Setup(Box::new(e));
+        if actions::namespace_uid(&self.client, ns)
+            .await
+            .map_err(setup_err)?
+            .is_none()
+        {
+            let id = self.journal.will(Undo::Namespace {
+                name: ns.to_owned(),
+                uid: None,
+            })?;
+            let created = actions::ensure_namespace(&self.client, ns)
+                .await
+                .map_err(setup_err)?;
+            if created {
+                let uid = actions::namespace_uid(&self.client, ns)
+                    .await
+                    .map_err(setup_err)?;
+                self.journal.update(
+                    id,
+                    Undo::Namespace {
+                        name: ns.to_owned(),
+                        uid,
+                    },
+                )?;
+            } else {
+                // Someone else created it in between: not ours to delete.
+                self.journal.settle(id, Settled::Superseded)?;
+            }
+        }
+        let mut observer = Observer::start(&self.client, ns, &self.rec);
+        tokio::time::timeout(Duration::from_secs(60), observer.synced())
+            .await
+            .map_err(|_| {
+                setup_err(actions::Error::Timeout {
+                    what: "the watchers' first list".into(),
+                    after: Duration::from_secs(60),
+                })
+            })?;
+        self.observer = Some(observer);
+        let setup = &self.plan.scenario.setup;
+        for file in setup
+            .apply
+            .iter()
+            .filter(|f| f.applies_to(self.plan.backend))
+        {
+            let mine: Vec<&actions::ManifestObject> =
+                objects.iter().filter(|o| o.file == file.path).collect();
+            let mut names = Vec::new();
+            for o in mine {
+                self.apply_one(o).await.map_err(setup_err)?;
+                names.push(format!("{}/{}", o.kind, o.name));
+            }
+            self.progress
+                .log(&format!("  applied {}: {}", file.file, names.join(", ")));
+        }
+        for check in &setup.wait_ready {
+            let msg = format!(
+                "setup: waiting for {} {} to be ready",
+                check.kind.name(),
+                check.name
+            );
+            self.progress.waiting(&msg, &msg);
+            actions::wait_ready(&self.client, ns, check)
+                .await
+                .map_err(setup_err)?;
+        }
+        Ok(())
+    }
+
+    /// Applies one object; one the run has not created yet is journaled for
+    /// deletion first.
+    pub(super) async fn apply_one(
+        &mut self,
+        o: &actions::ManifestObject,
+    ) -> Result<(), actions::Error> {
+        let key = (o.kind.clone(), o.namespace.clone(), o.name.clone());
+        let undo = |uid: Option<String>| Undo::Object {
+            api_version: o.api_version.clone(),
+            kind: o.kind.clone(),
+            namespace: o.namespace.clone(),
+            name: o.name.clone(),
+            uid,
+        };
+        if self.applied.contains(&key) {
+            actions::apply_object(&self.client, o).await?;
+            return Ok(());
+        }
+        let id = self.journal.will(undo(None)).map_err(journal_failed)?;
+        self.applied.insert(key);
+        let uid = actions::apply_object(&self.client, o).await?;
+        self.journal
+            .update(id, undo(Some(uid)))
+            .map_err(journal_failed)?;
+        Ok(())
+    }
+}
