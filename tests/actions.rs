@@ -88,12 +88,23 @@ async fn node(client: &kube::Client, name: &str) -> Option<Node> {
         .unwrap()
 }
 
+/// The live pods on `node`: not the ones being deleted (a scale-down
+/// victim, an evicted pod), which a controller may remove any moment.
 async fn pods_on(client: &kube::Client, node: &str) -> Vec<Pod> {
     let api: Api<Pod> = Api::namespaced(client.clone(), NS);
     api.list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
         .await
         .unwrap()
         .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .collect()
+}
+
+/// Exactly `n` pods exist, all of them Ready and none being deleted: the
+/// Deployment has settled, no controller is about to remove one.
+fn settled(w: &nodefall::timeline::World, n: usize) -> bool {
+    w.pods.len() == n && w.pods.values().all(|p| p.ready && !p.terminating)
 }
 
 /// Watches the recorder until `pred` holds.
@@ -105,7 +116,11 @@ async fn until(rec: &Recorder, what: &str, pred: impl Fn(&nodefall::timeline::Wo
         }
     })
     .await;
-    assert!(r.is_ok(), "never saw: {what}");
+    assert!(
+        r.is_ok(),
+        "recorder never saw within 60s: {what}; its world: {:?}",
+        rec.world()
+    );
 }
 
 #[test]
@@ -266,23 +281,22 @@ async fn actions_flow() {
         deployments.get("web").await.unwrap().spec.unwrap().replicas,
         Some(3)
     );
-    until(&rec, "3 web pods", |w| {
-        w.pods.values().filter(|p| !p.terminating).count() == 3
-    })
-    .await;
+    // Not just "3 not Terminating": the scale-down victim must be gone too,
+    // or it may be the pod picked below and vanish before it is deleted.
+    until(&rec, "3 web pods, the 4th gone", |w| settled(w, 3)).await;
 
     // force-delete-pods: a pod on a frozen node stays Terminating until forced.
     cluster.freeze_node("worker-3").unwrap();
     let stuck = pods_on(&client, "worker-3").await;
+    assert_eq!(stuck.len(), 1, "one live web pod on worker-3: {stuck:?}");
     let stuck_name = stuck[0].metadata.name.clone().unwrap();
+    let stuck_uid = stuck[0].metadata.uid.clone().unwrap();
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     pods.delete(&stuck_name, &DeleteParams::default())
         .await
         .unwrap();
     until(&rec, "stuck pod Terminating", |w| {
-        w.pods
-            .values()
-            .any(|p| p.name == stuck_name && p.terminating)
+        w.pods.get(&stuck_uid).is_some_and(|p| p.terminating)
     })
     .await;
     let web = Selector::parse("app=web").unwrap();
@@ -290,10 +304,7 @@ async fn actions_flow() {
         .await
         .unwrap();
     assert!(forced.contains(&stuck_name), "{forced:?}");
-    until(&rec, "stuck pod gone", |w| {
-        !w.pods.values().any(|p| p.name == stuck_name)
-    })
-    .await;
+    until(&rec, "stuck pod gone", |w| !w.pods.contains_key(&stuck_uid)).await;
 
     // delete-node, then the node re-registers when its agent starts again.
     actions::delete_node(&client, "worker-3").await.unwrap();
@@ -328,6 +339,23 @@ async fn actions_flow() {
         pod_selector: None,
         retry_interval: Duration::from_secs(1),
     };
+    // Settled first, so the pods to evict are known and none is replaced
+    // meanwhile; where they run depends on when worker-3 came back.
+    until(&rec, "3 web pods Ready, none Terminating", |w| {
+        settled(w, 3)
+    })
+    .await;
+    let on_drained = rec
+        .world()
+        .pods
+        .values()
+        .filter(|p| matches!(p.node.as_deref(), Some("worker-1" | "worker-2")))
+        .count();
+    assert!(
+        on_drained >= 2,
+        "the spread puts a web pod on each of worker-1 and worker-2: {:?}",
+        rec.world().pods
+    );
     let drained_from = rec.now();
     let notes = std::sync::Mutex::new(Vec::new());
     let note = |n: String| notes.lock().unwrap().push(n);
@@ -336,7 +364,7 @@ async fn actions_flow() {
         .await
         .unwrap();
     let notes = notes.into_inner().unwrap();
-    assert_eq!(summary.evicted.len(), 2, "{notes:?}");
+    assert_eq!(summary.evicted.len(), on_drained, "{notes:?}");
     assert!(
         summary.refusals >= 1,
         "the PDB refused at least once: {notes:?}"
@@ -392,10 +420,7 @@ async fn actions_flow() {
     let pdb_min = dir.path().join("pdb.yaml");
     std::fs::write(&pdb_min, "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: web}\nspec:\n  minAvailable: 1\n  selector: {matchLabels: {app: web}}\n").unwrap();
     actions::apply_file(&client, &pdb_min, NS).await.unwrap();
-    until(&rec, "1 web pod", |w| {
-        w.pods.values().filter(|p| !p.terminating).count() == 1
-    })
-    .await;
+    until(&rec, "1 web pod", |w| settled(w, 1)).await;
     let only = rec
         .world()
         .pods

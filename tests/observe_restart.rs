@@ -15,6 +15,15 @@ use nodefall::profile::TimingProfile;
 use nodefall::sim::{SimCluster, UpOptions};
 use nodefall::timeline::{Change, ObjectRef, World};
 
+/// A Node no agent manages: only this test creates and deletes it.
+fn ghost() -> Node {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "ghost", "labels": {"kubernetes.io/hostname": "ghost"}}
+    }))
+    .unwrap()
+}
+
 fn pod(name: &str, node: &str) -> Pod {
     serde_json::from_value(serde_json::json!({
         "apiVersion": "v1", "kind": "Pod",
@@ -26,14 +35,23 @@ fn pod(name: &str, node: &str) -> Pod {
 
 /// Waits, watching the recorder, until `pred` holds for its world.
 async fn until(rec: &Recorder, what: &str, pred: impl Fn(&World) -> bool) {
+    until_rec(rec, what, |r| pred(&r.world())).await;
+}
+
+/// Waits, watching the recorder, until `pred` holds for it.
+async fn until_rec(rec: &Recorder, what: &str, pred: impl Fn(&Recorder) -> bool) {
     let mut rx = rec.subscribe();
     let r = tokio::time::timeout(Duration::from_secs(60), async {
-        while !pred(&rec.world()) {
+        while !pred(rec) {
             rx.changed().await.unwrap();
         }
     })
     .await;
-    assert!(r.is_ok(), "recorder never saw: {what}");
+    assert!(
+        r.is_ok(),
+        "recorder never saw within 60s: {what}; its world: {:?}",
+        rec.world()
+    );
 }
 
 #[test]
@@ -58,11 +76,21 @@ fn watchers_recover_from_an_apiserver_restart_without_losing_transitions() {
             w.pods.values().any(|p| p.name == "before" && p.ready)
         })
         .await;
+        let nodes: Api<Node> = Api::all(client.clone());
+        nodes
+            .create(&PostParams::default(), &ghost())
+            .await
+            .unwrap();
+        until(&rec, "node `ghost` registered", |w| {
+            w.nodes.get("ghost").is_some_and(|n| n.exists)
+        })
+        .await;
         let errors_before = rec.watch_errors();
 
         cluster.restart_component("kube-apiserver").await.unwrap();
         // Right away, while the watchers are still backing off: delete one
-        // pod, create another, cordon a node.
+        // pod, create another, cordon a node, delete a node and register
+        // one under the same name (a new UID).
         let client = cluster.client().await.unwrap();
         let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
         pods.delete("before", &DeleteParams::default().grace_period(0))
@@ -77,6 +105,14 @@ fn watchers_recover_from_an_apiserver_restart_without_losing_transitions() {
             .patch("worker-2", &PatchParams::default(), &Patch::Merge(&cordon))
             .await
             .unwrap();
+        nodes
+            .delete("ghost", &DeleteParams::default())
+            .await
+            .unwrap();
+        nodes
+            .create(&PostParams::default(), &ghost())
+            .await
+            .unwrap();
 
         until(
             &rec,
@@ -87,6 +123,20 @@ fn watchers_recover_from_an_apiserver_restart_without_losing_transitions() {
                     && w.nodes.get("worker-2").is_some_and(|n| n.unschedulable)
             },
         )
+        .await;
+        until_rec(&rec, "`ghost` deleted and registered again", |r| {
+            r.transitions()
+                .iter()
+                .filter(|t| {
+                    t.object
+                        == ObjectRef::Node {
+                            name: "ghost".into(),
+                        }
+                })
+                .filter(|t| t.change == Change::NodeAdded)
+                .count()
+                == 2
+        })
         .await;
         assert!(
             rec.watch_errors() > errors_before,
@@ -106,6 +156,24 @@ fn watchers_recover_from_an_apiserver_restart_without_losing_transitions() {
         assert_eq!(of("before", &Change::PodDeleted), 1);
         assert_eq!(of("after", &Change::PodReady { ready: true }), 1);
         assert!(ts.windows(2).all(|w| w[0].at <= w[1].at));
+        // The re-registered node: its predecessor's deletion, then its own
+        // creation, each once.
+        let ghost: Vec<&Change> = ts
+            .iter()
+            .filter(|t| {
+                t.object
+                    == ObjectRef::Node {
+                        name: "ghost".into(),
+                    }
+            })
+            .map(|t| &t.change)
+            .filter(|c| matches!(c, Change::NodeAdded | Change::NodeDeleted))
+            .collect();
+        assert_eq!(
+            ghost,
+            [&Change::NodeAdded, &Change::NodeDeleted, &Change::NodeAdded],
+            "{ts:#?}"
+        );
 
         // The recorded world equals the API's ground truth.
         let live: Vec<String> = pods

@@ -80,16 +80,19 @@ fn seed_000_passes_on_the_simulated_cluster() {
     assert_eq!(r.expectations.len(), 9);
     assert!(r.expectations.iter().all(|e| e.verdict == Verdict::Pass));
     let m = &r.metrics;
-    // Node Unknown after the fast profile's 8 s grace period (+ monitor period).
+    // Node Unknown after the fast profile's 8 s grace period (+ monitor
+    // period); never earlier, later only by as much as the scenario's own
+    // window allows a loaded machine (grace + monitorPeriod + 10s).
     let unknown = m.node_not_ready.unwrap();
     assert!(
-        (7_000..=12_000).contains(&unknown),
+        (7_000..=19_000).contains(&unknown),
         "Unknown at T0+{unknown}ms"
     );
-    // Evictions after grace + 20 s toleration; pods stuck until the taint.
+    // Evictions after grace + 20 s toleration (never before); later by at
+    // most the scenario's own slack for load.
     let evicted = m.first_eviction.unwrap();
     assert!(
-        (25_000..=35_000).contains(&evicted),
+        (25_000..=43_000).contains(&evicted),
         "evicted at T0+{evicted}ms"
     );
     assert!(!m.pods.is_empty());
@@ -134,8 +137,9 @@ fn a_wrong_expectation_fails_the_run_and_the_report_says_by_how_much() {
     assert_eq!(failed.len(), 1);
     let f = failed[0];
     assert_eq!(f.index, 1, "the Ready=Unknown expectation");
+    // Unknown comes at 7..19 s (see seed 000), the window closed at 5 s.
     let missed = f.missed_by.unwrap();
-    assert!((2_000..=7_000).contains(&missed), "missed by {missed}ms");
+    assert!((2_000..=14_000).contains(&missed), "missed by {missed}ms");
     assert!(
         f.detail.contains("after the window closed at 5s"),
         "{}",
@@ -284,8 +288,9 @@ fn seed_002_deployment_replaced_after_the_toleration_and_not_rebalanced() {
     for p in &m.pods {
         // A Deployment does not wait for the old pod: the replacement comes
         // while it is still Terminating, after grace (8 s) + toleration (20 s).
+        // Never before grace + toleration; later by the scenario's slack.
         let created = p.replacement_created.unwrap();
-        assert!((25_000..=40_000).contains(&created), "{p:?}");
+        assert!((25_000..=48_000).contains(&created), "{p:?}");
         assert!(created < p.deleted_at.unwrap(), "{p:?}");
     }
     assert!(

@@ -14,7 +14,7 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use futures::TryStreamExt as _;
+use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
@@ -79,9 +79,16 @@ async fn wait_node(
     let start = Instant::now();
     let api: Api<Node> = Api::all(client.clone());
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let mut stream = std::pin::pin!(watcher(api, config).applied_objects());
+    // A broken watch is retried (with backoff) until the timeout, not fatal:
+    // the condition is what is under test, not the connection.
+    let mut stream = std::pin::pin!(
+        watcher(api, config)
+            .default_backoff()
+            .applied_objects()
+            .filter_map(|r| async move { r.ok() })
+    );
     let found = tokio::time::timeout(timeout, async {
-        while let Some(node) = stream.try_next().await.unwrap() {
+        while let Some(node) = stream.next().await {
             if pred(&node) {
                 return;
             }
@@ -115,8 +122,11 @@ async fn assert_goes_unknown(client: &kube::Client, node: &str, fault: &str) {
     let p = TimingProfile::fast();
     // The controller marks the node once no lease renewal was seen for the
     // grace period; it looks every monitor period. Renewals come every lease/4.
+    // The lower bound is exact (load cannot make the controller early); the
+    // upper one allows 10 s for a controller slowed by a loaded 2-core
+    // machine, still far below the 40 s grace of a default profile.
     let lower = p.node_monitor_grace_period - p.node_lease_duration / 4;
-    let upper = p.node_monitor_grace_period + p.node_monitor_period + Duration::from_secs(4);
+    let upper = p.node_monitor_grace_period + p.node_monitor_period + Duration::from_secs(10);
     let took = wait_node(client, node, upper + Duration::from_secs(20), |n| {
         ready_status(n).as_deref() == Some("Unknown") && has_unreachable_taints(n)
     })
@@ -163,7 +173,8 @@ async fn fail_and_recover() {
         .unwrap();
     let up = started.elapsed();
     eprintln!("sim up (3 nodes Ready): {up:?}");
-    assert!(up < Duration::from_secs(30), "sim up took {up:?}");
+    // About 10 s when idle; the bound catches a hang, not slowness under load.
+    assert!(up < Duration::from_secs(120), "sim up took {up:?}");
 
     let client = cluster.client().await.unwrap();
     let nodes: Api<Node> = Api::all(client.clone());
@@ -180,23 +191,23 @@ async fn fail_and_recover() {
     pods.create(&PostParams::default(), &pinned_pod("probe", "worker-1"))
         .await
         .unwrap();
-    wait_pod_ready(&client, "probe", "True", Duration::from_secs(10)).await;
+    wait_pod_ready(&client, "probe", "True", Duration::from_secs(60)).await;
 
     // pause-vm: freeze worker-1's agent.
     cluster.freeze_node("worker-1").unwrap();
     assert_goes_unknown(&client, "worker-1", "pause-vm").await;
     // The node lifecycle controller marks its pods not Ready ...
-    wait_pod_ready(&client, "probe", "False", Duration::from_secs(5)).await;
+    wait_pod_ready(&client, "probe", "False", Duration::from_secs(30)).await;
     cluster.thaw_node("worker-1").await.unwrap();
-    assert_back_ready(&client, "worker-1", "resume-vm", Duration::from_secs(10)).await;
+    assert_back_ready(&client, "worker-1", "resume-vm", Duration::from_secs(60)).await;
     // ... and the returning node reports them Ready again, like a kubelet.
-    wait_pod_ready(&client, "probe", "True", Duration::from_secs(10)).await;
+    wait_pod_ready(&client, "probe", "True", Duration::from_secs(60)).await;
 
     // poweroff / poweron: kill worker-2's agent, start a new one.
     cluster.kill_node("worker-2").unwrap();
     assert_goes_unknown(&client, "worker-2", "poweroff").await;
     cluster.start_node("worker-2").await.unwrap();
-    assert_back_ready(&client, "worker-2", "poweron", Duration::from_secs(15)).await;
+    assert_back_ready(&client, "worker-2", "poweron", Duration::from_secs(60)).await;
 
     // stop-kubelet / start-kubelet on worker-3.
     cluster.stop_node("worker-3").unwrap();
@@ -206,7 +217,7 @@ async fn fail_and_recover() {
         &client,
         "worker-3",
         "start-kubelet",
-        Duration::from_secs(15),
+        Duration::from_secs(60),
     )
     .await;
 

@@ -1,0 +1,157 @@
+//! Folds one kind's watcher events into transitions, without losing or
+//! inventing any: the pure core of the observer, fed by `observe::track`.
+//!
+//! A relist (`Init`, `InitApply`..., `InitDone`) is buffered into a fresh
+//! snapshot and compared with the known state only once it is complete, as
+//! kube-rs advises: a list that fails halfway and starts over (a new `Init`)
+//! must not report the objects it had not reached yet as deleted. Objects are
+//! keyed by UID, so a Node deleted and re-registered under the same name
+//! during a watch gap shows as the old one's deletion and the new one's
+//! creation, in that order.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use jiff::Timestamp;
+use kube::runtime::watcher::Event;
+
+use crate::timeline::{Change, ObjectRef};
+
+/// Changes of one object, each with the server's own time where it has one.
+pub(crate) type Changes = Vec<(Option<Timestamp>, Change)>;
+
+/// How one kind's objects are identified, compared and turned into changes.
+pub(crate) trait Differ<K>: Send + 'static {
+    type Snap: Clone + PartialEq + Send;
+    /// Identity across watch gaps (the UID).
+    fn key(&self, obj: &K) -> String;
+    /// The object as the timeline names it.
+    fn object(&self, obj: &K) -> ObjectRef;
+    /// The fields whose changes matter.
+    fn snap(&self, obj: &K) -> Self::Snap;
+    /// Changes from `prev` (None: first sight) to `obj`. `initial`: seen in
+    /// the first list of the run (already there before the run started).
+    fn diff(&self, prev: Option<&Self::Snap>, obj: &K, initial: bool) -> Changes;
+    /// The change recorded when the object disappears (None: not recorded).
+    fn deleted(&self) -> Option<Change>;
+}
+
+/// The known state of one kind's objects and the relist being collected.
+#[derive(Debug)]
+pub(crate) struct Fold<K, D: Differ<K>> {
+    differ: D,
+    /// By key (UID): how the timeline names the object, and its last state.
+    known: HashMap<String, (ObjectRef, D::Snap)>,
+    /// Which key currently holds each timeline name: a new key under a name
+    /// still held means the holder was deleted unseen.
+    holder: BTreeMap<ObjectRef, String>,
+    /// The objects of the relist in progress, in list order.
+    relist: Option<Vec<K>>,
+    listed_once: bool,
+}
+
+impl<K, D: Differ<K>> Fold<K, D> {
+    pub(crate) fn new(differ: D) -> Self {
+        Fold {
+            differ,
+            known: HashMap::new(),
+            holder: BTreeMap::new(),
+            relist: None,
+            listed_once: false,
+        }
+    }
+
+    /// Whether a complete list has been folded in (the watcher is synced).
+    pub(crate) fn listed_once(&self) -> bool {
+        self.listed_once
+    }
+
+    /// Feeds one watcher event; returns the transitions it implies, in the
+    /// order they must be recorded. Nothing comes out of a relist until its
+    /// `InitDone`.
+    pub(crate) fn handle(&mut self, event: Event<K>) -> Vec<(ObjectRef, Changes)> {
+        let mut out = Vec::new();
+        match event {
+            // A (re)started list: whatever an earlier, unfinished one
+            // collected is stale.
+            Event::Init => self.relist = Some(Vec::new()),
+            Event::InitApply(obj) => match self.relist.as_mut() {
+                Some(buffer) => buffer.push(obj),
+                // kube's watcher always sends Init first; should it not, the
+                // object is at least not lost.
+                None => self.apply(&obj, !self.listed_once, &mut out),
+            },
+            Event::Apply(obj) => self.apply(&obj, false, &mut out),
+            Event::Delete(obj) => {
+                let key = self.differ.key(&obj);
+                self.forget(&key, &mut out);
+            }
+            Event::InitDone => {
+                if let Some(listed) = self.relist.take() {
+                    self.reconcile(listed, &mut out);
+                }
+                self.listed_once = true;
+            }
+        }
+        out
+    }
+
+    /// Compares a complete list with the known state: objects missing from
+    /// it were deleted meanwhile (recorded first, so a name re-used by a new
+    /// object is free again), then every listed object's changes.
+    fn reconcile(&mut self, listed: Vec<K>, out: &mut Vec<(ObjectRef, Changes)>) {
+        let present: HashSet<String> = listed.iter().map(|o| self.differ.key(o)).collect();
+        let mut gone: Vec<(ObjectRef, String)> = self
+            .known
+            .iter()
+            .filter(|(key, _)| !present.contains(*key))
+            .map(|(key, (object, _))| (object.clone(), key.clone()))
+            .collect();
+        // HashMap order is random; the record should not be.
+        gone.sort();
+        for (_, key) in gone {
+            self.forget(&key, out);
+        }
+        let initial = !self.listed_once;
+        for obj in &listed {
+            self.apply(obj, initial, out);
+        }
+    }
+
+    fn apply(&mut self, obj: &K, initial: bool, out: &mut Vec<(ObjectRef, Changes)>) {
+        let key = self.differ.key(obj);
+        let object = self.differ.object(obj);
+        if let Some(old) = self.holder.get(&object).filter(|k| **k != key).cloned() {
+            // Same name, new UID, and no Delete seen for the old one: it was
+            // deleted in between.
+            self.forget(&old, out);
+        }
+        let snap = self.differ.snap(obj);
+        let prev = self.known.get(&key).map(|(_, s)| s);
+        if prev == Some(&snap) {
+            return;
+        }
+        let changes = self.differ.diff(prev, obj, initial);
+        if !changes.is_empty() {
+            out.push((object.clone(), changes));
+        }
+        self.holder.insert(object.clone(), key.clone());
+        self.known.insert(key, (object, snap));
+    }
+
+    /// Drops a known object, recording its deletion.
+    fn forget(&mut self, key: &str, out: &mut Vec<(ObjectRef, Changes)>) {
+        let Some((object, _)) = self.known.remove(key) else {
+            return;
+        };
+        if self.holder.get(&object).is_some_and(|k| k == key) {
+            self.holder.remove(&object);
+        }
+        if let Some(change) = self.differ.deleted() {
+            out.push((object, vec![(None, change)]));
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "fold_tests.rs"]
+mod tests;

@@ -1,0 +1,348 @@
+//! What each watched kind (Node, Pod, Event, VolumeAttachment) contributes
+//! to the timeline: its identity key, the fields compared, and the typed
+//! changes between two states of it.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Event as KubeEvent, Node, Pod};
+use k8s_openapi::api::storage::v1::VolumeAttachment;
+use kube::ResourceExt as _;
+
+use super::fold::{Changes, Differ};
+use crate::timeline::{Change, ObjectRef};
+
+/// Identity of an object across watch gaps: its UID, so a deleted and
+/// re-created object with the same name is two objects. The name is only a
+/// fallback for objects without one (never the case from an API server).
+fn uid_key<K: kube::Resource>(o: &K) -> String {
+    o.uid().unwrap_or_else(|| o.name_any())
+}
+
+fn time(t: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>) -> Option<Timestamp> {
+    t.map(|t| t.0)
+}
+
+// ----- nodes -----
+
+#[derive(Debug)]
+pub(crate) struct NodeDiff;
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct NodeSnap {
+    ready: Option<(String, Option<String>)>,
+    taints: BTreeMap<(String, String), Option<String>>,
+    unschedulable: bool,
+}
+
+impl Differ<Node> for NodeDiff {
+    type Snap = NodeSnap;
+    fn key(&self, n: &Node) -> String {
+        uid_key(n)
+    }
+    fn object(&self, n: &Node) -> ObjectRef {
+        ObjectRef::Node { name: n.name_any() }
+    }
+    fn snap(&self, n: &Node) -> NodeSnap {
+        let ready = n
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+            .map(|c| (c.status.clone(), c.reason.clone()));
+        let spec = n.spec.as_ref();
+        NodeSnap {
+            ready,
+            taints: spec
+                .and_then(|s| s.taints.as_ref())
+                .map(|ts| {
+                    ts.iter()
+                        .map(|t| ((t.key.clone(), t.effect.clone()), t.value.clone()))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
+        }
+    }
+    fn diff(&self, prev: Option<&NodeSnap>, n: &Node, _initial: bool) -> Changes {
+        let cur = self.snap(n);
+        let mut out = Vec::new();
+        if prev.is_none() {
+            out.push((
+                time(n.metadata.creation_timestamp.as_ref()),
+                Change::NodeAdded,
+            ));
+        }
+        let ready_time = n
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+            .and_then(|c| time(c.last_transition_time.as_ref()));
+        if let Some((status, reason)) = &cur.ready
+            && prev.and_then(|p| p.ready.as_ref().map(|r| &r.0)) != Some(status)
+        {
+            out.push((
+                ready_time,
+                Change::NodeReady {
+                    status: status.clone(),
+                    reason: reason.clone(),
+                },
+            ));
+        }
+        let empty = BTreeMap::new();
+        let before = prev.map_or(&empty, |p| &p.taints);
+        let added_time = |key: &str, effect: &str| {
+            n.spec
+                .as_ref()
+                .and_then(|s| s.taints.as_ref())
+                .and_then(|ts| ts.iter().find(|t| t.key == key && t.effect == effect))
+                .and_then(|t| time(t.time_added.as_ref()))
+        };
+        for ((key, effect), value) in &cur.taints {
+            if !before.contains_key(&(key.clone(), effect.clone())) {
+                out.push((
+                    added_time(key, effect),
+                    Change::TaintAdded {
+                        key: key.clone(),
+                        value: value.clone(),
+                        effect: effect.clone(),
+                    },
+                ));
+            }
+        }
+        for (key, effect) in before.keys() {
+            if !cur.taints.contains_key(&(key.clone(), effect.clone())) {
+                out.push((
+                    None,
+                    Change::TaintRemoved {
+                        key: key.clone(),
+                        effect: effect.clone(),
+                    },
+                ));
+            }
+        }
+        if prev.map_or(cur.unschedulable, |p| p.unschedulable != cur.unschedulable) {
+            out.push((
+                None,
+                Change::Unschedulable {
+                    value: cur.unschedulable,
+                },
+            ));
+        }
+        out
+    }
+    fn deleted(&self) -> Option<Change> {
+        Some(Change::NodeDeleted)
+    }
+}
+
+// ----- pods -----
+
+#[derive(Debug)]
+pub(crate) struct PodDiff;
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct PodSnap {
+    node: Option<String>,
+    ready: bool,
+    phase: String,
+    reason: Option<String>,
+    terminating: bool,
+    disruption: Option<Option<String>>,
+}
+
+fn condition<'a>(p: &'a Pod, type_: &str) -> Option<&'a k8s_openapi::api::core::v1::PodCondition> {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == type_))
+}
+
+impl Differ<Pod> for PodDiff {
+    type Snap = PodSnap;
+    fn key(&self, p: &Pod) -> String {
+        uid_key(p)
+    }
+    fn object(&self, p: &Pod) -> ObjectRef {
+        ObjectRef::Pod {
+            name: p.name_any(),
+            uid: self.key(p),
+        }
+    }
+    fn snap(&self, p: &Pod) -> PodSnap {
+        let status = p.status.as_ref();
+        PodSnap {
+            node: p.spec.as_ref().and_then(|s| s.node_name.clone()),
+            ready: condition(p, "Ready").is_some_and(|c| c.status == "True"),
+            phase: status
+                .and_then(|s| s.phase.clone())
+                .unwrap_or_else(|| "Pending".into()),
+            reason: status.and_then(|s| s.reason.clone()),
+            terminating: p.metadata.deletion_timestamp.is_some(),
+            disruption: condition(p, "DisruptionTarget")
+                .filter(|c| c.status == "True")
+                .map(|c| c.reason.clone()),
+        }
+    }
+    fn diff(&self, prev: Option<&PodSnap>, p: &Pod, _initial: bool) -> Changes {
+        let cur = self.snap(p);
+        let mut out = Vec::new();
+        if prev.is_none() {
+            let owner = p
+                .owner_references()
+                .first()
+                .map(|o| format!("{}/{}", o.kind, o.name));
+            out.push((
+                time(p.metadata.creation_timestamp.as_ref()),
+                Change::PodAdded {
+                    labels: p.labels().clone(),
+                    owner,
+                },
+            ));
+        }
+        if let Some(node) = &cur.node
+            && prev.and_then(|x| x.node.as_ref()) != Some(node)
+        {
+            let at =
+                condition(p, "PodScheduled").and_then(|c| time(c.last_transition_time.as_ref()));
+            out.push((at, Change::PodScheduled { node: node.clone() }));
+        }
+        if prev.map_or(cur.phase != "Pending", |x| x.phase != cur.phase) {
+            out.push((
+                None,
+                Change::PodPhase {
+                    phase: cur.phase.clone(),
+                    reason: cur.reason.clone(),
+                },
+            ));
+        }
+        if prev.map_or(cur.ready, |x| x.ready != cur.ready) {
+            let at = condition(p, "Ready").and_then(|c| time(c.last_transition_time.as_ref()));
+            out.push((at, Change::PodReady { ready: cur.ready }));
+        }
+        if let Some(reason) = &cur.disruption
+            && prev.is_none_or(|x| x.disruption.is_none())
+        {
+            let at = condition(p, "DisruptionTarget")
+                .and_then(|c| time(c.last_transition_time.as_ref()));
+            out.push((
+                at,
+                Change::PodDisruptionTarget {
+                    reason: reason.clone(),
+                },
+            ));
+        }
+        if cur.terminating && prev.is_none_or(|x| !x.terminating) {
+            // deletionTimestamp is "deleted at + grace period": subtract it back.
+            let at = p.metadata.deletion_timestamp.as_ref().map(|t| {
+                let grace = p.metadata.deletion_grace_period_seconds.unwrap_or(0);
+                t.0 - jiff::SignedDuration::from_secs(grace)
+            });
+            out.push((at, Change::PodTerminating));
+        }
+        out
+    }
+    fn deleted(&self) -> Option<Change> {
+        Some(Change::PodDeleted)
+    }
+}
+
+// ----- events -----
+
+#[derive(Debug)]
+pub(crate) struct EventDiff;
+
+/// Event reasons shown on the timeline (others are noise for node failures).
+const EVENT_REASONS: [&str; 10] = [
+    "NodeNotReady",
+    "TaintManagerEviction",
+    "RemovingNode",
+    "RegisteredNode",
+    "DeletingNode",
+    "NodeNotSchedulable",
+    "NodeSchedulable",
+    "FailedAttachVolume",
+    "Evicted",
+    "FailedScheduling",
+];
+
+impl Differ<KubeEvent> for EventDiff {
+    /// Events are recorded once, when first seen.
+    type Snap = ();
+    fn key(&self, e: &KubeEvent) -> String {
+        uid_key(e)
+    }
+    fn object(&self, e: &KubeEvent) -> ObjectRef {
+        ObjectRef::Event { name: e.name_any() }
+    }
+    fn snap(&self, _e: &KubeEvent) {}
+    fn diff(&self, _prev: Option<&()>, e: &KubeEvent, initial: bool) -> Changes {
+        let reason = e.reason.clone().unwrap_or_default();
+        if initial || !EVENT_REASONS.contains(&reason.as_str()) {
+            return Vec::new();
+        }
+        let involved = format!(
+            "{}/{}",
+            e.involved_object.kind.clone().unwrap_or_default(),
+            e.involved_object.name.clone().unwrap_or_default()
+        );
+        let at = e
+            .last_timestamp
+            .as_ref()
+            .or(e.first_timestamp.as_ref())
+            .map(|t| t.0)
+            .or_else(|| e.event_time.as_ref().map(|t| t.0));
+        vec![(
+            at,
+            Change::Event {
+                reason,
+                involved,
+                message: e.message.clone().unwrap_or_default(),
+            },
+        )]
+    }
+    fn deleted(&self) -> Option<Change> {
+        None
+    }
+}
+
+// ----- volume attachments -----
+
+#[derive(Debug)]
+pub(crate) struct AttachmentDiff;
+
+impl Differ<VolumeAttachment> for AttachmentDiff {
+    type Snap = (String, String, bool);
+    fn key(&self, v: &VolumeAttachment) -> String {
+        uid_key(v)
+    }
+    fn object(&self, v: &VolumeAttachment) -> ObjectRef {
+        ObjectRef::VolumeAttachment { name: v.name_any() }
+    }
+    fn snap(&self, v: &VolumeAttachment) -> Self::Snap {
+        (
+            v.spec.node_name.clone(),
+            v.spec
+                .source
+                .persistent_volume_name
+                .clone()
+                .unwrap_or_default(),
+            v.status.as_ref().is_some_and(|s| s.attached),
+        )
+    }
+    fn diff(&self, _prev: Option<&Self::Snap>, v: &VolumeAttachment, _initial: bool) -> Changes {
+        let (node, volume, attached) = self.snap(v);
+        vec![(
+            None,
+            Change::VolumeAttachment {
+                node,
+                volume,
+                attached,
+            },
+        )]
+    }
+    fn deleted(&self) -> Option<Change> {
+        Some(Change::VolumeAttachmentDeleted)
+    }
+}
