@@ -37,6 +37,7 @@ struct Run {
 /// one report directory with its three files, and no cluster.
 fn run_scenario(file: &Path) -> Run {
     let state = tempfile::tempdir().unwrap();
+    let journals = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_nodefall"))
         .arg("scenario")
@@ -44,6 +45,7 @@ fn run_scenario(file: &Path) -> Run {
         .arg("--out")
         .arg(out.path())
         .env("NODEFALL_STATE_DIR", state.path())
+        .env("NODEFALL_JOURNAL_DIR", journals.path())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
@@ -171,11 +173,13 @@ fn ctrl_c_after_the_fault_restores_the_node_and_writes_a_partial_report() {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let state = tempfile::tempdir().unwrap();
+    let journals = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_nodefall"))
         .args(["scenario", "scenarios/statefulset-nfs.yaml", "--out"])
         .arg(out.path())
         .env("NODEFALL_STATE_DIR", state.path())
+        .env("NODEFALL_JOURNAL_DIR", journals.path())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()

@@ -365,6 +365,8 @@ fn start_scenario(file: &Path, root: &Path, out: &Path, extra: &[&str]) -> Child
         .args(["--nodes", "1"])
         .args(extra)
         .env("NODEFALL_STATE_DIR", root)
+        // Journals beside the clusters, not in the user's state directory.
+        .env("NODEFALL_JOURNAL_DIR", root.join(".journals"))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
