@@ -153,7 +153,7 @@ pub fn render_text(plan: &Plan) -> String {
     }
     let _ = writeln!(
         out,
-        "  faults are reverted even on error, timeout or Ctrl-C; a partial report is written"
+        "  faults are reverted even on error, timeout, SIGINT (Ctrl-C), SIGTERM or SIGHUP; a partial report is written"
     );
     out
 }
@@ -162,7 +162,8 @@ fn cleanup_word(plan: &Plan) -> &'static str {
     use crate::scenario::model::Cleanup;
     match plan.cleanup() {
         Cleanup::Always => {
-            "always: revert faults, undo the scenario's taints and cordons, delete the namespace"
+            "always: revert faults, put back the taints, cordons and replicas the run changed, \
+             delete what it applied (the namespace only if the run created it)"
         }
         Cleanup::OnSuccess => {
             "on-success: revert faults; keep the workload when an expectation fails"
