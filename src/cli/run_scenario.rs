@@ -167,7 +167,7 @@ fn run_on_sim(args: &ScenarioArgs, checked: scenario::Checked) -> anyhow::Result
                             unreverted: Vec::new(),
                             abandoned: None,
                         };
-                        return anyhow::Ok((outcome, None));
+                        return anyhow::Ok((outcome, ClusterEnd::NeverUp));
                     }
                 }
             }
@@ -189,12 +189,16 @@ fn run_on_sim(args: &ScenarioArgs, checked: scenario::Checked) -> anyhow::Result
         // A throwaway cluster goes away now (inside the runtime, so a
         // further signal can still cut it short: the cluster's reaper and
         // `nodefall recover` finish the job then).
-        if outcome.abandoned.is_none() {
-            finish_cluster(cluster, !throwaway, args.keep, &mut signals, &mut outcome).await?;
-        }
-        anyhow::Ok((outcome, Some(())))
+        let end = if outcome.abandoned.is_none() {
+            finish_cluster(cluster, !throwaway, args.keep, &mut signals, &mut outcome).await
+        } else {
+            // Dropped here: a cluster this process started is torn down on
+            // drop; the journal keeps it for `nodefall recover` in case.
+            ClusterEnd::Left
+        };
+        anyhow::Ok((outcome, end))
     });
-    let (outcome, started) = match result {
+    let (mut outcome, end) = match result {
         Ok(r) => r,
         Err(e) => {
             // The cluster never came up (its start cleans up after itself).
@@ -206,30 +210,42 @@ fn run_on_sim(args: &ScenarioArgs, checked: scenario::Checked) -> anyhow::Result
         }
     };
     drop(rt);
-    if let Some(id) = cluster_entry
-        && (started.is_none() || (outcome.abandoned.is_none() && !args.keep))
-    {
-        journal.settle(id, Settled::Reverted)?;
-    } else if let Some(id) = cluster_entry
-        && args.keep
-        && outcome.abandoned.is_none()
-    {
-        journal.settle(id, Settled::Kept)?;
+    if let Some(id) = cluster_entry {
+        match end {
+            ClusterEnd::NeverUp | ClusterEnd::Gone => journal.settle(id, Settled::Reverted)?,
+            ClusterEnd::Kept => journal.settle(id, Settled::Kept)?,
+            ClusterEnd::Left => outcome
+                .unreverted
+                .push(format!("tear down throwaway sim cluster {name}")),
+        }
     }
     conclude(&args.out, &outcome, journal)
 }
 
+/// How a run's sim cluster ended.
+enum ClusterEnd {
+    /// Its start was interrupted (the start cleans up after itself).
+    NeverUp,
+    /// Torn down.
+    Gone,
+    /// Named or `--keep`: left running on purpose.
+    Kept,
+    /// Its teardown failed or was cut short: `nodefall recover` finishes it.
+    Left,
+}
+
 /// Tears down a throwaway cluster, or leaves a named or kept one running.
+/// A failed teardown is reported, not raised: the reports come first.
 async fn finish_cluster(
     mut cluster: SimCluster,
     named: bool,
     keep: bool,
     signals: &mut Signals,
     outcome: &mut Outcome,
-) -> anyhow::Result<()> {
+) -> ClusterEnd {
     if named {
         cluster.detach();
-        return Ok(());
+        return ClusterEnd::Kept;
     }
     if keep {
         cluster.detach();
@@ -238,16 +254,21 @@ async fn finish_cluster(
             cluster.name(),
             cluster.kubeconfig_path().display()
         );
-        return Ok(());
+        return ClusterEnd::Kept;
     }
     let down = tokio::task::spawn_blocking(move || cluster.down());
     tokio::pin!(down);
     loop {
         tokio::select! {
             r = &mut down => {
-                r.context("removing the throwaway simulated cluster")?
-                    .context("removing the throwaway simulated cluster")?;
-                return Ok(());
+                let r = r.map_err(|e| e.to_string()).and_then(|r| r.map_err(|e| runner::chain(&e)));
+                return match r {
+                    Ok(_) => ClusterEnd::Gone,
+                    Err(e) => {
+                        eprintln!("error: removing the throwaway simulated cluster: {e}");
+                        ClusterEnd::Left
+                    }
+                };
             }
             stop = signals.next() => {
                 if outcome.stopped_by.is_none() {
@@ -257,7 +278,7 @@ async fn finish_cluster(
                     // The teardown goes on in its thread; the runtime waits
                     // for it when it shuts down, so the cluster still goes.
                     outcome.abandoned = Some(format!("{stop} during the teardown of the throwaway cluster"));
-                    return Ok(());
+                    return ClusterEnd::Left;
                 }
             }
         }
