@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::expectation::describe_conditions;
-use super::journal::{TaintWas, Undo};
+use super::journal::{Settled, TaintWas, Undo};
 use super::{Error, Run, journal_failed};
 use crate::actions;
 use crate::expect;
@@ -52,7 +52,9 @@ impl Run<'_> {
                 effect,
             } => {
                 let n = self.node(node)?;
-                self.journal_taint(&n, key, *effect).await.map_err(wrap)?;
+                self.journal_taint(&n, key, *effect, false)
+                    .await
+                    .map_err(wrap)?;
                 actions::taint(&client, &n, key, value.as_deref(), *effect)
                     .await
                     .map_err(wrap)?;
@@ -67,12 +69,18 @@ impl Run<'_> {
                         TaintEffect::NoExecute,
                     ],
                 };
-                for e in effects {
-                    self.journal_taint(&n, key, e).await.map_err(wrap)?;
+                for e in &effects {
+                    self.journal_taint(&n, key, *e, true).await.map_err(wrap)?;
                 }
                 actions::untaint(&client, &n, key, *effect)
                     .await
                     .map_err(wrap)?;
+                // A taint the run added and has now removed is as it was.
+                self.settle_where(|u| {
+                    matches!(u, Undo::Taint { node: tn, key: k, effect: e, was: None }
+                        if *tn == n && k == key && effects.contains(e))
+                })
+                .map_err(wrap)?;
             }
             Action::Cordon { node } => {
                 let n = self.node(node)?;
@@ -80,6 +88,10 @@ impl Run<'_> {
                 actions::set_unschedulable(&client, &n, true)
                     .await
                     .map_err(wrap)?;
+                self.settle_where(
+                    |u| matches!(u, Undo::Unschedulable { node: c, was: true } if *c == n),
+                )
+                .map_err(wrap)?;
             }
             Action::Uncordon { node } => {
                 let n = self.node(node)?;
@@ -87,6 +99,10 @@ impl Run<'_> {
                 actions::set_unschedulable(&client, &n, false)
                     .await
                     .map_err(wrap)?;
+                self.settle_where(
+                    |u| matches!(u, Undo::Unschedulable { node: c, was: false } if *c == n),
+                )
+                .map_err(wrap)?;
             }
             Action::DeleteNode { node } => {
                 let n = self.node(node)?;
@@ -207,12 +223,26 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// Journals a taint's state before the run first touches it.
+    /// Settles the pending entries `pred` picks: a later step put back
+    /// what they would undo.
+    fn settle_where(&mut self, pred: impl Fn(&Undo) -> bool) -> Result<(), actions::Error> {
+        for p in self.journal.find(pred) {
+            self.journal
+                .settle(p.id, Settled::Superseded)
+                .map_err(journal_failed)?;
+        }
+        Ok(())
+    }
+
+    /// Journals a taint's state before the run first touches it (with
+    /// `only_present`, only if it is there: removing an absent taint
+    /// changes nothing).
     async fn journal_taint(
         &mut self,
         node: &str,
         key: &str,
         effect: TaintEffect,
+        only_present: bool,
     ) -> Result<(), actions::Error> {
         let seen = self.journal.find(|u| {
             matches!(u, Undo::Taint { node: n, key: k, effect: e, .. } if n == node && k == key && *e == effect)
@@ -225,6 +255,9 @@ impl Run<'_> {
         else {
             return Err(actions::Error::NoNode(node.to_owned()));
         };
+        if only_present && was.is_none() {
+            return Ok(());
+        }
         self.journal
             .will(Undo::Taint {
                 node: node.to_owned(),
