@@ -66,7 +66,7 @@ pub async fn resolve_manifest(
         path: path.to_owned(),
         source,
     })?;
-    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    let text = crate::scenario::load::strip_bom(&text);
     let mut out = Vec::new();
     for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
         let manifest = |message: String| Error::Manifest {

@@ -37,10 +37,7 @@ impl Run<'_> {
         match action {
             Action::Apply(files) => {
                 for f in files.iter().filter(|f| f.applies_to(self.plan.backend)) {
-                    for o in actions::resolve_manifest(&client, &f.path, ns)
-                        .await
-                        .map_err(wrap)?
-                    {
+                    for o in self.manifest_objects(&f.path) {
                         self.apply_one(&o).await.map_err(wrap)?;
                     }
                 }

@@ -162,6 +162,7 @@ pub async fn run<B: NodeFaults>(
         setup_end: 0,
         t0: None,
         journal,
+        manifests: Vec::new(),
         applied: BTreeSet::new(),
         observer: None,
         progress,
@@ -184,12 +185,12 @@ pub async fn run<B: NodeFaults>(
     // Cleanup: a first signal arriving now only changes the verdict; a
     // second one (or the deadline) abandons it.
     let mut abandoned = None;
+    let failed = run
+        .expectations
+        .iter()
+        .any(|e| e.verdict == crate::report::result::Verdict::Fail);
+    let verdict = verdict_of(error.as_ref(), failed);
     {
-        let failed = run
-            .expectations
-            .iter()
-            .any(|e| e.verdict == crate::report::result::Verdict::Fail);
-        let verdict = verdict_of(error.as_ref(), failed);
         let restore = run.restore(backend, verdict);
         tokio::pin!(restore);
         let deadline = tokio::time::sleep(limits.cleanup_deadline);
@@ -227,13 +228,10 @@ pub async fn run<B: NodeFaults>(
     if let Some(why) = &abandoned {
         progress.log(&format!("cleanup abandoned: {why}"));
     }
-    let failed = run
-        .expectations
-        .iter()
-        .any(|e| e.verdict == crate::report::result::Verdict::Fail);
+    // A signal during cleanup makes the run an interrupted one too.
     let verdict = match stopped_by {
         Some(_) => RunVerdict::Interrupted,
-        None => verdict_of(error.as_ref(), failed),
+        None => verdict,
     };
     let invalid_input = matches!(error, Some(Error::Preflight(_)));
     let message = match (&error, stopped_by) {
@@ -289,6 +287,8 @@ struct Run<'a> {
     t0: Option<Ms>,
     /// Every change, journaled before it is made; cleanup undoes what it holds.
     journal: &'a mut Journal,
+    /// Every object the scenario applies, resolved once at preflight.
+    manifests: Vec<actions::ManifestObject>,
     /// Objects this run created: (kind, namespace, name).
     applied: BTreeSet<(String, Option<String>, String)>,
     observer: Option<Observer>,
@@ -355,7 +355,7 @@ impl Run<'_> {
 
         // Nothing in the cluster changes before the objects the scenario
         // applies are known not to exist already.
-        let objects = self.check_objects(&ns).await?;
+        self.check_objects(&ns).await?;
 
         let slot = self.begin(
             None,
@@ -363,7 +363,7 @@ impl Run<'_> {
             RecKind::Setup,
             format!("namespace {ns}, apply, wait ready"),
         );
-        let result = self.setup(&ns, &objects).await;
+        let result = self.setup(&ns).await;
         self.end(slot, outcome(&result));
         result?;
 

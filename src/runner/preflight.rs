@@ -15,46 +15,38 @@ use crate::scenario::checked::{Action, StepKind, TargetSelector};
 
 impl Run<'_> {
     /// Resolves every manifest the run will apply (setup and `apply`
-    /// actions) and refuses to go on if any object exists already.
-    pub(super) async fn check_objects(
-        &mut self,
-        ns: &str,
-    ) -> Result<Vec<actions::ManifestObject>, Error> {
+    /// actions) once, into `self.manifests`, and refuses to go on if any
+    /// object exists already.
+    pub(super) async fn check_objects(&mut self, ns: &str) -> Result<(), Error> {
         let c = &self.plan.scenario;
         let backend = self.plan.backend;
-        let mut files: Vec<&std::path::Path> = c
-            .setup
-            .apply
-            .iter()
-            .filter(|f| f.applies_to(backend))
-            .map(|f| f.path.as_path())
-            .collect();
-        for step in &c.steps {
-            if let StepKind::Action(Action::Apply(list)) = &step.kind {
-                files.extend(
-                    list.iter()
-                        .filter(|f| f.applies_to(backend))
-                        .map(|f| f.path.as_path()),
-                );
+        let actions = c.steps.iter().filter_map(|step| match &step.kind {
+            StepKind::Action(Action::Apply(list)) => Some(list),
+            _ => None,
+        });
+        let mut files: Vec<&std::path::Path> = Vec::new();
+        for f in c.setup.apply.iter().chain(actions.flatten()) {
+            if f.applies_to(backend) && !files.contains(&f.path.as_path()) {
+                files.push(&f.path);
             }
         }
-        files.dedup();
-        let mut objects = Vec::new();
+        let mut objects: Vec<actions::ManifestObject> = Vec::new();
         let mut existing = Vec::new();
         for path in files {
             let resolved = actions::resolve_manifest(&self.client, path, ns)
                 .await
                 .map_err(|e| Error::Preflight(super::chain(&e)))?;
             for o in resolved {
-                if objects.iter().any(|k: &actions::ManifestObject| {
-                    k.kind == o.kind && k.namespace == o.namespace && k.name == o.name
-                }) {
-                    continue;
-                }
-                if actions::existing_uid(&self.client, &o)
-                    .await
-                    .map_err(|e| Error::Target(super::chain(&e)))?
-                    .is_some()
+                // The same object in two files (a later `apply` changing
+                // it) is checked once, and applied from each file.
+                let seen = objects
+                    .iter()
+                    .any(|k| k.kind == o.kind && k.namespace == o.namespace && k.name == o.name);
+                if !seen
+                    && actions::existing_uid(&self.client, &o)
+                        .await
+                        .map_err(|e| Error::Target(super::chain(&e)))?
+                        .is_some()
                 {
                     existing.push(format!("{} (from {})", o.describe(), o.file.display()));
                 }
@@ -69,7 +61,17 @@ impl Run<'_> {
                 existing.join(", ")
             )));
         }
-        Ok(objects)
+        self.manifests = objects;
+        Ok(())
+    }
+
+    /// The resolved objects of one manifest file, in document order.
+    pub(super) fn manifest_objects(&self, path: &std::path::Path) -> Vec<actions::ManifestObject> {
+        self.manifests
+            .iter()
+            .filter(|o| o.file == path)
+            .cloned()
+            .collect()
     }
 
     /// Resolves every target to a node before anything is injected.

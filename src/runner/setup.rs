@@ -10,11 +10,7 @@ use crate::actions;
 use crate::observe::Observer;
 
 impl Run<'_> {
-    pub(super) async fn setup(
-        &mut self,
-        ns: &str,
-        objects: &[actions::ManifestObject],
-    ) -> Result<(), Error> {
+    pub(super) async fn setup(&mut self, ns: &str) -> Result<(), Error> {
         let setup_err = |e| Error::Setup(Box::new(e));
         if actions::namespace_uid(&self.client, ns)
             .await
@@ -60,11 +56,9 @@ impl Run<'_> {
             .iter()
             .filter(|f| f.applies_to(self.plan.backend))
         {
-            let mine: Vec<&actions::ManifestObject> =
-                objects.iter().filter(|o| o.file == file.path).collect();
             let mut names = Vec::new();
-            for o in mine {
-                self.apply_one(o).await.map_err(setup_err)?;
+            for o in self.manifest_objects(&file.path) {
+                self.apply_one(&o).await.map_err(setup_err)?;
                 names.push(format!("{}/{}", o.kind, o.name));
             }
             self.progress
