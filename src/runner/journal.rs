@@ -256,6 +256,8 @@ pub struct State {
     pub header: Option<Header>,
     pub pending: Vec<Pending>,
     pub closed: bool,
+    /// The highest entry id written, settled or not.
+    last_id: u32,
 }
 
 impl State {
@@ -264,13 +266,17 @@ impl State {
             header: None,
             pending: Vec::new(),
             closed: false,
+            last_id: 0,
         }
     }
 
     fn apply(&mut self, record: Record) {
         match record {
             Record::Begin(h) => self.header = Some(h),
-            Record::Will { id, undo } => self.pending.push(Pending { id, undo }),
+            Record::Will { id, undo } => {
+                self.last_id = self.last_id.max(id);
+                self.pending.push(Pending { id, undo });
+            }
             Record::Update { id, undo } => {
                 if let Some(p) = self.pending.iter_mut().find(|p| p.id == id) {
                     p.undo = undo;
@@ -347,7 +353,7 @@ impl Journal {
     /// Reopens an unfinished journal to settle it (`nodefall recover`).
     pub fn reopen(path: &Path) -> Result<Journal> {
         let state = read(path)?;
-        let next = state.pending.iter().map(|p| p.id).max().unwrap_or(0) + 1000;
+        let next = state.last_id + 1;
         let file = OpenOptions::new()
             .append(true)
             .open(path)
@@ -607,7 +613,11 @@ mod tests {
         assert_eq!(found.len(), 1);
         // PID 1 with start time 0 is not this header's owner.
         assert!(!found[0].owner_alive);
-        let j = Journal::reopen(&path)?;
+        let mut j = Journal::reopen(&path)?;
+        // Ids go on after the highest written, the settled one included.
+        let again = j.will(pause("w3"))?;
+        assert_eq!(again, t + 1);
+        j.settle(again, Settled::Reverted)?;
         let closed = j.close()?;
         assert!(closed.ends_with("closed/t-1.jsonl"));
         assert!(unfinished(dir.path())?.is_empty());
