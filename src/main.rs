@@ -25,6 +25,10 @@ fn classify(err: &anyhow::Error) -> u8 {
     if err.downcast_ref::<cli::Interrupted>().is_some() {
         exit::INTERRUPTED
     } else if err.downcast_ref::<scenario::Error>().is_some()
+        || err.downcast_ref::<cli::InvalidFlag>().is_some()
+        || err
+            .downcast_ref::<nodefall::backend::Error>()
+            .is_some_and(nodefall::backend::Error::invalid_input)
         || err
             .downcast_ref::<report::Error>()
             .is_some_and(report::Error::is_bad_input)

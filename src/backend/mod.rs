@@ -1,12 +1,17 @@
 //! Fault injectors: how a scenario's node faults reach a cluster's machines.
 //! The runner sees only the narrow [`NodeFaults`] trait.
 
+pub mod any;
 pub mod kind;
+pub mod libvirt;
 pub mod sim;
+pub mod ssh;
 
 use std::future::Future;
 
-use crate::scenario::model::FaultKind;
+use k8s_openapi::api::core::v1::Node;
+
+use crate::scenario::model::{BackendKind, FaultKind};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -25,6 +30,76 @@ pub enum Error {
     NoKindCluster { cluster: String, runtime: String },
     #[error("node `{node}` is not a container of this cluster (nodes: {})", .known.join(", "))]
     UnknownNode { node: String, known: Vec<String> },
+    #[error("libvirt: {op} of domain `{domain}` (node `{node}`) on {uri} failed: {message}")]
+    Libvirt {
+        op: String,
+        node: String,
+        domain: String,
+        uri: String,
+        message: String,
+    },
+    #[error(
+        "node `{node}` has no machine: looked for {looked_for}; found: {}; {hint}",
+        if .found.is_empty() { "none".to_owned() } else { .found.join(", ") }
+    )]
+    NoMachine {
+        node: String,
+        looked_for: String,
+        found: Vec<String>,
+        hint: &'static str,
+    },
+    #[error(
+        "domain `{domain}` is not node `{node}`: the domain's UUID is {domain_uuid} but the node \
+         reports systemUUID {system_uuid}; map the node to its own domain with --domain NODE=DOMAIN"
+    )]
+    WrongMachine {
+        node: String,
+        domain: String,
+        domain_uuid: String,
+        system_uuid: String,
+    },
+    #[error(
+        "domain `{domain}` of node `{node}` is {state}, not running: nodefall only breaks \
+         running machines (start or resume it first)"
+    )]
+    NotRunning {
+        node: String,
+        domain: String,
+        state: String,
+    },
+    #[error(
+        "no interface of domain `{domain}` (node `{node}`) was chosen to cut; pass --nic NODE=MAC"
+    )]
+    NoNic { node: String, domain: String },
+    #[error(
+        "domain `{domain}` (node `{node}`) has {}; pass --nic {node}=MAC with one of its MACs",
+        if .mac.is_empty() { format!("several interfaces ({}) and none is known to hold the node's InternalIP", .found.join(", ")) }
+        else { format!("no interface with MAC {} (it has {})", .mac, .found.join(", ")) }
+    )]
+    NoNicNamed {
+        node: String,
+        domain: String,
+        mac: String,
+        found: Vec<String>,
+    },
+    #[error(
+        "no SSH address for node `{node}`: it reports no address; pass --ssh-host {node}=HOST[:PORT]"
+    )]
+    NoSsh { node: String },
+    #[error(
+        "domain `{domain}` (node `{node}`) was still {state} {after}s after the {mode} shutdown \
+         request: the guest ignored it or is still shutting down (does it handle the ACPI power \
+         button: logind or acpid?); raise --shutdown-timeout or use poweroff"
+    )]
+    ShutdownTimeout {
+        node: String,
+        domain: String,
+        mode: &'static str,
+        after: u64,
+        state: String,
+    },
+    #[error("{what}")]
+    NotBuilt { what: &'static str },
     #[error("{fault} on node `{node}` failed")]
     Sim {
         fault: &'static str,
@@ -34,12 +109,49 @@ pub enum Error {
     },
 }
 
+impl Error {
+    /// The scenario or flags name a machine that is not there or not the
+    /// node's: bad input (exit 2), found before anything was injected.
+    pub fn invalid_input(&self) -> bool {
+        matches!(
+            self,
+            Error::Unsupported { .. }
+                | Error::UnknownNode { .. }
+                | Error::NoMachine { .. }
+                | Error::WrongMachine { .. }
+                | Error::NotRunning { .. }
+                | Error::NoNicNamed { .. }
+                | Error::NoSsh { .. }
+                | Error::NotBuilt { .. }
+        )
+    }
+}
+
+/// Whether a backend can inject a fault at all; the reason when not.
+pub fn supports(backend: BackendKind, fault: FaultKind) -> Result<(), &'static str> {
+    match backend {
+        BackendKind::Sim => sim::supports(fault),
+        BackendKind::Kind | BackendKind::Libvirt | BackendKind::Vagrant => Ok(()),
+    }
+}
+
 /// Breaks and repairs nodes.
 pub trait NodeFaults: Send {
     /// Backend name for reports (`sim`, `kind`, ...).
     fn name(&self) -> &'static str;
     /// What the fault does on this backend, in words (for plans and reports).
     fn describe(&self, node: &str, fault: FaultKind) -> String;
+    /// Finds the machine of a target node and checks it is that node's,
+    /// before anything is injected; `faults` are the ones planned for it.
+    /// Returns what it resolved to, in words.
+    fn resolve(
+        &mut self,
+        node: &Node,
+        _faults: &[FaultKind],
+    ) -> impl Future<Output = Result<String, Error>> + Send {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        async move { Ok(format!("node {name}")) }
+    }
     /// Injects (or reverts) `fault` on `node`; returns once it is done.
     fn inject(
         &mut self,

@@ -5,6 +5,17 @@ use super::{Error, NodeFaults};
 use crate::scenario::model::FaultKind;
 use crate::sim::SimCluster;
 
+/// What the sim cannot do, and why.
+pub fn supports(fault: FaultKind) -> Result<(), &'static str> {
+    match fault {
+        FaultKind::Shutdown => Err(
+            "graceful node shutdown needs a real kubelet; run this scenario with --backend kind, \
+             libvirt or vagrant (see docs/sim-backend.md)",
+        ),
+        _ => Ok(()),
+    }
+}
+
 #[derive(Debug)]
 pub struct SimBackend {
     pub cluster: SimCluster,

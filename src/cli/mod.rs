@@ -7,10 +7,13 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 
+mod machines;
 mod recover;
 mod report;
 mod run_scenario;
 mod sim;
+
+pub use run_scenario::InvalidFlag;
 
 use crate::exit;
 use crate::plan;
@@ -105,6 +108,8 @@ pub struct ScenarioArgs {
     /// sim: number of nodes of the throwaway cluster.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=50))]
     pub nodes: u16,
+    #[command(flatten)]
+    pub machines: machines::MachineArgs,
 }
 
 #[derive(Debug, Args)]
@@ -117,6 +122,8 @@ pub struct PlanArgs {
     /// Timing profile to evaluate bounds with (default: `fast` on sim, `default` elsewhere).
     #[arg(long, value_enum)]
     pub profile: Option<ProfileName>,
+    #[command(flatten)]
+    pub machines: machines::MachineArgs,
 }
 
 /// The profile a backend runs with unless told otherwise.
@@ -146,10 +153,12 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let mut out = std::io::stdout().lock();
             out.write_all(plan::render_text(&plan).as_bytes())
                 .context("writing the plan")?;
-            if plan.backend == BackendKind::Kind {
-                out.write_all(kind_commands(&plan).as_bytes())
-                    .context("writing the plan")?;
-            }
+            let ops = match plan.backend {
+                BackendKind::Kind => kind_commands(&plan),
+                BackendKind::Libvirt => libvirt_operations(&plan, &args.machines)?,
+                _ => String::new(),
+            };
+            out.write_all(ops.as_bytes()).context("writing the plan")?;
             Ok(exit::code(exit::PASS))
         }
         Command::Sim(cmd) => sim::run(cmd),
@@ -173,20 +182,11 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 /// The exact commands the kind backend runs for each fault (not run here).
 fn kind_commands(plan: &plan::Plan) -> String {
-    use crate::scenario::checked::StepKind;
     let rt = crate::backend::kind::pick_runtime(None);
     let mut out = format!(
         "\nCommands on kind ({rt}; <t> is the node container of target t, resolved at run time):\n"
     );
-    let faults = plan.scenario.steps.iter().filter_map(|s| match &s.kind {
-        StepKind::Fault { fault, node } => Some((s.label(), *fault, node.clone())),
-        _ => None,
-    });
-    let restores = plan
-        .restores
-        .iter()
-        .map(|r| ("cleanup".to_owned(), r.fault, r.node.clone()));
-    for (label, fault, target) in faults.chain(restores) {
+    for (label, fault, target) in fault_steps(plan) {
         let node = format!("<{target}>");
         for cmd in crate::backend::kind::fault_commands(
             &rt,
@@ -201,11 +201,61 @@ fn kind_commands(plan: &plan::Plan) -> String {
     out
 }
 
+/// Every fault the plan injects, in order, cleanup's reverts last: (label,
+/// fault, target).
+fn fault_steps(plan: &plan::Plan) -> Vec<(String, crate::scenario::model::FaultKind, String)> {
+    use crate::scenario::checked::StepKind;
+    let faults = plan.scenario.steps.iter().filter_map(|s| match &s.kind {
+        StepKind::Fault { fault, node } => Some((s.label(), *fault, node.clone())),
+        _ => None,
+    });
+    let restores = plan
+        .restores
+        .iter()
+        .map(|r| ("cleanup".to_owned(), r.fault, r.node.clone()));
+    faults.chain(restores).collect()
+}
+
+/// The libvirt calls of each fault, with the `virsh` line that does the
+/// same by hand (not run here; domains are resolved at run time).
+fn libvirt_operations(plan: &plan::Plan, args: &machines::MachineArgs) -> anyhow::Result<String> {
+    use crate::backend::libvirt;
+    use crate::backend::ssh::SshTarget;
+    let settings = args.libvirt_settings().map_err(anyhow::Error::msg)?;
+    let uri = args.uri();
+    let mut out = format!(
+        "\nOperations on libvirt ({uri}; <t> is the domain of target t's node: {}; \
+         checked against the node's systemUUID at preflight):\n",
+        match (&settings.prefix, settings.domains.is_empty()) {
+            (Some(p), _) => format!("`{p}<node>` unless --domain maps it"),
+            (None, true) => "the domain named like the node".to_owned(),
+            (None, false) => "as --domain maps it, else named like the node".to_owned(),
+        }
+    );
+    for (label, fault, target) in fault_steps(plan) {
+        let ssh = SshTarget {
+            host: format!("<address of {target}>"),
+            port: None,
+        };
+        for op in libvirt::operations(
+            &uri,
+            &format!("<{target}>"),
+            "<MAC of its node NIC>",
+            &ssh,
+            &settings,
+            fault,
+        ) {
+            out.push_str(&format!("  {label:<12} {op}\n"));
+        }
+    }
+    Ok(out)
+}
+
 /// A backend that is not built yet; said plainly rather than pretending.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "the scenario is valid, but the `{0}` backend is not implemented yet; only `sim` runs today \
-     (try --backend sim, or `nodefall plan` to see what it would do)"
+    "the scenario is valid, but the `{0}` backend is not implemented yet; `sim`, `kind` and \
+     `libvirt` run today (try one of those, or `nodefall plan` to see what it would do)"
 )]
 pub struct NotYet(pub BackendKind);
 

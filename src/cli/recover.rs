@@ -10,9 +10,8 @@ use kube::config::KubeConfigOptions;
 
 use super::runtime;
 use crate::backend::NodeFaults;
-use crate::backend::kind::KindBackend;
+use crate::backend::any::AnyBackend;
 use crate::backend::sim::SimBackend;
-use crate::exec::System;
 use crate::exit;
 use crate::runner::journal::{self, BackendRef, Header, KubeRef, Settled, Undo};
 use crate::runner::{self, Journal, undo};
@@ -150,14 +149,17 @@ async fn recover_one(header: &Header, journal: &mut Journal) -> bool {
                 }
             }
         }
-        BackendRef::Kind { cluster, runtime } => {
-            let backend = KindBackend::discover(cluster, runtime, System);
+        other => {
+            // kind, libvirt: the backend is opened from what the journal
+            // says (libvirt: the URI and mapping; each fault's memo holds
+            // its domain's UUID).
+            let backend = AnyBackend::open(other);
             let config = kube_config(&header.kube).await;
             match (backend, config) {
                 (Ok(mut b), Ok(config)) => revert(journal, config, &mut b, keep).await,
                 (Err(e), _) => {
                     print(
-                        format!("find kind cluster {cluster}"),
+                        format!("open the {} backend", other.kind()),
                         Err(runner::chain(&e)),
                     );
                     false

@@ -14,9 +14,9 @@ use jiff::Timestamp;
 use kube::config::KubeConfigOptions;
 
 use super::{NotYet, ScenarioArgs, default_profile, runtime};
-use crate::backend::kind::{self, KindBackend};
+use crate::backend::any::AnyBackend;
+use crate::backend::kind;
 use crate::backend::sim::SimBackend;
-use crate::exec::System;
 use crate::exit;
 use crate::plan::{self, Plan};
 use crate::profile::TimingProfile;
@@ -34,8 +34,7 @@ pub fn run(args: &ScenarioArgs) -> anyhow::Result<ExitCode> {
     warn_unfinished();
     match backend {
         BackendKind::Sim => run_on_sim(args, checked),
-        BackendKind::Kind => run_on_kind(args, checked),
-        other => bail!(NotYet(other)),
+        other => run_on_machines(args, checked, other),
     }
 }
 
@@ -285,21 +284,44 @@ async fn finish_cluster(
     }
 }
 
-/// On an existing kind cluster: its containers are found by kind's labels,
-/// the API reached through the `kind-<cluster>` kubeconfig context.
-fn run_on_kind(args: &ScenarioArgs, checked: scenario::Checked) -> anyhow::Result<ExitCode> {
-    let profile = TimingProfile::named(
-        args.profile
-            .unwrap_or_else(|| default_profile(BackendKind::Kind)),
-    );
-    let plan = plan::resolve(checked, &profile, Some(BackendKind::Kind))?;
+/// On an existing cluster whose nodes are machines (kind containers,
+/// libvirt domains): one path for every such backend. The backend is opened
+/// from the same [`BackendRef`] the journal keeps, so `nodefall recover`
+/// reaches the machines the same way.
+fn run_on_machines(
+    args: &ScenarioArgs,
+    checked: scenario::Checked,
+    kind: BackendKind,
+) -> anyhow::Result<ExitCode> {
+    let profile = TimingProfile::named(args.profile.unwrap_or_else(|| default_profile(kind)));
+    let plan = plan::resolve(checked, &profile, Some(kind))?;
     let file = args.file.display().to_string();
-    let runtime_name = kind::pick_runtime(args.container_runtime.as_deref());
-    let mut backend = KindBackend::discover(&args.kind_cluster, &runtime_name, System)?;
-    let context = args
-        .context
-        .clone()
-        .unwrap_or_else(|| format!("kind-{}", args.kind_cluster));
+    let (backend_ref, context) = match kind {
+        BackendKind::Kind => (
+            BackendRef::Kind {
+                cluster: args.kind_cluster.clone(),
+                runtime: kind::pick_runtime(args.container_runtime.as_deref()),
+            },
+            Some(
+                args.context
+                    .clone()
+                    .unwrap_or_else(|| format!("kind-{}", args.kind_cluster)),
+            ),
+        ),
+        BackendKind::Libvirt => (
+            BackendRef::Libvirt {
+                uri: args.machines.uri(),
+                settings: Box::new(
+                    args.machines
+                        .libvirt_settings()
+                        .map_err(|e| anyhow::anyhow!(InvalidFlag(e)))?,
+                ),
+            },
+            args.context.clone(),
+        ),
+        other => bail!(NotYet(other)),
+    };
+    let mut backend = AnyBackend::open(&backend_ref)?;
     let kubeconfig = std::env::var_os("KUBECONFIG")
         .and_then(|v| std::env::split_paths(&v).next())
         .filter(|p| !p.as_os_str().is_empty());
@@ -308,13 +330,10 @@ fn run_on_kind(args: &ScenarioArgs, checked: scenario::Checked) -> anyhow::Resul
         header(
             &plan,
             &file,
-            BackendRef::Kind {
-                cluster: args.kind_cluster.clone(),
-                runtime: runtime_name.clone(),
-            },
+            backend_ref,
             KubeRef {
                 kubeconfig,
-                context: Some(context.clone()),
+                context: context.clone(),
             },
         ),
     )
@@ -323,14 +342,19 @@ fn run_on_kind(args: &ScenarioArgs, checked: scenario::Checked) -> anyhow::Resul
     let outcome = rt.block_on(async {
         let mut signals = shutdown::install().context("installing signal handlers")?;
         let options = KubeConfigOptions {
-            context: Some(context.clone()),
+            context: context.clone(),
             ..KubeConfigOptions::default()
         };
-        let config = kube::Config::from_kubeconfig(&options)
-            .await
-            .with_context(|| {
-                format!("reading kubeconfig context `{context}` (KUBECONFIG or ~/.kube/config)")
-            })?;
+        let config =
+            kube::Config::from_kubeconfig(&options)
+                .await
+                .with_context(|| match &context {
+                    Some(c) => {
+                        format!("reading kubeconfig context `{c}` (KUBECONFIG or ~/.kube/config)")
+                    }
+                    None => "reading the current kubeconfig context (KUBECONFIG or ~/.kube/config)"
+                        .into(),
+                })?;
         let progress = Progress::auto();
         anyhow::Ok(
             runner::run(
@@ -356,6 +380,11 @@ fn run_on_kind(args: &ScenarioArgs, checked: scenario::Checked) -> anyhow::Resul
     drop(rt);
     conclude(&args.out, &outcome, journal)
 }
+
+/// A flag's value is wrong (exit 2).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidFlag(pub String);
 
 /// Writes the reports, closes the journal when nothing is left to undo (or
 /// says what is), prints the verdict, maps it to the exit code.

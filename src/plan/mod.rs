@@ -153,13 +153,16 @@ fn check_backend(checked: &Checked, backend: BackendKind) -> Result<()> {
         .steps
         .iter()
         .filter_map(|step| match step.kind {
-            StepKind::Fault { fault, .. }
-                if backend == BackendKind::Sim && fault == FaultKind::Shutdown =>
-            {
+            StepKind::Fault { fault, .. } => {
+                let why = crate::backend::supports(backend, fault).err()?;
+                let (what, how) = why.split_once("; ").unwrap_or((why, ""));
                 Some(checked.source.diag(
                     &format!("{}.fault", step.path),
-                    "fault `shutdown` cannot run on the `sim` backend: graceful node shutdown needs a real kubelet",
-                    Some("run this scenario with --backend kind or --backend vagrant; see docs/sim-backend.md".into()),
+                    format!(
+                        "fault `{}` cannot run on the `{backend}` backend: {what}",
+                        fault.name()
+                    ),
+                    (!how.is_empty()).then(|| how.to_owned()),
                 ))
             }
             _ => None,

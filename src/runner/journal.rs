@@ -69,6 +69,21 @@ pub enum BackendRef {
         cluster: String,
         runtime: String,
     },
+    /// libvirt domains; each fault's memo holds the domain's UUID.
+    Libvirt {
+        uri: String,
+        settings: Box<crate::backend::libvirt::Settings>,
+    },
+}
+
+impl BackendRef {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            BackendRef::Sim { .. } => "sim",
+            BackendRef::Kind { .. } => "kind",
+            BackendRef::Libvirt { .. } => "libvirt",
+        }
+    }
 }
 
 /// How to reach the cluster's API again.
@@ -223,7 +238,7 @@ pub enum Settled {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "camelCase")]
 pub enum Record {
-    Begin(Header),
+    Begin(Box<Header>),
     /// Written before the side effect.
     Will {
         id: u32,
@@ -272,7 +287,7 @@ impl State {
 
     fn apply(&mut self, record: Record) {
         match record {
-            Record::Begin(h) => self.header = Some(h),
+            Record::Begin(h) => self.header = Some(*h),
             Record::Will { id, undo } => {
                 self.last_id = self.last_id.max(id);
                 self.pending.push(Pending { id, undo });
@@ -346,7 +361,7 @@ impl Journal {
             next: 1,
             state: State::new(),
         };
-        journal.append(Record::Begin(header))?;
+        journal.append(Record::Begin(Box::new(header)))?;
         Ok(journal)
     }
 
@@ -663,7 +678,7 @@ mod tests {
             source,
         })?;
         let path = dir.path().join("x.jsonl");
-        let begin = serde_json::to_string(&Record::Begin(header())).unwrap_or_default();
+        let begin = serde_json::to_string(&Record::Begin(Box::new(header()))).unwrap_or_default();
         std::fs::write(&path, format!("{begin}\n{{\"op\":\"wi")).map_err(|source| Error::Io {
             path: path.clone(),
             what: "writing",

@@ -368,6 +368,7 @@ impl Run<'_> {
         result?;
 
         self.resolve_targets().await?;
+        self.resolve_machines(backend).await?;
         self.check_namespaces().await?;
         self.setup_end = self.now();
 
@@ -432,18 +433,22 @@ impl Run<'_> {
         let started = self.steps[slot].started;
         self.t0.get_or_insert(started);
         self.anchors.insert(index, started);
+        // The memo (what reaches the machine again, e.g. a libvirt domain's
+        // UUID) goes in with the entry, and again if the fault changed it.
+        let before = backend.memo(node);
         let entry = match fault.revert() {
             Some(revert) => Some(self.journal.will(Undo::Fault {
                 node: node.to_owned(),
                 fault,
                 revert,
-                memo: None,
+                memo: before.clone(),
             })?),
             None => None,
         };
         let r = backend.inject(node, fault).await;
         self.end(slot, outcome(&r));
         if let (Some(id), Some(memo)) = (entry, backend.memo(node))
+            && before.as_ref() != Some(&memo)
             && let Some(revert) = fault.revert()
         {
             self.journal.update(

@@ -1,4 +1,5 @@
-//! Preflight, before any fault: every target resolved to a node, every
+//! Preflight, before any fault: every target resolved to a node and its
+//! machine (by the backend), every
 //! namespace an action names present, and none of the objects the scenario
 //! applies already in the cluster (the run would change what it did not
 //! create, and cleanup could not put it back).
@@ -11,7 +12,9 @@ use kube::api::Api;
 
 use super::{Error, Run};
 use crate::actions;
+use crate::backend::NodeFaults;
 use crate::scenario::checked::{Action, StepKind, TargetSelector};
+use crate::scenario::model::FaultKind;
 
 impl Run<'_> {
     /// Resolves every manifest the run will apply (setup and `apply`
@@ -153,6 +156,37 @@ impl Run<'_> {
             self.progress
                 .log(&format!("target {} = node {node}", target.name));
             self.targets.insert(target.name.clone(), node);
+        }
+        Ok(())
+    }
+
+    /// The backend finds each target node's machine and checks it is that
+    /// node's (a libvirt domain by name or UUID, its systemUUID), before
+    /// any fault: a missing or mismatched machine is bad input.
+    pub(super) async fn resolve_machines<B: NodeFaults>(
+        &mut self,
+        backend: &mut B,
+    ) -> Result<(), Error> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let mut planned: BTreeMap<String, Vec<FaultKind>> = BTreeMap::new();
+        for step in &self.plan.scenario.steps {
+            if let StepKind::Fault { fault, node } = &step.kind {
+                let name = self.node(node)?;
+                let faults = planned.entry(name).or_default();
+                faults.push(*fault);
+                faults.extend(fault.revert());
+            }
+        }
+        for (name, faults) in planned {
+            let node = api
+                .get(&name)
+                .await
+                .map_err(|source| Error::Target(format!("reading node {name}: {source}")))?;
+            match backend.resolve(&node, &faults).await {
+                Ok(what) => self.progress.log(&format!("{}: {what}", backend.name())),
+                Err(e) if e.invalid_input() => return Err(Error::Preflight(e.to_string())),
+                Err(e) => return Err(Error::Fault(Box::new(e))),
+            }
         }
         Ok(())
     }

@@ -1,0 +1,137 @@
+//! One backend value for every kind of machine a run can break, so the CLI
+//! (`nodefall scenario`, `nodefall recover`) has one code path: built from
+//! the run's [`BackendRef`], which the journal keeps for `recover`.
+
+use k8s_openapi::api::core::v1::Node;
+
+use super::kind::KindBackend;
+use super::libvirt::{self, LibvirtBackend};
+use super::sim::SimBackend;
+use super::{Error, NodeFaults};
+use crate::exec::System;
+use crate::runner::journal::BackendRef;
+use crate::scenario::model::FaultKind;
+
+#[cfg(feature = "libvirt")]
+pub type Libvirt = LibvirtBackend<libvirt::virt::Virt, System>;
+/// Without the `libvirt` feature there is no real hypervisor to hold.
+#[cfg(not(feature = "libvirt"))]
+pub type Libvirt = LibvirtBackend<Unbuilt, System>;
+
+/// Stands in for libvirt in a build without it; never constructed.
+#[cfg(not(feature = "libvirt"))]
+#[derive(Debug)]
+pub enum Unbuilt {}
+
+#[cfg(not(feature = "libvirt"))]
+impl libvirt::hypervisor::Hypervisor for Unbuilt {
+    fn uri(&self) -> &str {
+        match *self {}
+    }
+    fn lookup(
+        &self,
+        _: &libvirt::hypervisor::DomainKey,
+    ) -> Result<libvirt::hypervisor::DomainInfo, libvirt::hypervisor::HvError> {
+        match *self {}
+    }
+    fn names(&self) -> Result<Vec<String>, libvirt::hypervisor::HvError> {
+        match *self {}
+    }
+    fn act(
+        &self,
+        _: &str,
+        _: &libvirt::hypervisor::Op,
+    ) -> Result<(), libvirt::hypervisor::HvError> {
+        match *self {}
+    }
+    fn addresses(
+        &self,
+        _: &str,
+    ) -> Result<Vec<(String, Vec<String>)>, libvirt::hypervisor::HvError> {
+        match *self {}
+    }
+}
+
+#[derive(Debug)]
+pub enum AnyBackend {
+    Sim(Box<SimBackend>),
+    Kind(KindBackend<System>),
+    Libvirt(Box<Libvirt>),
+}
+
+impl AnyBackend {
+    /// Opens the backend a run (or a killed run's journal) names. A sim
+    /// cluster is opened by the caller, who owns its lifecycle.
+    pub fn open(r: &BackendRef) -> Result<AnyBackend, Error> {
+        match r {
+            BackendRef::Sim { .. } => Err(Error::NotBuilt {
+                what: "a sim backend is opened with its cluster",
+            }),
+            BackendRef::Kind { cluster, runtime } => Ok(AnyBackend::Kind(KindBackend::discover(
+                cluster, runtime, System,
+            )?)),
+            BackendRef::Libvirt { uri, settings } => open_libvirt(uri, settings),
+        }
+    }
+}
+
+#[cfg(feature = "libvirt")]
+fn open_libvirt(uri: &str, settings: &libvirt::Settings) -> Result<AnyBackend, Error> {
+    let hv = libvirt::virt::Virt::open(uri).map_err(|e| Error::Libvirt {
+        op: "connect".into(),
+        node: "-".into(),
+        domain: "-".into(),
+        uri: uri.to_owned(),
+        message: format!("{e}; is libvirtd running and may this user use {uri}?"),
+    })?;
+    Ok(AnyBackend::Libvirt(Box::new(LibvirtBackend::new(
+        hv,
+        System,
+        settings.clone(),
+    ))))
+}
+
+#[cfg(not(feature = "libvirt"))]
+fn open_libvirt(_: &str, _: &libvirt::Settings) -> Result<AnyBackend, Error> {
+    Err(Error::NotBuilt {
+        what: "this nodefall was built without the `libvirt` feature; rebuild it with \
+               `cargo build --features libvirt` (needs libvirt's headers: Debian/Ubuntu \
+               libvirt-dev, Fedora libvirt-devel)",
+    })
+}
+
+macro_rules! each {
+    ($self:expr, $b:ident => $e:expr) => {
+        match $self {
+            AnyBackend::Sim($b) => $e,
+            AnyBackend::Kind($b) => $e,
+            AnyBackend::Libvirt($b) => $e,
+        }
+    };
+}
+
+impl NodeFaults for AnyBackend {
+    fn name(&self) -> &'static str {
+        each!(self, b => b.name())
+    }
+
+    fn describe(&self, node: &str, fault: FaultKind) -> String {
+        each!(self, b => b.describe(node, fault))
+    }
+
+    async fn resolve(&mut self, node: &Node, faults: &[FaultKind]) -> Result<String, Error> {
+        each!(self, b => b.resolve(node, faults).await)
+    }
+
+    async fn inject(&mut self, node: &str, fault: FaultKind) -> Result<(), Error> {
+        each!(self, b => b.inject(node, fault).await)
+    }
+
+    fn memo(&self, node: &str) -> Option<String> {
+        each!(self, b => b.memo(node))
+    }
+
+    fn remember(&mut self, node: &str, memo: &str) {
+        each!(self, b => b.remember(node, memo));
+    }
+}

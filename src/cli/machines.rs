@@ -1,0 +1,106 @@
+//! Flags that tell a backend where the nodes' machines are and how to reach
+//! them: libvirt (URI, node -> domain, NIC, shutdown) and SSH (kubelet).
+
+use clap::Args;
+
+use crate::backend::libvirt::{self, hypervisor::ShutdownMode};
+use crate::backend::ssh::{SshSettings, SshTarget};
+use crate::scenario::duration::parse_duration;
+
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Machines (libvirt backend)")]
+pub struct MachineArgs {
+    /// libvirt connection (default: LIBVIRT_DEFAULT_URI, else qemu:///system).
+    #[arg(long, value_name = "URI")]
+    pub libvirt_uri: Option<String>,
+    /// A node's domain when it is not named like the node (name or UUID); repeatable.
+    #[arg(long = "domain", value_name = "NODE=DOMAIN", value_parser = pair)]
+    pub domains: Vec<(String, String)>,
+    /// Prefix of the domain names before the node names (vagrant-libvirt:
+    /// `<project dir>_`; Kubespray: `kubespray`).
+    #[arg(long, value_name = "PREFIX")]
+    pub domain_prefix: Option<String>,
+    /// The interface drop-nic cuts, by MAC (default: the one holding the
+    /// node's InternalIP when libvirt can tell, else the only one); repeatable.
+    #[arg(long = "nic", value_name = "NODE=MAC", value_parser = pair)]
+    pub nics: Vec<(String, String)>,
+    /// How `shutdown` asks the guest: the ACPI power button or the QEMU guest agent.
+    #[arg(long, value_enum, default_value_t = ShutdownMode::Acpi)]
+    pub shutdown_mode: ShutdownMode,
+    /// How long the guest may take to power off after the shutdown request.
+    #[arg(long, value_name = "DURATION", default_value = "180s", value_parser = parse_duration)]
+    pub shutdown_timeout: std::time::Duration,
+    #[command(flatten)]
+    pub ssh: SshArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "SSH (stop-kubelet, start-kubelet, the graceful-shutdown preflight)")]
+pub struct SshArgs {
+    /// SSH login user (default: ssh's own: ~/.ssh/config or the local user).
+    #[arg(long, value_name = "USER")]
+    pub ssh_user: Option<String>,
+    /// SSH private key.
+    #[arg(long, value_name = "FILE")]
+    pub ssh_key: Option<String>,
+    /// SSH port (default 22).
+    #[arg(long, value_name = "PORT")]
+    pub ssh_port: Option<u16>,
+    /// Where a node's SSH server is, when not at the address the Node reports; repeatable.
+    #[arg(long = "ssh-host", value_name = "NODE=HOST[:PORT]", value_parser = pair)]
+    pub ssh_hosts: Vec<(String, String)>,
+    /// An `ssh -o` option, e.g. UserKnownHostsFile=/dev/null; repeatable.
+    #[arg(long = "ssh-option", value_name = "KEY=VALUE")]
+    pub ssh_options: Vec<String>,
+    /// The command that stops the kubelet on a node.
+    #[arg(long, value_name = "COMMAND", default_value = crate::backend::ssh::STOP_KUBELET)]
+    pub kubelet_stop_command: String,
+    /// The command that starts it again.
+    #[arg(long, value_name = "COMMAND", default_value = crate::backend::ssh::START_KUBELET)]
+    pub kubelet_start_command: String,
+}
+
+fn pair(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() && !v.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("`{s}` is not NODE=VALUE")),
+    }
+}
+
+impl SshArgs {
+    pub fn settings(&self) -> SshSettings {
+        SshSettings {
+            user: self.ssh_user.clone(),
+            key: self.ssh_key.clone(),
+            port: self.ssh_port,
+            options: self.ssh_options.clone(),
+            stop_kubelet: self.kubelet_stop_command.clone(),
+            start_kubelet: self.kubelet_start_command.clone(),
+        }
+    }
+}
+
+impl MachineArgs {
+    /// The connection URI the flags and environment give.
+    pub fn uri(&self) -> String {
+        libvirt::uri(self.libvirt_uri.as_deref())
+    }
+
+    /// The libvirt backend's settings; a bad `--ssh-host` is named.
+    pub fn libvirt_settings(&self) -> Result<libvirt::Settings, String> {
+        let mut ssh_hosts = std::collections::BTreeMap::new();
+        for (node, host) in &self.ssh.ssh_hosts {
+            let t = SshTarget::parse(host).map_err(|e| format!("--ssh-host {node}={host}: {e}"))?;
+            ssh_hosts.insert(node.clone(), t);
+        }
+        Ok(libvirt::Settings {
+            domains: self.domains.iter().cloned().collect(),
+            prefix: self.domain_prefix.clone(),
+            nics: self.nics.iter().cloned().collect(),
+            ssh_hosts,
+            ssh: self.ssh.settings(),
+            shutdown_mode: self.shutdown_mode,
+            shutdown_timeout_secs: self.shutdown_timeout.as_secs().max(1),
+        })
+    }
+}
