@@ -6,6 +6,7 @@ use clap::Args;
 use crate::backend::libvirt::{self, hypervisor::ShutdownMode};
 use crate::backend::ssh::{SshSettings, SshTarget};
 use crate::scenario::duration::parse_duration;
+use crate::scenario::model::LibvirtMachines;
 
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Machines (libvirt backend)")]
@@ -81,22 +82,34 @@ impl SshArgs {
 }
 
 impl MachineArgs {
-    /// The connection URI the flags and environment give.
-    pub fn uri(&self) -> String {
-        libvirt::uri(self.libvirt_uri.as_deref())
+    /// The connection URI: the flag, else the scenario's, else
+    /// LIBVIRT_DEFAULT_URI, else qemu:///system.
+    pub fn uri(&self, scenario: &LibvirtMachines) -> String {
+        libvirt::uri(self.libvirt_uri.as_deref().or(scenario.uri.as_deref()))
     }
 
-    /// The libvirt backend's settings; a bad `--ssh-host` is named.
-    pub fn libvirt_settings(&self) -> Result<libvirt::Settings, String> {
+    /// The libvirt backend's settings: the scenario's `libvirt:` mapping,
+    /// then the flags over it; a bad `--ssh-host` is named.
+    pub fn libvirt_settings(
+        &self,
+        scenario: &LibvirtMachines,
+    ) -> Result<libvirt::Settings, String> {
         let mut ssh_hosts = std::collections::BTreeMap::new();
         for (node, host) in &self.ssh.ssh_hosts {
             let t = SshTarget::parse(host).map_err(|e| format!("--ssh-host {node}={host}: {e}"))?;
             ssh_hosts.insert(node.clone(), t);
         }
+        let mut domains = scenario.domains.clone();
+        domains.extend(self.domains.iter().cloned());
+        let mut nics = scenario.nics.clone();
+        nics.extend(self.nics.iter().cloned());
         Ok(libvirt::Settings {
-            domains: self.domains.iter().cloned().collect(),
-            prefix: self.domain_prefix.clone(),
-            nics: self.nics.iter().cloned().collect(),
+            domains,
+            prefix: self
+                .domain_prefix
+                .clone()
+                .or_else(|| scenario.domain_prefix.clone()),
+            nics,
             ssh_hosts,
             ssh: self.ssh.settings(),
             shutdown_mode: self.shutdown_mode,

@@ -221,8 +221,11 @@ fn fault_steps(plan: &plan::Plan) -> Vec<(String, crate::scenario::model::FaultK
 fn libvirt_operations(plan: &plan::Plan, args: &machines::MachineArgs) -> anyhow::Result<String> {
     use crate::backend::libvirt;
     use crate::backend::ssh::SshTarget;
-    let settings = args.libvirt_settings().map_err(anyhow::Error::msg)?;
-    let uri = args.uri();
+    let scenario = &plan.scenario.libvirt;
+    let settings = args
+        .libvirt_settings(scenario)
+        .map_err(|e| anyhow::anyhow!(InvalidFlag(e)))?;
+    let uri = args.uri(scenario);
     let mut out = format!(
         "\nOperations on libvirt ({uri}; <t> is the domain of target t's node: {}; \
          checked against the node's systemUUID at preflight):\n",

@@ -294,6 +294,7 @@ fn run_on_machines(
     kind: BackendKind,
 ) -> anyhow::Result<ExitCode> {
     let profile = TimingProfile::named(args.profile.unwrap_or_else(|| default_profile(kind)));
+    let machines = checked.libvirt.clone();
     let plan = plan::resolve(checked, &profile, Some(kind))?;
     let file = args.file.display().to_string();
     let (backend_ref, context) = match kind {
@@ -310,10 +311,10 @@ fn run_on_machines(
         ),
         BackendKind::Libvirt => (
             BackendRef::Libvirt {
-                uri: args.machines.uri(),
+                uri: args.machines.uri(&machines),
                 settings: Box::new(
                     args.machines
-                        .libvirt_settings()
+                        .libvirt_settings(&machines)
                         .map_err(|e| anyhow::anyhow!(InvalidFlag(e)))?,
                 ),
             },

@@ -27,6 +27,7 @@ pub struct Checked {
     pub targets: Vec<Target>,
     pub steps: Vec<Step>,
     pub cleanup: Cleanup,
+    pub libvirt: super::model::LibvirtMachines,
 }
 
 #[derive(Debug, Clone, Serialize)]

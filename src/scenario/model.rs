@@ -144,6 +144,28 @@ pub struct Scenario {
     pub steps: Vec<Step>,
     #[serde(default)]
     pub cleanup: Cleanup,
+    /// Where the nodes' libvirt domains are, for `--backend libvirt`
+    /// (flags given on the command line win).
+    #[serde(default)]
+    pub libvirt: LibvirtMachines,
+}
+
+/// `libvirt:`: the connection and node -> domain mapping of a lab.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct LibvirtMachines {
+    /// Connection URI (else LIBVIRT_DEFAULT_URI, else qemu:///system).
+    #[serde(default)]
+    pub uri: Option<String>,
+    /// Node name -> domain name or UUID.
+    #[serde(default)]
+    pub domains: BTreeMap<String, String>,
+    /// Before each node's name to get its domain's.
+    #[serde(default)]
+    pub domain_prefix: Option<String>,
+    /// Node name -> MAC of the interface drop-nic cuts.
+    #[serde(default)]
+    pub nics: BTreeMap<String, String>,
 }
 
 /// `timing:` overrides, one per profile variable (canonical names only).

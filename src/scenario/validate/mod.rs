@@ -171,6 +171,7 @@ pub fn validate(loaded: Loaded) -> Result<Checked> {
     let targets = targets::targets(&mut cx, &s);
     let setup = setup::setup(&mut cx, &s.setup);
     let steps = steps::steps(&mut cx, &s, &s.namespace);
+    libvirt_machines(&mut cx, &s.libvirt);
 
     let Ctx {
         diags,
@@ -199,8 +200,38 @@ pub fn validate(loaded: Loaded) -> Result<Checked> {
         targets,
         steps,
         cleanup: s.cleanup,
+        libvirt: s.libvirt,
         source,
     })
+}
+
+/// `libvirt:`: MACs are MACs, names are not empty.
+fn libvirt_machines(cx: &mut Ctx<'_>, m: &model::LibvirtMachines) {
+    if m.uri.as_deref().is_some_and(|u| !u.contains(':')) {
+        cx.err(
+            "libvirt.uri",
+            format!("`{}` is not a libvirt URI", m.uri.as_deref().unwrap_or("")),
+            Some("e.g. qemu:///system, qemu+ssh://host/system".into()),
+        );
+    }
+    for (node, domain) in &m.domains {
+        if domain.trim().is_empty() {
+            cx.err(
+                &format!("libvirt.domains.{node}"),
+                format!("node `{node}` maps to an empty domain name"),
+                Some("give the domain's name or UUID (`virsh list --all --uuid`)".into()),
+            );
+        }
+    }
+    for (node, mac) in &m.nics {
+        if crate::backend::libvirt::domxml::normal_mac(mac).is_none() {
+            cx.err(
+                &format!("libvirt.nics.{node}"),
+                format!("`{mac}` is not a MAC address"),
+                Some("write it as 52:54:00:12:34:56 (`virsh domiflist DOMAIN`)".into()),
+            );
+        }
+    }
 }
 
 fn timing_overrides(cx: &mut Ctx<'_>, t: &model::TimingOverrides) -> Vec<(Var, Duration)> {
