@@ -10,6 +10,7 @@ pub mod cli;
 pub mod exec;
 pub mod exit;
 pub mod expect;
+pub mod gns;
 pub mod observe;
 pub mod plan;
 pub mod profile;

@@ -103,7 +103,7 @@ fn a_different_schema_version_is_refused_naming_the_file() {
     let msg = err.to_string();
     assert!(msg.contains(&path.display().to_string()), "{msg}");
     assert!(msg.contains("schema version 7"), "{msg}");
-    assert!(msg.contains("reads versions 1 to 2"), "{msg}");
+    assert!(msg.contains("reads versions 1 to 3"), "{msg}");
 
     std::fs::write(&path, "{\"schemaVersion\": 2}").unwrap();
     let err = report::read_result(&path).unwrap_err().to_string();
@@ -319,6 +319,9 @@ fn windows_are_recorded_where_they_ran() {
                         }
                     }
                 }
+                (Some(from), Some(to), Window::Preflight) => {
+                    assert_eq!((from, to), (e.anchor_at, e.anchor_at), "{at}");
+                }
                 (None, None, Window::HoldsFor { .. } | Window::Never { .. }) => {
                     assert_eq!(version, 1, "{at}: schema 2 records every window that ran");
                 }
@@ -362,4 +365,107 @@ fn implicit_holds_are_shown_from_the_step_start() {
     );
     // the hold ran T0+28.519s .. T0+88.519s, not from the pause
     assert!(md.contains("| T0+28.519s .. T0+88.519s   |"), "{md}");
+}
+
+/// A vagrant run of `graceful-shutdown.yaml` as a schema-3 result: the
+/// deployment fixture with two preflight reports and a `gracefulShutdown`
+/// expectation. Constructed, not from a run: no kubelet runs here.
+fn with_preflight() -> RunResult {
+    use nodefall::gns::{self, Fact, NodeReport};
+    let mut r = fixture(DEPLOYMENT);
+    let config = |grace: &str, critical: &str| {
+        gns::configz::parse(&format!(
+            "{{\"kubeletconfig\":{{\"shutdownGracePeriod\":\"{grace}\",\"shutdownGracePeriodCriticalPods\":\"{critical}\"}}}}"
+        ))
+        .unwrap()
+    };
+    let locks = gns::inhibitors_from(
+        Ok(include_str!(
+            "fixtures/gns/inhibit-table-kubelet-bottlerocket.txt"
+        )),
+        "ssh worker-1: systemd-inhibit --list",
+    );
+    r.graceful_shutdown = vec![
+        NodeReport::new(
+            "worker-1",
+            vec!["target".into()],
+            7_865,
+            Fact::Known {
+                value: config("1m0s", "20s"),
+                source: "GET /api/v1/nodes/worker-1/proxy/configz".into(),
+            },
+            locks,
+            gns::inhibit_delay_from(Ok("t 90000000\n"), "ssh worker-1: busctl get-property ... InhibitDelayMaxUSec"),
+        ),
+        NodeReport::new(
+            "worker-2",
+            vec!["second".into()],
+            7_870,
+            Fact::Failed {
+                error: "the API server could not reach the kubelet of node worker-2 (HTTP 503: error trying to reach service)".into(),
+                source: "GET /api/v1/nodes/worker-2/proxy/configz".into(),
+            },
+            Fact::not_collected("the backend has no shell on this node"),
+            Fact::not_collected("the backend has no shell on this node"),
+        ),
+    ];
+    let (verdict, detail) = gns::decide(
+        gns::GracefulShutdown::WillRun,
+        &r.graceful_shutdown[0].verdict,
+    );
+    r.expectations.insert(
+        0,
+        ExpectationResult {
+            index: 0,
+            label: "#1 (kubelet ready for graceful shutdown)".into(),
+            description: "node target (worker-1): graceful shutdown will run".into(),
+            window_written: "at preflight (before the first fault)".into(),
+            window: Window::Preflight,
+            anchor: "preflight".into(),
+            anchor_at: 7_865,
+            window_from: Some(7_865),
+            window_to: Some(7_865),
+            observed: None,
+            verdict,
+            detail,
+            missed_by: None,
+        },
+    );
+    r
+}
+
+#[test]
+fn graceful_shutdown_preflight_markdown() {
+    let md = markdown::render(&with_preflight());
+    let section = md
+        .split("## Graceful node shutdown (preflight)")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .unwrap();
+    insta::assert_snapshot!("graceful-shutdown-preflight.md", section);
+    assert!(
+        md.contains("| at preflight (before the first fault) [at preflight] |")
+            || md.contains("at preflight (before the first fault) [at preflight]"),
+        "{md}"
+    );
+    assert!(md.contains("read at preflight"), "{md}");
+    // without reports there is no section
+    assert!(!markdown::render(&fixture(DEPLOYMENT)).contains("Graceful node shutdown"));
+}
+
+#[test]
+fn preflight_reports_round_trip_and_old_results_have_none() {
+    let r = with_preflight();
+    let json = serde_json::to_string_pretty(&r).unwrap();
+    assert!(json.contains("\"gracefulShutdown\": ["), "{json}");
+    assert!(json.contains("\"kind\": \"preflight\""), "{json}");
+    let back: RunResult = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, r);
+    // a schema-2 file reads with no reports, as schema 3
+    let old = fixture(DEPLOYMENT);
+    assert!(old.graceful_shutdown.is_empty());
+    assert_eq!(old.schema_version, report::SCHEMA_VERSION);
+    // the junit case of a preflight expectation
+    let xml = junit::render(&r);
+    assert!(xml.contains("graceful shutdown will run"), "{xml}");
 }

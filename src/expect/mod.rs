@@ -159,6 +159,13 @@ pub fn decide(series: &[(Ms, bool)], window: Window, anchor: Ms, start: Ms, now:
             .map(|(_, &(t, _))| t.max(from))
     };
     match window {
+        // Not a state on the timeline: the runner decides it from the
+        // preflight (`gns::decide`); reaching this is a runner bug.
+        Window::Preflight => Decision::Fail {
+            observed: None,
+            missed_by: None,
+            detail: "decided from the graceful-shutdown preflight, not from the timeline".into(),
+        },
         Window::Between { from, to } => match first_true {
             Some(t) if rel(t) < from => Decision::Fail {
                 observed: Some(rel(t)),

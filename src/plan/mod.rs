@@ -83,6 +83,7 @@ fn window_key(w: &WindowSpec) -> &'static str {
         WindowSpec::NotBefore(_) => "notBefore",
         WindowSpec::HoldsFor(_) => "holdsFor",
         WindowSpec::Never(_) => "never",
+        WindowSpec::Preflight => "gracefulShutdown",
     }
 }
 

@@ -10,6 +10,7 @@ use super::{Plan, Span};
 use crate::profile::Var;
 use crate::scenario::checked::{Anchor, StepKind};
 use crate::scenario::duration::{format_duration, format_millis};
+use crate::scenario::expr::Window;
 
 #[derive(Tabled)]
 struct Row {
@@ -109,6 +110,7 @@ pub fn render_text(plan: &Plan) -> String {
                         (Some(CountsFrom::StepStart), _) => {
                             time::step_start_text(&c.steps, s.index)
                         }
+                        _ if ps.window == Some(Window::Preflight) => "preflight".to_string(),
                         (_, Anchor::Start) => "setup".to_string(),
                         (_, Anchor::Step(i)) => anchor_text(c, i),
                     },
@@ -116,6 +118,7 @@ pub fn render_text(plan: &Plan) -> String {
                 _ => (String::new(), String::new()),
             };
             let at = match (ps.expected, ps.window_span, ps.starts, ps.window) {
+                (_, _, _, Some(Window::Preflight)) => "before T0 (read at preflight)".to_string(),
                 (Some(e), _, _, _) => span(Some(e)),
                 (None, Some((open, close)), _, Some(_)) => {
                     format!("opens {}, closes {}", span(Some(open)), span(Some(close)))

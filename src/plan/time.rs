@@ -55,6 +55,7 @@ pub fn evaluated_span(window: Window, anchor_at: Ms, window_start: Ms) -> (Ms, M
         Window::HoldsFor { duration } | Window::Never { duration } => {
             (window_start, window_start + duration)
         }
+        Window::Preflight => (anchor_at, anchor_at),
     }
 }
 
@@ -82,6 +83,9 @@ pub fn planned_span(
     anchor: Option<Span>,
     step_start: Option<Span>,
 ) -> Option<(Span, Span)> {
+    if window == Window::Preflight {
+        return None;
+    }
     let (a, s) = match counts_from(window, explicit_anchor) {
         // the step start is unused when counting from the anchor
         CountsFrom::Anchor => {
@@ -118,6 +122,10 @@ pub fn next_start(
     anchor: Option<Span>,
     step_start: Option<Span>,
 ) -> Option<Span> {
+    if window == Window::Preflight {
+        // decided before T0 from what the preflight read: takes no time
+        return step_start;
+    }
     let s = step_start?;
     let a = match counts_from(window, explicit_anchor) {
         CountsFrom::Anchor => anchor?,

@@ -1,5 +1,6 @@
-//! `report.md`: a run result rendered as Markdown for people (summary,
-//! expectations, metrics, pods, node transitions, steps, a mermaid timeline).
+//! `report.md`: a run result rendered as Markdown for people (summary, the
+//! graceful-shutdown preflight, expectations, metrics, pods, node
+//! transitions, steps, a mermaid timeline).
 //!
 //! Pure: everything shown comes from the [`RunResult`]; nothing is measured
 //! or estimated here. Times are shown relative to T0 (`T0+8.012s`) and as UTC.
@@ -26,6 +27,7 @@ pub fn render(result: &RunResult) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# nodefall report: {}\n", result.scenario);
     summary(&mut out, result);
+    super::graceful::section(&mut out, result);
     expectations(&mut out, result);
     key_metrics(&mut out, result);
     pods(&mut out, result);
@@ -36,7 +38,7 @@ pub fn render(result: &RunResult) -> String {
 }
 
 /// A Markdown table; the cells must already be escaped with [`cell`].
-fn table<const N: usize>(header: [&str; N], rows: Vec<[String; N]>) -> String {
+pub(super) fn table<const N: usize>(header: [&str; N], rows: Vec<[String; N]>) -> String {
     let mut builder = Builder::default();
     builder.push_record(header);
     for row in rows {
@@ -48,7 +50,7 @@ fn table<const N: usize>(header: [&str; N], rows: Vec<[String; N]>) -> String {
 }
 
 /// `at` (ms since start) relative to T0, or to the start when T0 was never reached.
-fn rel(result: &RunResult, at: Ms) -> String {
+pub(super) fn rel(result: &RunResult, at: Ms) -> String {
     match result.since_t0(at) {
         Some(ms) => t0_rel(ms),
         None => format!("start{}", signed_secs(at)),
@@ -181,10 +183,14 @@ fn observed_at(e: &ExpectationResult, ms: Ms) -> Option<Ms> {
     match e.window {
         Window::HoldsFor { .. } | Window::Never { .. } => e.window_from.map(|f| f + ms),
         Window::Between { .. } | Window::NotBefore { .. } => Some(e.anchor_at + ms),
+        Window::Preflight => Some(e.anchor_at),
     }
 }
 
 fn observed(e: &ExpectationResult, r: &RunResult) -> String {
+    if e.window == Window::Preflight && e.verdict != Verdict::NotRun {
+        return "read at preflight".into();
+    }
     let holds = matches!(e.window, Window::HoldsFor { .. });
     match e.observed {
         Some(ms) => {
@@ -203,6 +209,9 @@ fn observed(e: &ExpectationResult, r: &RunResult) -> String {
 
 /// Where the window ran: `T0+28.9s .. T0+48.9s`.
 fn window_ran(e: &ExpectationResult, r: &RunResult) -> String {
+    if e.window == Window::Preflight && e.verdict != Verdict::NotRun {
+        return format!("preflight, {}", rel(r, e.anchor_at));
+    }
     match (e.window_from, e.window_to) {
         (Some(from), Some(to)) => format!("{} .. {}", rel(r, from), rel(r, to)),
         _ if e.verdict == Verdict::NotRun => MISSING.into(),
@@ -234,7 +243,10 @@ fn expectations(out: &mut String, r: &RunResult) {
                 Some(t) => format!("{} at {}", e.anchor, t0_rel(t)),
                 None => format!("{} at {}", e.anchor, rel(r, e.anchor_at)),
             };
-            if e.window_from.is_none() && e.verdict != Verdict::NotRun {
+            if e.window_from.is_none()
+                && e.verdict != Verdict::NotRun
+                && e.window != Window::Preflight
+            {
                 // a schema-1 holdsFor/never: it may have counted from its own start
                 anchor.push_str(", or this step's start (schema 1 did not record which)");
             }
@@ -659,6 +671,12 @@ fn expectation_task(g: &mut Gantt<'_>, e: &ExpectationResult) {
         Verdict::NotRun => &[],
     };
     let label = format!("{} {verdict} {}", e.label, e.description);
+    if e.window == Window::Preflight {
+        if e.verdict != Verdict::NotRun {
+            g.milestone(&label, tags, e.anchor_at);
+        }
+        return;
+    }
     match (e.observed, e.window_from, e.window_to) {
         (Some(ms), _, _) => {
             if let Some(at) = observed_at(e, ms) {
@@ -671,6 +689,7 @@ fn expectation_task(g: &mut Gantt<'_>, e: &ExpectationResult) {
                 Window::Between { .. } => "never seen in window",
                 Window::HoldsFor { .. } => "held",
                 Window::NotBefore { .. } | Window::Never { .. } => "never seen",
+                Window::Preflight => "read at preflight",
             };
             let label = format!("{} {verdict} {what} {}", e.label, e.description);
             g.bar(&label, tags, from, to.min(r.finished));

@@ -2,6 +2,7 @@
 //! written into one directory per run, and re-rendered from `result.json`.
 
 mod format;
+mod graceful;
 pub mod junit;
 pub mod markdown;
 pub mod result;
@@ -121,8 +122,9 @@ pub fn write_all(dir: &Path, result: &RunResult) -> Result<(), Error> {
     Ok(())
 }
 
-/// Reads a `result.json` of this schema version or of version 1 (upgraded
-/// with [`RunResult::upgrade_from_v1`]), refusing others by name.
+/// Reads a `result.json` of this schema version or an older one (version 1
+/// upgraded with [`RunResult::upgrade_from_v1`]; version 2 needs nothing),
+/// refusing others by name.
 pub fn read_result(path: &Path) -> Result<RunResult, Error> {
     let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
         path: path.to_path_buf(),
@@ -139,6 +141,7 @@ pub fn read_result(path: &Path) -> Result<RunResult, Error> {
         .and_then(serde_json::Value::as_u64)
         && found != u64::from(SCHEMA_VERSION)
         && found != 1
+        && found != 2
     {
         return Err(Error::SchemaVersion {
             path: path.to_path_buf(),
@@ -147,8 +150,11 @@ pub fn read_result(path: &Path) -> Result<RunResult, Error> {
         });
     }
     let mut result: RunResult = serde_json::from_str(&text).map_err(parse_error)?;
-    if result.schema_version == 1 {
-        result.upgrade_from_v1();
+    match result.schema_version {
+        1 => result.upgrade_from_v1(),
+        // schema 3 only added what a version-2 file cannot hold
+        2 => result.schema_version = SCHEMA_VERSION,
+        _ => {}
     }
     Ok(result)
 }

@@ -18,7 +18,12 @@ use crate::timeline::{Ms, Transition};
 /// really covered, and `anchor` says what the window counted from (the step's
 /// own start for `holdsFor`/`never` without `since`). Version 1 files are read
 /// through [`RunResult::upgrade_from_v1`].
-pub const SCHEMA_VERSION: u32 = 2;
+///
+/// 3: `gracefulShutdown`, the graceful-shutdown preflight of each node a
+/// `shutdown` fault hits (facts and verdict, see [`crate::gns::NodeReport`]),
+/// and expectations may have the window kind `preflight` (`gracefulShutdown:`
+/// expectations). Versions 1 and 2 are read as they are: neither has either.
+pub const SCHEMA_VERSION: u32 = 3;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -37,6 +42,10 @@ pub struct RunResult {
     pub namespace: String,
     /// Target name -> node name, as resolved before the first fault.
     pub targets: BTreeMap<String, String>,
+    /// The graceful-shutdown preflight of each node a `shutdown` fault hits,
+    /// in scenario order (empty when there is none; absent before schema 3).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub graceful_shutdown: Vec<crate::gns::NodeReport>,
     /// Wall-clock time of `at = 0`.
     pub started_at: Timestamp,
     /// T0: when the first fault (or first action) began, ms since start.
@@ -84,6 +93,7 @@ impl RunResult {
     /// and `never` it recorded the step's anchor even when the window counted
     /// from the step's own start, which it did not record (nor whether `since`
     /// was written): their span is left unknown (`None`).
+    /// Nothing else differs up to the current version.
     pub fn upgrade_from_v1(&mut self) {
         for e in &mut self.expectations {
             if e.verdict == Verdict::NotRun || e.window_from.is_some() {

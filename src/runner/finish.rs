@@ -26,6 +26,7 @@ pub fn failed_to_start(plan: &Plan, file: &str, error: &str, verdict: RunVerdict
         profile: plan.profile.clone(),
         namespace: c.namespace.clone(),
         targets: BTreeMap::new(),
+        graceful_shutdown: Vec::new(),
         started_at: Timestamp::now(),
         t0: None,
         finished: 0,
@@ -120,6 +121,9 @@ impl Run<'_> {
             profile: self.plan.profile.clone(),
             namespace: c.namespace.clone(),
             targets: self.targets,
+            // Filled once the runner's preflight records `gns::NodeReport`s
+            // (docs/graceful-shutdown.md, "Wiring").
+            graceful_shutdown: Vec::new(),
             started_at: self.started_at,
             t0,
             finished,

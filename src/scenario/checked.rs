@@ -10,7 +10,8 @@ use super::expr::{Expr, WindowSpec};
 use super::load::Source;
 use super::manifest::ManifestDoc;
 use super::model::{
-    BackendKind, Cleanup, FaultKind, NodeReady, PodPhase, TaintEffect, Terminating,
+    BackendKind, Cleanup, FaultKind, GracefulShutdown, NodeReady, PodPhase, TaintEffect,
+    Terminating,
 };
 use crate::profile::Var;
 use crate::selector::Selector;
@@ -265,6 +266,10 @@ pub enum Condition {
     Phase(PodPhase),
     /// Every selected pod's status reason is this.
     Reason(String),
+    /// The node's graceful-shutdown preflight verdict is this. Not a state
+    /// on the timeline: decided from facts read before the first fault
+    /// (its expectation has the [`crate::scenario::expr::WindowSpec::Preflight`] window).
+    GracefulShutdown(GracefulShutdown),
 }
 
 /// When an expectation is measured from.

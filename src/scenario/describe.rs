@@ -49,6 +49,12 @@ impl fmt::Display for Condition {
             Condition::Count(n) => write!(f, "{n} exist"),
             Condition::Phase(p) => write!(f, "phase {p}"),
             Condition::Reason(r) => write!(f, "reason {r}"),
+            Condition::GracefulShutdown(super::model::GracefulShutdown::WillRun) => {
+                f.write_str("graceful shutdown will run")
+            }
+            Condition::GracefulShutdown(super::model::GracefulShutdown::WillNotRun) => {
+                f.write_str("graceful shutdown will not run")
+            }
         }
     }
 }

@@ -253,6 +253,9 @@ pub enum WindowSpec {
     HoldsFor(Expr),
     /// `never: D`: does not hold at any time during the D after the step starts.
     Never(Expr),
+    /// No window: decided once from facts read at preflight, before the
+    /// first fault (`gracefulShutdown`).
+    Preflight,
 }
 
 /// A window with its bounds evaluated under one profile, in milliseconds.
@@ -267,6 +270,8 @@ pub enum Window {
     HoldsFor { duration: i64 },
     /// False throughout [0, duration].
     Never { duration: i64 },
+    /// Decided from the preflight, before the first fault; not watched.
+    Preflight,
 }
 
 impl Window {
@@ -276,6 +281,7 @@ impl Window {
             Window::Between { to, .. } => to,
             Window::NotBefore { at } => at,
             Window::HoldsFor { duration } | Window::Never { duration } => duration,
+            Window::Preflight => 0,
         }
     }
 }
@@ -295,6 +301,7 @@ impl fmt::Display for Window {
             Window::NotBefore { at } => write!(f, "not before {}", format_millis(at)),
             Window::HoldsFor { duration } => write!(f, "holds for {}", format_millis(duration)),
             Window::Never { duration } => write!(f, "never during {}", format_millis(duration)),
+            Window::Preflight => f.write_str("at preflight"),
         }
     }
 }
@@ -407,6 +414,7 @@ impl WindowSpec {
             WindowSpec::Never(e) => Ok(Window::Never {
                 duration: positive(e, "`never`")?,
             }),
+            WindowSpec::Preflight => Ok(Window::Preflight),
         }
     }
 
@@ -430,6 +438,7 @@ impl WindowSpec {
             WindowSpec::NotBefore(e) => format!("not before {e}"),
             WindowSpec::HoldsFor(e) => format!("holds for {e}"),
             WindowSpec::Never(e) => format!("never during {e}"),
+            WindowSpec::Preflight => "at preflight (before the first fault)".into(),
         }
     }
 }

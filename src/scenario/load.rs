@@ -224,6 +224,7 @@ fn rewrite(path: &str, msg: &str) -> (String, Option<String>) {
             "effect" => "taint effect",
             "phase" => "pod phase",
             "cleanup" => "cleanup policy",
+            "gracefulShutdown" => "graceful-shutdown requirement",
             _ => "value",
         };
         return what(kind);

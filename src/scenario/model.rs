@@ -595,6 +595,32 @@ impl fmt::Display for PodPhase {
     }
 }
 
+/// `gracefulShutdown:` what the preflight must find on a node before it is
+/// shut down (see `docs/graceful-shutdown.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GracefulShutdown {
+    /// The kubelet's graceful node shutdown will run, with its full period.
+    WillRun,
+    /// It will not run (off, no inhibitor lock, or cut short by logind).
+    WillNotRun,
+}
+
+impl GracefulShutdown {
+    pub fn name(self) -> &'static str {
+        match self {
+            GracefulShutdown::WillRun => "will-run",
+            GracefulShutdown::WillNotRun => "will-not-run",
+        }
+    }
+}
+
+impl fmt::Display for GracefulShutdown {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// A condition on a node or on pods, and when it must (or must not) hold.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -616,7 +642,9 @@ pub struct Expect {
     pub ready_at_least: Option<u32>,
     pub phase: Option<PodPhase>,
     pub reason: Option<String>,
-    // window: exactly one (none inside `wait.until`)
+    /// Decided at preflight, before any fault: no window, no other condition.
+    pub graceful_shutdown: Option<GracefulShutdown>,
+    // window: exactly one (none inside `wait.until` or with `gracefulShutdown`)
     #[serde(default, deserialize_with = "opt_scalar_string")]
     pub within: Option<String>,
     #[serde(default, deserialize_with = "opt_scalar_string")]

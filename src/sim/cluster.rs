@@ -57,6 +57,9 @@ pub struct UpOptions {
     /// which takes the cluster down if this process dies without doing so
     /// (see `reaper.rs`); `detach` stops it. None: no reaper.
     pub reaper: Option<PathBuf>,
+    /// Appended to kube-apiserver's flags (tests: e.g. an egress selector
+    /// that sends the node proxy's traffic through a loopback proxy).
+    pub extra_apiserver_args: Vec<String>,
 }
 
 impl UpOptions {
@@ -68,6 +71,7 @@ impl UpOptions {
             root: state::default_root(),
             timeout: Duration::from_secs(120),
             reaper: None,
+            extra_apiserver_args: Vec::new(),
         }
     }
 }
@@ -160,7 +164,8 @@ impl SimCluster {
             &binaries.etcd,
             etcd_args(&cluster.layout, etcd_client, etcd_peer),
         )?;
-        let api_args = apiserver_args(&pki, etcd_client, api_port, &opts.profile);
+        let mut api_args = apiserver_args(&pki, etcd_client, api_port, &opts.profile);
+        api_args.extend(opts.extra_apiserver_args.iter().cloned());
         cluster.spawn_component("kube-apiserver", &binaries.kube_apiserver, api_args)?;
         let client = cluster.client().await?;
         cluster.wait_apiserver_ready(&client, deadline).await?;

@@ -111,6 +111,7 @@ pub(super) fn condition(
     wrong(cx, "readyAtLeast", e.ready_at_least.is_some(), false);
     wrong(cx, "phase", e.phase.is_some(), false);
     wrong(cx, "reason", e.reason.is_some(), false);
+    wrong(cx, "gracefulShutdown", e.graceful_shutdown.is_some(), true);
 
     match (e.ready, is_node) {
         (None, _) => {}
@@ -150,6 +151,10 @@ pub(super) fn condition(
     if is_node {
         conds.extend(e.unschedulable.map(Condition::Unschedulable));
         conds.extend(e.exists.map(Condition::Exists));
+        if let Some(required) = e.graceful_shutdown {
+            alone(cx, p, e);
+            conds.push(Condition::GracefulShutdown(required));
+        }
     } else {
         conds.extend(e.terminating.map(Condition::Terminating));
         conds.extend(e.count.map(Condition::Count));
@@ -159,7 +164,7 @@ pub(super) fn condition(
     }
     if conds.is_empty() && cx.diags.len() == errors_before {
         let allowed = if is_node {
-            "`ready`, `taint`, `noTaint`, `unschedulable`, `exists`"
+            "`ready`, `taint`, `noTaint`, `unschedulable`, `exists`, `gracefulShutdown`"
         } else {
             "`ready`, `readyAtLeast`, `terminating`, `count`, `phase`, `reason`"
         };
@@ -173,6 +178,65 @@ pub(super) fn condition(
     Some((subject, conds))
 }
 
+/// `gracefulShutdown` shares its expectation with no other condition: it is
+/// read once at preflight, the others are watched on the timeline.
+fn alone(cx: &mut Ctx<'_>, p: &str, e: &model::Expect) {
+    let others = [
+        ("ready", e.ready.is_some()),
+        ("taint", e.taint.is_some()),
+        ("noTaint", e.no_taint.is_some()),
+        ("unschedulable", e.unschedulable.is_some()),
+        ("exists", e.exists.is_some()),
+    ];
+    for (field, _) in others.iter().filter(|(_, set)| *set) {
+        cx.err_key(
+            &format!("{p}.{field}"),
+            format!(
+                "`{field}` cannot share an expectation with `gracefulShutdown`, which is decided once at preflight, before the first fault"
+            ),
+            Some(format!("put `{field}` in an expectation of its own")),
+        );
+    }
+}
+
+/// The preflight "window" of a `gracefulShutdown` expectation: none may be
+/// written, nor `since`.
+fn preflight_window(
+    cx: &mut Ctx<'_>,
+    p: &str,
+    e: &model::Expect,
+    wanted: bool,
+) -> Option<WindowSpec> {
+    if !wanted {
+        cx.err_key(
+            &format!("{p}.gracefulShutdown"),
+            "`gracefulShutdown` has no meaning inside `wait.until`: it is read once, at preflight",
+            Some("write it as an expectation step before the `shutdown` fault".into()),
+        );
+        return None;
+    }
+    let written = [
+        ("within", e.within.is_some()),
+        ("after", e.after.is_some()),
+        ("notBefore", e.not_before.is_some()),
+        ("holdsFor", e.holds_for.is_some()),
+        ("never", e.never.is_some()),
+        ("since", e.since.is_some()),
+    ];
+    let mut ok = true;
+    for (field, _) in written.iter().filter(|(_, set)| *set) {
+        cx.err_key(
+            &format!("{p}.{field}"),
+            format!(
+                "`{field}` has no meaning with `gracefulShutdown`: it is decided once, at preflight, before the first fault"
+            ),
+            Some(format!("remove `{field}`")),
+        );
+        ok = false;
+    }
+    ok.then_some(WindowSpec::Preflight)
+}
+
 /// The window of an expectation. `wanted` is false inside `wait.until`, which has none.
 pub(super) fn window(
     cx: &mut Ctx<'_>,
@@ -180,6 +244,9 @@ pub(super) fn window(
     e: &model::Expect,
     wanted: bool,
 ) -> Option<WindowSpec> {
+    if e.graceful_shutdown.is_some() {
+        return preflight_window(cx, p, e, wanted);
+    }
     let given: Vec<(&str, &String)> = [
         ("within", &e.within),
         ("after", &e.after),

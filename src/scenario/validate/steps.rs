@@ -1,7 +1,7 @@
 //! The step list: exactly one kind per step, ids, `since` anchors, and the
 //! order of faults (a node is broken once, then reverted by the matching fault).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::action::action;
 use super::expect::{condition, window};
@@ -26,6 +26,11 @@ pub(super) fn steps(cx: &mut Ctx<'_>, s: &model::Scenario, namespace: &str) -> V
     let mut broken: Broken = HashMap::new();
     let mut last_event: Option<usize> = None;
     let mut last_fault: Option<usize> = None;
+    // `gracefulShutdown` expectations (index, path, target) and `shutdown`
+    // faults (index, target), checked against each other at the end.
+    let mut preflight: Vec<(usize, String, String)> = Vec::new();
+    let mut preflight_steps: HashSet<usize> = HashSet::new();
+    let mut shutdowns: Vec<(usize, String)> = Vec::new();
 
     for (i, st) in s.steps.iter().enumerate() {
         let path = format!("steps[{i}]");
@@ -77,6 +82,9 @@ pub(super) fn steps(cx: &mut Ctx<'_>, s: &model::Scenario, namespace: &str) -> V
                 continue;
             };
             check_fault_order(cx, &path, fault, &node, i, &mut broken);
+            if fault == FaultKind::Shutdown {
+                shutdowns.push((i, node.clone()));
+            }
             last_event = Some(i);
             last_fault = Some(i);
             StepKind::Fault { fault, node }
@@ -88,7 +96,10 @@ pub(super) fn steps(cx: &mut Ctx<'_>, s: &model::Scenario, namespace: &str) -> V
             StepKind::Action(action)
         } else if let Some(e) = &st.expect {
             let p = format!("{path}.expect");
+            let is_preflight = e.graceful_shutdown.is_some();
             let anchor = match &e.since {
+                // read before the first fault; `window` refuses a `since`
+                _ if is_preflight => Anchor::Start,
                 None => last_event.map_or(Anchor::Start, Anchor::Step),
                 Some(since) if since == "fault" => match last_fault {
                     Some(f) => Anchor::Step(f),
@@ -102,6 +113,14 @@ pub(super) fn steps(cx: &mut Ctx<'_>, s: &model::Scenario, namespace: &str) -> V
                     }
                 },
                 Some(since) => match ids.get(since) {
+                    Some(&j) if preflight_steps.contains(&j) => {
+                        cx.err(
+                            &format!("{p}.since"),
+                            format!("`since: {since}` names a `gracefulShutdown` expectation, which is decided at preflight and has no moment on the timeline"),
+                            Some("anchor it on a fault or an action".into()),
+                        );
+                        continue;
+                    }
                     Some(&j) if j < i => Anchor::Step(j),
                     _ => {
                         let known: Vec<&str> = ids.keys().map(String::as_str).collect();
@@ -124,6 +143,10 @@ pub(super) fn steps(cx: &mut Ctx<'_>, s: &model::Scenario, namespace: &str) -> V
             let Some(window) = window(cx, &p, e, true) else {
                 continue;
             };
+            if let (true, crate::scenario::checked::Subject::Node(t)) = (is_preflight, &subject) {
+                preflight.push((i, p.clone(), t.clone()));
+                preflight_steps.insert(i);
+            }
             StepKind::Expect(Expectation {
                 subject,
                 conditions,
@@ -142,7 +165,47 @@ pub(super) fn steps(cx: &mut Ctx<'_>, s: &model::Scenario, namespace: &str) -> V
             kind,
         });
     }
+    check_preflight_order(cx, &preflight, &shutdowns);
     out
+}
+
+/// A `gracefulShutdown` expectation is about a `shutdown` fault on its
+/// target that comes later: the verdict is read before any fault, and means
+/// nothing for a node that is never shut down.
+fn check_preflight_order(
+    cx: &mut Ctx<'_>,
+    preflight: &[(usize, String, String)],
+    shutdowns: &[(usize, String)],
+) {
+    for (i, p, target) in preflight {
+        let on_target = || shutdowns.iter().filter(|(_, t)| t == target);
+        if on_target().any(|(j, _)| j > i) {
+            continue;
+        }
+        let path = format!("{p}.gracefulShutdown");
+        match on_target().map(|(j, _)| *j).max() {
+            Some(j) => cx.err(
+                &path,
+                format!(
+                    "`gracefulShutdown` on `{target}` comes after its `shutdown` fault at step #{}: the verdict is read at preflight, before any fault",
+                    j + 1
+                ),
+                Some(format!("move this expectation before step #{}", j + 1)),
+            ),
+            None => cx.err(
+                &path,
+                format!("`gracefulShutdown` on `{target}`, but no step shuts `{target}` down"),
+                Some(format!(
+                    "graceful node shutdown runs only when the node is shut down through its init system: add a `fault: shutdown`{} after this step, or remove it",
+                    if target == "target" {
+                        String::new()
+                    } else {
+                        format!(" with `node: {target}`")
+                    }
+                )),
+            ),
+        }
+    }
 }
 
 fn check_fault_order(

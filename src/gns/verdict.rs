@@ -1,0 +1,296 @@
+//! The verdict: will the kubelet's graceful node shutdown run when this
+//! node is shut down through logind, and with how much time for pods? Pure:
+//! it only combines facts read elsewhere ([`super::configz`],
+//! [`super::logind`]), following the kubelet's own rules
+//! (`pkg/kubelet/nodeshutdown`: `NewManager`, `migrateConfig`, `start`).
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::configz::{PriorityGrace, SYSTEM_CRITICAL_PRIORITY, ShutdownConfig};
+use super::duration::human;
+use super::logind::Inhibitor;
+use super::{Fact, GracefulShutdown};
+use crate::report::result::Verdict as Outcome;
+
+/// Whether graceful node shutdown will run, as far as the preflight can tell.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "verdict", rename_all = "kebab-case")]
+pub enum Verdict {
+    /// The kubelet holds its delay lock and logind grants the full period.
+    WillRun {
+        /// Regular pods' share, ms.
+        #[serde(rename = "podsMs")]
+        pods_ms: u64,
+        /// Critical pods' share (priority >= 2000000000), ms.
+        #[serde(rename = "criticalMs")]
+        critical_ms: u64,
+        /// What could not be checked, and why the verdict stands anyway.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        notes: Vec<String>,
+    },
+    /// It is off, or cannot work as configured.
+    WillNotRun { reason: String },
+    /// The facts needed to tell were not available.
+    Unknown { reason: String },
+}
+
+impl Verdict {
+    /// One line for logs and reports.
+    pub fn summary(&self) -> String {
+        match self {
+            Verdict::WillRun {
+                pods_ms,
+                critical_ms,
+                ..
+            } => format!(
+                "graceful shutdown will run: {} for pods, {} for critical pods",
+                human(Duration::from_millis(*pods_ms)),
+                human(Duration::from_millis(*critical_ms))
+            ),
+            Verdict::WillNotRun { reason } => format!("graceful shutdown will NOT run: {reason}"),
+            Verdict::Unknown { reason } => format!("graceful shutdown: unknown ({reason})"),
+        }
+    }
+
+    /// `will-run`, `will-not-run`, `unknown`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Verdict::WillRun { .. } => "will-run",
+            Verdict::WillNotRun { .. } => "will-not-run",
+            Verdict::Unknown { .. } => "unknown",
+        }
+    }
+}
+
+/// The shutdown groups the kubelet would run, as `NewManager` builds them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub groups: Vec<PriorityGrace>,
+    pub notes: Vec<String>,
+}
+
+impl Plan {
+    fn sum(&self, critical: bool) -> u64 {
+        let secs: i64 = self
+            .groups
+            .iter()
+            .filter(|g| (g.priority >= SYSTEM_CRITICAL_PRIORITY) == critical)
+            .map(|g| g.shutdown_grace_period_seconds.max(0))
+            .sum();
+        u64::try_from(secs).unwrap_or(0).saturating_mul(1000)
+    }
+    pub fn pods_ms(&self) -> u64 {
+        self.sum(false)
+    }
+    pub fn critical_ms(&self) -> u64 {
+        self.sum(true)
+    }
+    /// `periodRequested`: the delay the kubelet asks logind for.
+    pub fn total_ms(&self) -> u64 {
+        self.pods_ms() + self.critical_ms()
+    }
+}
+
+/// The groups the configuration yields, or why it yields none (then the
+/// kubelet's shutdown manager is a stub and shutdown is immediate).
+pub fn plan(c: &ShutdownConfig) -> Result<Plan, String> {
+    if c.gate_graceful_node_shutdown == Some(false) {
+        return Err("the feature gate GracefulNodeShutdown is off".into());
+    }
+    let mut notes = Vec::new();
+    let by_priority = !c.by_pod_priority.is_empty();
+    if by_priority && c.gate_based_on_pod_priority == Some(false) {
+        notes.push(
+            "shutdownGracePeriodByPodPriority is set, but the feature gate \
+             GracefulNodeShutdownBasedOnPodPriority is off: the kubelet uses shutdownGracePeriod instead"
+                .to_owned(),
+        );
+    }
+    let groups = if by_priority && c.gate_based_on_pod_priority != Some(false) {
+        if c.by_pod_priority
+            .iter()
+            .all(|g| g.shutdown_grace_period_seconds <= 0)
+        {
+            return Err(
+                "every shutdownGracePeriodByPodPriority group has 0 s: pods get no time".into(),
+            );
+        }
+        c.by_pod_priority.clone()
+    } else {
+        migrate(c)?
+    };
+    Ok(Plan { groups, notes })
+}
+
+/// `migrateConfig`: the legacy pair as two groups, truncated to whole seconds.
+fn migrate(c: &ShutdownConfig) -> Result<Vec<PriorityGrace>, String> {
+    let (total, critical) = (c.grace_period(), c.critical_pods());
+    if total.is_zero() {
+        return Err("shutdownGracePeriod is 0s (graceful node shutdown disabled)".into());
+    }
+    let Some(pods) = total.checked_sub(critical) else {
+        return Err(format!(
+            "shutdownGracePeriodCriticalPods {} exceeds shutdownGracePeriod {}: \
+             the kubelet builds no shutdown groups from that (graceful node shutdown disabled)",
+            human(critical),
+            human(total)
+        ));
+    };
+    let secs = |d: Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
+    Ok(vec![
+        PriorityGrace {
+            priority: 0,
+            shutdown_grace_period_seconds: secs(pods),
+        },
+        PriorityGrace {
+            priority: SYSTEM_CRITICAL_PRIORITY,
+            shutdown_grace_period_seconds: secs(total - pods),
+        },
+    ])
+}
+
+fn ms(d: u64) -> String {
+    human(Duration::from_millis(d))
+}
+
+/// Why a fact is missing, for a verdict's reason.
+fn missing<T>(f: &Fact<T>) -> String {
+    match f {
+        Fact::Known { .. } => String::new(),
+        Fact::Failed { error, .. } => error.clone(),
+        Fact::NotCollected { why } => format!("not checked: {why}"),
+    }
+}
+
+const NO_LOCK: &str = "the kubelet holds no logind inhibitor lock, so logind does not wait for it";
+
+/// Combines the facts into a verdict. `inhibit_delay_ms` is logind's
+/// `InhibitDelayMaxUSec` in ms (`u64::MAX` for infinity).
+pub fn evaluate(
+    config: &Fact<ShutdownConfig>,
+    inhibitors: &Fact<Vec<Inhibitor>>,
+    inhibit_delay_ms: &Fact<u64>,
+) -> Verdict {
+    let held = match inhibitors {
+        Fact::Known { value, .. } => Some(value.iter().any(Inhibitor::is_kubelet_shutdown_delay)),
+        _ => None,
+    };
+    let plan = match config {
+        Fact::Known { value, .. } => match plan(value) {
+            Ok(p) => p,
+            Err(reason) => return Verdict::WillNotRun { reason },
+        },
+        _ => {
+            let why = missing(config);
+            return match held {
+                Some(false) => Verdict::WillNotRun {
+                    reason: format!("{NO_LOCK} (its configuration could not be read: {why})"),
+                },
+                Some(true) => Verdict::Unknown {
+                    reason: format!(
+                        "the kubelet holds its shutdown lock, so graceful shutdown is on, \
+                         but its grace periods are unknown: {why}"
+                    ),
+                },
+                None => Verdict::Unknown {
+                    reason: format!(
+                        "kubelet configuration: {why}; inhibitor locks: {}",
+                        missing(inhibitors)
+                    ),
+                },
+            };
+        }
+    };
+    let (pods, critical, total) = (plan.pods_ms(), plan.critical_ms(), plan.total_ms());
+    let asked = format!(
+        "configured for {} ({} for pods, {} for critical pods)",
+        ms(total),
+        ms(pods),
+        ms(critical)
+    );
+    match held {
+        None => {
+            return Verdict::Unknown {
+                reason: format!(
+                    "{asked}, but whether the kubelet holds its logind inhibitor lock is unknown: {}",
+                    missing(inhibitors)
+                ),
+            };
+        }
+        Some(false) => {
+            return Verdict::WillNotRun {
+                reason: format!(
+                    "{NO_LOCK} ({asked}; its shutdown manager did not start: look for \
+                     \"Failed to start node shutdown manager\" in the kubelet's log)"
+                ),
+            };
+        }
+        Some(true) => {}
+    }
+    let mut notes = plan.notes;
+    match inhibit_delay_ms {
+        Fact::Known { value: d, .. } if *d < total => {
+            // logind powers off after `d`; groups run lowest priority first
+            let pods_get = pods.min(*d);
+            let critical_get = critical.min(d.saturating_sub(pods));
+            Verdict::WillNotRun {
+                reason: format!(
+                    "logind InhibitDelayMaxSec {} is shorter than the requested {}: logind shuts down \
+                     after {}, so pods get at most {} of {} and critical pods {} of {}",
+                    ms(*d),
+                    ms(total),
+                    ms(*d),
+                    ms(pods_get),
+                    ms(pods),
+                    ms(critical_get),
+                    ms(critical)
+                ),
+            }
+        }
+        Fact::Known { .. } => Verdict::WillRun {
+            pods_ms: pods,
+            critical_ms: critical,
+            notes,
+        },
+        other => {
+            notes.push(format!(
+                "logind InhibitDelayMaxSec was not read ({}); the kubelet takes its lock only once \
+                 logind allows the full {}, so it did when the kubelet started",
+                missing(other),
+                ms(total)
+            ));
+            Verdict::WillRun {
+                pods_ms: pods,
+                critical_ms: critical,
+                notes,
+            }
+        }
+    }
+}
+
+/// Decides a `gracefulShutdown:` expectation against a node's verdict:
+/// pass or fail, and what was found, in words.
+pub fn decide(required: GracefulShutdown, verdict: &Verdict) -> (Outcome, String) {
+    let summary = verdict.summary();
+    match (required, verdict) {
+        (GracefulShutdown::WillRun, Verdict::WillRun { .. })
+        | (GracefulShutdown::WillNotRun, Verdict::WillNotRun { .. }) => (Outcome::Pass, summary),
+        (_, Verdict::Unknown { reason }) => (
+            Outcome::Fail,
+            format!(
+                "required `{}`, but it could not be established: {reason}",
+                required.name()
+            ),
+        ),
+        (_, _) => (
+            Outcome::Fail,
+            format!("required `{}`, but {summary}", required.name()),
+        ),
+    }
+}
+
+#[cfg(test)]
+#[path = "verdict_tests.rs"]
+mod tests;
