@@ -127,6 +127,10 @@ impl NodeFaults for AnyBackend {
         each!(self, b => b.inject(node, fault).await)
     }
 
+    async fn shell(&self, node: &str, command: &str) -> Option<(String, Result<String, String>)> {
+        each!(self, b => b.shell(node, command).await)
+    }
+
     fn memo(&self, node: &str) -> Option<String> {
         each!(self, b => b.memo(node))
     }

@@ -147,6 +147,18 @@ impl<E: Exec> NodeFaults for KindBackend<E> {
         }
     }
 
+    async fn shell(&self, node: &str, command: &str) -> Option<(String, Result<String, String>)> {
+        let container = self.container(node).ok()?.to_owned();
+        let cmd = Cmd::new(&self.runtime, &["exec", &container, "sh", "-c", command]);
+        let via = format!("{} exec {container}", self.runtime);
+        Some((
+            via,
+            run_blocking(&self.exec, cmd)
+                .await
+                .map_err(|e| e.to_string()),
+        ))
+    }
+
     fn describe(&self, node: &str, fault: FaultKind) -> String {
         match self.commands(node, fault) {
             Ok(cmds) => format!(

@@ -152,6 +152,17 @@ pub trait NodeFaults: Send {
         let name = node.metadata.name.clone().unwrap_or_default();
         async move { Ok(format!("node {name}")) }
     }
+    /// Runs a shell command on the node (libvirt: SSH; kind: `docker
+    /// exec`), for facts only the node knows. None: this backend has no
+    /// shell on nodes. Else how it got there (`ssh root@10.0.0.5`) and the
+    /// command's stdout, or its failure in words.
+    fn shell(
+        &self,
+        _node: &str,
+        _command: &str,
+    ) -> impl Future<Output = Option<(String, Result<String, String>)>> + Send {
+        async { None }
+    }
     /// Injects (or reverts) `fault` on `node`; returns once it is done.
     fn inject(
         &mut self,

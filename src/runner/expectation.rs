@@ -109,9 +109,14 @@ impl Run<'_> {
     /// Decides one expectation, watching the timeline until it can.
     pub(super) async fn expectation(&mut self, index: usize, label: String, exp: &Expectation) {
         if crate::gns::requirement(exp).is_some() {
-            // The preflight's reports are not recorded by the runner yet:
-            // see docs/graceful-shutdown.md, "Wiring".
-            self.graceful_shutdown(index, label, exp, None);
+            let report = match &exp.subject {
+                CheckedSubject::Node(t) => self
+                    .node(t)
+                    .ok()
+                    .and_then(|n| self.gns.iter().find(|r| r.node == n).cloned()),
+                CheckedSubject::Pods { .. } => None,
+            };
+            self.graceful_shutdown(index, label, exp, report.as_ref());
             return;
         }
         let planned = &self.plan.steps[index];

@@ -121,9 +121,7 @@ impl Run<'_> {
             profile: self.plan.profile.clone(),
             namespace: c.namespace.clone(),
             targets: self.targets,
-            // Filled once the runner's preflight records `gns::NodeReport`s
-            // (docs/graceful-shutdown.md, "Wiring").
-            graceful_shutdown: Vec::new(),
+            graceful_shutdown: self.gns,
             started_at: self.started_at,
             t0,
             finished,

@@ -168,6 +168,7 @@ pub async fn run<B: NodeFaults>(
         progress,
         late: Vec::new(),
         steps_end: None,
+        gns: Vec::new(),
     };
     let outcome = tokio::select! {
         r = run.execute(backend) => r,
@@ -298,6 +299,9 @@ struct Run<'a> {
     late: Vec<expectation::Late>,
     /// When the steps ended and cleanup began.
     steps_end: Option<Ms>,
+    /// The graceful-shutdown preflight, one report per node a `shutdown`
+    /// fault hits, in scenario order.
+    gns: Vec<crate::gns::NodeReport>,
 }
 
 impl Run<'_> {
@@ -370,6 +374,7 @@ impl Run<'_> {
         self.resolve_targets().await?;
         self.resolve_machines(backend).await?;
         self.check_namespaces().await?;
+        self.graceful_shutdown_preflight(backend).await;
         self.setup_end = self.now();
 
         for step in &c.steps {

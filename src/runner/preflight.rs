@@ -191,6 +191,61 @@ impl Run<'_> {
         Ok(())
     }
 
+    /// The graceful-shutdown preflight (docs/graceful-shutdown.md): for every
+    /// node a `shutdown` fault hits, its kubelet's configuration through the
+    /// API server and, through the backend's shell on the node (SSH, `docker
+    /// exec`), logind's inhibitor locks and InhibitDelayMaxSec; then the
+    /// verdict. Never fails the run: a fact that cannot be read makes the
+    /// verdict unknown, with the reason.
+    pub(super) async fn graceful_shutdown_preflight<B: NodeFaults>(&mut self, backend: &B) {
+        use crate::gns::{self, logind};
+        for target in gns::targets_to_check(&self.plan.scenario) {
+            let Ok(node) = self.node(&target) else {
+                continue;
+            };
+            if let Some(r) = self.gns.iter_mut().find(|r| r.node == node) {
+                r.targets.push(target);
+                continue;
+            }
+            let config = gns::read_config(&self.strict, &node, gns::CONFIGZ_TIMEOUT).await;
+            let inhibitors = backend.shell(&node, logind::INHIBITORS_COMMAND).await;
+            let delay = backend.shell(&node, logind::INHIBIT_DELAY_COMMAND).await;
+            let (inhibitors, delay) = match (inhibitors, delay) {
+                (Some((via, i)), Some((_, d))) => (
+                    gns::inhibitors_from(
+                        i.as_deref().map_err(String::as_str),
+                        &format!("{via}: systemd-inhibit --list"),
+                    ),
+                    gns::inhibit_delay_from(
+                        d.as_deref().map_err(String::as_str),
+                        &format!("{via}: InhibitDelayMaxUSec"),
+                    ),
+                ),
+                _ => {
+                    let why = format!(
+                        "the {} backend has no shell on the node (give --ssh-* flags where it does)",
+                        backend.name()
+                    );
+                    (
+                        gns::Fact::not_collected(why.clone()),
+                        gns::Fact::not_collected(why),
+                    )
+                }
+            };
+            let report = gns::NodeReport::new(
+                node.clone(),
+                vec![target],
+                self.now(),
+                config,
+                inhibitors,
+                delay,
+            );
+            self.progress
+                .log(&format!("node {node}: {}", report.verdict.summary()));
+            self.gns.push(report);
+        }
+    }
+
     /// Namespaces that actions name must exist before any fault.
     pub(super) async fn check_namespaces(&self) -> Result<(), Error> {
         let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(self.client.clone());

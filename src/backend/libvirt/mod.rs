@@ -373,6 +373,15 @@ impl<H: Hypervisor, E: Exec + Clone + 'static> NodeFaults for LibvirtBackend<H, 
         serde_json::to_string(self.machines.get(node)?).ok()
     }
 
+    async fn shell(&self, node: &str, command: &str) -> Option<(String, Result<String, String>)> {
+        let target = self.machines.get(node)?.ssh.clone()?;
+        let via = format!("ssh {target}");
+        let r = ssh::run(&self.exec, &self.settings.ssh, &target, command)
+            .await
+            .map_err(|e| crate::runner::chain(&e));
+        Some((via, r))
+    }
+
     fn remember(&mut self, node: &str, memo: &str) {
         if let Ok(m) = serde_json::from_str::<Machine>(memo) {
             self.machines.insert(node.to_owned(), m);
