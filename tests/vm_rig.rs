@@ -1,0 +1,215 @@
+//! The real-VM test rig, proven with plain `virsh` commands (not the product):
+//! a QEMU guest under libvirt plays one node of a bare simulated control plane
+//! and the Node follows what happens to the VM: suspend/resume, the node NIC's
+//! link cut and restored (SSH keeps working over the management NIC), the
+//! agent killed and restarted, destroy/start, and an ACPI shutdown.
+//!
+//! Needs libvirt answering on qemu:///system (`scripts/vm-rig/libvirt-daemons.sh
+//! start`), the kernel, busybox-static, dropbear-bin and the openssh client;
+//! without them the tests skip, except under `CI=true`, where they fail.
+//! Every domain they define is undefined at the end, also on failure.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::api::Api;
+use nodefall::profile::TimingProfile;
+use nodefall::sim::{SimCluster, UpOptions};
+
+#[path = "support/vm_rig.rs"]
+mod vm_rig;
+
+use vm_rig::{Rig, virsh};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
+async fn bare_control_plane(root: &std::path::Path, name: &str) -> SimCluster {
+    let mut opts = UpOptions::new(name, TimingProfile::fast());
+    opts.root = root.to_owned();
+    opts.nodes = 0;
+    let mut progress = |m: &str| eprintln!("sim: {m}");
+    SimCluster::up(&opts, &mut progress)
+        .await
+        .expect("a bare simulated control plane")
+}
+
+fn ok<T>(r: Result<T, String>) -> T {
+    r.unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn vm_node_follows_virsh_faults() {
+    if !vm_rig::should_run("vm_node_follows_virsh_faults") {
+        return;
+    }
+    let _serial = serial();
+    runtime().block_on(faults());
+    let left = vm_rig::leftover_domains();
+    assert!(left.is_empty(), "domains left defined: {left:?}");
+}
+
+async fn faults() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let cluster = bare_control_plane(root.path(), "vm-rig").await;
+    let client = cluster.client().await.expect("client");
+    let p = TimingProfile::fast();
+    // Unknown comes once no lease renewal was seen for the grace period (the
+    // controller looks every monitor period). Renewals are due every lease/4,
+    // but kwok under TCG on a loaded machine can be late with the last one
+    // before a fault (destroy -> Unknown took 6.3 s once), so the lower bound
+    // is half the grace period: it still catches an Unknown that comes at
+    // once, from a heartbeat the controller did not count. The upper bound
+    // leaves 20 s for a controller slowed by a loaded machine.
+    let lower = p.node_monitor_grace_period / 2;
+    let within = p.node_monitor_grace_period + p.node_monitor_period + Duration::from_secs(20);
+    let back = Duration::from_secs(60);
+
+    let mut log = |m: &str| eprintln!("vm rig: {m}");
+    let rig = ok(Rig::boot(&cluster, "vm-1", &mut log).await);
+    eprintln!("boot: Ready {:.1?} after virsh start", rig.booted_in);
+
+    // The Node carries the domain's UUID, which the guest also sees (SMBIOS).
+    let node = Api::<Node>::all(client.clone())
+        .get(&rig.node)
+        .await
+        .expect("the Node");
+    let status = node.status.expect("Node status");
+    let info = status.node_info.expect("nodeInfo");
+    assert_eq!(info.system_uuid, rig.uuid);
+    let addresses = status.addresses.unwrap_or_default();
+    assert!(
+        addresses
+            .iter()
+            .any(|a| a.type_ == "InternalIP" && a.address == vm_rig::NODE_IP),
+        "{addresses:?}"
+    );
+    let guest_uuid = ok(rig.ssh_ok("cat /sys/class/dmi/id/product_uuid"));
+    assert_eq!(guest_uuid.trim(), rig.uuid);
+
+    // libvirt knows only the node NIC; the management NIC is raw QEMU.
+    let iflist = ok(virsh(&["domiflist", &rig.domain]));
+    let rows: Vec<&str> = iflist.lines().filter(|l| l.contains(":")).collect();
+    assert_eq!(rows.len(), 1, "{iflist}");
+    assert!(rows[0].contains(&rig.node_mac), "{iflist}");
+    assert!(!iflist.contains(&rig.mgmt_mac), "{iflist}");
+
+    // suspend -> Unknown; resume -> Ready.
+    ok(virsh(&["suspend", &rig.domain]));
+    let took = ok(rig.wait_ready(&client, "Unknown", within).await);
+    eprintln!("virsh suspend: Ready=Unknown after {took:.1?}");
+    assert!(
+        took >= lower,
+        "suspend: Unknown after {took:?}, before {lower:?}"
+    );
+    ok(virsh(&["resume", &rig.domain]));
+    let took = ok(rig.wait_back(&client, back).await);
+    eprintln!("virsh resume: Ready=True after {took:.1?}");
+
+    // Node NIC link down -> Unknown, while the agent runs and SSH answers.
+    ok(virsh(&[
+        "domif-setlink",
+        &rig.domain,
+        &rig.node_mac,
+        "down",
+    ]));
+    let took = ok(rig.wait_ready(&client, "Unknown", within).await);
+    eprintln!("domif-setlink down: Ready=Unknown after {took:.1?}");
+    assert!(took >= lower, "link down: Unknown after {took:?}");
+    let agent = ok(rig.ssh_ok("pidof kwok"));
+    assert!(!agent.trim().is_empty(), "kwok runs while the link is down");
+    let link = ok(virsh(&["domif-getlink", &rig.domain, &rig.node_mac]));
+    assert!(link.contains("down"), "{link}");
+    ok(virsh(&["domif-setlink", &rig.domain, &rig.node_mac, "up"]));
+    let took = ok(rig.wait_back(&client, back).await);
+    eprintln!("domif-setlink up: Ready=True after {took:.1?}");
+
+    // The agent killed over SSH -> Unknown; started again -> Ready.
+    ok(rig.ssh_ok("kill $(pidof kwok)"));
+    let took = ok(rig.wait_ready(&client, "Unknown", within).await);
+    eprintln!("agent killed: Ready=Unknown after {took:.1?}");
+    assert!(took >= lower, "agent killed: Unknown after {took:?}");
+    ok(rig.ssh_ok("systemctl start kubelet"));
+    let took = ok(rig.wait_back(&client, back).await);
+    eprintln!("agent started (systemctl shim): Ready=True after {took:.1?}");
+
+    // destroy -> Unknown; start -> Ready (a new boot).
+    ok(virsh(&["destroy", &rig.domain]));
+    ok(rig.wait_domstate("shut off", Duration::from_secs(30)));
+    let took = ok(rig.wait_ready(&client, "Unknown", within).await);
+    eprintln!("virsh destroy: Ready=Unknown after {took:.1?}");
+    assert!(took >= lower, "destroy: Unknown after {took:?}");
+    ok(virsh(&["start", &rig.domain]));
+    let took = ok(rig.wait_back(&client, Duration::from_secs(120)).await);
+    eprintln!("virsh start after destroy: Ready=True after {took:.1?}");
+
+    // ACPI power button: the guest stops the agent and powers off.
+    ok(virsh(&["shutdown", &rig.domain]));
+    let took = ok(rig.wait_domstate("shut off", Duration::from_secs(60)));
+    eprintln!("virsh shutdown (ACPI): shut off after {took:.1?}");
+    let console = std::fs::read_to_string(rig.console_log()).unwrap_or_default();
+    assert!(
+        console.contains("rig: power button"),
+        "the power-button handler ran:\n{}",
+        rig.console_tail(20)
+    );
+
+    let domain = rig.domain.clone();
+    drop(rig);
+    let all = ok(virsh(&["list", "--all", "--name"]));
+    assert!(
+        !all.lines().any(|l| l.trim() == domain),
+        "{domain} undefined"
+    );
+    cluster.down().expect("sim down");
+}
+
+/// The payload of the planned panic: the domain that was running.
+#[derive(Debug)]
+struct Booted(String);
+
+#[test]
+fn a_failing_test_leaves_no_domain_behind() {
+    if !vm_rig::should_run("a_failing_test_leaves_no_domain_behind") {
+        return;
+    }
+    let _serial = serial();
+    let runtime = runtime();
+    let root = tempfile::tempdir().expect("tempdir");
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        runtime.block_on(async {
+            let cluster = bare_control_plane(root.path(), "vm-rig-panics").await;
+            let mut quiet = |_: &str| {};
+            let rig = ok(Rig::boot(&cluster, "vm-doomed", &mut quiet).await);
+            assert_eq!(ok(rig.domstate()), "running");
+            // Hand the domain name out through the panic payload.
+            std::panic::panic_any(Booted(rig.domain.clone()));
+        })
+    }));
+    let Booted(domain) = *outcome
+        .expect_err("the closure panics")
+        .downcast::<Booted>()
+        .unwrap_or_else(|p| match p.downcast::<String>() {
+            Ok(msg) => panic!("failed before the planned panic: {msg}"),
+            Err(_) => panic!("failed before the planned panic"),
+        });
+    let all = ok(virsh(&["list", "--all", "--name"]));
+    assert!(
+        !all.lines().any(|l| l.trim() == domain),
+        "{domain} still defined after the panic:\n{all}"
+    );
+    assert!(vm_rig::leftover_domains().is_empty());
+}
