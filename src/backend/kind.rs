@@ -316,6 +316,23 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread")]
+    async fn the_nodes_shell_is_docker_exec() {
+        let f = fake();
+        let b = KindBackend::discover("kind", "docker", &f).unwrap();
+        let (via, out) = b
+            .shell("kind-worker", "systemd-inhibit --list")
+            .await
+            .expect("kind has a shell on its nodes");
+        assert_eq!(via, "docker exec kind-worker");
+        assert!(out.is_ok());
+        assert_eq!(
+            f.ran.lock().unwrap().last().map(String::as_str),
+            Some("docker exec kind-worker sh -c 'systemd-inhibit --list'")
+        );
+        assert!(b.shell("kind-worker9", "true").await.is_none());
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
     async fn poweron_gives_the_node_its_old_address_back() {
         let f = fake();
         let mut b = KindBackend::discover("kind", "docker", &f).unwrap();
