@@ -217,3 +217,66 @@ fn sim_refuses_graceful_shutdown_before_running() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn plan_for_libvirt_shows_every_operation_and_its_virsh_line() {
+    let out = nodefall(&[
+        "plan",
+        "scenarios/libvirt-graceful-shutdown.yaml",
+        "--backend",
+        "libvirt",
+        "--libvirt-uri",
+        "qemu+ssh://lab/system",
+        "--domain-prefix",
+        "kubespray",
+        "--shutdown-timeout",
+        "2m",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let ops = stdout
+        .split("Operations on libvirt")
+        .nth(1)
+        .expect("an operations section");
+    assert!(ops.contains("`kubespray<node>`"), "{ops}");
+    assert!(
+        ops.contains(
+            "#2 (shutdown) virDomainShutdownFlags(ACPI_POWER_BTN) = virsh -c qemu+ssh://lab/system shutdown --mode acpi <target>"
+        ),
+        "{ops}"
+    );
+    assert!(ops.contains("wait until shut off (at most 120s)"), "{ops}");
+    assert!(
+        ops.contains("virDomainCreate = virsh -c qemu+ssh://lab/system start <target>"),
+        "{ops}"
+    );
+}
+
+#[test]
+fn a_bad_machine_flag_is_bad_input_before_anything_runs() {
+    let out = nodefall(&[
+        "scenario",
+        "scenarios/libvirt-pause-worker.yaml",
+        "--ssh-host",
+        "k8s-2=host:port",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr)
+            .contains("--ssh-host k8s-2=host:port: `host:port` is not HOST or HOST:PORT"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = nodefall(&[
+        "plan",
+        "scenarios/libvirt-pause-worker.yaml",
+        "--domain",
+        "k8s-2",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("`k8s-2` is not NODE=VALUE"),
+        "{}",
+        text(&out.stderr)
+    );
+}
