@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Node;
+
 use super::{Error, NodeFaults};
 use crate::exec::{Cmd, Exec};
 use crate::scenario::model::FaultKind;
@@ -145,6 +147,12 @@ impl<E: Exec> NodeFaults for KindBackend<E> {
             let container = container.to_owned();
             self.addresses.insert(container, memo.to_owned());
         }
+    }
+
+    async fn resolve(&mut self, node: &Node, _: &[FaultKind]) -> Result<String, Error> {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let container = self.container(&name)?;
+        Ok(format!("node {name} = container {container}"))
     }
 
     async fn shell(&self, node: &str, command: &str) -> Option<(String, Result<String, String>)> {

@@ -143,14 +143,13 @@ pub trait NodeFaults: Send {
     fn describe(&self, node: &str, fault: FaultKind) -> String;
     /// Finds the machine of a target node and checks it is that node's,
     /// before anything is injected; `faults` are the ones planned for it.
-    /// Returns what it resolved to, in words.
+    /// Returns what it resolved to, in words (empty: nothing to say).
     fn resolve(
         &mut self,
-        node: &Node,
+        _node: &Node,
         _faults: &[FaultKind],
     ) -> impl Future<Output = Result<String, Error>> + Send {
-        let name = node.metadata.name.clone().unwrap_or_default();
-        async move { Ok(format!("node {name}")) }
+        async { Ok(String::new()) }
     }
     /// Runs a shell command on the node (libvirt: SSH; kind: `docker
     /// exec`), for facts only the node knows. None: this backend has no

@@ -183,6 +183,7 @@ impl Run<'_> {
                 .await
                 .map_err(|source| Error::Target(format!("reading node {name}: {source}")))?;
             match backend.resolve(&node, &faults).await {
+                Ok(what) if what.is_empty() => {}
                 Ok(what) => self.progress.log(&format!("{}: {what}", backend.name())),
                 Err(e) if e.invalid_input() => return Err(Error::Preflight(e.to_string())),
                 Err(e) => return Err(Error::Fault(Box::new(e))),
