@@ -330,3 +330,38 @@ fn cli_up_status_kubeconfig_down() {
         "{stderr}"
     );
 }
+
+/// A node agent that another invocation started on this cluster (a run with
+/// `--cluster`, or `recover`, replacing a frozen agent) stops with the
+/// cluster, though the owner never started it.
+#[test]
+fn agents_started_by_another_invocation_stop_with_the_cluster() {
+    let _s = serial();
+    let root = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let owner = rt
+        .block_on(SimCluster::up(
+            &options(root.path(), "shared", 1),
+            &mut |_| {},
+        ))
+        .unwrap();
+    let node = owner.state().nodes[0].name.clone();
+    let before = records(owner.state());
+    // Another invocation: freezes the node and replaces its agent.
+    let mut other = SimCluster::open(root.path(), "shared").unwrap();
+    other.freeze_node(&node).unwrap();
+    rt.block_on(other.thaw_node(&node)).unwrap();
+    let after = records(other.state());
+    drop(other);
+    let started: Vec<ProcRecord> = after
+        .into_iter()
+        .filter(|r| !before.iter().any(|b| b.pid == r.pid))
+        .collect();
+    assert_eq!(started.len(), 1, "one new agent: {started:?}");
+    assert!(is_alive(&started[0]));
+    owner.down().unwrap();
+    assert!(
+        !is_alive(&started[0]),
+        "the new agent {started:?} outlived the cluster"
+    );
+}

@@ -407,7 +407,31 @@ impl SimCluster {
         Ok(killed)
     }
 
+    /// Processes another invocation started on this cluster since this value
+    /// read its state (a node agent replaced by a run with `--cluster`, or
+    /// by `recover`): adopted from the state file, so they stop too.
+    fn adopt_newer(&mut self) {
+        let Ok(disk) = State::load(&self.layout.state()) else {
+            return;
+        };
+        for record in disk
+            .components
+            .iter()
+            .chain(disk.nodes.iter().filter_map(|n| n.agent.as_ref()))
+        {
+            let known = self
+                .procs
+                .values()
+                .any(|p| p.record.pid == record.pid && p.record.start_ticks == record.start_ticks);
+            if !known {
+                let key = format!("{}#{}", record.name, record.pid);
+                self.procs.insert(key, Proc::adopt(record.clone()));
+            }
+        }
+    }
+
     fn stop_all(&mut self) -> Vec<String> {
+        self.adopt_newer();
         let mut killed = Vec::new();
         // Node agents first, then the control plane in reverse start order.
         let mut order: Vec<String> = self
