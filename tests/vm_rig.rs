@@ -10,7 +10,7 @@
 //! Every domain they define is undefined at the end, also on failure.
 
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
@@ -67,14 +67,15 @@ async fn faults() {
     let cluster = bare_control_plane(root.path(), "vm-rig").await;
     let client = cluster.client().await.expect("client");
     let p = TimingProfile::fast();
-    // Unknown comes once no lease renewal was seen for the grace period (the
-    // controller looks every monitor period). Renewals are due every lease/4,
-    // but kwok under TCG on a loaded machine can be late with the last one
-    // before a fault (destroy -> Unknown took 6.3 s once), so the lower bound
-    // is half the grace period: it still catches an Unknown that comes at
-    // once, from a heartbeat the controller did not count. The upper bound
-    // leaves 20 s for a controller slowed by a loaded machine.
-    let lower = p.node_monitor_grace_period / 2;
+    // Unknown comes once the controller has seen no lease renewal for the
+    // grace period. kwok renews every lease/4 (every 1.05 s, measured under
+    // TCG), so counted from the moment a fault is issued (before its virsh
+    // command, which may take a while: destroy returns only once QEMU is
+    // gone), Unknown cannot come before grace - lease/4, less 100 ms for that
+    // lateness. The upper bound leaves 20 s for a controller slowed by a
+    // loaded machine.
+    let lower =
+        p.node_monitor_grace_period - p.node_lease_duration / 4 - Duration::from_millis(100);
     let within = p.node_monitor_grace_period + p.node_monitor_period + Duration::from_secs(20);
     let back = Duration::from_secs(60);
 
@@ -102,64 +103,91 @@ async fn faults() {
 
     // libvirt knows only the node NIC; the management NIC is raw QEMU.
     let iflist = ok(virsh(&["domiflist", &rig.domain]));
-    let rows: Vec<&str> = iflist.lines().filter(|l| l.contains(":")).collect();
+    let rows: Vec<&str> = iflist.lines().filter(|l| l.contains(':')).collect();
     assert_eq!(rows.len(), 1, "{iflist}");
     assert!(rows[0].contains(&rig.node_mac), "{iflist}");
     assert!(!iflist.contains(&rig.mgmt_mac), "{iflist}");
 
+    // Each step: issue the fault, watch for the Node's answer, report the
+    // time from issuing (the command's own duration in brackets).
+    let unknown = |what: &str, issued: Instant, command: Duration| {
+        let took = issued.elapsed();
+        eprintln!("{what}: Ready=Unknown after {took:.1?} [command {command:.1?}]");
+        assert!(
+            took >= lower,
+            "{what}: Unknown after {took:?}, before {lower:?}"
+        );
+    };
+    // `to_ready`: from the wait's start (right after the command) to Ready;
+    // the lease renewal `wait_back` also waits for comes after.
+    let ready = |what: &str, issued: Instant, command: Duration, to_ready: Duration| {
+        eprintln!(
+            "{what}: Ready=True after {:.1?}, lease renewed after {:.1?} [command {command:.1?}]",
+            command + to_ready,
+            issued.elapsed()
+        );
+    };
+    let run = |args: &[&str]| {
+        let issued = Instant::now();
+        ok(virsh(args));
+        (issued, issued.elapsed())
+    };
+    let d = rig.domain.as_str();
+    let mac = rig.node_mac.as_str();
+
     // suspend -> Unknown; resume -> Ready.
-    ok(virsh(&["suspend", &rig.domain]));
-    let took = ok(rig.wait_ready(&client, "Unknown", within).await);
-    eprintln!("virsh suspend: Ready=Unknown after {took:.1?}");
-    assert!(
-        took >= lower,
-        "suspend: Unknown after {took:?}, before {lower:?}"
-    );
-    ok(virsh(&["resume", &rig.domain]));
-    let took = ok(rig.wait_back(&client, back).await);
-    eprintln!("virsh resume: Ready=True after {took:.1?}");
+    let (issued, command) = run(&["suspend", d]);
+    ok(rig.wait_ready(&client, "Unknown", within).await);
+    unknown("virsh suspend", issued, command);
+    let (issued, command) = run(&["resume", d]);
+    let to_ready = ok(rig.wait_back(&client, back).await);
+    ready("virsh resume", issued, command, to_ready);
 
     // Node NIC link down -> Unknown, while the agent runs and SSH answers.
-    ok(virsh(&[
-        "domif-setlink",
-        &rig.domain,
-        &rig.node_mac,
-        "down",
-    ]));
-    let took = ok(rig.wait_ready(&client, "Unknown", within).await);
-    eprintln!("domif-setlink down: Ready=Unknown after {took:.1?}");
-    assert!(took >= lower, "link down: Unknown after {took:?}");
+    let (issued, command) = run(&["domif-setlink", d, mac, "down"]);
+    ok(rig.wait_ready(&client, "Unknown", within).await);
+    unknown("domif-setlink down", issued, command);
     let agent = ok(rig.ssh_ok("pidof kwok"));
     assert!(!agent.trim().is_empty(), "kwok runs while the link is down");
-    let link = ok(virsh(&["domif-getlink", &rig.domain, &rig.node_mac]));
+    let link = ok(virsh(&["domif-getlink", d, mac]));
     assert!(link.contains("down"), "{link}");
-    ok(virsh(&["domif-setlink", &rig.domain, &rig.node_mac, "up"]));
-    let took = ok(rig.wait_back(&client, back).await);
-    eprintln!("domif-setlink up: Ready=True after {took:.1?}");
+    let (issued, command) = run(&["domif-setlink", d, mac, "up"]);
+    let to_ready = ok(rig.wait_back(&client, back).await);
+    ready("domif-setlink up", issued, command, to_ready);
 
     // The agent killed over SSH -> Unknown; started again -> Ready.
+    let issued = Instant::now();
     ok(rig.ssh_ok("kill $(pidof kwok)"));
-    let took = ok(rig.wait_ready(&client, "Unknown", within).await);
-    eprintln!("agent killed: Ready=Unknown after {took:.1?}");
-    assert!(took >= lower, "agent killed: Unknown after {took:?}");
+    let command = issued.elapsed();
+    ok(rig.wait_ready(&client, "Unknown", within).await);
+    unknown("agent killed (ssh)", issued, command);
+    let issued = Instant::now();
     ok(rig.ssh_ok("systemctl start kubelet"));
-    let took = ok(rig.wait_back(&client, back).await);
-    eprintln!("agent started (systemctl shim): Ready=True after {took:.1?}");
+    let command = issued.elapsed();
+    let to_ready = ok(rig.wait_back(&client, back).await);
+    ready(
+        "agent started (ssh, systemctl shim)",
+        issued,
+        command,
+        to_ready,
+    );
 
     // destroy -> Unknown; start -> Ready (a new boot).
-    ok(virsh(&["destroy", &rig.domain]));
-    ok(rig.wait_domstate("shut off", Duration::from_secs(30)));
-    let took = ok(rig.wait_ready(&client, "Unknown", within).await);
-    eprintln!("virsh destroy: Ready=Unknown after {took:.1?}");
-    assert!(took >= lower, "destroy: Unknown after {took:?}");
-    ok(virsh(&["start", &rig.domain]));
-    let took = ok(rig.wait_back(&client, Duration::from_secs(120)).await);
-    eprintln!("virsh start after destroy: Ready=True after {took:.1?}");
+    let (issued, command) = run(&["destroy", d]);
+    assert_eq!(ok(rig.domstate()), "shut off");
+    ok(rig.wait_ready(&client, "Unknown", within).await);
+    unknown("virsh destroy", issued, command);
+    let (issued, command) = run(&["start", d]);
+    let to_ready = ok(rig.wait_back(&client, Duration::from_secs(120)).await);
+    ready("virsh start after destroy", issued, command, to_ready);
 
     // ACPI power button: the guest stops the agent and powers off.
-    ok(virsh(&["shutdown", &rig.domain]));
-    let took = ok(rig.wait_domstate("shut off", Duration::from_secs(60)));
-    eprintln!("virsh shutdown (ACPI): shut off after {took:.1?}");
+    let (issued, command) = run(&["shutdown", d]);
+    ok(rig.wait_domstate("shut off", Duration::from_secs(60)));
+    eprintln!(
+        "virsh shutdown (ACPI): shut off after {:.1?} [command {command:.1?}]",
+        issued.elapsed()
+    );
     let console = std::fs::read_to_string(rig.console_log()).unwrap_or_default();
     assert!(
         console.contains("rig: power button"),

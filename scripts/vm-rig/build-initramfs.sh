@@ -33,7 +33,7 @@ if [[ -n "${NODEFALL_VM_KERNEL:-}" ]]; then
   kver="$NODEFALL_VM_KERNEL"
 else
   kver=""
-  for k in $(ls -1 /boot/vmlinuz-* 2>/dev/null | sort -V); do
+  for k in $(printf '%s\n' /boot/vmlinuz-* | sort -V); do
     v="${k#/boot/vmlinuz-}"
     [[ -f "/lib/modules/$v/modules.dep" ]] && kver="$v"
   done

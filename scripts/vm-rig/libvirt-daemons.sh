@@ -3,19 +3,32 @@
 # without systemd (see scripts/vm-rig/README.md).
 #
 #   libvirt-daemons.sh start   # no-op when qemu:///system already answers
-#   libvirt-daemons.sh stop    # stops only what `start` started
+#   libvirt-daemons.sh stop    # stops only what `start` started, once unused
 #
-# `start` records what it did in $NODEFALL_VM_RIG_STATE (default
-# /run/nodefall-vm-rig): pid files of the virtlogd and libvirtd it started, or
-# the marker `external` when a running libvirt answered and nothing was
-# started. `stop` signals exactly the recorded PIDs (after checking each is
-# still the program that was started, not a reused PID) and waits for them.
+# State lives in $NODEFALL_VM_RIG_STATE (default /run/nodefall-vm-rig), shared
+# by every caller on the host and changed under a lock: the pid files of the
+# virtlogd and libvirtd this script started, and `holders`, the callers using
+# them. A caller is identified by a PID that lives as long as its use:
+# $NODEFALL_VM_RIG_HOLDER, by default the PID of the shell running this script
+# (so `start` and `stop` from one script or terminal match).
+# - `start`: if qemu:///system already answers and its daemons are not this
+#   script's, it starts nothing and registers nothing. If they are this
+#   script's (another run started them), it joins their holders. Otherwise it
+#   starts virtlogd and libvirtd and becomes their first holder.
+# - `stop`: removes the caller from the holders (and any holder whose PID is
+#   gone: a run that died). Only when no holder is left does it signal exactly
+#   the recorded PIDs (checking each still runs the program that was started,
+#   not a reused PID) and wait for them. So one run's `stop` never takes the
+#   daemons from under another run, and a caller whose `start` started nothing
+#   stops nothing.
 set -euo pipefail
 
 URI="qemu:///system"
 STATE="${NODEFALL_VM_RIG_STATE:-/run/nodefall-vm-rig}"
 QEMU_CONF=/etc/libvirt/qemu.conf
 WAIT_SECS=60
+
+HOLDER="${NODEFALL_VM_RIG_HOLDER:-$PPID}"
 
 log() { printf 'libvirt-daemons: %s\n' "$*" >&2; }
 
@@ -59,26 +72,43 @@ configure_qemu_user() {
   } >>"$QEMU_CONF"
 }
 
+# Holders still alive, one a line (a dead PID is a run that ended without `stop`).
+live_holders() {
+  local h
+  [[ -f "$STATE/holders" ]] || return 0
+  while read -r h; do
+    [[ "$h" =~ ^[0-9]+$ ]] && kill -0 "$h" 2>/dev/null && echo "$h"
+  done <"$STATE/holders" | sort -u
+}
+
+set_holders() { # <holder>...: the new list
+  printf '%s\n' "$@" | grep -E '^[0-9]+$' | sort -u >"$STATE/holders.tmp" || true
+  mv "$STATE/holders.tmp" "$STATE/holders"
+}
+
+ours_running() { recorded_pid libvirtd >/dev/null || recorded_pid virtlogd >/dev/null; }
+
 start() {
-  mkdir -p "$STATE"
+  local holders
+  mapfile -t holders < <(live_holders)
   if answers; then
-    # Started by someone else (or by an earlier `start` whose pids are recorded).
     if recorded_pid libvirtd >/dev/null; then
-      log "already started by this script (pids in $STATE)"
+      set_holders "${holders[@]}" "$HOLDER"
+      log "already started by this script (pids in $STATE); holders now: $(live_holders | tr '\n' ' ')"
     else
-      echo external >"$STATE/external"
-      log "$URI already answers; started nothing"
+      log "$URI already answers (libvirt not started by this script); started nothing"
     fi
     return 0
   fi
-  rm -f "$STATE/external"
   mkdir -p /var/log/libvirt/qemu /run/libvirt /var/lib/libvirt/qemu /var/cache/libvirt/qemu
   configure_qemu_user
+  # 9>&-: the daemons must not inherit the lock's descriptor (they would
+  # hold the lock for as long as they run).
   if ! recorded_pid virtlogd >/dev/null; then
-    virtlogd -d -p "$STATE/virtlogd.pid"
+    virtlogd -d -p "$STATE/virtlogd.pid" 9>&-
   fi
   if ! recorded_pid libvirtd >/dev/null; then
-    libvirtd -d -p "$STATE/libvirtd.pid"
+    libvirtd -d -p "$STATE/libvirtd.pid" 9>&-
   fi
   local deadline=$((SECONDS + WAIT_SECS)) started=$SECONDS
   until answers; do
@@ -87,12 +117,13 @@ start() {
     if ((SECONDS >= deadline)) || { ((SECONDS - started > 5)) && ! recorded_pid libvirtd >/dev/null; }; then
       log "$URI does not answer; last lines of /var/log/libvirt/libvirtd.log:"
       tail -n 5 /var/log/libvirt/libvirtd.log >&2 || true
-      stop # what was started so far
+      stop_ours # what was started so far
       exit 1
     fi
     sleep 0.5
   done
-  log "started virtlogd (pid $(recorded_pid virtlogd)) and libvirtd (pid $(recorded_pid libvirtd)); $URI answers"
+  set_holders "${holders[@]}" "$HOLDER"
+  log "started virtlogd (pid $(recorded_pid virtlogd)) and libvirtd (pid $(recorded_pid libvirtd)); $URI answers; holder $HOLDER"
 }
 
 stop_one() { # <name>
@@ -116,16 +147,30 @@ stop_one() { # <name>
   log "stopped $1 (pid $pid)"
 }
 
-stop() {
-  if [[ -f "$STATE/external" ]]; then
-    rm -f "$STATE/external"
-    log "libvirt was running before start; left alone"
-    return 0
-  fi
+stop_ours() {
   stop_one libvirtd
   stop_one virtlogd
+  rm -f "$STATE/holders"
 }
 
+stop() {
+  local others
+  mapfile -t others < <(live_holders | grep -vx "$HOLDER" || true)
+  set_holders "${others[@]}"
+  if ! ours_running; then
+    log "no daemon started by this script runs; nothing to stop"
+    return 0
+  fi
+  if ((${#others[@]})); then
+    log "left running: still used by ${others[*]}"
+    return 0
+  fi
+  stop_ours
+}
+
+mkdir -p "$STATE"
+exec 9>"$STATE/lock"
+flock -w 300 9 || { log "$STATE/lock is held by another run for 300 s"; exit 1; }
 case "${1:-}" in
   start) start ;;
   stop) stop ;;
