@@ -105,6 +105,7 @@ impl<E: Exec> KindBackend<E> {
             .map(|c| c.name.as_str())
             .ok_or_else(|| Error::UnknownNode {
                 node: node.to_owned(),
+                what: "kind cluster's node containers",
                 known: self.nodes.keys().cloned().collect(),
             })
     }

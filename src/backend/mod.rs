@@ -28,8 +28,16 @@ pub enum Error {
          or pass --kind-cluster"
     )]
     NoKindCluster { cluster: String, runtime: String },
-    #[error("node `{node}` is not a container of this cluster (nodes: {})", .known.join(", "))]
-    UnknownNode { node: String, known: Vec<String> },
+    #[error(
+        "node `{node}` is not one of the {what} ({})",
+        if .known.is_empty() { "none".to_owned() } else { .known.join(", ") }
+    )]
+    UnknownNode {
+        node: String,
+        /// What the backend knows nodes as (`kind cluster's node containers`).
+        what: &'static str,
+        known: Vec<String>,
+    },
     #[error("libvirt: {op} of domain `{domain}` (node `{node}`) on {uri} failed: {message}")]
     Libvirt {
         op: String,

@@ -151,6 +151,7 @@ impl<H: Hypervisor, E: Exec + Clone + 'static> LibvirtBackend<H, E> {
             .cloned()
             .ok_or_else(|| Error::UnknownNode {
                 node: node.to_owned(),
+                what: "nodes whose libvirt domain was resolved",
                 known: self.machines.keys().cloned().collect(),
             })
     }
