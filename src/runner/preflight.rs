@@ -1,8 +1,8 @@
 //! Preflight, before any fault: every target resolved to a node and its
-//! machine (by the backend), every
-//! namespace an action names present, and none of the objects the scenario
-//! applies already in the cluster (the run would change what it did not
-//! create, and cleanup could not put it back).
+//! machine (by the backend), every namespace an action names present, none
+//! of the objects the scenario applies already in the cluster (the run would
+//! change what it did not create, and cleanup could not put it back), and
+//! the graceful-shutdown verdict for nodes a `shutdown` fault hits.
 
 use std::collections::BTreeMap;
 
