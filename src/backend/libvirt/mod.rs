@@ -171,14 +171,20 @@ impl<H: Hypervisor, E: Exec + Clone + 'static> LibvirtBackend<H, E> {
             .map_err(|e| self.err(node, m, what, e))
     }
 
-    async fn set_link(&self, node: &str, m: &Machine, up: bool) -> Result<(), Error> {
+    /// Sets the link of the node's NIC, from the domain as just looked up.
+    async fn set_link(
+        &self,
+        node: &str,
+        m: &Machine,
+        info: &DomainInfo,
+        up: bool,
+    ) -> Result<(), Error> {
         let Some(mac) = &m.mac else {
             return Err(Error::NoNic {
                 node: node.to_owned(),
                 domain: m.domain.clone(),
             });
         };
-        let info = self.lookup(node, m).await?;
         let nics = domxml::interfaces(&info.xml).map_err(|e| {
             self.err(
                 node,
@@ -357,14 +363,22 @@ impl<H: Hypervisor, E: Exec + Clone + 'static> NodeFaults for LibvirtBackend<H, 
                 });
             }
         };
-        let uuid = self
+        // Where libvirt cannot tell (user-mode networking), no addresses.
+        let addresses = self
             .call({
                 let uuid = info.uuid.clone();
                 move |hv| hv.addresses(&uuid)
             })
             .await
             .unwrap_or_default();
-        let machine = resolve::machine(&self.settings, node, &info, &uuid, faults)?;
+        let machine = resolve::machine(
+            &self.settings,
+            self.hv.uri(),
+            node,
+            &info,
+            &addresses,
+            faults,
+        )?;
         let text = resolve::describe(&name, &machine, &info);
         self.machines.insert(name, machine);
         Ok(text)
@@ -391,7 +405,8 @@ impl<H: Hypervisor, E: Exec + Clone + 'static> NodeFaults for LibvirtBackend<H, 
 
     async fn inject(&mut self, node: &str, fault: FaultKind) -> Result<(), Error> {
         let m = self.resolved(node)?;
-        let state = self.lookup(node, &m).await?.state;
+        let info = self.lookup(node, &m).await?;
+        let state = info.state;
         match fault {
             FaultKind::PauseVm => self.act(node, &m, Op::Suspend).await,
             // Reverts are idempotent: a domain already in the wanted state
@@ -405,8 +420,8 @@ impl<H: Hypervisor, E: Exec + Clone + 'static> NodeFaults for LibvirtBackend<H, 
             FaultKind::Poweron if state == DomState::Paused => self.act(node, &m, Op::Resume).await,
             FaultKind::Poweron if state.active() => Ok(()),
             FaultKind::Poweron => self.act(node, &m, Op::Create).await,
-            FaultKind::DropNic => self.set_link(node, &m, false).await,
-            FaultKind::RestoreNic => self.set_link(node, &m, true).await,
+            FaultKind::DropNic => self.set_link(node, &m, &info, false).await,
+            FaultKind::RestoreNic => self.set_link(node, &m, &info, true).await,
             FaultKind::StopKubelet => {
                 let cmd = self.settings.ssh.stop_kubelet.clone();
                 self.over_ssh(node, &m, &cmd).await

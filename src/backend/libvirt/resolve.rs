@@ -59,6 +59,7 @@ fn breaks(f: FaultKind) -> bool {
 /// Checks the found domain against the Node and picks what the faults need.
 pub fn machine(
     settings: &Settings,
+    uri: &str,
     node: &Node,
     info: &DomainInfo,
     addresses: &[(String, Vec<String>)],
@@ -92,7 +93,7 @@ pub fn machine(
         op: "read domain XML".into(),
         node: name.clone(),
         domain: info.name.clone(),
-        uri: String::new(),
+        uri: uri.to_owned(),
         message: e,
     })?;
     let needs_nic = faults
@@ -122,10 +123,17 @@ pub fn machine(
 
 /// The address a Node reports, InternalIP first.
 pub fn node_address(node: &Node) -> Option<String> {
-    let addrs = node.status.as_ref()?.addresses.as_ref()?;
     ["InternalIP", "ExternalIP", "Hostname"]
         .iter()
-        .find_map(|t| addrs.iter().find(|a| a.type_ == *t))
+        .find_map(|t| address_of(node, t))
+}
+
+/// The Node's address of one type (`InternalIP`, ...).
+fn address_of(node: &Node, kind: &str) -> Option<String> {
+    let addrs = node.status.as_ref()?.addresses.as_ref()?;
+    addrs
+        .iter()
+        .find(|a| a.type_ == kind)
         .map(|a| a.address.clone())
 }
 
@@ -153,13 +161,7 @@ fn pick_nic(
             }),
         };
     }
-    let internal = node
-        .status
-        .as_ref()
-        .and_then(|s| s.addresses.as_ref())
-        .and_then(|a| a.iter().find(|a| a.type_ == "InternalIP"))
-        .map(|a| a.address.clone());
-    if let Some(ip) = internal
+    if let Some(ip) = address_of(node, "InternalIP")
         && let Some((mac, _)) = addresses.iter().find(|(_, ips)| ips.contains(&ip))
         && nics.iter().any(|n| &n.mac == mac)
     {
@@ -205,6 +207,7 @@ mod tests {
         <interface type='network'><mac address='52:54:00:00:00:02'/></interface>\
         </devices></domain>";
     const UUID: &str = "0b3c5d7e-1111-2222-3333-444455556666";
+    const URI: &str = "qemu:///system";
 
     fn node(uuid: &str, ip: &str) -> Node {
         let mut n = Node::default();
@@ -250,6 +253,7 @@ mod tests {
         let s = Settings::new();
         let ok = machine(
             &s,
+            URI,
             &node(&UUID.to_uppercase(), "10.0.2.15"),
             &info(XML1, DomState::Running),
             &[],
@@ -261,6 +265,7 @@ mod tests {
         assert!(
             machine(
                 &s,
+                URI,
                 &node(&swapped, "x"),
                 &info(XML1, DomState::Running),
                 &[],
@@ -270,6 +275,7 @@ mod tests {
         );
         let other = machine(
             &s,
+            URI,
             &node("aaaaaaaa-1111-2222-3333-444455556666", "x"),
             &info(XML1, DomState::Running),
             &[],
@@ -279,7 +285,17 @@ mod tests {
         assert!(matches!(e, Error::WrongMachine { .. }), "{e}");
         assert!(e.invalid_input());
         // No systemUUID reported: the name is all there is.
-        assert!(machine(&s, &node("", "x"), &info(XML1, DomState::Running), &[], &[]).is_ok());
+        assert!(
+            machine(
+                &s,
+                URI,
+                &node("", "x"),
+                &info(XML1, DomState::Running),
+                &[],
+                &[]
+            )
+            .is_ok()
+        );
     }
 
     #[test]
@@ -287,6 +303,7 @@ mod tests {
         let s = Settings::new();
         let e = machine(
             &s,
+            URI,
             &node(UUID, "x"),
             &info(XML1, DomState::Paused),
             &[],
@@ -297,6 +314,7 @@ mod tests {
         assert!(
             machine(
                 &s,
+                URI,
                 &node(UUID, "x"),
                 &info(XML1, DomState::Paused),
                 &[],
@@ -312,6 +330,7 @@ mod tests {
         let n = node(UUID, "192.168.121.7");
         let only = machine(
             &s,
+            URI,
             &n,
             &info(XML1, DomState::Running),
             &[],
@@ -320,12 +339,12 @@ mod tests {
         .expect("one NIC");
         assert_eq!(only.mac.as_deref(), Some("52:54:00:00:00:01"));
         let two = info(XML2, DomState::Running);
-        let e = machine(&s, &n, &two, &[], &[FaultKind::DropNic])
+        let e = machine(&s, URI, &n, &two, &[], &[FaultKind::DropNic])
             .expect_err("two NICs, no way to tell");
         assert!(e.to_string().contains("52:54:00:00:00:02"), "{e}");
         // Not needed: no error, no NIC.
         assert_eq!(
-            machine(&s, &n, &two, &[], &[FaultKind::PauseVm])
+            machine(&s, URI, &n, &two, &[], &[FaultKind::PauseVm])
                 .expect("ok")
                 .mac,
             None
@@ -334,14 +353,14 @@ mod tests {
             "52:54:00:00:00:02".to_owned(),
             vec!["192.168.121.7".to_owned()],
         )];
-        let by_ip = machine(&s, &n, &two, &leases, &[FaultKind::DropNic]).expect("by address");
+        let by_ip = machine(&s, URI, &n, &two, &leases, &[FaultKind::DropNic]).expect("by address");
         assert_eq!(by_ip.mac.as_deref(), Some("52:54:00:00:00:02"));
         s.nics
             .insert("k8s-2".into(), "52:54:00:00:00:01".to_uppercase());
-        let flagged = machine(&s, &n, &two, &leases, &[FaultKind::DropNic]).expect("flag");
+        let flagged = machine(&s, URI, &n, &two, &leases, &[FaultKind::DropNic]).expect("flag");
         assert_eq!(flagged.mac.as_deref(), Some("52:54:00:00:00:01"));
         s.nics.insert("k8s-2".into(), "52:54:00:00:00:09".into());
-        assert!(machine(&s, &n, &two, &leases, &[FaultKind::DropNic]).is_err());
+        assert!(machine(&s, URI, &n, &two, &leases, &[FaultKind::DropNic]).is_err());
     }
 
     #[test]
@@ -350,6 +369,7 @@ mod tests {
         let n = node(UUID, "10.0.2.15");
         let m = machine(
             &s,
+            URI,
             &n,
             &info(XML1, DomState::Running),
             &[],
@@ -363,6 +383,7 @@ mod tests {
         );
         let m = machine(
             &s,
+            URI,
             &n,
             &info(XML1, DomState::Running),
             &[],
@@ -378,6 +399,7 @@ mod tests {
         s.ssh_hosts.clear();
         let e = machine(
             &s,
+            URI,
             &bare,
             &info(XML1, DomState::Running),
             &[],
