@@ -371,8 +371,8 @@ impl Run<'_> {
         self.end(slot, outcome(&result));
         result?;
 
-        self.resolve_targets().await?;
-        self.resolve_machines(backend).await?;
+        let nodes = self.resolve_targets().await?;
+        self.resolve_machines(backend, &nodes).await?;
         self.check_namespaces().await?;
         self.graceful_shutdown_preflight(backend).await;
         self.setup_end = self.now();

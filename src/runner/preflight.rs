@@ -77,8 +77,9 @@ impl Run<'_> {
             .collect()
     }
 
-    /// Resolves every target to a node before anything is injected.
-    pub(super) async fn resolve_targets(&mut self) -> Result<(), Error> {
+    /// Resolves every target to a node before anything is injected;
+    /// returns the cluster's nodes as listed for it.
+    pub(super) async fn resolve_targets(&mut self) -> Result<Vec<Node>, Error> {
         let api: Api<Node> = Api::all(self.client.clone());
         let nodes = api
             .list(&Default::default())
@@ -157,7 +158,7 @@ impl Run<'_> {
                 .log(&format!("target {} = node {node}", target.name));
             self.targets.insert(target.name.clone(), node);
         }
-        Ok(())
+        Ok(nodes.items)
     }
 
     /// The backend finds each target node's machine and checks it is that
@@ -166,8 +167,8 @@ impl Run<'_> {
     pub(super) async fn resolve_machines<B: NodeFaults>(
         &mut self,
         backend: &mut B,
+        nodes: &[Node],
     ) -> Result<(), Error> {
-        let api: Api<Node> = Api::all(self.client.clone());
         let mut planned: BTreeMap<String, Vec<FaultKind>> = BTreeMap::new();
         for step in &self.plan.scenario.steps {
             if let StepKind::Fault { fault, node } = &step.kind {
@@ -178,11 +179,11 @@ impl Run<'_> {
             }
         }
         for (name, faults) in planned {
-            let node = api
-                .get(&name)
-                .await
-                .map_err(|source| Error::Target(format!("reading node {name}: {source}")))?;
-            match backend.resolve(&node, &faults).await {
+            let node = nodes
+                .iter()
+                .find(|n| n.name_any() == name)
+                .ok_or_else(|| Error::Target(format!("node {name} was not listed")))?;
+            match backend.resolve(node, &faults).await {
                 Ok(what) if what.is_empty() => {}
                 Ok(what) => self.progress.log(&format!("{}: {what}", backend.name())),
                 Err(e) if e.invalid_input() => return Err(Error::Preflight(e.to_string())),
