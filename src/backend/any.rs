@@ -4,6 +4,7 @@
 
 use k8s_openapi::api::core::v1::Node;
 
+use super::command::CommandBackend;
 use super::kind::KindBackend;
 use super::libvirt::{self, LibvirtBackend};
 use super::sim::SimBackend;
@@ -57,6 +58,7 @@ pub enum AnyBackend {
     Sim(Box<SimBackend>),
     Kind(KindBackend<System>),
     Libvirt(Box<Libvirt>),
+    Command(Box<CommandBackend<System>>),
 }
 
 impl AnyBackend {
@@ -71,6 +73,9 @@ impl AnyBackend {
                 cluster, runtime, System,
             )?)),
             BackendRef::Libvirt { uri, settings } => open_libvirt(uri, settings),
+            BackendRef::Command { source, spec } => Ok(AnyBackend::Command(Box::new(
+                CommandBackend::new((**spec).clone(), source.clone(), System),
+            ))),
         }
     }
 }
@@ -106,6 +111,7 @@ macro_rules! each {
             AnyBackend::Sim($b) => $e,
             AnyBackend::Kind($b) => $e,
             AnyBackend::Libvirt($b) => $e,
+            AnyBackend::Command($b) => $e,
         }
     };
 }
@@ -131,8 +137,12 @@ impl NodeFaults for AnyBackend {
         each!(self, b => b.shell(node, command).await)
     }
 
-    fn memo(&self, node: &str) -> Option<String> {
-        each!(self, b => b.memo(node))
+    fn memo(&self, node: &str, fault: FaultKind) -> Option<String> {
+        each!(self, b => b.memo(node, fault))
+    }
+
+    fn take_commands(&mut self) -> Vec<crate::report::result::CommandRecord> {
+        each!(self, b => b.take_commands())
     }
 
     fn remember(&mut self, node: &str, memo: &str) {

@@ -138,7 +138,7 @@ impl<E: Exec> NodeFaults for KindBackend<E> {
         "kind"
     }
 
-    fn memo(&self, node: &str) -> Option<String> {
+    fn memo(&self, node: &str, _: FaultKind) -> Option<String> {
         let container = self.container(node).ok()?;
         self.addresses.get(container).cloned()
     }

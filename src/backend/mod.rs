@@ -2,6 +2,7 @@
 //! The runner sees only the narrow [`NodeFaults`] trait.
 
 pub mod any;
+pub mod command;
 pub mod kind;
 pub mod libvirt;
 pub mod sim;
@@ -106,6 +107,16 @@ pub enum Error {
         after: u64,
         state: String,
     },
+    #[error("{0}")]
+    Command(Box<CommandFailure>),
+    #[error("node `{node}`: {message}")]
+    Template { node: String, message: String },
+    #[error("{fault} on node `{node}`: {why}")]
+    NotPrepared {
+        node: String,
+        fault: &'static str,
+        why: String,
+    },
     #[error("{what}")]
     NotBuilt { what: &'static str },
     #[error("{fault} on node `{node}` failed")]
@@ -130,8 +141,50 @@ impl Error {
                 | Error::NotRunning { .. }
                 | Error::NoNicNamed { .. }
                 | Error::NoSsh { .. }
+                | Error::Template { .. }
                 | Error::NotBuilt { .. }
         )
+    }
+}
+
+/// A command of the command backend that failed, or a check that never
+/// passed: its line and the end of its output.
+#[derive(Debug)]
+pub struct CommandFailure {
+    pub node: String,
+    pub fault: &'static str,
+    /// `run`, `revert`, `check`, `revertCheck`.
+    pub role: &'static str,
+    pub line: String,
+    pub status: String,
+    /// `; stderr: ...; stdout: ...` (the end of each), or empty.
+    pub output: String,
+    /// A check that never passed: its time limit (s) and attempts.
+    pub check: Option<(u64, u32)>,
+}
+
+impl std::fmt::Display for CommandFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let CommandFailure {
+            node,
+            fault,
+            role,
+            line,
+            status,
+            output,
+            check,
+        } = self;
+        match check {
+            None => write!(
+                f,
+                "{role} of {fault} on node `{node}`: `{line}` failed ({status}){output}"
+            ),
+            Some((after, attempts)) => write!(
+                f,
+                "{role} of {fault} on node `{node}`: `{line}` did not pass within {after}s \
+                 ({attempts} attempts; the last: {status}{output})"
+            ),
+        }
     }
 }
 
@@ -139,7 +192,10 @@ impl Error {
 pub fn supports(backend: BackendKind, fault: FaultKind) -> Result<(), &'static str> {
     match backend {
         BackendKind::Sim => sim::supports(fault),
-        BackendKind::Kind | BackendKind::Libvirt | BackendKind::Vagrant => Ok(()),
+        // The command backend's file says what it can do (checked at start).
+        BackendKind::Kind | BackendKind::Libvirt | BackendKind::Vagrant | BackendKind::Command => {
+            Ok(())
+        }
     }
 }
 
@@ -176,12 +232,19 @@ pub trait NodeFaults: Send {
         node: &str,
         fault: FaultKind,
     ) -> impl Future<Output = Result<(), Error>> + Send;
-    /// What the backend must keep to revert a fault on `node` from another
+    /// What the backend must keep to revert `fault` on `node` from another
     /// process (`nodefall recover` after the run was killed): the undo
-    /// journal stores it. kind keeps the node's address.
-    fn memo(&self, _node: &str) -> Option<String> {
+    /// journal stores it with the fault, before the fault is injected. kind
+    /// keeps the node's address, libvirt its domain, the command backend the
+    /// revert's command line.
+    fn memo(&self, _node: &str, _fault: FaultKind) -> Option<String> {
         None
     }
     /// Gives back a memo read from the journal, before a revert.
     fn remember(&mut self, _node: &str, _memo: &str) {}
+    /// The external commands run since the last call, with their output,
+    /// for the report (backends that keep none return nothing).
+    fn take_commands(&mut self) -> Vec<crate::report::result::CommandRecord> {
+        Vec::new()
+    }
 }

@@ -1,12 +1,17 @@
 //! Flags that tell a backend where the nodes' machines are and how to reach
-//! them: libvirt (URI, node -> domain, NIC, shutdown) and SSH (kubelet).
+//! them: libvirt (URI, node -> domain, NIC, shutdown), SSH (kubelet) and the
+//! command backend's file.
+
+use std::path::PathBuf;
 
 use clap::Args;
 
+use crate::backend::command::{self, spec::CommandFile};
 use crate::backend::libvirt::{self, hypervisor::ShutdownMode};
 use crate::backend::ssh::{SshSettings, SshTarget};
+use crate::scenario::Checked;
 use crate::scenario::duration::parse_duration;
-use crate::scenario::model::LibvirtMachines;
+use crate::scenario::model::{FaultKind, LibvirtMachines};
 
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Machines (libvirt backend)")]
@@ -33,6 +38,71 @@ pub struct MachineArgs {
     pub shutdown_timeout: std::time::Duration,
     #[command(flatten)]
     pub ssh: SshArgs,
+    #[command(flatten)]
+    pub command: CommandArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Command backend")]
+pub struct CommandArgs {
+    /// The command backend's file: per-fault command templates and how a
+    /// node names its machine (docs/command-backend.md; examples in
+    /// examples/backends/). Default: the scenario's `command:` section.
+    #[arg(long, value_name = "FILE")]
+    pub backend_file: Option<PathBuf>,
+}
+
+/// The command backend's commands, where they came from, and what their
+/// checks warn about.
+#[derive(Debug)]
+pub struct Commands {
+    pub source: String,
+    pub spec: CommandFile,
+    pub warnings: Vec<crate::scenario::Diagnostic>,
+}
+
+impl CommandArgs {
+    /// The backend file, else the scenario's `command:` section; a fault the
+    /// plan injects without a command in it is refused here (exit 2), before
+    /// anything is touched.
+    pub fn load(&self, checked: &Checked, faults: &[FaultKind]) -> anyhow::Result<Commands> {
+        let c = match (&self.backend_file, &checked.command) {
+            (Some(path), _) => {
+                let l = command::spec::load(path)?;
+                Commands {
+                    source: l.file,
+                    spec: l.spec,
+                    warnings: l.warnings,
+                }
+            }
+            (None, Some(spec)) => Commands {
+                source: format!("{} (command:)", checked.source.file),
+                warnings: command::spec::check(&checked.source, "command", spec).1,
+                spec: spec.clone(),
+            },
+            (None, None) => anyhow::bail!(super::InvalidFlag(
+                "--backend command needs its commands: --backend-file FILE, or a `command:` \
+                 section in the scenario (see docs/command-backend.md and examples/backends/)"
+                    .into()
+            )),
+        };
+        let mut missing: Vec<&str> = faults
+            .iter()
+            .filter(|f| !c.spec.defines(**f))
+            .map(|f| f.name())
+            .collect();
+        missing.dedup();
+        if !missing.is_empty() {
+            anyhow::bail!(super::InvalidFlag(format!(
+                "{}: the scenario injects {} but the file has no command for it; add them under \
+                 `faults:` (a revert such as resume-vm is the `revert:` of the fault it undoes); \
+                 nothing was injected",
+                c.source,
+                missing.join(", ")
+            )));
+        }
+        Ok(c)
+    }
 }
 
 #[derive(Debug, Clone, Args)]

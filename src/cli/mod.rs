@@ -52,7 +52,8 @@ pub struct Cli {
 pub enum Command {
     /// Run a scenario: set up, inject the fault, watch, remediate, restore, report.
     Scenario(ScenarioArgs),
-    /// Check scenario files (syntax, references, windows under every built-in profile).
+    /// Check scenario files (syntax, references, windows under every built-in
+    /// profile) and command-backend files.
     Validate {
         /// Scenario files.
         #[arg(required = true)]
@@ -156,6 +157,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let ops = match plan.backend {
                 BackendKind::Kind => kind_commands(&plan),
                 BackendKind::Libvirt => libvirt_operations(&plan, &args.machines)?,
+                BackendKind::Command => command_lines(&plan, &args.machines.command)?,
                 _ => String::new(),
             };
             out.write_all(ops.as_bytes()).context("writing the plan")?;
@@ -216,6 +218,52 @@ fn fault_steps(plan: &plan::Plan) -> Vec<(String, crate::scenario::model::FaultK
     faults.chain(restores).collect()
 }
 
+/// Every fault a scenario injects, with the revert of each (what cleanup
+/// may run), in order.
+fn planned_faults(checked: &scenario::Checked) -> Vec<crate::scenario::model::FaultKind> {
+    use crate::scenario::checked::StepKind;
+    let mut out = Vec::new();
+    for s in &checked.steps {
+        if let StepKind::Fault { fault, .. } = &s.kind {
+            out.push(*fault);
+            out.extend(fault.revert());
+        }
+    }
+    out
+}
+
+/// The command backend's lines for each fault: substituted where the
+/// target names its node literally and the value needs only the node's
+/// name, `<value of node>` for what only the Node object tells (not run).
+fn command_lines(plan: &plan::Plan, args: &machines::CommandArgs) -> anyhow::Result<String> {
+    use crate::scenario::checked::TargetSelector;
+    let faults: Vec<_> = fault_steps(plan).iter().map(|(_, f, _)| *f).collect();
+    let c = args.load(&plan.scenario, &faults)?;
+    for w in &c.warnings {
+        eprintln!("{w}");
+    }
+    let mut out = format!(
+        "\nCommands of the command backend ({}; <v of t> is a value of target t's Node, read at \
+         preflight; each revert is journaled, substituted, before its fault runs):\n",
+        c.source
+    );
+    for (label, fault, target) in fault_steps(plan) {
+        let node = plan
+            .scenario
+            .targets
+            .iter()
+            .find(|t| t.name == target)
+            .and_then(|t| match &t.selector {
+                TargetSelector::Name(n) => Some(n.as_str()),
+                _ => None,
+            });
+        for line in crate::backend::command::preview(&c.spec, node, &target, fault) {
+            out.push_str(&format!("  {label:<12} {line}\n"));
+        }
+    }
+    Ok(out)
+}
+
 /// The libvirt calls of each fault, with the `virsh` line that does the
 /// same by hand (not run here; domains are resolved at run time).
 fn libvirt_operations(plan: &plan::Plan, args: &machines::MachineArgs) -> anyhow::Result<String> {
@@ -257,14 +305,41 @@ fn libvirt_operations(plan: &plan::Plan, args: &machines::MachineArgs) -> anyhow
 /// A backend that is not built yet; said plainly rather than pretending.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "the scenario is valid, but the `{0}` backend is not implemented yet; `sim`, `kind` and \
-     `libvirt` run today (try one of those, or `nodefall plan` to see what it would do)"
+    "the scenario is valid, but the `{0}` backend is not implemented yet; `sim`, `kind`, \
+     `libvirt` and `command` run today (try one of those, or `nodefall plan` to see what it \
+     would do)"
 )]
 pub struct NotYet(pub BackendKind);
 
 fn validate(files: &[PathBuf]) -> anyhow::Result<ExitCode> {
     let mut failed = 0usize;
     for file in files {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        if crate::backend::command::spec::looks_like_backend_file(&text) {
+            match crate::backend::command::spec::load(file) {
+                Ok(l) => {
+                    for w in &l.warnings {
+                        eprintln!("{w}");
+                    }
+                    println!(
+                        "ok       {} (command backend: {})",
+                        file.display(),
+                        l.spec
+                            .faults
+                            .keys()
+                            .map(|f| f.name())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    );
+                }
+                Err(e) => {
+                    failed += 1;
+                    println!("invalid  {}", file.display());
+                    eprintln!("{e}");
+                }
+            }
+            continue;
+        }
         let result = scenario::load(file).and_then(|checked| {
             plan::check_all_profiles(&checked)?;
             Ok(checked.steps.len())

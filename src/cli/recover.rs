@@ -94,6 +94,13 @@ fn print(description: String, r: Result<(), String>) {
     }
 }
 
+/// The commands a revert ran (command backend), under its line.
+fn print_commands(commands: &[crate::report::result::CommandRecord]) {
+    for c in commands {
+        println!("    ran `{}`: {}", c.line, c.status);
+    }
+}
+
 /// Reverts one journal's pending changes; false if any failed.
 async fn recover_one(header: &Header, journal: &mut Journal) -> bool {
     let keep = match header.cleanup {
@@ -193,9 +200,10 @@ async fn revert<B: NodeFaults>(
         backend,
         keep,
         || {},
-        |d, r| {
+        |d, r, commands| {
             ok &= r.is_ok();
             print(d, r);
+            print_commands(&commands);
         },
     )
     .await;

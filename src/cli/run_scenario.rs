@@ -295,6 +295,13 @@ fn run_on_machines(
 ) -> anyhow::Result<ExitCode> {
     let profile = TimingProfile::named(args.profile.unwrap_or_else(|| default_profile(kind)));
     let machines = checked.libvirt.clone();
+    let commands = match kind {
+        BackendKind::Command => {
+            let faults: Vec<_> = super::planned_faults(&checked);
+            Some(args.machines.command.load(&checked, &faults)?)
+        }
+        _ => None,
+    };
     let plan = plan::resolve(checked, &profile, Some(kind))?;
     let file = args.file.display().to_string();
     let (backend_ref, context) = match kind {
@@ -320,6 +327,19 @@ fn run_on_machines(
             },
             args.context.clone(),
         ),
+        BackendKind::Command => {
+            let c = commands.context("the command backend's file was read above")?;
+            for w in &c.warnings {
+                eprintln!("{w}");
+            }
+            (
+                BackendRef::Command {
+                    source: c.source,
+                    spec: Box::new(c.spec),
+                },
+                args.context.clone(),
+            )
+        }
         other => bail!(NotYet(other)),
     };
     let mut backend = AnyBackend::open(&backend_ref)?;

@@ -188,6 +188,57 @@ pub struct StepRecord {
     /// Notes recorded while it ran (retries, refusals, ...), with their time.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<(Ms, String)>,
+    /// The external commands it ran (command backend), with their output.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub commands: Vec<CommandRecord>,
+}
+
+/// One external command a step ran, as it ran: the line, how it ended and
+/// what it printed (each stream cut to its last [`CommandRecord::KEEP`]
+/// bytes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommandRecord {
+    /// `run`, `revert`, `check` or `revertCheck`.
+    pub role: String,
+    pub line: String,
+    /// `exit status: 0`, `timed out after 60s`, ...
+    pub status: String,
+    pub ok: bool,
+    /// How long it took (for a check: the last attempt).
+    pub ms: u64,
+    /// How many times it ran (a check is polled until it passes).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub attempts: u32,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub stdout: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub stderr: String,
+}
+
+impl CommandRecord {
+    /// Bytes of each stream kept (the end, where errors are).
+    pub const KEEP: usize = 4096;
+
+    /// The end of an output stream, at most [`CommandRecord::KEEP`] bytes.
+    pub fn tail(s: &str) -> String {
+        if s.len() <= Self::KEEP {
+            return s.to_owned();
+        }
+        let mut cut = s.len() - Self::KEEP;
+        while !s.is_char_boundary(cut) {
+            cut += 1;
+        }
+        format!("[{cut} bytes cut]...{}", &s[cut..])
+    }
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -27,7 +27,7 @@ impl Run<'_> {
             keep,
             // Deleting what was applied ends the story the observer tells.
             || *observer = None,
-            |description, r| {
+            |description, r, commands| {
                 let now = rec.now();
                 let outcome = match r {
                     Ok(()) => StepOutcome::Ok,
@@ -49,6 +49,7 @@ impl Run<'_> {
                     ended: Some(now),
                     outcome,
                     notes: Vec::new(),
+                    commands,
                 });
             },
         )

@@ -74,6 +74,13 @@ pub enum BackendRef {
         uri: String,
         settings: Box<crate::backend::libvirt::Settings>,
     },
+    /// A backend file's commands; each fault's memo holds its revert,
+    /// substituted, which is what `recover` runs.
+    Command {
+        /// The file (or `SCENARIO (command:)`) the commands came from.
+        source: String,
+        spec: Box<crate::backend::command::spec::CommandFile>,
+    },
 }
 
 impl BackendRef {
@@ -82,6 +89,7 @@ impl BackendRef {
             BackendRef::Sim { .. } => "sim",
             BackendRef::Kind { .. } => "kind",
             BackendRef::Libvirt { .. } => "libvirt",
+            BackendRef::Command { .. } => "command",
         }
     }
 }

@@ -326,6 +326,7 @@ impl Run<'_> {
             ended: None,
             outcome: StepOutcome::Ok,
             notes: Vec::new(),
+            commands: Vec::new(),
         });
         self.steps.len() - 1
     }
@@ -440,7 +441,7 @@ impl Run<'_> {
         self.anchors.insert(index, started);
         // The memo (what reaches the machine again, e.g. a libvirt domain's
         // UUID) goes in with the entry, and again if the fault changed it.
-        let before = backend.memo(node);
+        let before = backend.memo(node, fault);
         let entry = match fault.revert() {
             Some(revert) => Some(self.journal.will(Undo::Fault {
                 node: node.to_owned(),
@@ -451,8 +452,9 @@ impl Run<'_> {
             None => None,
         };
         let r = backend.inject(node, fault).await;
+        self.steps[slot].commands = backend.take_commands();
         self.end(slot, outcome(&r));
-        if let (Some(id), Some(memo)) = (entry, backend.memo(node))
+        if let (Some(id), Some(memo)) = (entry, backend.memo(node, fault))
             && before.as_ref() != Some(&memo)
             && let Some(revert) = fault.revert()
         {

@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::journal::{Journal, Settled, Undo};
 use crate::actions;
 use crate::backend::NodeFaults;
+use crate::report::result::CommandRecord;
 
 /// Taints the node lifecycle controller owns: whether they are there is the
 /// controller's call, so cleanup never puts one back.
@@ -133,7 +134,8 @@ pub async fn revert<B: NodeFaults>(
 /// Reverts every pending change of a journal in undo order (faults first,
 /// then the rest newest first) and settles each that succeeded; when `tidy`
 /// names a policy that keeps changes (`Some("cleanup: never")`), only faults are reverted and the rest is settled as kept.
-/// `on_delete` runs before the first deletion; `report` hears each outcome.
+/// `on_delete` runs before the first deletion; `report` hears each outcome
+/// with the external commands it ran (command backend).
 /// Throwaway clusters are left to the caller.
 pub async fn revert_all<B: NodeFaults>(
     journal: &mut Journal,
@@ -141,7 +143,7 @@ pub async fn revert_all<B: NodeFaults>(
     backend: &mut B,
     tidy: Option<&str>,
     mut on_delete: impl FnMut(),
-    mut report: impl FnMut(String, Result<(), String>),
+    mut report: impl FnMut(String, Result<(), String>, Vec<CommandRecord>),
 ) {
     for p in journal.state().undo_order() {
         if matches!(p.undo, Undo::Cluster { .. }) {
@@ -151,17 +153,23 @@ pub async fn revert_all<B: NodeFaults>(
             let r = journal
                 .settle(p.id, Settled::Kept)
                 .map_err(|e| super::chain(&e));
-            report(format!("kept ({policy}): {}", p.undo.describe()), r);
+            report(
+                format!("kept ({policy}): {}", p.undo.describe()),
+                r,
+                Vec::new(),
+            );
             continue;
         }
         if matches!(p.undo, Undo::Namespace { .. } | Undo::Object { .. }) {
             on_delete();
         }
-        let r = revert(&p.undo, client, backend).await.and_then(|()| {
+        let r = revert(&p.undo, client, backend).await;
+        let commands = backend.take_commands();
+        let r = r.and_then(|()| {
             journal
                 .settle(p.id, Settled::Reverted)
                 .map_err(|e| super::chain(&e))
         });
-        report(p.undo.describe(), r);
+        report(p.undo.describe(), r, commands);
     }
 }

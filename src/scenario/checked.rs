@@ -29,6 +29,8 @@ pub struct Checked {
     pub steps: Vec<Step>,
     pub cleanup: Cleanup,
     pub libvirt: super::model::LibvirtMachines,
+    /// The `command:` section (command backend), checked.
+    pub command: Option<crate::backend::command::spec::CommandFile>,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -143,7 +143,7 @@ pub fn load_str(file: &str, dir: &Path, text: &str) -> Result<Loaded> {
 
 /// Turns a serde_yaml error into a diagnostic: position, a plainer message,
 /// and a "did you mean" for misspelt fields and names.
-fn from_serde(file: &str, e: &serde_yaml::Error) -> Diagnostic {
+pub(crate) fn from_serde(file: &str, e: &serde_yaml::Error) -> Diagnostic {
     let pos = e.location().map(|l| Pos {
         line: l.line(),
         col: l.column(),

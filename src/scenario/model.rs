@@ -94,14 +94,18 @@ pub enum BackendKind {
     Vagrant,
     /// libvirt domains.
     Libvirt,
+    /// Any CLI (hypervisor, BMC, cloud, SSH) through a backend file of
+    /// command templates.
+    Command,
 }
 
 impl BackendKind {
-    pub const ALL: [BackendKind; 4] = [
+    pub const ALL: [BackendKind; 5] = [
         BackendKind::Sim,
         BackendKind::Kind,
         BackendKind::Vagrant,
         BackendKind::Libvirt,
+        BackendKind::Command,
     ];
 
     pub fn name(self) -> &'static str {
@@ -110,6 +114,7 @@ impl BackendKind {
             BackendKind::Kind => "kind",
             BackendKind::Vagrant => "vagrant",
             BackendKind::Libvirt => "libvirt",
+            BackendKind::Command => "command",
         }
     }
 }
@@ -148,6 +153,10 @@ pub struct Scenario {
     /// (flags given on the command line win).
     #[serde(default)]
     pub libvirt: LibvirtMachines,
+    /// The command backend's templates, for `--backend command` (a
+    /// `--backend-file` given on the command line replaces them).
+    #[serde(default)]
+    pub command: Option<crate::backend::command::spec::CommandFile>,
 }
 
 /// `libvirt:`: the connection and node -> domain mapping of a lab.
@@ -277,7 +286,7 @@ pub struct Step {
 }
 
 /// Node faults. Each has a revert (see [`FaultKind::revert`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FaultKind {
     PauseVm,

@@ -384,7 +384,7 @@ impl<H: Hypervisor, E: Exec + Clone + 'static> NodeFaults for LibvirtBackend<H, 
         Ok(text)
     }
 
-    fn memo(&self, node: &str) -> Option<String> {
+    fn memo(&self, node: &str, _: FaultKind) -> Option<String> {
         serde_json::to_string(self.machines.get(node)?).ok()
     }
 

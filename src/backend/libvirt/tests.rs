@@ -255,7 +255,7 @@ async fn the_memo_carries_the_machine_to_another_process() {
         .await
         .expect("resolves");
     b.inject("node-a", FaultKind::PauseVm).await.expect("pause");
-    let memo = b.memo("node-a").expect("a memo");
+    let memo = b.memo("node-a", FaultKind::PauseVm).expect("a memo");
     // `nodefall recover`: a fresh backend that never resolved anything.
     let (mut other, fake, _) = backend();
     *fake.state.lock().expect("lock") = DomState::Paused;

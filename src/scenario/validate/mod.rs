@@ -172,6 +172,11 @@ pub fn validate(loaded: Loaded) -> Result<Checked> {
     let setup = setup::setup(&mut cx, &s.setup);
     let steps = steps::steps(&mut cx, &s, &s.namespace);
     libvirt_machines(&mut cx, &s.libvirt);
+    if let Some(c) = &s.command {
+        // Its warnings are printed when the backend is used.
+        let (errors, _) = crate::backend::command::spec::check(cx.src, "command", c);
+        cx.diags.extend(errors);
+    }
 
     let Ctx {
         diags,
@@ -201,6 +206,7 @@ pub fn validate(loaded: Loaded) -> Result<Checked> {
         steps,
         cleanup: s.cleanup,
         libvirt: s.libvirt,
+        command: s.command,
         source,
     })
 }

@@ -1,0 +1,696 @@
+//! The `command` backend: any hypervisor, BMC or cloud CLI as a fault
+//! injector. A backend file ([`spec`]) gives, per fault, the command that
+//! injects it, the one that reverts it and an optional check; [`template`]
+//! turns them into command lines for each node at preflight.
+//!
+//! Each fault's revert, fully substituted, is the fault's journal memo: the
+//! runner journals it before the fault runs, so a cleanup or `nodefall
+//! recover` runs exactly that line, without the file or the cluster.
+//! Commands run without a shell unless asked, in their own process group,
+//! stdin closed, bounded by a timeout; their output goes into the report.
+
+pub mod spec;
+pub mod template;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Node;
+use serde::{Deserialize, Serialize};
+
+use self::spec::{CommandFile, Role};
+use self::template::{Template, Var};
+use super::ssh::{self, SshSettings, SshTarget};
+use super::{CommandFailure, Error, NodeFaults};
+use crate::exec::{Captured, Cmd, Exec};
+use crate::report::result::CommandRecord;
+use crate::scenario::model::FaultKind;
+
+/// How often a `check` is run again until it passes.
+pub const CHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// One command, ready to run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Invocation {
+    pub argv: Vec<String>,
+    pub timeout_secs: u64,
+}
+
+impl Invocation {
+    fn new(cmd: Cmd, timeout: Duration) -> Invocation {
+        let mut argv = vec![cmd.program];
+        argv.extend(cmd.args);
+        Invocation {
+            argv,
+            timeout_secs: timeout.as_secs().max(1),
+        }
+    }
+
+    pub fn cmd(&self) -> Cmd {
+        Cmd {
+            program: self.argv.first().cloned().unwrap_or_default(),
+            args: self.argv.iter().skip(1).cloned().collect(),
+        }
+    }
+}
+
+/// A command and the check that confirms what it did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Action {
+    pub run: Invocation,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<Invocation>,
+    pub check_timeout_secs: u64,
+}
+
+/// A fault's journal memo: what reverts it, as it will run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Memo {
+    pub revert: FaultKind,
+    pub action: Action,
+}
+
+/// What a node resolved to at preflight.
+#[derive(Debug, Clone, Default)]
+struct Resolved {
+    ssh: Option<SshTarget>,
+    /// Breaking fault -> the command that injects it.
+    inject: BTreeMap<FaultKind, Action>,
+    /// Breaking fault -> the command that reverts it.
+    revert: BTreeMap<FaultKind, Action>,
+}
+
+#[derive(Debug)]
+pub struct CommandBackend<E: Exec> {
+    spec: CommandFile,
+    /// Where the spec came from (a backend file, or `FILE (command:)`).
+    source: String,
+    exec: E,
+    nodes: BTreeMap<String, Resolved>,
+    /// (node, revert fault) -> what reverts it: set when the fault is
+    /// injected here, or given back from the journal.
+    pending: BTreeMap<(String, FaultKind), Action>,
+    transcript: Vec<CommandRecord>,
+}
+
+/// A Node's fields, as templates name them.
+fn node_value(node: &Node, var: &Var) -> Option<String> {
+    let status = node.status.as_ref();
+    let address = |kind: &str| {
+        status?
+            .addresses
+            .as_ref()?
+            .iter()
+            .find(|a| a.type_ == kind)
+            .map(|a| a.address.clone())
+    };
+    let non_empty = |s: Option<String>| s.filter(|s| !s.is_empty());
+    non_empty(match var {
+        Var::Node => node.metadata.name.clone(),
+        Var::Machine => None,
+        Var::InternalIp => address("InternalIP"),
+        Var::ExternalIp => address("ExternalIP"),
+        Var::Hostname => address("Hostname"),
+        Var::SystemUuid => status
+            .and_then(|s| s.node_info.as_ref())
+            .map(|i| i.system_uuid.clone()),
+        Var::ProviderId => node.spec.as_ref().and_then(|s| s.provider_id.clone()),
+        Var::Label(k) => node
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(k).cloned()),
+        Var::Annotation(k) => node
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(k).cloned()),
+    })
+}
+
+/// The node's own addresses (a revert that names one goes through the node).
+fn node_addresses(node: &Node) -> Vec<String> {
+    [Var::InternalIp, Var::ExternalIp, Var::Hostname]
+        .iter()
+        .filter_map(|v| node_value(node, v))
+        .collect()
+}
+
+impl<E: Exec + Clone + 'static> CommandBackend<E> {
+    pub fn new(spec: CommandFile, source: String, exec: E) -> CommandBackend<E> {
+        CommandBackend {
+            spec,
+            source,
+            exec,
+            nodes: BTreeMap::new(),
+            pending: BTreeMap::new(),
+            transcript: Vec::new(),
+        }
+    }
+
+    fn ssh_settings(&self) -> Option<SshSettings> {
+        let s = self.spec.ssh.as_ref()?;
+        Some(SshSettings {
+            user: s.user.clone(),
+            key: s.key.clone(),
+            port: s.port,
+            options: s.options.clone(),
+            stop_kubelet: s
+                .stop_kubelet
+                .clone()
+                .unwrap_or_else(|| ssh::STOP_KUBELET.into()),
+            start_kubelet: s
+                .start_kubelet
+                .clone()
+                .unwrap_or_else(|| ssh::START_KUBELET.into()),
+        })
+    }
+
+    /// The remote command of an SSH built-in.
+    fn ssh_builtin(&self, fault: FaultKind, role: Role) -> Option<String> {
+        let s = self.ssh_settings()?;
+        let shutdown = self.spec.ssh.as_ref().and_then(|s| s.shutdown.clone());
+        match (fault, role) {
+            (FaultKind::StopKubelet, Role::Run) => Some(s.stop_kubelet),
+            (FaultKind::StopKubelet, Role::Revert) => Some(s.start_kubelet),
+            (FaultKind::Shutdown, Role::Run) => {
+                Some(shutdown.unwrap_or_else(|| spec::SSH_SHUTDOWN.into()))
+            }
+            _ => None,
+        }
+    }
+
+    /// One command of `fault` for `node`: its template with the node's
+    /// values, else the SSH built-in.
+    fn command(
+        &self,
+        node: &Node,
+        machine: &str,
+        ssh: Option<&SshTarget>,
+        fault: FaultKind,
+        role: Role,
+    ) -> Result<Option<Cmd>, String> {
+        let value = |v: &Var| match v {
+            Var::Machine => Some(machine.to_owned()),
+            v => node_value(node, v),
+        };
+        match self.spec.template(fault, role) {
+            Some(t) => {
+                let t = t?;
+                t.render(value)
+                    .map(Some)
+                    .map_err(|m| missing(&t, &m.0, &self.source, fault, role))
+            }
+            None => Ok(
+                match (self.ssh_builtin(fault, role), ssh, self.ssh_settings()) {
+                    (Some(remote), Some(target), Some(settings)) => {
+                        Some(ssh::command(&settings, target, &remote))
+                    }
+                    _ => None,
+                },
+            ),
+        }
+    }
+
+    fn action(
+        &self,
+        node: &Node,
+        machine: &str,
+        ssh: Option<&SshTarget>,
+        fault: FaultKind,
+        revert: bool,
+    ) -> Result<Option<Action>, String> {
+        let (run, check) = if revert {
+            (Role::Revert, Role::RevertCheck)
+        } else {
+            (Role::Run, Role::Check)
+        };
+        let Some(cmd) = self.command(node, machine, ssh, fault, run)? else {
+            return Ok(None);
+        };
+        let timeout = self.spec.timeout(fault);
+        let check = self.command(node, machine, ssh, fault, check)?;
+        Ok(Some(Action {
+            run: Invocation::new(cmd, timeout),
+            check: check.map(|c| Invocation::new(c, timeout)),
+            check_timeout_secs: self.spec.check_timeout(fault).as_secs().max(1),
+        }))
+    }
+
+    /// Runs one command off the async workers and keeps its record.
+    async fn capture(&mut self, inv: &Invocation, role: Role) -> Result<Captured, Error> {
+        let exec = self.exec.clone();
+        let cmd = inv.cmd();
+        let timeout = Duration::from_secs(inv.timeout_secs);
+        let c = tokio::task::spawn_blocking(move || exec.capture(&cmd, timeout))
+            .await
+            .map_err(|e| {
+                Error::Exec(crate::exec::Error::Spawn {
+                    cmd: inv.cmd(),
+                    source: std::io::Error::other(e.to_string()),
+                })
+            })?
+            .map_err(Error::Exec)?;
+        self.transcript.push(record(role, inv, &c, 1));
+        Ok(c)
+    }
+
+    /// Runs an action: its command, then its check until it passes.
+    async fn perform(
+        &mut self,
+        node: &str,
+        fault: FaultKind,
+        action: &Action,
+        revert: bool,
+    ) -> Result<(), Error> {
+        let (run, check) = if revert {
+            (Role::Revert, Role::RevertCheck)
+        } else {
+            (Role::Run, Role::Check)
+        };
+        let c = self.capture(&action.run, run).await?;
+        if !c.success() {
+            return Err(Error::Command(Box::new(CommandFailure {
+                node: node.to_owned(),
+                fault: fault.name(),
+                role: run.field(),
+                line: action.run.cmd().to_string(),
+                output: output(&c),
+                status: c.status,
+                check: None,
+            })));
+        }
+        let Some(inv) = &action.check else {
+            return Ok(());
+        };
+        let deadline = Instant::now() + Duration::from_secs(action.check_timeout_secs);
+        let mut attempts = 0u32;
+        loop {
+            attempts += 1;
+            let c = self.capture(inv, check).await?;
+            // One record per check, the last attempt's, with the count.
+            if attempts > 1
+                && let Some(last) = self.transcript.pop()
+            {
+                self.transcript.pop();
+                self.transcript.push(last);
+            }
+            if let Some(last) = self.transcript.last_mut() {
+                last.attempts = attempts;
+            }
+            if c.success() {
+                return Ok(());
+            }
+            if Instant::now() + CHECK_EVERY > deadline {
+                return Err(Error::Command(Box::new(CommandFailure {
+                    node: node.to_owned(),
+                    fault: fault.name(),
+                    role: check.field(),
+                    line: inv.cmd().to_string(),
+                    output: output(&c),
+                    status: c.status,
+                    check: Some((action.check_timeout_secs, attempts)),
+                })));
+            }
+            tokio::time::sleep(CHECK_EVERY).await;
+        }
+    }
+
+    /// What reverts `revert` on `node`: what the injection or the journal
+    /// left, else the file's command for a fault it undoes.
+    fn revert_action(&self, node: &str, revert: FaultKind) -> Option<Action> {
+        if let Some(a) = self.pending.get(&(node.to_owned(), revert)) {
+            return Some(a.clone());
+        }
+        let r = self.nodes.get(node)?;
+        revert
+            .undoes()
+            .iter()
+            .find_map(|f| r.revert.get(f).cloned())
+    }
+}
+
+fn missing(
+    t: &Template,
+    p: &template::Placeholder,
+    source: &str,
+    fault: FaultKind,
+    role: Role,
+) -> String {
+    format!(
+        "it has no value for {p} in faults.{}.{} `{}` ({source})",
+        fault.name(),
+        role.field(),
+        t.text
+    )
+}
+
+fn record(role: Role, inv: &Invocation, c: &Captured, attempts: u32) -> CommandRecord {
+    CommandRecord {
+        role: role.field().into(),
+        line: inv.cmd().to_string(),
+        status: c.status.clone(),
+        ok: c.success(),
+        ms: u64::try_from(c.elapsed.as_millis()).unwrap_or(u64::MAX),
+        attempts,
+        stdout: CommandRecord::tail(&c.stdout),
+        stderr: CommandRecord::tail(&c.stderr),
+    }
+}
+
+/// A failed command's output for its error message: the end of each stream.
+fn output(c: &Captured) -> String {
+    let end = |s: &str| {
+        let s = s.trim();
+        let mut cut = s.len().saturating_sub(600);
+        while !s.is_char_boundary(cut) {
+            cut += 1;
+        }
+        if cut > 0 {
+            format!("...{}", &s[cut..])
+        } else {
+            s.to_owned()
+        }
+    };
+    let mut out = String::new();
+    if !c.stderr.trim().is_empty() {
+        out.push_str(&format!("; stderr: {}", end(&c.stderr)));
+    }
+    if !c.stdout.trim().is_empty() {
+        out.push_str(&format!("; stdout: {}", end(&c.stdout)));
+    }
+    out
+}
+
+impl<E: Exec + Clone + 'static> NodeFaults for CommandBackend<E> {
+    fn name(&self) -> &'static str {
+        "command"
+    }
+
+    fn describe(&self, node: &str, fault: FaultKind) -> String {
+        let line = match fault.revert() {
+            Some(_) => self
+                .nodes
+                .get(node)
+                .and_then(|r| r.inject.get(&fault))
+                .map(|a| a.run.cmd().to_string()),
+            None => self
+                .revert_action(node, fault)
+                .map(|a| a.run.cmd().to_string()),
+        };
+        match line {
+            Some(l) => format!("{} {node} ({l})", fault.name()),
+            None => format!("{} {node} (command from {})", fault.name(), self.source),
+        }
+    }
+
+    async fn resolve(&mut self, node: &Node, faults: &[FaultKind]) -> Result<String, Error> {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let bad = |message: String| Error::Template {
+            node: name.clone(),
+            message,
+        };
+        let machine = match self.spec.machines.get(&name) {
+            Some(m) => m.clone(),
+            None => {
+                let t = self.spec.machine_template().map_err(&bad)?;
+                let m = t.render(|v| node_value(node, v)).map_err(|m| {
+                    bad(format!(
+                        "it has no value for {} in the `machine` template `{}` ({}); map it in \
+                         `machines:`",
+                        m.0, t.text, self.source
+                    ))
+                })?;
+                m.to_string()
+            }
+        };
+        if machine.trim().is_empty() {
+            return Err(bad(format!("its machine id is empty ({})", self.source)));
+        }
+        let ssh = match &self.spec.ssh {
+            Some(s) => {
+                let t = Template::parse(s.host.as_deref().unwrap_or("{internalIP}"), false)
+                    .map_err(|e| bad(e.to_string()))?;
+                let host = t.render(|v| match v {
+                    Var::Machine => Some(machine.clone()),
+                    v => node_value(node, v),
+                });
+                let host = host.map_err(|m| {
+                    bad(format!(
+                        "it has no value for {} in ssh.host `{}`",
+                        m.0, t.text
+                    ))
+                })?;
+                Some(
+                    SshTarget::parse(&host.to_string())
+                        .map_err(|e| bad(format!("ssh.host: {e}")))?,
+                )
+            }
+            None => None,
+        };
+        let mut r = Resolved {
+            ssh: ssh.clone(),
+            ..Resolved::default()
+        };
+        let mut breaking: Vec<FaultKind> = faults
+            .iter()
+            .copied()
+            .filter(|f| f.revert().is_some())
+            .collect();
+        // A revert step on its own still needs the fault it undoes.
+        for f in faults.iter().filter(|f| f.revert().is_none()) {
+            if !f.undoes().iter().any(|u| breaking.contains(u))
+                && let Some(&u) = f
+                    .undoes()
+                    .iter()
+                    .find(|&&u| self.spec.defines(u) || self.spec.faults.contains_key(&u))
+            {
+                breaking.push(u);
+            }
+        }
+        let mut warnings = Vec::new();
+        let addresses = node_addresses(node);
+        for &fault in &breaking {
+            let nothing = || {
+                bad(format!(
+                    "the scenario injects {} but {} has no command for it; add `faults.{}` \
+                     (see examples/backends/)",
+                    fault.name(),
+                    self.source,
+                    fault.name()
+                ))
+            };
+            if faults.contains(&fault) {
+                let a = self
+                    .action(node, &machine, ssh.as_ref(), fault, false)
+                    .map_err(&bad)?;
+                r.inject.insert(fault, a.ok_or_else(nothing)?);
+            }
+            let a = self
+                .action(node, &machine, ssh.as_ref(), fault, true)
+                .map_err(&bad)?;
+            let a = a.ok_or_else(|| {
+                bad(format!(
+                    "{} has no revert for {}; nodefall injects nothing it cannot put back",
+                    self.source,
+                    fault.name()
+                ))
+            })?;
+            let by_template = self
+                .spec
+                .template(fault, Role::Revert)
+                .and_then(Result::ok)
+                .is_some_and(|t| spec::reaches_the_node(fault, &t).is_some());
+            if fault != FaultKind::StopKubelet
+                && !by_template
+                && let Some(addr) = addresses
+                    .iter()
+                    .find(|addr| a.run.argv.iter().any(|w| w.contains(addr.as_str())))
+            {
+                warnings.push(format!(
+                    "warning: the revert of {} (`{}`) names the node's own address {addr}: while \
+                     the fault is in place the node does not answer; {}",
+                    fault.name(),
+                    a.run.cmd(),
+                    spec::SAFE_REVERT
+                ));
+            }
+            r.revert.insert(fault, a);
+        }
+        self.nodes.insert(name.clone(), r);
+        let mut said = format!("node {name} = machine {machine}");
+        if let Some(t) = &ssh {
+            said.push_str(&format!(" (ssh {t})"));
+        }
+        for w in warnings {
+            said.push_str(&format!("\n  {w}"));
+        }
+        Ok(said)
+    }
+
+    async fn shell(&self, node: &str, command: &str) -> Option<(String, Result<String, String>)> {
+        let settings = self.ssh_settings()?;
+        let target = self.nodes.get(node)?.ssh.clone()?;
+        let via = format!("ssh {target}");
+        Some((
+            via,
+            ssh::run(&self.exec, &settings, &target, command)
+                .await
+                .map_err(|e| e.to_string()),
+        ))
+    }
+
+    async fn inject(&mut self, node: &str, fault: FaultKind) -> Result<(), Error> {
+        let not_ready = |why: String| Error::NotPrepared {
+            node: node.to_owned(),
+            fault: fault.name(),
+            why,
+        };
+        match fault.revert() {
+            Some(revert) => {
+                let r = self
+                    .nodes
+                    .get(node)
+                    .ok_or_else(|| not_ready("the node was not resolved at preflight".into()))?;
+                let action =
+                    r.inject.get(&fault).cloned().ok_or_else(|| {
+                        not_ready(format!("{} has no command for it", self.source))
+                    })?;
+                if let Some(undo) = r.revert.get(&fault).cloned() {
+                    self.pending.insert((node.to_owned(), revert), undo);
+                }
+                self.perform(node, fault, &action, false).await
+            }
+            None => {
+                let action = self.revert_action(node, fault).ok_or_else(|| {
+                    not_ready(format!(
+                        "no revert was journaled for it and {} has none",
+                        self.source
+                    ))
+                })?;
+                self.perform(node, fault, &action, true).await?;
+                self.pending.remove(&(node.to_owned(), fault));
+                Ok(())
+            }
+        }
+    }
+
+    fn memo(&self, node: &str, fault: FaultKind) -> Option<String> {
+        let revert = fault.revert()?;
+        let action = self.nodes.get(node)?.revert.get(&fault)?.clone();
+        serde_json::to_string(&Memo { revert, action }).ok()
+    }
+
+    fn remember(&mut self, node: &str, memo: &str) {
+        if let Ok(m) = serde_json::from_str::<Memo>(memo) {
+            self.pending.insert((node.to_owned(), m.revert), m.action);
+        }
+    }
+
+    fn take_commands(&mut self) -> Vec<CommandRecord> {
+        std::mem::take(&mut self.transcript)
+    }
+}
+
+/// Every command of `fault` on `node` for `nodefall plan`: substituted where
+/// the node's name is all a value needs, `<placeholder of node>` elsewhere.
+pub fn preview(
+    spec: &CommandFile,
+    node: Option<&str>,
+    target: &str,
+    fault: FaultKind,
+) -> Vec<String> {
+    let who = node.unwrap_or(target);
+    let machine = node
+        .and_then(|n| spec.machines.get(n).cloned())
+        .or_else(|| {
+            let t = spec.machine_template().ok()?;
+            let n = node?;
+            t.render(|v| (*v == Var::Node).then(|| n.to_owned()))
+                .ok()
+                .map(|c| c.to_string())
+        });
+    let value = |v: &Var| match v {
+        Var::Node => node.map(str::to_owned),
+        Var::Machine => machine.clone(),
+        _ => None,
+    };
+    let (breaking, revert) = match fault.revert() {
+        Some(_) => (Some(fault), false),
+        None => (
+            fault
+                .undoes()
+                .iter()
+                .copied()
+                .find(|f| spec.defines(*f) || spec.faults.contains_key(f)),
+            true,
+        ),
+    };
+    let Some(f) = breaking else {
+        return vec![format!(
+            "(no command for {} in the backend file)",
+            fault.name()
+        )];
+    };
+    let roles = if revert {
+        [Role::Revert, Role::RevertCheck]
+    } else {
+        [Role::Run, Role::Check]
+    };
+    let mut out = Vec::new();
+    for role in roles {
+        match spec.template(f, role) {
+            Some(Ok(t)) => {
+                let line = t.preview(who, value);
+                out.push(if matches!(role, Role::Check | Role::RevertCheck) {
+                    format!(
+                        "until it passes (every {}s, up to {}s): {line}",
+                        CHECK_EVERY.as_secs(),
+                        spec.check_timeout(f).as_secs()
+                    )
+                } else {
+                    line
+                });
+            }
+            Some(Err(e)) => out.push(format!("(invalid template: {e})")),
+            None if matches!(role, Role::Run | Role::Revert) => {
+                let builtin = match (f, role) {
+                    (FaultKind::StopKubelet, Role::Run) => spec.ssh.as_ref().map(|s| {
+                        s.stop_kubelet
+                            .clone()
+                            .unwrap_or_else(|| ssh::STOP_KUBELET.into())
+                    }),
+                    (FaultKind::StopKubelet, Role::Revert) => spec.ssh.as_ref().map(|s| {
+                        s.start_kubelet
+                            .clone()
+                            .unwrap_or_else(|| ssh::START_KUBELET.into())
+                    }),
+                    (FaultKind::Shutdown, Role::Run) => spec.ssh.as_ref().map(|s| {
+                        s.shutdown
+                            .clone()
+                            .unwrap_or_else(|| spec::SSH_SHUTDOWN.into())
+                    }),
+                    _ => None,
+                };
+                out.push(match builtin {
+                    Some(remote) => format!(
+                        "ssh <{}> {}",
+                        spec.ssh
+                            .as_ref()
+                            .and_then(|s| s.host.clone())
+                            .unwrap_or_else(|| format!("internalIP of {who}")),
+                        template::sh_quote(&remote)
+                    ),
+                    None => format!("(no {} command for {})", role.field(), f.name()),
+                });
+            }
+            None => {}
+        }
+    }
+    out
+}
