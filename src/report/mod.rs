@@ -1,6 +1,7 @@
 //! Reports of a run: `result.json` (the full record), `report.md` and `junit.xml`,
 //! written into one directory per run, and re-rendered from `result.json`.
 
+mod commands;
 mod format;
 mod graceful;
 pub mod junit;
@@ -140,8 +141,7 @@ pub fn read_result(path: &Path) -> Result<RunResult, Error> {
         .get("schemaVersion")
         .and_then(serde_json::Value::as_u64)
         && found != u64::from(SCHEMA_VERSION)
-        && found != 1
-        && found != 2
+        && !(1..SCHEMA_VERSION).contains(&u32::try_from(found).unwrap_or(u32::MAX))
     {
         return Err(Error::SchemaVersion {
             path: path.to_path_buf(),
@@ -152,8 +152,8 @@ pub fn read_result(path: &Path) -> Result<RunResult, Error> {
     let mut result: RunResult = serde_json::from_str(&text).map_err(parse_error)?;
     match result.schema_version {
         1 => result.upgrade_from_v1(),
-        // schema 3 only added what a version-2 file cannot hold
-        2 => result.schema_version = SCHEMA_VERSION,
+        // schemas 3 and 4 only added what older files cannot hold
+        2 | 3 => result.schema_version = SCHEMA_VERSION,
         _ => {}
     }
     Ok(result)

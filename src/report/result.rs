@@ -23,7 +23,11 @@ use crate::timeline::{Ms, Transition};
 /// `shutdown` fault hits (facts and verdict, see [`crate::gns::NodeReport`]),
 /// and expectations may have the window kind `preflight` (`gracefulShutdown:`
 /// expectations). Versions 1 and 2 are read as they are: neither has either.
-pub const SCHEMA_VERSION: u32 = 3;
+///
+/// 4: steps and cleanup records may list the external `commands` they ran
+/// (command backend), with status and output. Versions 2 and 3 are read as
+/// they are: they have none.
+pub const SCHEMA_VERSION: u32 = 4;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
