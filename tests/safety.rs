@@ -9,24 +9,22 @@
     reason = "test helpers fail the test by panicking"
 )]
 
-use std::io::{BufRead as _, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
 use std::sync::Mutex;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, PersistentVolume};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::wait::await_condition;
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
-use nodefall::profile::TimingProfile;
-use nodefall::report::read_result;
+use nix::sys::signal::Signal;
 use nodefall::report::result::RunVerdict;
-use nodefall::sim::{SimCluster, UpOptions};
 use serde_json::json;
+
+#[path = "support/cli_run.rs"]
+mod cli_run;
+
+use cli_run::{DEPLOYMENT, Dirs, cluster, start_scenario};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -35,197 +33,6 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
-
-/// Directories one test's nodefall processes use.
-struct Dirs {
-    state: tempfile::TempDir,
-    journals: tempfile::TempDir,
-    out: tempfile::TempDir,
-    files: tempfile::TempDir,
-}
-
-impl Dirs {
-    fn new() -> Dirs {
-        Dirs {
-            state: tempfile::tempdir().unwrap(),
-            journals: tempfile::tempdir().unwrap(),
-            out: tempfile::tempdir().unwrap(),
-            files: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_nodefall"));
-        c.args(args)
-            .env("NODEFALL_STATE_DIR", self.state.path())
-            .env("NODEFALL_JOURNAL_DIR", self.journals.path())
-            .stdin(Stdio::null());
-        c
-    }
-
-    fn write(&self, name: &str, text: &str) -> PathBuf {
-        let p = self.files.path().join(name);
-        std::fs::write(&p, text).unwrap();
-        p
-    }
-
-    /// Journals not closed.
-    fn unfinished(&self) -> Vec<PathBuf> {
-        std::fs::read_dir(self.journals.path())
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-            .collect()
-    }
-
-    fn results(&self) -> Vec<nodefall::report::RunResult> {
-        std::fs::read_dir(self.out.path())
-            .unwrap()
-            .map(|e| read_result(&e.unwrap().path().join("result.json")).unwrap())
-            .collect()
-    }
-
-    /// Processes whose command line names this test's state directory: a
-    /// control plane or node agent left behind.
-    fn orphans(&self) -> Vec<String> {
-        let needle = self.state.path().to_string_lossy().into_owned();
-        let mut found = Vec::new();
-        for e in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-                continue;
-            };
-            let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-                continue;
-            };
-            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-                s.rsplit(')')
-                    .next()
-                    .is_some_and(|r| r.trim_start().starts_with('Z'))
-            });
-            if cmd.contains(&needle) && !zombie {
-                found.push(format!("{pid}: {cmd}"));
-            }
-        }
-        found
-    }
-}
-
-/// A nodefall child whose stderr lines are collected as they come.
-struct Running {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-    seen: Vec<String>,
-}
-
-impl Running {
-    fn start(mut cmd: Command) -> Running {
-        let mut child = cmd
-            .stderr(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (tx, lines) = mpsc::channel();
-        let err = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Running {
-            child,
-            lines,
-            seen: Vec::new(),
-        }
-    }
-
-    /// Waits (bounded) for a stderr line containing `needle`.
-    fn wait_for(&mut self, needle: &str, within: Duration) {
-        let deadline = Instant::now() + within;
-        if self.seen.iter().any(|l| l.contains(needle)) {
-            return;
-        }
-        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-            match self.lines.recv_timeout(left) {
-                Ok(line) => {
-                    let hit = line.contains(needle);
-                    self.seen.push(line);
-                    if hit {
-                        return;
-                    }
-                }
-                Err(_) => break,
-            }
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        panic!("no line with {needle:?} within {within:?}:\n{}", self.log());
-    }
-
-    fn signal(&self, s: Signal) {
-        kill(Pid::from_raw(i32::try_from(self.child.id()).unwrap()), s).unwrap();
-    }
-
-    /// Waits (bounded) for the exit; returns the code and the whole stderr.
-    fn finish(mut self, within: Duration) -> (Option<i32>, String) {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                while let Ok(l) = self.lines.recv_timeout(Duration::from_millis(500)) {
-                    self.seen.push(l);
-                }
-                return (status.code(), self.log());
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!("did not exit within {within:?}:\n{}", self.log());
-            }
-            if let Ok(l) = self.lines.recv_timeout(Duration::from_millis(100)) {
-                self.seen.push(l);
-            }
-        }
-    }
-
-    fn log(&self) -> String {
-        self.seen.join("\n")
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-/// `nodefall scenario FILE --out OUT EXTRA...` as a watched child.
-fn start_scenario(d: &Dirs, file: &Path, extra: &[&str]) -> Running {
-    let mut args = vec![
-        "scenario",
-        file.to_str().unwrap(),
-        "--out",
-        d.out.path().to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    Running::start(d.command(&args))
-}
-
-const DEPLOYMENT: &str = "apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      containers: [{name: web, image: registry.invalid/web:1}]
-";
 
 /// A short scenario on a throwaway cluster with one phase of each kind.
 fn short_scenario(d: &Dirs) -> PathBuf {
@@ -375,20 +182,6 @@ fn a_seeded_random_abort_leaves_nothing_behind() {
         );
         assert_nothing_left(&d, &log);
     }
-}
-
-fn cluster(root: &Path, name: &str) -> (tokio::runtime::Runtime, SimCluster, kube::Client) {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let (c, client) = rt.block_on(async {
-        let mut opts = UpOptions::new(name, TimingProfile::fast());
-        opts.root = root.to_owned();
-        opts.nodes = 3;
-        let mut quiet = |_: &str| {};
-        let c = SimCluster::up(&opts, &mut quiet).await.unwrap();
-        let client = kube::Client::try_from(c.config().await.unwrap()).unwrap();
-        (c, client)
-    });
-    (rt, c, client)
 }
 
 async fn node(client: &kube::Client, name: &str) -> Node {
