@@ -10,6 +10,7 @@
     reason = "test helpers fail the test by panicking"
 )]
 
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -19,8 +20,8 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use nodefall::profile::TimingProfile;
-use nodefall::sim::process::{ProcRecord, is_alive};
-use nodefall::sim::{SimCluster, State, UpOptions};
+use nodefall::sim::process::{Proc, ProcRecord, is_alive};
+use nodefall::sim::{AgentState, SimCluster, State, UpOptions};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -364,4 +365,280 @@ fn agents_started_by_another_invocation_stop_with_the_cluster() {
         !is_alive(&started[0]),
         "the new agent {started:?} outlived the cluster"
     );
+}
+
+/// Runs `nodefall ARGS` with its state under `root`: exit code, stdout, stderr.
+fn nodefall(root: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_nodefall"))
+        .args(args)
+        .env("NODEFALL_STATE_DIR", root)
+        .output()
+        .unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+/// The state letter of a process (`R`, `S`, `T` for stopped, `Z`, ...).
+fn proc_state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit(')').next()?.trim_start().chars().next()
+}
+
+/// Polls `cond` every 20 ms (a process that is not our child cannot be
+/// waited for) until it holds; false after `timeout`.
+fn eventually(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Processes (zombies aside) whose command line names `root`: a control
+/// plane or node agent of a cluster under it, recorded or not.
+fn processes_naming(root: &Path) -> Vec<String> {
+    let needle = root.to_string_lossy().into_owned();
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if cmd.contains(&needle) && proc_state(pid).is_some_and(|s| s != 'Z') {
+            found.push(format!("{pid}: {cmd}"));
+        }
+    }
+    found
+}
+
+/// A cluster a test started with `nodefall sim up`: taken down when the test
+/// ends, also when an assertion failed, with every process it was seen
+/// running (an agent started by `sim node` included).
+struct CliCluster {
+    root: PathBuf,
+    name: String,
+    seen: Vec<ProcRecord>,
+}
+
+impl CliCluster {
+    /// The state on disk now; its processes are noted for the clean-up.
+    fn state(&mut self) -> State {
+        let state = State::load(&self.root.join(&self.name).join("state.json")).unwrap();
+        for r in records(&state) {
+            if !self.seen.contains(&r) {
+                self.seen.push(r);
+            }
+        }
+        state
+    }
+
+    fn agent(&mut self, node: &str) -> (AgentState, Option<ProcRecord>) {
+        let state = self.state();
+        let n = state.node(node).unwrap();
+        (n.agent_state, n.agent.clone())
+    }
+}
+
+impl Drop for CliCluster {
+    fn drop(&mut self) {
+        if let Ok(cluster) = SimCluster::open(&self.root, &self.name) {
+            let _ = cluster.down();
+        }
+        for r in self.seen.drain(..) {
+            Proc::adopt(r).kill();
+        }
+    }
+}
+
+/// `nodefall sim node ACTION NODE`, each call a process of its own, drives a
+/// cluster another process started: the agents it starts outlive it, its
+/// changes are recorded for the next call, `sim status` and `sim down`.
+#[test]
+fn cli_node_actions_persist_between_processes() {
+    let _serial = serial();
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path();
+    let run = |args: &[&str]| nodefall(root, args);
+    let node = |action: &str, node: &str| run(&["sim", "node", action, node, "--name", "nodes"]);
+    let (code, _, stderr) = run(&["sim", "up", "--name", "nodes", "--nodes", "2"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let mut c = CliCluster {
+        root: root.to_owned(),
+        name: "nodes".into(),
+        seen: Vec::new(),
+    };
+    let first = records(&c.state());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = rt.block_on(async {
+        SimCluster::open(root, "nodes")
+            .unwrap()
+            .client()
+            .await
+            .unwrap()
+    });
+    let wait_ready = |status: &'static str| {
+        rt.block_on(wait_node(
+            &client,
+            "worker-1",
+            Duration::from_secs(60),
+            |n| ready_status(n).as_deref() == Some(status),
+        ))
+    };
+
+    // freeze: the agent is stopped (T), the node goes Unknown.
+    let (_, agent) = c.agent("worker-1");
+    let frozen = agent.unwrap();
+    let (code, stdout, stderr) = node("freeze", "worker-1");
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        stdout.trim(),
+        format!("froze worker-1 (kwok pid {}, SIGSTOP)", frozen.pid)
+    );
+    // SIGSTOP was sent; the threads stop as soon as they are scheduled.
+    assert!(
+        eventually(Duration::from_secs(5), || proc_state(frozen.pid)
+            == Some('T')),
+        "kwok pid {} is {:?}, not T (stopped)",
+        frozen.pid,
+        proc_state(frozen.pid)
+    );
+    assert_eq!(c.agent("worker-1").0, AgentState::Frozen);
+    // Opening the cluster from `sim node` tore nothing down.
+    assert!(first.iter().all(is_alive), "{first:?}");
+    let took = wait_ready("Unknown");
+    eprintln!("sim node freeze: Ready=Unknown after {took:?}");
+    let (code, stdout, _) = run(&["sim", "status"]);
+    assert_eq!(code, Some(0));
+    assert!(stdout.contains("worker-1 frozen"), "{stdout}");
+    let (code, _, stderr) = node("freeze", "worker-1");
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("is frozen") && stderr.contains("needs it running"),
+        "{stderr}"
+    );
+
+    // thaw: a fresh agent that outlives the `sim node` process.
+    let (code, stdout, stderr) = node("thaw", "worker-1");
+    assert_eq!(code, Some(0), "{stderr}");
+    let (state, agent) = c.agent("worker-1");
+    let thawed = agent.unwrap();
+    assert_eq!(state, AgentState::Running);
+    assert_eq!(
+        stdout.trim(),
+        format!(
+            "thawed worker-1 (frozen kwok pid {} killed, new kwok pid {})",
+            frozen.pid, thawed.pid
+        )
+    );
+    assert!(!is_alive(&frozen), "the frozen kwok is gone");
+    assert!(
+        is_alive(&thawed),
+        "the new kwok runs after `sim node` exited"
+    );
+    let took = wait_ready("True");
+    eprintln!("sim node thaw: Ready=True after {took:?}");
+
+    // kill: the process is gone at once; the node goes Unknown.
+    let (code, stdout, stderr) = node("kill", "worker-1");
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        stdout.trim(),
+        format!("killed worker-1 (kwok pid {}, SIGKILL)", thawed.pid)
+    );
+    assert!(!is_alive(&thawed), "kwok pid {} survived kill", thawed.pid);
+    assert_eq!(c.agent("worker-1"), (AgentState::Stopped, None));
+    wait_ready("Unknown");
+    let (code, _, stderr) = node("kill", "worker-1");
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("is stopped") && stderr.contains("start fits"),
+        "{stderr}"
+    );
+
+    // start: a new agent, the node Ready again.
+    let (code, stdout, stderr) = node("start", "worker-1");
+    assert_eq!(code, Some(0), "{stderr}");
+    let started = c.agent("worker-1").1.unwrap();
+    assert_eq!(
+        stdout.trim(),
+        format!("started worker-1 (new kwok pid {})", started.pid)
+    );
+    assert!(is_alive(&started));
+    let took = wait_ready("True");
+    eprintln!("sim node start: Ready=True after {took:?}");
+
+    // Bad input: exit 2, nothing changed.
+    let (code, _, stderr) = node("freeze", "worker-9");
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("node `worker-9` is not in simulated cluster `nodes`")
+            && stderr.contains("worker-1, worker-2"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = run(&["sim", "node", "stop", "worker-1", "--name", "nope"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("no simulated cluster named `nope`"),
+        "{stderr}"
+    );
+    assert!(is_alive(&started));
+
+    // Two calls at once, on both nodes: each sees what the other recorded
+    // (they take turns on the state), so no agent goes unrecorded.
+    let both = |action: &str| {
+        let spawn = |n: &str| {
+            Command::new(env!("CARGO_BIN_EXE_nodefall"))
+                .args(["sim", "node", action, n, "--name", "nodes"])
+                .env("NODEFALL_STATE_DIR", root)
+                .output()
+                .unwrap()
+        };
+        std::thread::scope(|s| {
+            let a = s.spawn(|| spawn("worker-1"));
+            let b = s.spawn(|| spawn("worker-2"));
+            for out in [a.join().unwrap(), b.join().unwrap()] {
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        });
+    };
+    let before = records(&c.state());
+    both("stop");
+    assert_eq!(c.agent("worker-1"), (AgentState::Stopped, None));
+    assert_eq!(c.agent("worker-2"), (AgentState::Stopped, None));
+    for r in before.iter().filter(|r| r.name.starts_with("kwok/")) {
+        assert!(!is_alive(r), "{} (pid {}) survived stop", r.name, r.pid);
+    }
+    both("start");
+    for n in ["worker-1", "worker-2"] {
+        let (state, agent) = c.agent(n);
+        assert_eq!(state, AgentState::Running, "{n}");
+        assert!(is_alive(&agent.unwrap()), "{n}: recorded agent runs");
+    }
+
+    // down stops every agent, also those `sim node` started.
+    let seen = c.seen.clone();
+    let (code, _, stderr) = run(&["sim", "down", "--name", "nodes"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    for p in &seen {
+        assert!(
+            !is_alive(p),
+            "{} (pid {}) still runs after sim down",
+            p.name,
+            p.pid
+        );
+    }
+    let left = processes_naming(root);
+    assert!(left.is_empty(), "left behind: {left:?}");
 }

@@ -14,6 +14,7 @@ mod run_scenario;
 mod sim;
 
 pub use run_scenario::InvalidFlag;
+pub use sim::NodeError as SimNodeError;
 
 use crate::exit;
 use crate::plan;

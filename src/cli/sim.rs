@@ -1,6 +1,6 @@
 //! `nodefall sim ...`: manage simulated clusters by hand.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -13,7 +13,7 @@ use super::Interrupted;
 use crate::exit;
 use crate::profile::{ProfileName, TimingProfile};
 use crate::sim::reaper::{self, Outcome, ReapOptions};
-use crate::sim::{self, SimCluster, UpOptions};
+use crate::sim::{self, AgentState, SimCluster, UpOptions};
 
 #[derive(Debug, Subcommand)]
 pub enum SimCommand {
@@ -25,6 +25,23 @@ pub enum SimCommand {
     Status,
     /// Print the path of a cluster's kubeconfig (for `KUBECONFIG=$(...)`).
     Kubeconfig(NameArg),
+    /// Freeze, thaw, kill, stop or start one node's agent (its kwok process)
+    /// on a running cluster: the sim backend's node faults as a command.
+    #[command(after_help = concat!(
+        "Each action is one fault of the sim backend (docs/sim-backend.md); the change is\n",
+        "recorded in the cluster's state.json, so `sim status`, `sim down` and later `sim node`\n",
+        "calls see it, and an agent started here keeps running after this command exits.\n",
+        "Prints one line on success. Does not wait for the Node's conditions to change.\n",
+        "\n",
+        "Examples:\n",
+        "  nodefall sim node freeze worker-2 --name c1   node stops posting status (Ready=Unknown)\n",
+        "  nodefall sim node thaw worker-2 --name c1     fresh kwok takes the node over\n",
+        "  nodefall sim node kill worker-2 && nodefall sim node start worker-2\n",
+        "\n",
+        "Exit codes: 0 done; 2 no such cluster or node, or the agent is in the wrong state\n",
+        "(nothing changed); 3 the operation failed (signal, process, API server)."
+    ))]
+    Node(NodeArgs),
     /// Internal: the reaper of a throwaway cluster, started by nodefall
     /// itself. Takes the cluster down when the nodefall process that started
     /// it (PID + start time) is gone.
@@ -46,6 +63,86 @@ pub struct ReapArgs {
     /// Its start time in clock ticks since boot (`/proc/PID/stat` field 22).
     #[arg(long)]
     pub parent_start: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct NodeArgs {
+    /// What to do to the node's agent.
+    #[arg(value_enum)]
+    pub action: NodeAction,
+    /// The node (as `kubectl get nodes` names it, e.g. worker-1).
+    pub node: String,
+    /// Cluster name.
+    #[arg(long, default_value = "nodefall")]
+    pub name: String,
+}
+
+/// An operation on one node's agent; each needs the agent in certain states.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum NodeAction {
+    /// SIGSTOP the agent: no lease renewals, no status (pause-vm, drop-nic). Needs it running.
+    Freeze,
+    /// Replace the frozen agent by a fresh kwok (resume-vm, restore-nic). Needs it frozen.
+    Thaw,
+    /// SIGKILL the agent (poweroff). Needs it running or frozen.
+    Kill,
+    /// SIGTERM the agent, SIGKILL after 10 s (stop-kubelet). Needs it running or frozen.
+    Stop,
+    /// Start a new agent, registering the Node again if it was deleted
+    /// (poweron, start-kubelet). Needs it stopped.
+    Start,
+}
+
+impl NodeAction {
+    fn verb(self) -> &'static str {
+        match self {
+            NodeAction::Freeze => "freeze",
+            NodeAction::Thaw => "thaw",
+            NodeAction::Kill => "kill",
+            NodeAction::Stop => "stop",
+            NodeAction::Start => "start",
+        }
+    }
+}
+
+impl std::fmt::Display for NodeAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.verb())
+    }
+}
+
+/// `sim node` failed. Bad input (exit 2) when the cluster or node is not
+/// there or the agent is in the wrong state (nothing was changed); otherwise
+/// an infrastructure error (exit 3).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot {action} node `{node}` of simulated cluster `{cluster}`{}", hint(.source))]
+pub struct NodeError {
+    pub action: NodeAction,
+    pub node: String,
+    pub cluster: String,
+    #[source]
+    pub source: sim::Error,
+}
+
+impl NodeError {
+    pub fn is_bad_input(&self) -> bool {
+        self.source.is_bad_input()
+    }
+}
+
+/// What to do instead, when the agent's state is the problem.
+fn hint(source: &sim::Error) -> &'static str {
+    match source {
+        sim::Error::AgentState { state, .. } => match state {
+            AgentState::Running => " (its agent is running: freeze, kill or stop fit that)",
+            AgentState::Frozen => " (its agent is frozen: thaw, kill or stop fit that)",
+            AgentState::Stopped => " (its agent is stopped: start fits that)",
+        },
+        sim::Error::NotRunning { .. } => {
+            " (its kwok is recorded but gone: kill or stop records it stopped, then start)"
+        }
+        _ => "",
+    }
 }
 
 #[derive(Debug, Args)]
@@ -105,7 +202,9 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
             Ok(exit::code(exit::PASS))
         }
         SimCommand::Down(NameArg { name }) => {
-            let cluster = SimCluster::open(&root, &name)?;
+            // Takes turns with `sim node`, so an agent it is starting is
+            // recorded before down reads the state, and stopped with the rest.
+            let cluster = SimCluster::open_exclusive(&root, &name, || waiting(&name))?;
             let killed = cluster
                 .down()
                 .with_context(|| format!("stopping simulated cluster `{name}`"))?;
@@ -120,9 +219,82 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
             println!("{}", cluster.kubeconfig_path().display());
             Ok(exit::code(exit::PASS))
         }
+        SimCommand::Node(args) => node(&root, &args),
         SimCommand::Status => status(&root),
         SimCommand::Reap(args) => reap(args),
     }
+}
+
+fn waiting(cluster: &str) {
+    eprintln!("sim: waiting for another nodefall that is changing cluster `{cluster}`");
+}
+
+/// `sim node ACTION NODE`: one operation on one node's agent of a running
+/// cluster, recorded in its state. The cluster is only opened (not started
+/// by this process), so dropping it tears nothing down, and an agent
+/// started here runs on in its own process group when this process exits.
+fn node(root: &Path, args: &NodeArgs) -> anyhow::Result<ExitCode> {
+    let fail = |source: sim::Error| NodeError {
+        action: args.action,
+        node: args.node.clone(),
+        cluster: args.name.clone(),
+        source,
+    };
+    let mut cluster =
+        SimCluster::open_exclusive(root, &args.name, || waiting(&args.name)).map_err(fail)?;
+    // thaw and start talk to the API server (start registers the Node).
+    let line = super::runtime()?
+        .block_on(node_action(&mut cluster, args.action, &args.node))
+        .map_err(fail)?;
+    println!("{line}");
+    Ok(exit::code(exit::PASS))
+}
+
+/// Performs the action; the line to print.
+async fn node_action(
+    cluster: &mut SimCluster,
+    action: NodeAction,
+    node: &str,
+) -> Result<String, sim::Error> {
+    let record = cluster.node_state(node)?;
+    let state = record.agent_state;
+    let pid = |c: &SimCluster| -> Result<i32, sim::Error> {
+        Ok(c.node_state(node)?.agent.as_ref().map_or(0, |a| a.pid))
+    };
+    let old = pid(cluster)?;
+    Ok(match action {
+        NodeAction::Freeze => {
+            // The backend lets a pause repeat; a command that freezes a
+            // frozen node is more likely a mistake in what drives it.
+            if state != AgentState::Running {
+                return Err(sim::Error::AgentState {
+                    node: node.to_owned(),
+                    state,
+                    wanted: "running",
+                });
+            }
+            cluster.freeze_node(node)?;
+            format!("froze {node} (kwok pid {old}, SIGSTOP)")
+        }
+        NodeAction::Thaw => {
+            cluster.thaw_node(node).await?;
+            let new = pid(cluster)?;
+            format!("thawed {node} (frozen kwok pid {old} killed, new kwok pid {new})")
+        }
+        NodeAction::Kill => {
+            cluster.kill_node(node)?;
+            format!("killed {node} (kwok pid {old}, SIGKILL)")
+        }
+        NodeAction::Stop => {
+            cluster.stop_node(node)?;
+            format!("stopped {node} (kwok pid {old}, SIGTERM)")
+        }
+        NodeAction::Start => {
+            cluster.start_node(node).await?;
+            let new = pid(cluster)?;
+            format!("started {node} (new kwok pid {new})")
+        }
+    })
 }
 
 /// Runs the reaper; its stderr is `logs/reaper.log` of the cluster.

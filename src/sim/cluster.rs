@@ -91,6 +91,11 @@ pub struct SimCluster {
     /// not part of the cluster and stops last).
     reaper: Option<Proc>,
     teardown_on_drop: bool,
+    /// The exclusive lock on `state.lock` taken by [`open_exclusive`],
+    /// released when this value is dropped.
+    ///
+    /// [`open_exclusive`]: SimCluster::open_exclusive
+    lock: Option<std::fs::File>,
 }
 
 /// Progress messages of a bring-up, for the CLI to print.
@@ -136,6 +141,7 @@ impl SimCluster {
             procs: BTreeMap::new(),
             reaper: None,
             teardown_on_drop: true,
+            lock: None,
         };
         let deadline = started + opts.timeout;
         // The state exists before any process, and every process is recorded
@@ -230,7 +236,60 @@ impl SimCluster {
             procs,
             reaper,
             teardown_on_drop: false,
+            lock: None,
         })
+    }
+
+    /// Opens a running cluster like [`open`], holding an exclusive lock on
+    /// its `state.lock` until the value is dropped. Each invocation saves
+    /// the whole `state.json` it read, so two that change the same cluster
+    /// at once (e.g. `sim node` on two nodes in parallel) would lose one's
+    /// change; with the lock they take turns, and each reads the state the
+    /// one before it left. `waiting` is called once when another invocation
+    /// holds the lock. Invocations that use [`open`] (a scenario run with
+    /// `--cluster`, `recover`) do not take the lock.
+    ///
+    /// [`open`]: SimCluster::open
+    pub fn open_exclusive(
+        root: &Path,
+        name: &str,
+        waiting: impl FnOnce(),
+    ) -> Result<SimCluster, Error> {
+        let layout = Layout::new(root, name);
+        let no_cluster = || Error::NoCluster {
+            name: name.to_owned(),
+            root: root.to_owned(),
+            known: state::list(root),
+        };
+        if !layout.state().is_file() {
+            return Err(no_cluster());
+        }
+        let path = layout.lock();
+        let file = match std::fs::File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+        {
+            Ok(f) => f,
+            // Taken down (its directory removed) since the check above.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(no_cluster()),
+            Err(e) => return Err(Error::io(format!("opening {}", path.display()), e)),
+        };
+        let locked = match file.try_lock() {
+            Ok(()) => Ok(()),
+            Err(std::fs::TryLockError::WouldBlock) => {
+                waiting();
+                file.lock()
+            }
+            Err(std::fs::TryLockError::Error(e)) => Err(e),
+        };
+        locked.map_err(|e| Error::io(format!("locking {}", path.display()), e))?;
+        // Read only now: the state the previous holder left (or none, when
+        // it was `sim down`).
+        let mut cluster = SimCluster::open(root, name)?;
+        cluster.lock = Some(file);
+        Ok(cluster)
     }
 
     /// Keeps the cluster running after this value is dropped. A cluster this
@@ -527,7 +586,9 @@ impl SimCluster {
         self.save()
     }
 
-    fn node_state(&self, node: &str) -> Result<&SimNode, Error> {
+    /// The node's record; [`Error::UnknownNode`] (naming the cluster's
+    /// nodes) when there is none.
+    pub fn node_state(&self, node: &str) -> Result<&SimNode, Error> {
         self.state.node(node).ok_or_else(|| self.unknown_node(node))
     }
 

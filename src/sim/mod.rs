@@ -117,6 +117,16 @@ impl Error {
     pub(crate) fn io_msg(what: impl Into<String>) -> Error {
         Error::Other(what.into())
     }
+
+    /// The request does not fit the cluster: no such cluster or node, or the
+    /// node's agent is in the wrong state for the operation (bad input, exit
+    /// 2, for `sim node`); nothing was changed.
+    pub fn is_bad_input(&self) -> bool {
+        matches!(
+            self,
+            Error::NoCluster { .. } | Error::UnknownNode { .. } | Error::AgentState { .. }
+        )
+    }
 }
 
 fn list_paths(paths: &[PathBuf]) -> String {

@@ -115,6 +115,11 @@ impl Layout {
     pub fn stages(&self) -> PathBuf {
         self.dir.join("kwok-stages.yaml")
     }
+    /// Locked (flock) by invocations that change a running cluster's state
+    /// (`sim node`, `sim down`), so they take turns.
+    pub fn lock(&self) -> PathBuf {
+        self.dir.join("state.lock")
+    }
 }
 
 impl State {
