@@ -273,3 +273,58 @@ fn after_sigkill_recover_runs_the_journaled_revert_not_the_file() {
     wait_ready(&rt, &client, NODE);
     drop(sim);
 }
+
+/// Done means: a seed scenario runs end to end on sim through `--backend
+/// command` with templates only, passing the expectations it passes on the
+/// built-in sim backend.
+#[test]
+fn a_seed_scenario_passes_through_templates_only() {
+    let _s = serial();
+    let d = Dirs::new();
+    let (rt, sim, client) = cluster(d.state.path(), "cmdsim");
+    let scenario = Path::new("scenarios/vm-halt-deployment.yaml");
+    let backend = Path::new("tests/fixtures/backends/sim-cli.yaml");
+    let bin = Path::new(env!("CARGO_BIN_EXE_nodefall")).parent().unwrap();
+    let path = std::env::join_paths(std::iter::once(bin.to_path_buf()).chain(
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
+    ))
+    .unwrap();
+    let mut cmd = d.command(&[
+        "scenario",
+        scenario.to_str().unwrap(),
+        "--out",
+        d.out.path().to_str().unwrap(),
+        "--backend",
+        "command",
+        "--backend-file",
+        backend.to_str().unwrap(),
+        "--profile",
+        "fast",
+    ]);
+    cmd.env("KUBECONFIG", sim.kubeconfig_path())
+        .env("PATH", path);
+    let (code, log) = Running::start(cmd).finish(Duration::from_secs(900));
+    assert_eq!(code, Some(0), "{log}");
+    let r = &d.results()[0];
+    assert_eq!(r.verdict, RunVerdict::Pass, "{log}");
+    let target = r.targets["target"].clone();
+    let halt = r
+        .steps
+        .iter()
+        .find(|s| s.description.starts_with("poweroff"))
+        .unwrap();
+    assert_eq!(
+        halt.commands[0].line,
+        format!("nodefall sim node kill --name cmdsim {target}")
+    );
+    assert!(
+        halt.commands[0]
+            .stdout
+            .starts_with(&format!("killed {target}")),
+        "{:?}",
+        halt.commands
+    );
+    assert!(d.unfinished().is_empty(), "{log}");
+    wait_ready(&rt, &client, &target);
+    drop(sim);
+}

@@ -325,9 +325,9 @@ fn validate(files: &[PathBuf]) -> anyhow::Result<ExitCode> {
                     println!(
                         "ok       {} (command backend: {})",
                         file.display(),
-                        l.spec
-                            .faults
-                            .keys()
+                        crate::backend::command::spec::BREAKING
+                            .iter()
+                            .filter(|f| l.spec.defines(**f))
                             .map(|f| f.name())
                             .collect::<Vec<_>>()
                             .join(", ")
