@@ -8,7 +8,6 @@
 //! `CI=true`, where it fails. The domain is undefined at the end.
 
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};

@@ -259,7 +259,7 @@ fn command_lines(plan: &plan::Plan, args: &machines::CommandArgs) -> anyhow::Res
                 _ => None,
             });
         for line in crate::backend::command::preview(&c.spec, node, &target, fault) {
-            out.push_str(&format!("  {label:<12} {line}\n"));
+            out.push_str(&format!("  {label:<12} {:<13} {line}\n", fault.name()));
         }
     }
     Ok(out)
