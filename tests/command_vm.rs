@@ -152,7 +152,11 @@ async fn run() {
     let r = nodefall::report::read_result(&report.join("result.json")).expect("result.json");
     assert_eq!(r.verdict, RunVerdict::Pass);
     // What ran is what the example says, on this VM's domain.
-    let pause = &r.steps[0];
+    let pause = r
+        .steps
+        .iter()
+        .find(|s| s.description.starts_with("pause-vm"))
+        .expect("the pause-vm step");
     assert_eq!(
         pause.commands[0].line,
         format!("sh -c 'virsh -c qemu:///system suspend {}'", rig.domain)
