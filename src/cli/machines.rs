@@ -86,12 +86,12 @@ impl CommandArgs {
                     .into()
             )),
         };
-        let mut missing: Vec<&str> = faults
-            .iter()
-            .filter(|f| !c.spec.defines(**f))
-            .map(|f| f.name())
-            .collect();
-        missing.dedup();
+        let mut missing: Vec<&str> = Vec::new();
+        for f in faults.iter().filter(|f| !c.spec.defines(**f)) {
+            if !missing.contains(&f.name()) {
+                missing.push(f.name());
+            }
+        }
         if !missing.is_empty() {
             anyhow::bail!(super::InvalidFlag(format!(
                 "{}: the scenario injects {} but the file has no command for it; add them under \

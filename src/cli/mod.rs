@@ -248,7 +248,17 @@ fn command_lines(plan: &plan::Plan, args: &machines::CommandArgs) -> anyhow::Res
          preflight; each revert is journaled, substituted, before its fault runs):\n",
         c.source
     );
+    // A revert undoes the fault last injected on its target (poweron after
+    // shutdown runs shutdown's revert).
+    let mut last = std::collections::BTreeMap::new();
     for (label, fault, target) in fault_steps(plan) {
+        let undoing = match fault.revert() {
+            Some(_) => {
+                last.insert(target.clone(), fault);
+                None
+            }
+            None => last.get(&target).copied(),
+        };
         let node = plan
             .scenario
             .targets
@@ -258,7 +268,7 @@ fn command_lines(plan: &plan::Plan, args: &machines::CommandArgs) -> anyhow::Res
                 TargetSelector::Name(n) => Some(n.as_str()),
                 _ => None,
             });
-        for line in crate::backend::command::preview(&c.spec, node, &target, fault) {
+        for line in crate::backend::command::preview(&c.spec, node, &target, fault, undoing) {
             out.push_str(&format!("  {label:<12} {:<13} {line}\n", fault.name()));
         }
     }

@@ -599,11 +599,14 @@ impl<E: Exec + Clone + 'static> NodeFaults for CommandBackend<E> {
 
 /// Every command of `fault` on `node` for `nodefall plan`: substituted where
 /// the node's name is all a value needs, `<placeholder of node>` elsewhere.
+/// A revert shows the revert of `undoing` (the fault it undoes), else of
+/// the first fault it can undo that the file has.
 pub fn preview(
     spec: &CommandFile,
     node: Option<&str>,
     target: &str,
     fault: FaultKind,
+    undoing: Option<FaultKind>,
 ) -> Vec<String> {
     let who = node.unwrap_or(target);
     let machine = node
@@ -623,11 +626,13 @@ pub fn preview(
     let (breaking, revert) = match fault.revert() {
         Some(_) => (Some(fault), false),
         None => (
-            fault
-                .undoes()
-                .iter()
-                .copied()
-                .find(|f| spec.defines(*f) || spec.faults.contains_key(f)),
+            undoing.filter(|u| fault.undoes().contains(u)).or_else(|| {
+                fault
+                    .undoes()
+                    .iter()
+                    .copied()
+                    .find(|f| spec.defines(*f) || spec.faults.contains_key(f))
+            }),
             true,
         ),
     };

@@ -240,20 +240,30 @@ async fn ssh_built_ins_and_a_revert_through_the_node_are_said() {
 fn plans_show_substitutions_for_literal_nodes() {
     let l = load_str("b.yaml", PAUSE).unwrap();
     assert_eq!(
-        preview(&l.spec, Some("w1"), "target", FaultKind::PauseVm),
+        preview(&l.spec, Some("w1"), "target", FaultKind::PauseVm, None),
         ["sh -c 'echo suspend '\\''<machine of w1>'\\'' '\\''<providerID of w1>'\\'' >> LOG'"]
     );
     let l = load_str("b.yaml", "machines: {w1: \"101\"}\nfaults:\n  pause-vm: {run: \"qm suspend {machine}\", revert: \"qm resume {machine}\"}\n").unwrap();
     assert_eq!(
-        preview(&l.spec, Some("w1"), "target", FaultKind::PauseVm),
+        preview(&l.spec, Some("w1"), "target", FaultKind::PauseVm, None),
         ["qm suspend 101"]
     );
     assert_eq!(
-        preview(&l.spec, Some("w1"), "target", FaultKind::ResumeVm),
+        preview(&l.spec, Some("w1"), "target", FaultKind::ResumeVm, None),
         ["qm resume 101"]
     );
     assert_eq!(
-        preview(&l.spec, None, "target", FaultKind::PauseVm),
+        preview(&l.spec, None, "target", FaultKind::PauseVm, None),
         ["qm suspend '<machine of target>'"]
     );
+    // poweron undoes whichever of poweroff and shutdown came before it.
+    let l = load_str(
+        "b.yaml",
+        "faults:\n  poweroff: {run: \"x\", revert: \"on-after-poweroff {node}\"}\n  shutdown: {run: \"y\", revert: \"on-after-shutdown {node}\"}\n",
+    )
+    .unwrap();
+    let on = |undoing| preview(&l.spec, Some("w1"), "t", FaultKind::Poweron, undoing);
+    assert_eq!(on(Some(FaultKind::Shutdown)), ["on-after-shutdown w1"]);
+    assert_eq!(on(Some(FaultKind::Poweroff)), ["on-after-poweroff w1"]);
+    assert_eq!(on(None), ["on-after-poweroff w1"]);
 }
