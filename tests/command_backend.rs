@@ -255,20 +255,32 @@ fn after_sigkill_recover_runs_the_journaled_revert_not_the_file() {
     let (code, log) = run.finish(Duration::from_secs(30));
     assert_eq!(code, None, "{log}");
     assert_eq!(proc_state(pid), 'T');
-    // The file changes (or goes) after the run: recover needs neither it
-    // nor the node's fields, only the journal.
+    // The file changes (or goes) after the run, and the cluster cannot be
+    // reached: recover needs neither to put the node back, only the
+    // journal; what needs the cluster waits for a second recover.
     std::fs::write(&backend, "faults: {}\n").unwrap();
-    let mut recover = d.command(&["recover"]);
-    recover.env("KUBECONFIG", sim.kubeconfig_path());
-    let out = recover.output().unwrap();
+    let kubeconfig = sim.kubeconfig_path();
+    let away = kubeconfig.with_extension("away");
+    std::fs::rename(&kubeconfig, &away).unwrap();
+    let out = d.command(&["recover"]).output().unwrap();
+    std::fs::rename(&away, &kubeconfig).unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert_eq!(out.status.code(), Some(3), "{text}");
     assert!(text.contains("resume-vm worker-2: ok"), "{text}");
     assert!(
         text.contains(&format!("ran `kill -CONT {pid}`: exit status: 0")),
         "{text}"
     );
+    assert!(
+        text.contains("delete namespace cmd-pause: FAILED: the cluster could not be reached"),
+        "{text}"
+    );
     assert_ne!(proc_state(pid), 'T');
+    assert_eq!(d.unfinished().len(), 1, "{text}");
+    let out = d.command(&["recover"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("delete namespace cmd-pause: ok"), "{text}");
     assert!(d.unfinished().is_empty(), "{text}");
     wait_ready(&rt, &client, NODE);
     drop(sim);

@@ -58,7 +58,7 @@ pub enum AnyBackend {
     Sim(Box<SimBackend>),
     Kind(KindBackend<System>),
     Libvirt(Box<Libvirt>),
-    Command(Box<CommandBackend<System>>),
+    Command(Box<CommandBackend>),
 }
 
 impl AnyBackend {
@@ -74,7 +74,7 @@ impl AnyBackend {
             )?)),
             BackendRef::Libvirt { uri, settings } => open_libvirt(uri, settings),
             BackendRef::Command { source, spec } => Ok(AnyBackend::Command(Box::new(
-                CommandBackend::new((**spec).clone(), source.clone(), System),
+                CommandBackend::new((**spec).clone(), source.clone()),
             ))),
         }
     }

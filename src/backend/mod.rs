@@ -159,7 +159,7 @@ pub struct CommandFailure {
     pub status: String,
     /// `; stderr: ...; stdout: ...` (the end of each), or empty.
     pub output: String,
-    /// A check that never passed: its time limit (s) and attempts.
+    /// A check that never passed: its time limit (ms) and attempts.
     pub check: Option<(u64, u32)>,
 }
 
@@ -181,8 +181,9 @@ impl std::fmt::Display for CommandFailure {
             ),
             Some((after, attempts)) => write!(
                 f,
-                "{role} of {fault} on node `{node}`: `{line}` did not pass within {after}s \
-                 ({attempts} attempts; the last: {status}{output})"
+                "{role} of {fault} on node `{node}`: `{line}` did not pass within {} \
+                 ({attempts} attempts; the last: {status}{output})",
+                crate::scenario::duration::Dur(std::time::Duration::from_millis(*after))
             ),
         }
     }

@@ -146,7 +146,7 @@ async fn recover_one(header: &Header, journal: &mut Journal) -> bool {
             match (opened, config) {
                 (Ok(c), Ok(config)) => {
                     let mut backend = SimBackend { cluster: c };
-                    let ok = revert(journal, config, &mut backend, keep).await;
+                    let ok = revert(journal, Ok(config), &mut backend, keep).await;
                     backend.cluster.detach();
                     ok
                 }
@@ -157,22 +157,17 @@ async fn recover_one(header: &Header, journal: &mut Journal) -> bool {
             }
         }
         other => {
-            // kind, libvirt: the backend is opened from what the journal
-            // says (libvirt: the URI and mapping; each fault's memo holds
-            // its domain's UUID).
-            let backend = AnyBackend::open(other);
-            let config = kube_config(&header.kube).await;
-            match (backend, config) {
-                (Ok(mut b), Ok(config)) => revert(journal, config, &mut b, keep).await,
-                (Err(e), _) => {
+            // kind, libvirt, command: the backend is opened from what the
+            // journal says (libvirt: the URI and mapping; each fault's memo
+            // holds its domain's UUID, or its revert's command line). Faults
+            // are reverted even when the cluster cannot be reached.
+            match AnyBackend::open(other) {
+                Ok(mut b) => revert(journal, kube_config(&header.kube).await, &mut b, keep).await,
+                Err(e) => {
                     print(
                         format!("open the {} backend", other.kind()),
                         Err(runner::chain(&e)),
                     );
-                    false
-                }
-                (_, Err(e)) => {
-                    print("read the kubeconfig".into(), Err(e));
                     false
                 }
             }
@@ -180,23 +175,25 @@ async fn recover_one(header: &Header, journal: &mut Journal) -> bool {
     }
 }
 
+/// Reverts a journal's changes; without a cluster (`config` failed) only
+/// its faults, through the backend.
 async fn revert<B: NodeFaults>(
     journal: &mut Journal,
-    config: kube::Config,
+    config: Result<kube::Config, String>,
     backend: &mut B,
     keep: Option<&str>,
 ) -> bool {
-    let client = match kube::Client::try_from(config) {
-        Ok(c) => c,
-        Err(e) => {
-            print("build a kube client".into(), Err(e.to_string()));
-            return false;
-        }
-    };
-    let mut ok = true;
+    let client = config.and_then(|c| kube::Client::try_from(c).map_err(|e| e.to_string()));
+    if let Err(e) = &client {
+        print(
+            "reach the cluster (faults are still reverted)".into(),
+            Err(e.clone()),
+        );
+    }
+    let mut ok = client.is_ok();
     undo::revert_all(
         journal,
-        &client,
+        client.as_ref().map_err(String::as_str),
         backend,
         keep,
         || {},

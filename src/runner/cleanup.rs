@@ -22,7 +22,7 @@ impl Run<'_> {
         let observer = &mut self.observer;
         undo::revert_all(
             self.journal,
-            &self.client,
+            Ok(&self.client),
             backend,
             keep,
             // Deleting what was applied ends the story the observer tells.

@@ -24,24 +24,30 @@ fn controller_owned(key: &str) -> bool {
 }
 
 /// Reverts one change. An object or node already gone counts as reverted.
+/// Without a client (`nodefall recover` could not reach the cluster) only
+/// faults can be reverted: they go through the backend alone.
 pub async fn revert<B: NodeFaults>(
     undo: &Undo,
-    client: &kube::Client,
+    client: Result<&kube::Client, &str>,
     backend: &mut B,
 ) -> Result<(), String> {
     let kube = |e: actions::Error| super::chain(&e);
+    if let (Err(why), false) = (client, matches!(undo, Undo::Fault { .. })) {
+        return Err(format!("the cluster could not be reached: {why}"));
+    }
+    let Ok(client) = client else {
+        let Undo::Fault {
+            node, revert, memo, ..
+        } = undo
+        else {
+            return Ok(());
+        };
+        return revert_fault(backend, node, *revert, memo.as_deref()).await;
+    };
     match undo {
         Undo::Fault {
             node, revert, memo, ..
-        } => {
-            if let Some(m) = memo {
-                backend.remember(node, m);
-            }
-            backend
-                .inject(node, *revert)
-                .await
-                .map_err(|e| super::chain(&e))
-        }
+        } => revert_fault(backend, node, *revert, memo.as_deref()).await,
         Undo::Taint {
             node,
             key,
@@ -131,6 +137,21 @@ pub async fn revert<B: NodeFaults>(
     }
 }
 
+async fn revert_fault<B: NodeFaults>(
+    backend: &mut B,
+    node: &str,
+    revert: crate::scenario::model::FaultKind,
+    memo: Option<&str>,
+) -> Result<(), String> {
+    if let Some(m) = memo {
+        backend.remember(node, m);
+    }
+    backend
+        .inject(node, revert)
+        .await
+        .map_err(|e| super::chain(&e))
+}
+
 /// Reverts every pending change of a journal in undo order (faults first,
 /// then the rest newest first) and settles each that succeeded; when `tidy`
 /// names a policy that keeps changes (`Some("cleanup: never")`), only faults are reverted and the rest is settled as kept.
@@ -139,7 +160,7 @@ pub async fn revert<B: NodeFaults>(
 /// Throwaway clusters are left to the caller.
 pub async fn revert_all<B: NodeFaults>(
     journal: &mut Journal,
-    client: &kube::Client,
+    client: Result<&kube::Client, &str>,
     backend: &mut B,
     tidy: Option<&str>,
     mut on_delete: impl FnMut(),

@@ -9,6 +9,7 @@
 //! Commands run without a shell unless asked, in their own process group,
 //! stdin closed, bounded by a timeout; their output goes into the report.
 
+mod run;
 pub mod spec;
 pub mod template;
 #[cfg(test)]
@@ -24,7 +25,7 @@ use self::spec::{CommandFile, Role};
 use self::template::{Template, Var};
 use super::ssh::{self, SshSettings, SshTarget};
 use super::{CommandFailure, Error, NodeFaults};
-use crate::exec::{Captured, Cmd, Exec};
+use crate::exec::{Captured, Cmd};
 use crate::report::result::CommandRecord;
 use crate::scenario::model::FaultKind;
 
@@ -36,7 +37,7 @@ pub const CHECK_EVERY: Duration = Duration::from_secs(1);
 #[serde(rename_all = "camelCase")]
 pub struct Invocation {
     pub argv: Vec<String>,
-    pub timeout_secs: u64,
+    pub timeout_ms: u64,
 }
 
 impl Invocation {
@@ -45,7 +46,7 @@ impl Invocation {
         argv.extend(cmd.args);
         Invocation {
             argv,
-            timeout_secs: timeout.as_secs().max(1),
+            timeout_ms: millis(timeout),
         }
     }
 
@@ -64,7 +65,11 @@ pub struct Action {
     pub run: Invocation,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check: Option<Invocation>,
-    pub check_timeout_secs: u64,
+    pub check_timeout_ms: u64,
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
 /// A fault's journal memo: what reverts it, as it will run.
@@ -86,11 +91,10 @@ struct Resolved {
 }
 
 #[derive(Debug)]
-pub struct CommandBackend<E: Exec> {
+pub struct CommandBackend {
     spec: CommandFile,
     /// Where the spec came from (a backend file, or `FILE (command:)`).
     source: String,
-    exec: E,
     nodes: BTreeMap<String, Resolved>,
     /// (node, revert fault) -> what reverts it: set when the fault is
     /// injected here, or given back from the journal.
@@ -133,20 +137,34 @@ fn node_value(node: &Node, var: &Var) -> Option<String> {
     })
 }
 
-/// The node's own addresses (a revert that names one goes through the node).
-fn node_addresses(node: &Node) -> Vec<String> {
+/// The node's own addresses (a revert that names one goes through the
+/// node); a Hostname that is just the node's name or its machine's id is
+/// not one (kubeadm clusters report the node name as Hostname).
+fn node_addresses(node: &Node, machine: &str) -> Vec<String> {
+    let name = node.metadata.name.clone().unwrap_or_default();
     [Var::InternalIp, Var::ExternalIp, Var::Hostname]
         .iter()
         .filter_map(|v| node_value(node, v))
+        .filter(|a| *a != name && a != machine)
         .collect()
 }
 
-impl<E: Exec + Clone + 'static> CommandBackend<E> {
-    pub fn new(spec: CommandFile, source: String, exec: E) -> CommandBackend<E> {
+/// Whether `word` holds `addr` as a whole token (`root@10.0.0.5` does,
+/// `10.0.0.50` does not hold `10.0.0.5`).
+fn holds(word: &str, addr: &str) -> bool {
+    let part = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '_');
+    word.match_indices(addr).any(|(i, _)| {
+        let before = word[..i].chars().next_back();
+        let after = word[i + addr.len()..].chars().next();
+        !before.is_some_and(part) && !after.is_some_and(part)
+    })
+}
+
+impl CommandBackend {
+    pub fn new(spec: CommandFile, source: String) -> CommandBackend {
         CommandBackend {
             spec,
             source,
-            exec,
             nodes: BTreeMap::new(),
             pending: BTreeMap::new(),
             transcript: Vec::new(),
@@ -204,7 +222,7 @@ impl<E: Exec + Clone + 'static> CommandBackend<E> {
                 let t = t?;
                 t.render(value)
                     .map(Some)
-                    .map_err(|m| missing(&t, &m.0, &self.source, fault, role))
+                    .map_err(|e| unfilled(&t, &e, &self.source, fault, role))
             }
             None => Ok(
                 match (self.ssh_builtin(fault, role), ssh, self.ssh_settings()) {
@@ -238,23 +256,21 @@ impl<E: Exec + Clone + 'static> CommandBackend<E> {
         Ok(Some(Action {
             run: Invocation::new(cmd, timeout),
             check: check.map(|c| Invocation::new(c, timeout)),
-            check_timeout_secs: self.spec.check_timeout(fault).as_secs().max(1),
+            check_timeout_ms: millis(self.spec.check_timeout(fault)),
         }))
     }
 
-    /// Runs one command off the async workers and keeps its record.
-    async fn capture(&mut self, inv: &Invocation, role: Role) -> Result<Captured, Error> {
-        let exec = self.exec.clone();
-        let cmd = inv.cmd();
-        let timeout = Duration::from_secs(inv.timeout_secs);
-        let c = tokio::task::spawn_blocking(move || exec.capture(&cmd, timeout))
+    /// Runs one command (at most `limit`) and keeps its record. Dropping
+    /// the future kills the command's process group.
+    async fn capture(
+        &mut self,
+        inv: &Invocation,
+        role: Role,
+        limit: Duration,
+    ) -> Result<Captured, Error> {
+        let timeout = Duration::from_millis(inv.timeout_ms).min(limit);
+        let c = run::capture(&inv.cmd(), timeout)
             .await
-            .map_err(|e| {
-                Error::Exec(crate::exec::Error::Spawn {
-                    cmd: inv.cmd(),
-                    source: std::io::Error::other(e.to_string()),
-                })
-            })?
             .map_err(Error::Exec)?;
         self.transcript.push(record(role, inv, &c, 1));
         Ok(c)
@@ -273,7 +289,7 @@ impl<E: Exec + Clone + 'static> CommandBackend<E> {
         } else {
             (Role::Run, Role::Check)
         };
-        let c = self.capture(&action.run, run).await?;
+        let c = self.capture(&action.run, run, Duration::MAX).await?;
         if !c.success() {
             return Err(Error::Command(Box::new(CommandFailure {
                 node: node.to_owned(),
@@ -288,11 +304,15 @@ impl<E: Exec + Clone + 'static> CommandBackend<E> {
         let Some(inv) = &action.check else {
             return Ok(());
         };
-        let deadline = Instant::now() + Duration::from_secs(action.check_timeout_secs);
+        let deadline = Instant::now() + Duration::from_millis(action.check_timeout_ms);
         let mut attempts = 0u32;
         loop {
             attempts += 1;
-            let c = self.capture(inv, check).await?;
+            // No attempt outlives the check's own time.
+            let left = deadline.saturating_duration_since(Instant::now());
+            let c = self
+                .capture(inv, check, left.max(Duration::from_millis(100)))
+                .await?;
             // One record per check, the last attempt's, with the count.
             if attempts > 1
                 && let Some(last) = self.transcript.pop()
@@ -314,7 +334,7 @@ impl<E: Exec + Clone + 'static> CommandBackend<E> {
                     line: inv.cmd().to_string(),
                     output: output(&c),
                     status: c.status,
-                    check: Some((action.check_timeout_secs, attempts)),
+                    check: Some((action.check_timeout_ms, attempts)),
                 })));
             }
             tokio::time::sleep(CHECK_EVERY).await;
@@ -335,19 +355,28 @@ impl<E: Exec + Clone + 'static> CommandBackend<E> {
     }
 }
 
-fn missing(
+fn unfilled(
     t: &Template,
-    p: &template::Placeholder,
+    e: &template::Unfilled,
     source: &str,
     fault: FaultKind,
     role: Role,
 ) -> String {
     format!(
-        "it has no value for {p} in faults.{}.{} `{}` ({source})",
+        "{e} in faults.{}.{} `{}` ({source})",
         fault.name(),
         role.field(),
         t.text
     )
+}
+
+/// A rendered one-line value (a machine id, an SSH host): its words as
+/// written, not shell-quoted.
+fn words(cmd: Cmd) -> String {
+    std::iter::once(cmd.program)
+        .chain(cmd.args)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn record(role: Role, inv: &Invocation, c: &Captured, attempts: u32) -> CommandRecord {
@@ -387,7 +416,7 @@ fn output(c: &Captured) -> String {
     out
 }
 
-impl<E: Exec + Clone + 'static> NodeFaults for CommandBackend<E> {
+impl NodeFaults for CommandBackend {
     fn name(&self) -> &'static str {
         "command"
     }
@@ -419,39 +448,47 @@ impl<E: Exec + Clone + 'static> NodeFaults for CommandBackend<E> {
             Some(m) => m.clone(),
             None => {
                 let t = self.spec.machine_template().map_err(&bad)?;
-                let m = t.render(|v| node_value(node, v)).map_err(|m| {
+                let m = t.render(|v| node_value(node, v)).map_err(|e| {
                     bad(format!(
-                        "it has no value for {} in the `machine` template `{}` ({}); map it in \
-                         `machines:`",
-                        m.0, t.text, self.source
+                        "{e} in the `machine` template `{}` ({}); map it in `machines:`",
+                        t.text, self.source
                     ))
                 })?;
-                m.to_string()
+                words(m)
             }
         };
         if machine.trim().is_empty() {
             return Err(bad(format!("its machine id is empty ({})", self.source)));
         }
+        // SSH is resolved when a built-in needs it (an error if it cannot
+        // be), or for the graceful-shutdown preflight's shell (best effort).
+        let builtin = faults.iter().any(|&f| {
+            let (fault, role) = match f.revert() {
+                Some(_) => (f, Role::Run),
+                None => (*f.undoes().first().unwrap_or(&f), Role::Revert),
+            };
+            self.spec.template(fault, role).is_none() && self.ssh_builtin(fault, role).is_some()
+        });
         let ssh = match &self.spec.ssh {
-            Some(s) => {
+            Some(s) if builtin || faults.contains(&FaultKind::Shutdown) => {
                 let t = Template::parse(s.host.as_deref().unwrap_or("{internalIP}"), false)
                     .map_err(|e| bad(e.to_string()))?;
-                let host = t.render(|v| match v {
-                    Var::Machine => Some(machine.clone()),
-                    v => node_value(node, v),
-                });
-                let host = host.map_err(|m| {
-                    bad(format!(
-                        "it has no value for {} in ssh.host `{}`",
-                        m.0, t.text
-                    ))
-                })?;
-                Some(
-                    SshTarget::parse(&host.to_string())
-                        .map_err(|e| bad(format!("ssh.host: {e}")))?,
-                )
+                let host = t
+                    .render(|v| match v {
+                        Var::Machine => Some(machine.clone()),
+                        v => node_value(node, v),
+                    })
+                    .map_err(|e| format!("{e} in ssh.host `{}`", t.text))
+                    .and_then(|h| {
+                        SshTarget::parse(&words(h)).map_err(|e| format!("ssh.host: {e}"))
+                    });
+                match host {
+                    Ok(h) => Some(h),
+                    Err(e) if builtin => return Err(bad(e)),
+                    Err(_) => None,
+                }
             }
-            None => None,
+            _ => None,
         };
         let mut r = Resolved {
             ssh: ssh.clone(),
@@ -474,7 +511,7 @@ impl<E: Exec + Clone + 'static> NodeFaults for CommandBackend<E> {
             }
         }
         let mut warnings = Vec::new();
-        let addresses = node_addresses(node);
+        let addresses = node_addresses(node, &machine);
         for &fault in &breaking {
             let nothing = || {
                 bad(format!(
@@ -508,9 +545,13 @@ impl<E: Exec + Clone + 'static> NodeFaults for CommandBackend<E> {
                 .is_some_and(|t| spec::reaches_the_node(fault, &t).is_some());
             if fault != FaultKind::StopKubelet
                 && !by_template
-                && let Some(addr) = addresses
-                    .iter()
-                    .find(|addr| a.run.argv.iter().any(|w| w.contains(addr.as_str())))
+                && let Some(addr) = addresses.iter().find(|addr| {
+                    a.run
+                        .argv
+                        .iter()
+                        .chain(a.check.iter().flat_map(|c| &c.argv))
+                        .any(|w| holds(w, addr))
+                })
             {
                 warnings.push(format!(
                     "warning: the revert of {} (`{}`) names the node's own address {addr}: while \
@@ -539,9 +580,16 @@ impl<E: Exec + Clone + 'static> NodeFaults for CommandBackend<E> {
         let via = format!("ssh {target}");
         Some((
             via,
-            ssh::run(&self.exec, &settings, &target, command)
+            run::capture(&ssh::command(&settings, &target, command), ssh::TIMEOUT)
                 .await
-                .map_err(|e| e.to_string()),
+                .map_err(|e| e.to_string())
+                .and_then(|c| {
+                    if c.success() {
+                        Ok(c.stdout)
+                    } else {
+                        Err(format!("{}: {}", c.status, c.stderr.trim()))
+                    }
+                }),
         ))
     }
 

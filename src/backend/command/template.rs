@@ -4,8 +4,11 @@
 //!
 //! Without a shell a template is split into words first (single and double
 //! quotes and backslashes as in `sh`), then each placeholder is replaced
-//! inside its word. With `shell: true` the text goes to `sh -c` and each
-//! value is inserted single-quoted, so the user must not quote placeholders.
+//! inside its word. With `shell: true` the text goes to `sh -c` with each
+//! placeholder written `"$N"` and the values passed as the script's
+//! positional parameters, so the shell never parses a value (not in a
+//! heredoc, not in backticks); the user must not quote placeholders.
+//! A value that starts with `-` is refused: it could be read as an option.
 //! `{{` and `}}` are literal braces everywhere.
 
 use std::fmt;
@@ -99,9 +102,27 @@ pub struct ParseError {
     pub message: String,
 }
 
-/// A value a node does not have (no ExternalIP, no such label).
+/// Why a template could not be filled in for a node.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Missing(pub Placeholder);
+pub enum Unfilled {
+    /// A value the node does not have (no ExternalIP, no such label).
+    Missing(Placeholder),
+    /// A value that starts with `-`: a program could read it as an option.
+    Dash(Placeholder, String),
+}
+
+impl fmt::Display for Unfilled {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unfilled::Missing(p) => write!(f, "it has no value for {p}"),
+            Unfilled::Dash(p, v) => write!(
+                f,
+                "its value for {p} is `{v}`, which starts with `-` and could be read as an \
+                 option; refused"
+            ),
+        }
+    }
+}
 
 impl Template {
     pub fn parse(text: &str, shell: bool) -> Result<Template, ParseError> {
@@ -196,6 +217,8 @@ impl Template {
                     in_word = true;
                 }
                 (Some(q), c) if c == q => quote = None,
+                // A line continuation, as in sh.
+                (None | Some('"'), '\\') if chars.get(i + 1) == Some(&'\n') => i += 1,
                 (None, '\\') => {
                     let n = chars
                         .get(i + 1)
@@ -249,27 +272,42 @@ impl Template {
     }
 
     /// The command line with each placeholder's value; the first value a
-    /// node does not have is an error.
-    pub fn render(&self, value: impl Fn(&Var) -> Option<String>) -> Result<Cmd, Missing> {
+    /// node does not have, or that starts with `-`, is an error.
+    pub fn render(&self, value: impl Fn(&Var) -> Option<String>) -> Result<Cmd, Unfilled> {
+        self.fill(value, true)
+    }
+
+    fn fill(&self, value: impl Fn(&Var) -> Option<String>, strict: bool) -> Result<Cmd, Unfilled> {
         let get = |p: &Placeholder| {
-            let v = value(&p.var).ok_or_else(|| Missing(p.clone()))?;
-            Ok(if p.last {
+            let v = value(&p.var).ok_or_else(|| Unfilled::Missing(p.clone()))?;
+            let v = if p.last {
                 v.rsplit('/').next().unwrap_or_default().to_owned()
             } else {
                 v
-            })
+            };
+            if strict && v.starts_with('-') {
+                return Err(Unfilled::Dash(p.clone(), v));
+            }
+            Ok(v)
         };
         if self.shell {
+            // Values go in as positional parameters, never into the script.
             let mut script = String::new();
+            let mut args = vec!["-c".to_owned(), String::new(), "sh".to_owned()];
             for piece in self.words.iter().flatten() {
                 match piece {
                     Piece::Lit(l) => script.push_str(l),
-                    Piece::Var(p) => script.push_str(&sh_quote(&get(p)?)),
+                    Piece::Var(p) => {
+                        args.push(get(p)?);
+                        let n = args.len() - 3;
+                        script.push_str(&format!("\"${{{n}}}\""));
+                    }
                 }
             }
+            args[1] = script;
             return Ok(Cmd {
                 program: "sh".into(),
-                args: vec!["-c".into(), script],
+                args,
             });
         }
         let mut words = Vec::with_capacity(self.words.len());
@@ -294,9 +332,9 @@ impl Template {
     /// only known at run time (for `nodefall plan`).
     pub fn preview(&self, node: &str, value: impl Fn(&Var) -> Option<String>) -> String {
         let shown = |v: &Var| value(v).or_else(|| Some(format!("<{v} of {node}>")));
-        match self.render(shown) {
+        match self.fill(shown, false) {
             Ok(cmd) => cmd.to_string(),
-            Err(Missing(p)) => format!("<{p}>"),
+            Err(e) => format!("({e})"),
         }
     }
 }
@@ -411,25 +449,58 @@ mod tests {
     }
 
     #[test]
-    fn a_shell_gets_each_value_quoted() {
+    fn a_shell_never_parses_a_value() {
         let cmd = render("qm suspend {machine} && echo {node} >/dev/null", true);
         assert_eq!(cmd.program, "sh");
         assert_eq!(
             cmd.args,
             [
                 "-c",
-                "qm suspend 'vm 101; rm -rf /' && echo worker-1 >/dev/null"
+                "qm suspend \"${1}\" && echo \"${2}\" >/dev/null",
+                "sh",
+                "vm 101; rm -rf /",
+                "worker-1"
             ]
         );
-        let out = std::process::Command::new("sh")
-            .args(&render("printf '%s|' {machine} {node}", true).args)
-            .output()
-            .unwrap();
+        let run = |cmd: Cmd| {
+            let out = std::process::Command::new("sh")
+                .args(&cmd.args)
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
         assert_eq!(
-            String::from_utf8_lossy(&out.stdout),
+            run(render("printf '%s|' {machine} {node}", true)),
             "vm 101; rm -rf /|worker-1|"
         );
+        // Where quoting would not hold: a heredoc, backticks, `$` before it.
+        let evil = |v: &Var| match v {
+            Var::Annotation(_) => Some("$(echo INJECTED)`echo INJECTED`".into()),
+            v => facts(v),
+        };
+        for text in [
+            "cat <<EOF\n{annotation:x}\nEOF",
+            "echo `printf %s {annotation:x}`",
+            "echo ${annotation:x}",
+        ] {
+            let out = run(Template::parse(text, true).unwrap().render(evil).unwrap());
+            assert!(
+                out.contains("$(echo INJECTED)") && !out.contains("INJECTED\n"),
+                "{text}: {out}"
+            );
+        }
         assert_eq!(sh_quote("it's"), r"'it'\''s'");
+    }
+
+    #[test]
+    fn a_value_that_looks_like_an_option_is_refused() {
+        let t = Template::parse("ssh {internalIP} true", false).unwrap();
+        let e = t
+            .render(|v| (*v == Var::InternalIp).then(|| "-oProxyCommand=id".to_owned()))
+            .unwrap_err();
+        assert!(e.to_string().contains("starts with `-`"), "{e}");
+        let t = Template::parse("virsh \\\n  destroy {node}", false).unwrap();
+        assert_eq!(t.render(facts).unwrap().args, ["destroy", "worker-1"]);
     }
 
     #[test]
@@ -457,7 +528,7 @@ mod tests {
         let t = Template::parse("govc vm.power -off {externalIP}", false).unwrap();
         assert_eq!(
             t.render(facts),
-            Err(Missing(Placeholder {
+            Err(Unfilled::Missing(Placeholder {
                 var: Var::ExternalIp,
                 last: false
             }))

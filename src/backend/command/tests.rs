@@ -8,7 +8,6 @@ use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeSpec, NodeStatus, NodeSy
 
 use super::spec::load_str;
 use super::*;
-use crate::exec::System;
 
 struct Scratch(PathBuf);
 
@@ -52,10 +51,10 @@ fn node(name: &str) -> Node {
     n
 }
 
-fn backend(yaml: &str, dir: &Scratch) -> CommandBackend<System> {
+fn backend(yaml: &str, dir: &Scratch) -> CommandBackend {
     let yaml = yaml.replace("LOG", &dir.0.join("log").display().to_string());
     let l = load_str("b.yaml", &yaml).unwrap_or_else(|e| panic!("{e}"));
-    CommandBackend::new(l.spec, "b.yaml".into(), System)
+    CommandBackend::new(l.spec, "b.yaml".into())
 }
 
 const PAUSE: &str = "machine: \"{label:lab/vmid}\"\nshell: true\nfaults:\n  pause-vm:\n    run: echo suspend {machine} {providerID|last} >> LOG\n    revert: echo resume {machine} >> LOG\n";
@@ -71,7 +70,7 @@ async fn faults_run_their_templates_and_a_recover_runs_the_journaled_revert() {
     assert_eq!(said, "node w1 = machine 101");
     assert!(
         b.describe("w1", FaultKind::PauseVm)
-            .contains("echo suspend 101 i-0abc")
+            .ends_with("sh 101 i-0abc)")
     );
     // The runner journals the memo before it injects.
     let memo = b.memo("w1", FaultKind::PauseVm).expect("a memo");
@@ -140,7 +139,7 @@ async fn a_check_is_polled_until_it_passes_or_its_time_is_up() {
     let e = b.inject("w1", FaultKind::Poweron).await.unwrap_err();
     assert!(
         e.to_string().starts_with(
-            "revertCheck of poweron on node `w1`: `sh -c false` did not pass within 4s"
+            "revertCheck of poweron on node `w1`: `sh -c false sh` did not pass within 4s"
         ),
         "{e}"
     );
@@ -241,7 +240,7 @@ fn plans_show_substitutions_for_literal_nodes() {
     let l = load_str("b.yaml", PAUSE).unwrap();
     assert_eq!(
         preview(&l.spec, Some("w1"), "target", FaultKind::PauseVm, None),
-        ["sh -c 'echo suspend '\\''<machine of w1>'\\'' '\\''<providerID of w1>'\\'' >> LOG'"]
+        ["sh -c 'echo suspend \"${1}\" \"${2}\" >> LOG' sh '<machine of w1>' '<providerID of w1>'"]
     );
     let l = load_str("b.yaml", "machines: {w1: \"101\"}\nfaults:\n  pause-vm: {run: \"qm suspend {machine}\", revert: \"qm resume {machine}\"}\n").unwrap();
     assert_eq!(
