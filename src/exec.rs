@@ -78,40 +78,6 @@ impl Captured {
 pub trait Exec: Send + Sync {
     /// Runs `cmd` to completion; returns its stdout, or an error with stderr.
     fn run(&self, cmd: &Cmd, timeout: Duration) -> Result<String, Error>;
-
-    /// Runs `cmd` to completion or `timeout`, whatever its exit: an error
-    /// only when it could not be started. (Fakes get this from `run`.)
-    fn capture(&self, cmd: &Cmd, timeout: Duration) -> Result<Captured, Error> {
-        let r = self.run(cmd, timeout);
-        let (code, status, stdout, stderr, timed_out) = match r {
-            Ok(out) => (
-                Some(0),
-                "exit status: 0".to_owned(),
-                out,
-                String::new(),
-                false,
-            ),
-            Err(Error::Failed { status, stderr, .. }) => {
-                (Some(1), status, String::new(), stderr, false)
-            }
-            Err(Error::Timeout { after, .. }) => (
-                None,
-                format!("timed out after {}s", after.as_secs()),
-                String::new(),
-                String::new(),
-                true,
-            ),
-            Err(e) => return Err(e),
-        };
-        Ok(Captured {
-            code,
-            status,
-            stdout,
-            stderr,
-            timed_out,
-            elapsed: Duration::ZERO,
-        })
-    }
 }
 
 /// Runs commands for real, each in its own process group (stdin closed),
@@ -137,8 +103,12 @@ impl Exec for System {
             stderr: c.stderr.trim().to_owned(),
         })
     }
+}
 
-    fn capture(&self, cmd: &Cmd, timeout: Duration) -> Result<Captured, Error> {
+impl System {
+    /// Runs `cmd` to completion or `timeout`, whatever its exit: an error
+    /// only when it could not be started.
+    pub fn capture(&self, cmd: &Cmd, timeout: Duration) -> Result<Captured, Error> {
         use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
 
         let started = std::time::Instant::now();
