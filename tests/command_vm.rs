@@ -159,7 +159,10 @@ async fn run() {
         .expect("the pause-vm step");
     assert_eq!(
         pause.commands[0].line,
-        format!("sh -c 'virsh -c qemu:///system suspend {}'", rig.domain)
+        format!(
+            "sh -c 'virsh -c qemu:///system suspend \"${{1}}\"' sh {}",
+            rig.domain
+        )
     );
     // The figures: each fault's step to the Node's change, from the report.
     eprintln!("figures (fault step start -> the expectation's transition):");
