@@ -9,6 +9,9 @@
 //! Commands run without a shell unless asked, in their own process group,
 //! stdin closed, bounded by a timeout; their output goes into the report.
 
+mod action;
+mod node;
+mod plan;
 mod run;
 pub mod spec;
 pub mod template;
@@ -19,8 +22,11 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
-use serde::{Deserialize, Serialize};
 
+pub use self::action::{Action, Invocation, Memo};
+use self::action::{millis, output, record};
+use self::node::{holds, node_addresses, node_value, words};
+pub use self::plan::preview;
 use self::spec::{CommandFile, Role};
 use self::template::{Template, Var};
 use super::ssh::{self, SshSettings, SshTarget};
@@ -31,54 +37,6 @@ use crate::scenario::model::FaultKind;
 
 /// How often a `check` is run again until it passes.
 pub const CHECK_EVERY: Duration = Duration::from_secs(1);
-
-/// One command, ready to run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Invocation {
-    pub argv: Vec<String>,
-    pub timeout_ms: u64,
-}
-
-impl Invocation {
-    fn new(cmd: Cmd, timeout: Duration) -> Invocation {
-        let mut argv = vec![cmd.program];
-        argv.extend(cmd.args);
-        Invocation {
-            argv,
-            timeout_ms: millis(timeout),
-        }
-    }
-
-    pub fn cmd(&self) -> Cmd {
-        Cmd {
-            program: self.argv.first().cloned().unwrap_or_default(),
-            args: self.argv.iter().skip(1).cloned().collect(),
-        }
-    }
-}
-
-/// A command and the check that confirms what it did.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Action {
-    pub run: Invocation,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub check: Option<Invocation>,
-    pub check_timeout_ms: u64,
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
-}
-
-/// A fault's journal memo: what reverts it, as it will run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Memo {
-    pub revert: FaultKind,
-    pub action: Action,
-}
 
 /// What a node resolved to at preflight.
 #[derive(Debug, Clone, Default)]
@@ -100,64 +58,6 @@ pub struct CommandBackend {
     /// injected here, or given back from the journal.
     pending: BTreeMap<(String, FaultKind), Action>,
     transcript: Vec<CommandRecord>,
-}
-
-/// A Node's fields, as templates name them.
-fn node_value(node: &Node, var: &Var) -> Option<String> {
-    let status = node.status.as_ref();
-    let address = |kind: &str| {
-        status?
-            .addresses
-            .as_ref()?
-            .iter()
-            .find(|a| a.type_ == kind)
-            .map(|a| a.address.clone())
-    };
-    let non_empty = |s: Option<String>| s.filter(|s| !s.is_empty());
-    non_empty(match var {
-        Var::Node => node.metadata.name.clone(),
-        Var::Machine => None,
-        Var::InternalIp => address("InternalIP"),
-        Var::ExternalIp => address("ExternalIP"),
-        Var::Hostname => address("Hostname"),
-        Var::SystemUuid => status
-            .and_then(|s| s.node_info.as_ref())
-            .map(|i| i.system_uuid.clone()),
-        Var::ProviderId => node.spec.as_ref().and_then(|s| s.provider_id.clone()),
-        Var::Label(k) => node
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(k).cloned()),
-        Var::Annotation(k) => node
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(k).cloned()),
-    })
-}
-
-/// The node's own addresses (a revert that names one goes through the
-/// node); a Hostname that is just the node's name or its machine's id is
-/// not one (kubeadm clusters report the node name as Hostname).
-fn node_addresses(node: &Node, machine: &str) -> Vec<String> {
-    let name = node.metadata.name.clone().unwrap_or_default();
-    [Var::InternalIp, Var::ExternalIp, Var::Hostname]
-        .iter()
-        .filter_map(|v| node_value(node, v))
-        .filter(|a| *a != name && a != machine)
-        .collect()
-}
-
-/// Whether `word` holds `addr` as a whole token (`root@10.0.0.5` does,
-/// `10.0.0.50` does not hold `10.0.0.5`).
-fn holds(word: &str, addr: &str) -> bool {
-    let part = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '_');
-    word.match_indices(addr).any(|(i, _)| {
-        let before = word[..i].chars().next_back();
-        let after = word[i + addr.len()..].chars().next();
-        !before.is_some_and(part) && !after.is_some_and(part)
-    })
 }
 
 impl CommandBackend {
@@ -368,52 +268,6 @@ fn unfilled(
         role.field(),
         t.text
     )
-}
-
-/// A rendered one-line value (a machine id, an SSH host): its words as
-/// written, not shell-quoted.
-fn words(cmd: Cmd) -> String {
-    std::iter::once(cmd.program)
-        .chain(cmd.args)
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-fn record(role: Role, inv: &Invocation, c: &Captured, attempts: u32) -> CommandRecord {
-    CommandRecord {
-        role: role.field().into(),
-        line: inv.cmd().to_string(),
-        status: c.status.clone(),
-        ok: c.success(),
-        ms: u64::try_from(c.elapsed.as_millis()).unwrap_or(u64::MAX),
-        attempts,
-        stdout: CommandRecord::tail(&c.stdout),
-        stderr: CommandRecord::tail(&c.stderr),
-    }
-}
-
-/// A failed command's output for its error message: the end of each stream.
-fn output(c: &Captured) -> String {
-    let end = |s: &str| {
-        let s = s.trim();
-        let mut cut = s.len().saturating_sub(600);
-        while !s.is_char_boundary(cut) {
-            cut += 1;
-        }
-        if cut > 0 {
-            format!("...{}", &s[cut..])
-        } else {
-            s.to_owned()
-        }
-    };
-    let mut out = String::new();
-    if !c.stderr.trim().is_empty() {
-        out.push_str(&format!("; stderr: {}", end(&c.stderr)));
-    }
-    if !c.stdout.trim().is_empty() {
-        out.push_str(&format!("; stdout: {}", end(&c.stdout)));
-    }
-    out
 }
 
 impl NodeFaults for CommandBackend {
@@ -643,107 +497,4 @@ impl NodeFaults for CommandBackend {
     fn take_commands(&mut self) -> Vec<CommandRecord> {
         std::mem::take(&mut self.transcript)
     }
-}
-
-/// Every command of `fault` on `node` for `nodefall plan`: substituted where
-/// the node's name is all a value needs, `<placeholder of node>` elsewhere.
-/// A revert shows the revert of `undoing` (the fault it undoes), else of
-/// the first fault it can undo that the file has.
-pub fn preview(
-    spec: &CommandFile,
-    node: Option<&str>,
-    target: &str,
-    fault: FaultKind,
-    undoing: Option<FaultKind>,
-) -> Vec<String> {
-    let who = node.unwrap_or(target);
-    let machine = node
-        .and_then(|n| spec.machines.get(n).cloned())
-        .or_else(|| {
-            let t = spec.machine_template().ok()?;
-            let n = node?;
-            t.render(|v| (*v == Var::Node).then(|| n.to_owned()))
-                .ok()
-                .map(|c| c.to_string())
-        });
-    let value = |v: &Var| match v {
-        Var::Node => node.map(str::to_owned),
-        Var::Machine => machine.clone(),
-        _ => None,
-    };
-    let (breaking, revert) = match fault.revert() {
-        Some(_) => (Some(fault), false),
-        None => (
-            undoing.filter(|u| fault.undoes().contains(u)).or_else(|| {
-                fault
-                    .undoes()
-                    .iter()
-                    .copied()
-                    .find(|f| spec.defines(*f) || spec.faults.contains_key(f))
-            }),
-            true,
-        ),
-    };
-    let Some(f) = breaking else {
-        return vec![format!(
-            "(no command for {} in the backend file)",
-            fault.name()
-        )];
-    };
-    let roles = if revert {
-        [Role::Revert, Role::RevertCheck]
-    } else {
-        [Role::Run, Role::Check]
-    };
-    let mut out = Vec::new();
-    for role in roles {
-        match spec.template(f, role) {
-            Some(Ok(t)) => {
-                let line = t.preview(who, value);
-                out.push(if matches!(role, Role::Check | Role::RevertCheck) {
-                    format!(
-                        "until it passes (every {}s, up to {}s): {line}",
-                        CHECK_EVERY.as_secs(),
-                        spec.check_timeout(f).as_secs()
-                    )
-                } else {
-                    line
-                });
-            }
-            Some(Err(e)) => out.push(format!("(invalid template: {e})")),
-            None if matches!(role, Role::Run | Role::Revert) => {
-                let builtin = match (f, role) {
-                    (FaultKind::StopKubelet, Role::Run) => spec.ssh.as_ref().map(|s| {
-                        s.stop_kubelet
-                            .clone()
-                            .unwrap_or_else(|| ssh::STOP_KUBELET.into())
-                    }),
-                    (FaultKind::StopKubelet, Role::Revert) => spec.ssh.as_ref().map(|s| {
-                        s.start_kubelet
-                            .clone()
-                            .unwrap_or_else(|| ssh::START_KUBELET.into())
-                    }),
-                    (FaultKind::Shutdown, Role::Run) => spec.ssh.as_ref().map(|s| {
-                        s.shutdown
-                            .clone()
-                            .unwrap_or_else(|| spec::SSH_SHUTDOWN.into())
-                    }),
-                    _ => None,
-                };
-                out.push(match builtin {
-                    Some(remote) => format!(
-                        "ssh <{}> {}",
-                        spec.ssh
-                            .as_ref()
-                            .and_then(|s| s.host.clone())
-                            .unwrap_or_else(|| format!("internalIP of {who}")),
-                        template::sh_quote(&remote)
-                    ),
-                    None => format!("(no {} command for {})", role.field(), f.name()),
-                });
-            }
-            None => {}
-        }
-    }
-    out
 }
