@@ -39,6 +39,9 @@ const STAGES: [&str; 6] = [
 /// Marks the Node objects nodefall made, and tells kwok they are fake.
 pub const SIM_NODE_LABEL: &str = "nodefall.dev/sim";
 
+/// How long an invocation waits for another to release a cluster's state
+/// lock (held for a node operation or a teardown).
+const LOCK_WAIT: Duration = Duration::from_secs(180);
 /// How long a component gets to exit on SIGTERM before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(10);
 
@@ -276,15 +279,32 @@ impl SimCluster {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(no_cluster()),
             Err(e) => return Err(Error::io(format!("opening {}", path.display()), e)),
         };
-        let locked = match file.try_lock() {
-            Ok(()) => Ok(()),
-            Err(std::fs::TryLockError::WouldBlock) => {
-                waiting();
-                file.lock()
+        // Held for one node operation or a teardown: bounded, polled (a
+        // file lock has nothing to watch).
+        let deadline = Instant::now() + LOCK_WAIT;
+        let mut waiting = Some(waiting);
+        loop {
+            match file.try_lock() {
+                Ok(()) => break,
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    if let Some(w) = waiting.take() {
+                        w();
+                    }
+                    if Instant::now() >= deadline {
+                        return Err(Error::io_msg(format!(
+                            "another nodefall has held {} for more than {}s; is a `sim down` \
+                             or `sim node` of this cluster stuck?",
+                            path.display(),
+                            LOCK_WAIT.as_secs()
+                        )));
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(std::fs::TryLockError::Error(e)) => {
+                    return Err(Error::io(format!("locking {}", path.display()), e));
+                }
             }
-            Err(std::fs::TryLockError::Error(e)) => Err(e),
-        };
-        locked.map_err(|e| Error::io(format!("locking {}", path.display()), e))?;
+        }
         // Read only now: the state the previous holder left (or none, when
         // it was `sim down`).
         let mut cluster = SimCluster::open(root, name)?;
