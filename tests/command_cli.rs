@@ -59,18 +59,18 @@ fn the_shipped_examples_validate_and_a_bad_file_is_named_by_line() {
     );
 
     let out = nodefall(
-        &["validate", "tests/fixtures/bad/backend-no-revert.yaml"],
+        &["validate", "tests/fixtures/backends/bad-no-revert.yaml"],
         dir.path(),
     );
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains(
-            "tests/fixtures/bad/backend-no-revert.yaml:4:3: poweroff has no `revert` command"
+            "tests/fixtures/backends/bad-no-revert.yaml:4:3: poweroff has no `revert` command"
         ),
         "{err}"
     );
-    assert!(err.contains("tests/fixtures/bad/backend-no-revert.yaml:7:10: faults.pause-vm.run: `{machin}` is not a placeholder; did you mean `{machine}`?"), "{err}");
+    assert!(err.contains("tests/fixtures/backends/bad-no-revert.yaml:7:10: faults.pause-vm.run: `{machin}` is not a placeholder; did you mean `{machine}`?"), "{err}");
 }
 
 #[test]
@@ -155,11 +155,11 @@ fn refusals_come_before_anything_is_touched() {
     // A bad file: its position.
     let out = run(&[
         "--backend-file",
-        "tests/fixtures/bad/backend-no-revert.yaml",
+        "tests/fixtures/backends/bad-no-revert.yaml",
     ]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(
-        text(&out).contains("backend-no-revert.yaml:4:3"),
+        text(&out).contains("bad-no-revert.yaml:4:3"),
         "{}",
         text(&out)
     );
