@@ -10,6 +10,12 @@ use crate::scenario::model::Cleanup;
 
 impl Run<'_> {
     pub(super) async fn restore<B: NodeFaults>(&mut self, backend: &mut B, verdict: RunVerdict) {
+        // Commands of a fault cut short (a signal during its check) belong
+        // to the step that was running, not to the first revert.
+        let left = backend.take_commands();
+        if let Some(step) = self.steps.last_mut() {
+            step.commands.extend(left);
+        }
         let keep = match self.plan.scenario.cleanup {
             Cleanup::Always => None,
             Cleanup::OnSuccess if verdict == RunVerdict::Pass => None,
