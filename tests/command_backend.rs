@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use cli_run::{Dirs, Running, cluster};
+use cli_run::{Dirs, Running, cluster, proc_state};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
 use kube::runtime::wait::await_condition;
@@ -43,15 +43,6 @@ fn agent_pid(sim: &SimCluster, node: &str) -> i32 {
         .find(|n| n.name == node)
         .and_then(|n| n.agent.as_ref())
         .map(|a| a.pid)
-        .unwrap()
-}
-
-/// The one-letter state in /proc/PID/stat (`T`: stopped).
-fn proc_state(pid: i32) -> char {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    stat.rsplit(')')
-        .next()
-        .and_then(|r| r.trim_start().chars().next())
         .unwrap()
 }
 
@@ -157,7 +148,7 @@ fn kill_stop_and_cont_by_pid_drive_a_node_through_its_transitions() {
         .find(|s| s.description.starts_with("resume-vm"))
         .unwrap();
     assert_eq!(resume.commands[0].line, format!("kill -CONT {pid}"));
-    assert_ne!(proc_state(pid), 'T');
+    assert_ne!(proc_state(pid).unwrap(), 'T');
     assert!(d.unfinished().is_empty(), "{log}");
     let md = report_md(&d);
     assert!(md.contains("## Commands") && md.contains(&kill), "{md}");
@@ -205,7 +196,7 @@ fn a_failing_revert_is_reported_with_its_command_and_exits_3() {
     let md = report_md(&d);
     assert!(md.contains(&format!("BMC refused to resume {pid}")), "{md}");
     // The fault is still in place and journaled: put it back by hand.
-    assert_eq!(proc_state(pid), 'T');
+    assert_eq!(proc_state(pid).unwrap(), 'T');
     assert_eq!(d.unfinished().len(), 1);
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGCONT).unwrap();
     wait_ready(&rt, &client, NODE);
@@ -222,11 +213,11 @@ fn sigterm_mid_run_reverts_through_the_templates() {
     let file = scenario(&d, "  - action: {wait: {duration: 10m}}\n");
     let mut run = start(&d, &sim, &file, &backend);
     run.wait_for("#3", Duration::from_secs(120));
-    assert_eq!(proc_state(pid), 'T');
+    assert_eq!(proc_state(pid).unwrap(), 'T');
     run.signal(Signal::SIGTERM);
     let (code, log) = run.finish(Duration::from_secs(120));
     assert_eq!(code, Some(143), "{log}");
-    assert_ne!(proc_state(pid), 'T', "{log}");
+    assert_ne!(proc_state(pid).unwrap(), 'T', "{log}");
     assert!(d.unfinished().is_empty(), "{log}");
     let r = &d.results()[0];
     assert_eq!(r.verdict, RunVerdict::Interrupted);
@@ -254,7 +245,7 @@ fn after_sigkill_recover_runs_the_journaled_revert_not_the_file() {
     run.signal(Signal::SIGKILL);
     let (code, log) = run.finish(Duration::from_secs(30));
     assert_eq!(code, None, "{log}");
-    assert_eq!(proc_state(pid), 'T');
+    assert_eq!(proc_state(pid).unwrap(), 'T');
     // The file changes (or goes) after the run, and the cluster cannot be
     // reached: recover needs neither to put the node back, only the
     // journal; what needs the cluster waits for a second recover.
@@ -275,7 +266,7 @@ fn after_sigkill_recover_runs_the_journaled_revert_not_the_file() {
         text.contains("delete namespace cmd-pause: FAILED: the cluster could not be reached"),
         "{text}"
     );
-    assert_ne!(proc_state(pid), 'T');
+    assert_ne!(proc_state(pid).unwrap(), 'T');
     assert_eq!(d.unfinished().len(), 1, "{text}");
     let out = d.command(&["recover"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();

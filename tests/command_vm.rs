@@ -11,9 +11,7 @@ use std::process::{Command, Stdio};
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
-use nodefall::profile::TimingProfile;
 use nodefall::report::result::RunVerdict;
-use nodefall::sim::{SimCluster, UpOptions};
 
 #[path = "support/vm_rig.rs"]
 mod vm_rig;
@@ -92,13 +90,7 @@ fn backend_file(rig: &Rig) -> String {
 
 async fn run() {
     let root = tempfile::tempdir().expect("tempdir");
-    let mut opts = UpOptions::new("command-vm", TimingProfile::fast());
-    opts.root = root.path().to_owned();
-    opts.nodes = 0;
-    let mut progress = |m: &str| eprintln!("sim: {m}");
-    let cluster = SimCluster::up(&opts, &mut progress)
-        .await
-        .expect("a bare simulated control plane");
+    let cluster = vm_rig::bare_control_plane(root.path(), "command-vm").await;
     let client = cluster.client().await.expect("client");
     let mut log = |m: &str| eprintln!("vm rig: {m}");
     let rig = ok(Rig::boot(&cluster, "vm-1", &mut log).await);

@@ -26,7 +26,7 @@ use nodefall::backend::ssh::SshTarget;
 use nodefall::exec::System;
 use nodefall::profile::TimingProfile;
 use nodefall::scenario::model::FaultKind;
-use nodefall::sim::{SimCluster, UpOptions};
+use nodefall::sim::SimCluster;
 
 #[path = "support/vm_rig.rs"]
 mod vm_rig;
@@ -84,13 +84,7 @@ fn settings(rig: &Rig) -> Settings {
 
 async fn run() {
     let root = tempfile::tempdir().expect("tempdir");
-    let mut opts = UpOptions::new("libvirt-vm", TimingProfile::fast());
-    opts.root = root.path().to_owned();
-    opts.nodes = 0;
-    let mut progress = |m: &str| eprintln!("sim: {m}");
-    let cluster = SimCluster::up(&opts, &mut progress)
-        .await
-        .expect("a bare simulated control plane");
+    let cluster = vm_rig::bare_control_plane(root.path(), "libvirt-vm").await;
     let client = cluster.client().await.expect("client");
     let mut log = |m: &str| eprintln!("vm rig: {m}");
     let rig = ok(Rig::boot(&cluster, "vm-1", &mut log).await);

@@ -15,6 +15,10 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+#[path = "support/cli_run.rs"]
+mod cli_run;
+
+use cli_run::{proc_state, processes_naming};
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, PostParams};
@@ -378,12 +382,6 @@ fn nodefall(root: &Path, args: &[&str]) -> (Option<i32>, String, String) {
     (out.status.code(), text(&out.stdout), text(&out.stderr))
 }
 
-/// The state letter of a process (`R`, `S`, `T` for stopped, `Z`, ...).
-fn proc_state(pid: i32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit(')').next()?.trim_start().chars().next()
-}
-
 /// Polls `cond` every 20 ms (a process that is not our child cannot be
 /// waited for) until it holds; false after `timeout`.
 fn eventually(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
@@ -397,26 +395,6 @@ fn eventually(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-/// Processes (zombies aside) whose command line names `root`: a control
-/// plane or node agent of a cluster under it, recorded or not.
-fn processes_naming(root: &Path) -> Vec<String> {
-    let needle = root.to_string_lossy().into_owned();
-    let mut found = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-            continue;
-        };
-        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-        if cmd.contains(&needle) && proc_state(pid).is_some_and(|s| s != 'Z') {
-            found.push(format!("{pid}: {cmd}"));
-        }
-    }
-    found
 }
 
 /// A cluster a test started with `nodefall sim up`: taken down when the test

@@ -15,12 +15,11 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
 use nodefall::profile::TimingProfile;
-use nodefall::sim::{SimCluster, UpOptions};
 
 #[path = "support/vm_rig.rs"]
 mod vm_rig;
 
-use vm_rig::{Rig, virsh};
+use vm_rig::{Rig, bare_control_plane, virsh};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -35,16 +34,6 @@ fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .expect("a tokio runtime")
-}
-
-async fn bare_control_plane(root: &std::path::Path, name: &str) -> SimCluster {
-    let mut opts = UpOptions::new(name, TimingProfile::fast());
-    opts.root = root.to_owned();
-    opts.nodes = 0;
-    let mut progress = |m: &str| eprintln!("sim: {m}");
-    SimCluster::up(&opts, &mut progress)
-        .await
-        .expect("a bare simulated control plane")
 }
 
 fn ok<T>(r: Result<T, String>) -> T {

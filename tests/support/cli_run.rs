@@ -69,27 +69,34 @@ impl Dirs {
     /// Processes whose command line names this test's state directory: a
     /// control plane or node agent left behind.
     pub fn orphans(&self) -> Vec<String> {
-        let needle = self.state.path().to_string_lossy().into_owned();
-        let mut found = Vec::new();
-        for e in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-                continue;
-            };
-            let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-                continue;
-            };
-            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-                s.rsplit(')')
-                    .next()
-                    .is_some_and(|r| r.trim_start().starts_with('Z'))
-            });
-            if cmd.contains(&needle) && !zombie {
-                found.push(format!("{pid}: {cmd}"));
-            }
-        }
-        found
+        processes_naming(self.state.path())
     }
+}
+
+/// The state letter of a process (`R`, `S`, `T` for stopped, `Z`, ...).
+pub fn proc_state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit(')').next()?.trim_start().chars().next()
+}
+
+/// Processes (zombies aside) whose command line names `root`: a control
+/// plane or node agent of a cluster under it, recorded or not.
+pub fn processes_naming(root: &Path) -> Vec<String> {
+    let needle = root.to_string_lossy().into_owned();
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if cmd.contains(&needle) && proc_state(pid).is_some_and(|s| s != 'Z') {
+            found.push(format!("{pid}: {cmd}"));
+        }
+    }
+    found
 }
 
 /// A nodefall child whose stderr lines are collected as they come.

@@ -25,8 +25,9 @@ use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use nodefall::sim::SimCluster;
+use nodefall::profile::TimingProfile;
 use nodefall::sim::binaries::{Binaries, cache_root};
+use nodefall::sim::{SimCluster, UpOptions};
 
 #[path = "vm_rig_files.rs"]
 mod files;
@@ -169,6 +170,18 @@ pub fn leftover_domains() -> Vec<String> {
         .filter(|n| n.starts_with(&mine))
         .map(str::to_owned)
         .collect()
+}
+
+/// A simulated control plane without nodes (`fast` profile) under `root`,
+/// for the rig's VM to join as a node.
+pub async fn bare_control_plane(root: &Path, name: &str) -> SimCluster {
+    let mut opts = UpOptions::new(name, TimingProfile::fast());
+    opts.root = root.to_owned();
+    opts.nodes = 0;
+    let mut progress = |m: &str| eprintln!("sim: {m}");
+    SimCluster::up(&opts, &mut progress)
+        .await
+        .expect("a bare simulated control plane")
 }
 
 impl Rig {
