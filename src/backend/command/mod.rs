@@ -89,20 +89,6 @@ impl CommandBackend {
         })
     }
 
-    /// The remote command of an SSH built-in.
-    fn ssh_builtin(&self, fault: FaultKind, role: Role) -> Option<String> {
-        let s = self.ssh_settings()?;
-        let shutdown = self.spec.ssh.as_ref().and_then(|s| s.shutdown.clone());
-        match (fault, role) {
-            (FaultKind::StopKubelet, Role::Run) => Some(s.stop_kubelet),
-            (FaultKind::StopKubelet, Role::Revert) => Some(s.start_kubelet),
-            (FaultKind::Shutdown, Role::Run) => {
-                Some(shutdown.unwrap_or_else(|| spec::SSH_SHUTDOWN.into()))
-            }
-            _ => None,
-        }
-    }
-
     /// One command of `fault` for `node`: its template with the node's
     /// values, else the SSH built-in.
     fn command(
@@ -125,7 +111,7 @@ impl CommandBackend {
                     .map_err(|e| unfilled(&t, &e, &self.source, fault, role))
             }
             None => Ok(
-                match (self.ssh_builtin(fault, role), ssh, self.ssh_settings()) {
+                match (self.spec.ssh_builtin(fault, role), ssh, self.ssh_settings()) {
                     (Some(remote), Some(target), Some(settings)) => {
                         Some(ssh::command(&settings, target, &remote))
                     }
@@ -321,7 +307,8 @@ impl NodeFaults for CommandBackend {
                 Some(_) => (f, Role::Run),
                 None => (*f.undoes().first().unwrap_or(&f), Role::Revert),
             };
-            self.spec.template(fault, role).is_none() && self.ssh_builtin(fault, role).is_some()
+            self.spec.template(fault, role).is_none()
+                && self.spec.ssh_builtin(fault, role).is_some()
         });
         let ssh = match &self.spec.ssh {
             Some(s) if builtin || faults.contains(&FaultKind::Shutdown) => {

@@ -2,9 +2,8 @@
 //! known before the run substituted (nothing is run).
 
 use super::CHECK_EVERY;
-use super::spec::{self, CommandFile, Role};
+use super::spec::{CommandFile, Role};
 use super::template::{self, Var};
-use crate::backend::ssh;
 use crate::scenario::model::FaultKind;
 
 /// Every command of `fault` on `node` for `nodefall plan`: substituted where
@@ -74,24 +73,7 @@ pub fn preview(
             }
             Some(Err(e)) => out.push(format!("(invalid template: {e})")),
             None if matches!(role, Role::Run | Role::Revert) => {
-                let builtin = match (f, role) {
-                    (FaultKind::StopKubelet, Role::Run) => spec.ssh.as_ref().map(|s| {
-                        s.stop_kubelet
-                            .clone()
-                            .unwrap_or_else(|| ssh::STOP_KUBELET.into())
-                    }),
-                    (FaultKind::StopKubelet, Role::Revert) => spec.ssh.as_ref().map(|s| {
-                        s.start_kubelet
-                            .clone()
-                            .unwrap_or_else(|| ssh::START_KUBELET.into())
-                    }),
-                    (FaultKind::Shutdown, Role::Run) => spec.ssh.as_ref().map(|s| {
-                        s.shutdown
-                            .clone()
-                            .unwrap_or_else(|| spec::SSH_SHUTDOWN.into())
-                    }),
-                    _ => None,
-                };
+                let builtin = spec.ssh_builtin(f, role);
                 out.push(match builtin {
                     Some(remote) => format!(
                         "ssh <{}> {}",

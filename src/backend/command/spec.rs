@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use super::template::{Template, Var};
+use crate::backend::ssh;
 use crate::scenario::duration::Dur;
 use crate::scenario::load::{self, Diagnostic, Diagnostics, Source};
 use crate::scenario::model::FaultKind;
@@ -142,17 +143,31 @@ impl CommandFile {
     /// those of a fault it undoes (resume-vm from pause-vm's `revert`), or
     /// the built-ins over SSH.
     pub fn defines(&self, fault: FaultKind) -> bool {
-        let ssh = self.ssh.is_some();
         match fault.revert() {
             Some(_) => {
                 let own = self.faults.get(&fault);
-                own.is_some_and(|f| f.run.is_some())
-                    || (ssh && matches!(fault, FaultKind::StopKubelet | FaultKind::Shutdown))
+                own.is_some_and(|f| f.run.is_some()) || self.ssh_builtin(fault, Role::Run).is_some()
             }
             None => fault.undoes().iter().any(|&f| {
                 self.faults.get(&f).is_some_and(|c| c.revert.is_some())
-                    || (ssh && f == FaultKind::StopKubelet)
+                    || self.ssh_builtin(f, Role::Revert).is_some()
             }),
+        }
+    }
+
+    /// The remote command of an SSH built-in for one command of a breaking
+    /// fault (with an `ssh:` section: stop-kubelet's run and revert,
+    /// shutdown's run), whether or not a template overrides it.
+    pub fn ssh_builtin(&self, fault: FaultKind, role: Role) -> Option<String> {
+        let s = self.ssh.as_ref()?;
+        let or = |v: &Option<String>, default: &str| v.clone().unwrap_or_else(|| default.into());
+        match (fault, role) {
+            (FaultKind::StopKubelet, Role::Run) => Some(or(&s.stop_kubelet, ssh::STOP_KUBELET)),
+            (FaultKind::StopKubelet, Role::Revert) => {
+                Some(or(&s.start_kubelet, ssh::START_KUBELET))
+            }
+            (FaultKind::Shutdown, Role::Run) => Some(or(&s.shutdown, SSH_SHUTDOWN)),
+            _ => None,
         }
     }
 
@@ -311,9 +326,8 @@ pub fn check(src: &Source, prefix: &str, spec: &CommandFile) -> (Vec<Diagnostic>
             continue;
         }
         let shell = f.shell.unwrap_or(spec.shell);
-        let ssh = spec.ssh.is_some();
-        let builtin_run = ssh && matches!(fault, FaultKind::StopKubelet | FaultKind::Shutdown);
-        let builtin_revert = ssh && fault == FaultKind::StopKubelet;
+        let builtin_run = spec.ssh_builtin(fault, Role::Run).is_some();
+        let builtin_revert = spec.ssh_builtin(fault, Role::Revert).is_some();
         if f.run.is_none() && !builtin_run {
             errors.push(src.diag_key(
                 &key,
