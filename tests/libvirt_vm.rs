@@ -66,10 +66,7 @@ fn settings(rig: &Rig) -> Settings {
     let mut s = Settings::new();
     s.ssh_hosts.insert(
         rig.node.clone(),
-        SshTarget {
-            host: "127.0.0.1".into(),
-            port: Some(rig.ssh_port),
-        },
+        SshTarget::at("127.0.0.1", Some(rig.ssh_port)),
     );
     s.ssh.user = Some("root".into());
     s.ssh.key = Some(rig.ssh_key().display().to_string());

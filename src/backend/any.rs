@@ -8,6 +8,7 @@ use super::command::CommandBackend;
 use super::kind::KindBackend;
 use super::libvirt::{self, LibvirtBackend};
 use super::sim::SimBackend;
+use super::vagrant::{VagrantBackend, project::Project};
 use super::{Error, NodeFaults};
 use crate::exec::System;
 use crate::runner::journal::BackendRef;
@@ -59,6 +60,7 @@ pub enum AnyBackend {
     Kind(KindBackend<System>),
     Libvirt(Box<Libvirt>),
     Command(Box<CommandBackend>),
+    Vagrant(Box<VagrantBackend>),
 }
 
 impl AnyBackend {
@@ -76,12 +78,31 @@ impl AnyBackend {
             BackendRef::Command { source, spec } => Ok(AnyBackend::Command(Box::new(
                 CommandBackend::new((**spec).clone(), source.clone()),
             ))),
+            BackendRef::Vagrant {
+                root,
+                data,
+                settings,
+            } => Ok(AnyBackend::Vagrant(Box::new(VagrantBackend::new(
+                Project {
+                    root: root.clone(),
+                    data: data.clone(),
+                },
+                (**settings).clone(),
+            )))),
         }
     }
 }
 
-#[cfg(feature = "libvirt")]
 fn open_libvirt(uri: &str, settings: &libvirt::Settings) -> Result<AnyBackend, Error> {
+    Ok(AnyBackend::Libvirt(Box::new(connect_libvirt(
+        uri,
+        settings.clone(),
+    )?)))
+}
+
+/// A libvirt backend on `uri` (blocking: connects).
+#[cfg(feature = "libvirt")]
+pub fn connect_libvirt(uri: &str, settings: libvirt::Settings) -> Result<Libvirt, Error> {
     let hv = libvirt::virt::Virt::open(uri).map_err(|e| Error::Libvirt {
         op: "connect".into(),
         node: "-".into(),
@@ -89,15 +110,11 @@ fn open_libvirt(uri: &str, settings: &libvirt::Settings) -> Result<AnyBackend, E
         uri: uri.to_owned(),
         message: format!("{e}; is libvirtd running and may this user use {uri}?"),
     })?;
-    Ok(AnyBackend::Libvirt(Box::new(LibvirtBackend::new(
-        hv,
-        System,
-        settings.clone(),
-    ))))
+    Ok(LibvirtBackend::new(hv, System, settings))
 }
 
 #[cfg(not(feature = "libvirt"))]
-fn open_libvirt(_: &str, _: &libvirt::Settings) -> Result<AnyBackend, Error> {
+pub fn connect_libvirt(_: &str, _: libvirt::Settings) -> Result<Libvirt, Error> {
     Err(Error::NotBuilt {
         what: "this nodefall was built without the `libvirt` feature; rebuild it with \
                `cargo build --features libvirt` (needs libvirt's headers: Debian/Ubuntu \
@@ -112,6 +129,7 @@ macro_rules! each {
             AnyBackend::Kind($b) => $e,
             AnyBackend::Libvirt($b) => $e,
             AnyBackend::Command($b) => $e,
+            AnyBackend::Vagrant($b) => $e,
         }
     };
 }

@@ -7,6 +7,7 @@ pub mod kind;
 pub mod libvirt;
 pub mod sim;
 pub mod ssh;
+pub mod vagrant;
 
 use std::future::Future;
 
@@ -92,6 +93,18 @@ pub enum Error {
         found: Vec<String>,
     },
     #[error(
+        "{machine} (node `{node}`) has no network adapter {index} (it has: {}); pass \
+         --vagrant-nic with one of them",
+        if .found.is_empty() { "none".to_owned() } else { .found.join(", ") }
+    )]
+    NoAdapter {
+        node: String,
+        /// `domain `x``, `VirtualBox VM `x``.
+        machine: String,
+        index: u8,
+        found: Vec<String>,
+    },
+    #[error(
         "no SSH address for node `{node}`: it reports no address; pass --ssh-host {node}=HOST[:PORT]"
     )]
     NoSsh { node: String },
@@ -119,6 +132,11 @@ pub enum Error {
     },
     #[error("{what}")]
     NotBuilt { what: &'static str },
+    /// A tool the backend needs is not there (or not on PATH).
+    #[error("{0}")]
+    Missing(String),
+    #[error(transparent)]
+    Vagrant(#[from] vagrant::project::Error),
     #[error("{fault} on node `{node}` failed")]
     Sim {
         fault: &'static str,
@@ -140,10 +158,12 @@ impl Error {
                 | Error::WrongMachine { .. }
                 | Error::NotRunning { .. }
                 | Error::NoNicNamed { .. }
+                | Error::NoAdapter { .. }
                 | Error::NoSsh { .. }
                 | Error::Template { .. }
                 | Error::NotBuilt { .. }
-        )
+                | Error::Missing(_)
+        ) || matches!(self, Error::Vagrant(e) if !matches!(e, vagrant::project::Error::Read { .. }))
     }
 }
 

@@ -47,15 +47,36 @@ impl SshSettings {
     }
 }
 
-/// Where one node's SSH server is.
+/// Where one node's SSH server is, and what that node's own SSH
+/// configuration says (`vagrant ssh-config`: its user, keys and options);
+/// the `--ssh-*` flags win over the node's own.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SshTarget {
     pub host: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// Private keys to offer (`-i`, in order).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keys: Vec<String>,
+    /// `-o KEY=VALUE` options, after the flags' own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<String>,
 }
 
 impl SshTarget {
+    /// A host (and port) with nothing else known about it.
+    pub fn at(host: impl Into<String>, port: Option<u16>) -> SshTarget {
+        SshTarget {
+            host: host.into(),
+            port,
+            user: None,
+            keys: Vec::new(),
+            options: Vec::new(),
+        }
+    }
+
     /// `HOST`, `HOST:PORT` or `[V6]:PORT`.
     pub fn parse(s: &str) -> Result<SshTarget, String> {
         let bad = || format!("`{s}` is not HOST or HOST:PORT");
@@ -66,25 +87,15 @@ impl SshTarget {
                 None if tail.is_empty() => None,
                 None => return Err(bad()),
             };
-            return Ok(SshTarget {
-                host: host.to_owned(),
-                port,
-            });
+            return Ok(SshTarget::at(host, port));
         }
         match s.split_once(':') {
-            Some((h, p)) if !h.is_empty() && !p.contains(':') => Ok(SshTarget {
-                host: h.to_owned(),
-                port: Some(p.parse().map_err(|_| bad())?),
-            }),
-            None if !s.is_empty() => Ok(SshTarget {
-                host: s.to_owned(),
-                port: None,
-            }),
+            Some((h, p)) if !h.is_empty() && !p.contains(':') => {
+                Ok(SshTarget::at(h, Some(p.parse().map_err(|_| bad())?)))
+            }
+            None if !s.is_empty() => Ok(SshTarget::at(s, None)),
             // A bare IPv6 address.
-            Some(_) if s.parse::<std::net::Ipv6Addr>().is_ok() => Ok(SshTarget {
-                host: s.to_owned(),
-                port: None,
-            }),
+            Some(_) if s.parse::<std::net::Ipv6Addr>().is_ok() => Ok(SshTarget::at(s, None)),
             _ => Err(bad()),
         }
     }
@@ -92,6 +103,9 @@ impl SshTarget {
 
 impl std::fmt::Display for SshTarget {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(u) = &self.user {
+            write!(f, "{u}@")?;
+        }
         match self.port {
             Some(p) if self.host.contains(':') => write!(f, "[{}]:{p}", self.host),
             Some(p) => write!(f, "{}:{p}", self.host),
@@ -111,11 +125,16 @@ pub fn command(settings: &SshSettings, target: &SshTarget, remote: &str) -> Cmd 
         "-o".into(),
         "ConnectTimeout=10".into(),
     ];
-    for o in &settings.options {
+    // ssh keeps the first value it is given for an option: the flags' first.
+    for o in settings.options.iter().chain(&target.options) {
         args.push("-o".into());
         args.push(o.clone());
     }
-    if let Some(key) = &settings.key {
+    let keys = match &settings.key {
+        Some(k) => std::slice::from_ref(k),
+        None => target.keys.as_slice(),
+    };
+    for key in keys {
         args.push("-i".into());
         args.push(key.clone());
     }
@@ -123,7 +142,7 @@ pub fn command(settings: &SshSettings, target: &SshTarget, remote: &str) -> Cmd 
         args.push("-p".into());
         args.push(port.to_string());
     }
-    if let Some(user) = &settings.user {
+    if let Some(user) = settings.user.as_ref().or(target.user.as_ref()) {
         args.push("-l".into());
         args.push(user.clone());
     }

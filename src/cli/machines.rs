@@ -1,6 +1,6 @@
 //! Flags that tell a backend where the nodes' machines are and how to reach
-//! them: libvirt (URI, node -> domain, NIC, shutdown), SSH (kubelet) and the
-//! command backend's file.
+//! them: libvirt (URI, node -> domain, NIC, shutdown), Vagrant (project,
+//! node -> machine, adapter), SSH (kubelet) and the command backend's file.
 
 use std::path::PathBuf;
 
@@ -9,6 +9,7 @@ use clap::Args;
 use crate::backend::command::{self, spec::CommandFile};
 use crate::backend::libvirt::{self, hypervisor::ShutdownMode};
 use crate::backend::ssh::{SshSettings, SshTarget};
+use crate::backend::vagrant::{self, project::Project};
 use crate::scenario::Checked;
 use crate::scenario::duration::parse_duration;
 use crate::scenario::model::{FaultKind, LibvirtMachines};
@@ -39,7 +40,53 @@ pub struct MachineArgs {
     #[command(flatten)]
     pub ssh: SshArgs,
     #[command(flatten)]
+    pub vagrant: VagrantArgs,
+    #[command(flatten)]
     pub command: CommandArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+#[command(
+    next_help_heading = "Vagrant backend (also: --libvirt-uri, --nic, --shutdown-timeout, SSH)"
+)]
+pub struct VagrantArgs {
+    /// The Vagrant project: the directory of its Vagrantfile (default: the
+    /// current directory or a parent, then the scenario's directory or a
+    /// parent; the first holding .vagrant/machines).
+    #[arg(long, value_name = "DIR")]
+    pub vagrant_dir: Option<PathBuf>,
+    /// A node's Vagrant machine when it is not named like the node; repeatable.
+    #[arg(long = "machine", value_name = "NODE=MACHINE", value_parser = pair)]
+    pub machines: Vec<(String, String)>,
+    /// The network adapter drop-nic cuts: 2 is the first private network
+    /// (where kubeadm/Kubespray labs put the node IP), 1 Vagrant's NAT and
+    /// SSH path.
+    #[arg(long, value_name = "N", default_value_t = vagrant::NIC,
+          value_parser = clap::value_parser!(u8).range(1..=36))]
+    pub vagrant_nic: u8,
+    /// VirtualBox's CLI.
+    #[arg(long, value_name = "PROGRAM", default_value = vagrant::vbox::PROGRAM)]
+    pub vboxmanage: String,
+}
+
+impl VagrantArgs {
+    /// `--vagrant-dir`, else the first of the current directory and the
+    /// scenario's (or a parent of either) with machines in it.
+    pub fn project(&self, scenario: &std::path::Path) -> Result<Project, vagrant::project::Error> {
+        let mut search = Vec::new();
+        if let Ok(cwd) = std::env::current_dir() {
+            search.push(cwd);
+        }
+        if let Some(dir) = scenario.parent() {
+            let dir = if dir.as_os_str().is_empty() {
+                std::path::Path::new(".")
+            } else {
+                dir
+            };
+            search.push(std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned()));
+        }
+        Project::find(self.vagrant_dir.as_deref(), &search)
+    }
 }
 
 #[derive(Debug, Clone, Args)]
@@ -123,12 +170,15 @@ pub struct SshArgs {
     /// An `ssh -o` option, e.g. UserKnownHostsFile=/dev/null; repeatable.
     #[arg(long = "ssh-option", value_name = "KEY=VALUE")]
     pub ssh_options: Vec<String>,
-    /// The command that stops the kubelet on a node.
-    #[arg(long, value_name = "COMMAND", default_value = crate::backend::ssh::STOP_KUBELET)]
-    pub kubelet_stop_command: String,
-    /// The command that starts it again.
-    #[arg(long, value_name = "COMMAND", default_value = crate::backend::ssh::START_KUBELET)]
-    pub kubelet_start_command: String,
+    /// The command that stops the kubelet on a node (default: `systemctl
+    /// stop kubelet`; vagrant: `sudo -n systemctl stop kubelet`, as Vagrant
+    /// logs in unprivileged).
+    #[arg(long, value_name = "COMMAND")]
+    pub kubelet_stop_command: Option<String>,
+    /// The command that starts it again (default: `systemctl start
+    /// kubelet`; vagrant: with `sudo -n`).
+    #[arg(long, value_name = "COMMAND")]
+    pub kubelet_start_command: Option<String>,
 }
 
 fn pair(s: &str) -> Result<(String, String), String> {
@@ -139,15 +189,35 @@ fn pair(s: &str) -> Result<(String, String), String> {
 }
 
 impl SshArgs {
-    pub fn settings(&self) -> SshSettings {
+    /// The SSH flags, with `(stop, start)` as the kubelet commands unless
+    /// the flags name others.
+    pub fn settings(&self, (stop, start): (&str, &str)) -> SshSettings {
         SshSettings {
             user: self.ssh_user.clone(),
             key: self.ssh_key.clone(),
             port: self.ssh_port,
             options: self.ssh_options.clone(),
-            stop_kubelet: self.kubelet_stop_command.clone(),
-            start_kubelet: self.kubelet_start_command.clone(),
+            stop_kubelet: self
+                .kubelet_stop_command
+                .as_deref()
+                .unwrap_or(stop)
+                .to_owned(),
+            start_kubelet: self
+                .kubelet_start_command
+                .as_deref()
+                .unwrap_or(start)
+                .to_owned(),
         }
+    }
+
+    /// `--ssh-host NODE=HOST[:PORT]` flags; a bad one is named.
+    fn hosts(&self) -> Result<std::collections::BTreeMap<String, SshTarget>, String> {
+        let mut hosts = std::collections::BTreeMap::new();
+        for (node, host) in &self.ssh_hosts {
+            let t = SshTarget::parse(host).map_err(|e| format!("--ssh-host {node}={host}: {e}"))?;
+            hosts.insert(node.clone(), t);
+        }
+        Ok(hosts)
     }
 }
 
@@ -164,11 +234,7 @@ impl MachineArgs {
         &self,
         scenario: &LibvirtMachines,
     ) -> Result<libvirt::Settings, String> {
-        let mut ssh_hosts = std::collections::BTreeMap::new();
-        for (node, host) in &self.ssh.ssh_hosts {
-            let t = SshTarget::parse(host).map_err(|e| format!("--ssh-host {node}={host}: {e}"))?;
-            ssh_hosts.insert(node.clone(), t);
-        }
+        let ssh_hosts = self.ssh.hosts()?;
         let mut domains = scenario.domains.clone();
         domains.extend(self.domains.iter().cloned());
         let mut nics = scenario.nics.clone();
@@ -180,10 +246,36 @@ impl MachineArgs {
                 .clone()
                 .or_else(|| scenario.domain_prefix.clone()),
             nics,
+            nic_index: None,
             ssh_hosts,
-            ssh: self.ssh.settings(),
+            ssh: self.ssh.settings((
+                crate::backend::ssh::STOP_KUBELET,
+                crate::backend::ssh::START_KUBELET,
+            )),
             shutdown_mode: self.shutdown_mode,
             shutdown_timeout_secs: self.shutdown_timeout.as_secs().max(1),
+        })
+    }
+
+    /// The vagrant backend's settings: its flags, and the libvirt, SSH and
+    /// shutdown flags it shares; a bad `--ssh-host` is named.
+    pub fn vagrant_settings(
+        &self,
+        scenario: &LibvirtMachines,
+    ) -> Result<vagrant::Settings, String> {
+        Ok(vagrant::Settings {
+            machines: self.vagrant.machines.iter().cloned().collect(),
+            nic: self.vagrant.vagrant_nic,
+            vboxmanage: self.vagrant.vboxmanage.clone(),
+            vagrant: "vagrant".into(),
+            libvirt_uri: self.uri(scenario),
+            libvirt_nics: self.nics.iter().cloned().collect(),
+            shutdown_mode: self.shutdown_mode,
+            shutdown_timeout_secs: self.shutdown_timeout.as_secs().max(1),
+            ssh_hosts: self.ssh.hosts()?,
+            ssh: self
+                .ssh
+                .settings((vagrant::STOP_KUBELET, vagrant::START_KUBELET)),
         })
     }
 }

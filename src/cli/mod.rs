@@ -8,6 +8,7 @@ use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 
 mod machines;
+mod plan_ops;
 mod recover;
 mod report;
 mod run_scenario;
@@ -156,10 +157,11 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             out.write_all(plan::render_text(&plan).as_bytes())
                 .context("writing the plan")?;
             let ops = match plan.backend {
-                BackendKind::Kind => kind_commands(&plan),
-                BackendKind::Libvirt => libvirt_operations(&plan, &args.machines)?,
-                BackendKind::Command => command_lines(&plan, &args.machines.command)?,
-                _ => String::new(),
+                BackendKind::Kind => plan_ops::kind_commands(&plan),
+                BackendKind::Libvirt => plan_ops::libvirt_operations(&plan, &args.machines)?,
+                BackendKind::Command => plan_ops::command_lines(&plan, &args.machines.command)?,
+                BackendKind::Vagrant => plan_ops::vagrant_operations(&plan, &args)?,
+                BackendKind::Sim => String::new(),
             };
             out.write_all(ops.as_bytes()).context("writing the plan")?;
             Ok(exit::code(exit::PASS))
@@ -183,42 +185,6 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("starting the async runtime")
 }
 
-/// The exact commands the kind backend runs for each fault (not run here).
-fn kind_commands(plan: &plan::Plan) -> String {
-    let rt = crate::backend::kind::pick_runtime(None);
-    let mut out = format!(
-        "\nCommands on kind ({rt}; <t> is the node container of target t, resolved at run time):\n"
-    );
-    for (label, fault, target) in fault_steps(plan) {
-        let node = format!("<{target}>");
-        for cmd in crate::backend::kind::fault_commands(
-            &rt,
-            crate::backend::kind::NETWORK,
-            &node,
-            "<address before the fault>",
-            fault,
-        ) {
-            out.push_str(&format!("  {label:<12} {cmd}\n"));
-        }
-    }
-    out
-}
-
-/// Every fault the plan injects, in order, cleanup's reverts last: (label,
-/// fault, target).
-fn fault_steps(plan: &plan::Plan) -> Vec<(String, crate::scenario::model::FaultKind, String)> {
-    use crate::scenario::checked::StepKind;
-    let faults = plan.scenario.steps.iter().filter_map(|s| match &s.kind {
-        StepKind::Fault { fault, node } => Some((s.label(), *fault, node.clone())),
-        _ => None,
-    });
-    let restores = plan
-        .restores
-        .iter()
-        .map(|r| ("cleanup".to_owned(), r.fault, r.node.clone()));
-    faults.chain(restores).collect()
-}
-
 /// Every fault a scenario injects, with the revert of each (what cleanup
 /// may run), in order.
 fn planned_faults(checked: &scenario::Checked) -> Vec<crate::scenario::model::FaultKind> {
@@ -231,86 +197,6 @@ fn planned_faults(checked: &scenario::Checked) -> Vec<crate::scenario::model::Fa
         }
     }
     out
-}
-
-/// The command backend's lines for each fault: substituted where the
-/// target names its node literally and the value needs only the node's
-/// name, `<value of node>` for what only the Node object tells (not run).
-fn command_lines(plan: &plan::Plan, args: &machines::CommandArgs) -> anyhow::Result<String> {
-    use crate::scenario::checked::TargetSelector;
-    let faults: Vec<_> = fault_steps(plan).iter().map(|(_, f, _)| *f).collect();
-    let c = args.load(&plan.scenario, &faults)?;
-    for w in &c.warnings {
-        eprintln!("{w}");
-    }
-    let mut out = format!(
-        "\nCommands of the command backend ({}; <v of t> is a value of target t's Node, read at \
-         preflight; each revert is journaled, substituted, before its fault runs):\n",
-        c.source
-    );
-    // A revert undoes the fault last injected on its target (poweron after
-    // shutdown runs shutdown's revert).
-    let mut last = std::collections::BTreeMap::new();
-    for (label, fault, target) in fault_steps(plan) {
-        let undoing = match fault.revert() {
-            Some(_) => {
-                last.insert(target.clone(), fault);
-                None
-            }
-            None => last.get(&target).copied(),
-        };
-        let node = plan
-            .scenario
-            .targets
-            .iter()
-            .find(|t| t.name == target)
-            .and_then(|t| match &t.selector {
-                TargetSelector::Name(n) => Some(n.as_str()),
-                _ => None,
-            });
-        for line in crate::backend::command::preview(&c.spec, node, &target, fault, undoing) {
-            out.push_str(&format!("  {label:<12} {:<13} {line}\n", fault.name()));
-        }
-    }
-    Ok(out)
-}
-
-/// The libvirt calls of each fault, with the `virsh` line that does the
-/// same by hand (not run here; domains are resolved at run time).
-fn libvirt_operations(plan: &plan::Plan, args: &machines::MachineArgs) -> anyhow::Result<String> {
-    use crate::backend::libvirt;
-    use crate::backend::ssh::SshTarget;
-    let scenario = &plan.scenario.libvirt;
-    let settings = args
-        .libvirt_settings(scenario)
-        .map_err(|e| anyhow::anyhow!(InvalidFlag(e)))?;
-    let uri = args.uri(scenario);
-    let mut out = format!(
-        "\nOperations on libvirt ({uri}; <t> is the domain of target t's node: {}; \
-         checked against the node's systemUUID at preflight):\n",
-        match (&settings.prefix, settings.domains.is_empty()) {
-            (Some(p), _) => format!("`{p}<node>` unless --domain maps it"),
-            (None, true) => "the domain named like the node".to_owned(),
-            (None, false) => "as --domain maps it, else named like the node".to_owned(),
-        }
-    );
-    for (label, fault, target) in fault_steps(plan) {
-        let ssh = SshTarget {
-            host: format!("<address of {target}>"),
-            port: None,
-        };
-        for op in libvirt::operations(
-            &uri,
-            &format!("<{target}>"),
-            "<MAC of its node NIC>",
-            &ssh,
-            &settings,
-            fault,
-        ) {
-            out.push_str(&format!("  {label:<12} {op}\n"));
-        }
-    }
-    Ok(out)
 }
 
 /// A backend that is not built yet; said plainly rather than pretending.

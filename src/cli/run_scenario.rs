@@ -340,6 +340,25 @@ fn run_on_machines(
                 args.context.clone(),
             )
         }
+        BackendKind::Vagrant => {
+            let project = args
+                .machines
+                .vagrant
+                .project(&args.file)
+                .map_err(crate::backend::Error::from)?;
+            let settings = args
+                .machines
+                .vagrant_settings(&machines)
+                .map_err(|e| anyhow::anyhow!(InvalidFlag(e)))?;
+            (
+                BackendRef::Vagrant {
+                    root: project.root,
+                    data: project.data,
+                    settings: Box::new(settings),
+                },
+                args.context.clone(),
+            )
+        }
         other => bail!(NotYet(other)),
     };
     let mut backend = AnyBackend::open(&backend_ref)?;

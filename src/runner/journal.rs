@@ -81,6 +81,14 @@ pub enum BackendRef {
         source: String,
         spec: Box<crate::backend::command::spec::CommandFile>,
     },
+    /// A Vagrant project's machines; each fault's memo holds the machine
+    /// (provider, UUID, SSH path).
+    Vagrant {
+        /// The project's directory and its `.vagrant`.
+        root: PathBuf,
+        data: PathBuf,
+        settings: Box<crate::backend::vagrant::Settings>,
+    },
 }
 
 impl BackendRef {
@@ -90,6 +98,7 @@ impl BackendRef {
             BackendRef::Kind { .. } => "kind",
             BackendRef::Libvirt { .. } => "libvirt",
             BackendRef::Command { .. } => "command",
+            BackendRef::Vagrant { .. } => "vagrant",
         }
     }
 }

@@ -60,20 +60,11 @@ pub struct Memo {
 }
 
 pub(super) fn record(role: Role, inv: &Invocation, c: &Captured, attempts: u32) -> CommandRecord {
-    CommandRecord {
-        role: role.field().into(),
-        line: inv.cmd().to_string(),
-        status: c.status.clone(),
-        ok: c.success(),
-        ms: u64::try_from(c.elapsed.as_millis()).unwrap_or(u64::MAX),
-        attempts,
-        stdout: CommandRecord::tail(&c.stdout),
-        stderr: CommandRecord::tail(&c.stderr),
-    }
+    CommandRecord::of(role.field(), &inv.cmd(), c, attempts)
 }
 
 /// A failed command's output for its error message: the end of each stream.
-pub(super) fn output(c: &Captured) -> String {
+pub fn output(c: &Captured) -> String {
     let end = |s: &str| {
         let s = s.trim();
         let mut cut = s.len().saturating_sub(600);

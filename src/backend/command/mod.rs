@@ -12,7 +12,7 @@
 mod action;
 mod node;
 mod plan;
-mod run;
+pub mod run;
 pub mod spec;
 pub mod template;
 #[cfg(test)]
@@ -23,8 +23,9 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
 
+pub use self::action::output;
 pub use self::action::{Action, Invocation, Memo};
-use self::action::{millis, output, record};
+use self::action::{millis, record};
 use self::node::{holds, node_addresses, node_value, words};
 pub use self::plan::preview;
 use self::spec::{CommandFile, Role};

@@ -79,8 +79,22 @@ async fn chunk<R: AsyncRead + Unpin>(r: &mut R, tail: &mut Tail, buf: &mut [u8])
 /// Runs `cmd` in its own process group, stdin closed, until it exits or
 /// `timeout`; an error only when it could not be started.
 pub async fn capture(cmd: &Cmd, timeout: Duration) -> Result<Captured, exec::Error> {
+    capture_in(cmd, None, timeout).await
+}
+
+/// [`capture`] in a working directory (`vagrant` reads the project it is
+/// run in).
+pub async fn capture_in(
+    cmd: &Cmd,
+    dir: Option<&std::path::Path>,
+    timeout: Duration,
+) -> Result<Captured, exec::Error> {
     let started = Instant::now();
-    let mut child = tokio::process::Command::new(&cmd.program)
+    let mut command = tokio::process::Command::new(&cmd.program);
+    if let Some(dir) = dir {
+        command.current_dir(dir);
+    }
+    let mut child = command
         .args(&cmd.args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -11,6 +11,7 @@
 pub mod domxml;
 pub mod hypervisor;
 mod resolve;
+pub use resolve::smbios_swapped;
 #[cfg(feature = "libvirt")]
 pub mod virt;
 
@@ -56,6 +57,11 @@ pub struct Settings {
     /// Node -> the MAC of the interface drop-nic cuts (`--nic NODE=MAC`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub nics: BTreeMap<String, String>,
+    /// The interface drop-nic cuts when no MAC names it and libvirt cannot
+    /// tell which holds the node's InternalIP: the Nth of the domain's
+    /// (1-based, in its XML's order; vagrant: 2, the first private network).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic_index: Option<u8>,
     /// Node -> where its SSH server is (`--ssh-host NODE=HOST[:PORT]`);
     /// default: the address the Node reports.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -258,10 +264,9 @@ impl<H: Hypervisor, E: Exec + Clone + 'static> LibvirtBackend<H, E> {
         let mac = m
             .and_then(|m| m.mac.clone())
             .unwrap_or_else(|| "<MAC>".into());
-        let ssh = m.and_then(|m| m.ssh.clone()).unwrap_or_else(|| SshTarget {
-            host: format!("<address of {node}>"),
-            port: None,
-        });
+        let ssh = m
+            .and_then(|m| m.ssh.clone())
+            .unwrap_or_else(|| SshTarget::at(format!("<address of {node}>"), None));
         operations(self.hv.uri(), &domain, &mac, &ssh, &self.settings, fault)
     }
 }

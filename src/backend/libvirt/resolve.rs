@@ -25,7 +25,7 @@ pub fn domain_key(settings: &Settings, node: &str) -> DomainKey {
 
 /// The same UUID in the byte order of SMBIOS before 2.6 (the first three
 /// fields swapped), which some firmware still reports.
-fn smbios_swapped(uuid: &str) -> Option<String> {
+pub fn smbios_swapped(uuid: &str) -> Option<String> {
     let p: Vec<&str> = uuid.split('-').collect();
     if p.len() != 5 {
         return None;
@@ -109,7 +109,7 @@ pub fn machine(
         .ssh_hosts
         .get(&name)
         .cloned()
-        .or_else(|| node_address(node).map(|host| SshTarget { host, port: None }));
+        .or_else(|| node_address(node).map(|host| SshTarget::at(host, None)));
     if needs_ssh && ssh.is_none() {
         return Err(Error::NoSsh { node: name });
     }
@@ -138,7 +138,8 @@ fn address_of(node: &Node, kind: &str) -> Option<String> {
 }
 
 /// The interface drop-nic cuts: `--nic NODE=MAC`; else the one libvirt
-/// sees holding the Node's InternalIP; else the only one.
+/// sees holding the Node's InternalIP; else the Nth when the settings say
+/// so (vagrant); else the only one.
 fn pick_nic(
     settings: &Settings,
     node: &Node,
@@ -166,6 +167,22 @@ fn pick_nic(
         && nics.iter().any(|n| &n.mac == mac)
     {
         return Ok(Some(mac.clone()));
+    }
+    if let Some(i) = settings.nic_index {
+        return match nics.get(usize::from(i).wrapping_sub(1)) {
+            Some(n) => Ok(Some(n.mac.clone())),
+            None if !required => Ok(None),
+            None => Err(Error::NoAdapter {
+                node: name.to_owned(),
+                machine: format!("domain `{domain}`"),
+                index: i,
+                found: nics
+                    .iter()
+                    .enumerate()
+                    .map(|(k, n)| format!("{} {}", k + 1, n.mac))
+                    .collect(),
+            }),
+        };
     }
     match nics {
         [only] => Ok(Some(only.mac.clone())),
@@ -361,6 +378,29 @@ mod tests {
         assert_eq!(flagged.mac.as_deref(), Some("52:54:00:00:00:01"));
         s.nics.insert("k8s-2".into(), "52:54:00:00:00:09".into());
         assert!(machine(&s, URI, &n, &two, &leases, &[FaultKind::DropNic]).is_err());
+    }
+
+    #[test]
+    fn an_adapter_index_picks_the_nth_interface_when_the_address_cannot_tell() {
+        let mut s = Settings::new();
+        s.nic_index = Some(2);
+        let n = node(UUID, "192.168.56.12");
+        let two = info(XML2, DomState::Running);
+        let m = machine(&s, URI, &n, &two, &[], &[FaultKind::DropNic]).expect("the second");
+        assert_eq!(m.mac.as_deref(), Some("52:54:00:00:00:02"));
+        // The address libvirt sees wins over the index.
+        let leases = vec![(
+            "52:54:00:00:00:01".to_owned(),
+            vec!["192.168.56.12".to_owned()],
+        )];
+        let m = machine(&s, URI, &n, &two, &leases, &[FaultKind::DropNic]).expect("by address");
+        assert_eq!(m.mac.as_deref(), Some("52:54:00:00:00:01"));
+        s.nic_index = Some(3);
+        let e = machine(&s, URI, &n, &two, &[], &[FaultKind::DropNic]).expect_err("no third");
+        assert!(matches!(e, Error::NoAdapter { index: 3, .. }), "{e}");
+        assert!(e.to_string().contains("2 52:54:00:00:00:02"), "{e}");
+        // Not needed: no error.
+        assert!(machine(&s, URI, &n, &two, &[], &[FaultKind::PauseVm]).is_ok());
     }
 
     #[test]

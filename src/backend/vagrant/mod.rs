@@ -1,0 +1,599 @@
+//! The `vagrant` backend: nodes that are a Vagrant project's machines.
+//! Vagrant's own machine data ([`project`]) says which VM a node is: the
+//! VirtualBox VM's UUID, driven through `VBoxManage` ([`vbox`]), or the
+//! libvirt domain's UUID, driven by the libvirt backend. The kubelet is
+//! stopped and started over SSH with what `vagrant ssh-config` prints
+//! ([`ssh_config`]), fetched once per machine at preflight.
+//!
+//! Each fault's journal memo is the machine as resolved (provider, UUID,
+//! NIC, SSH path), so `nodefall recover` reaches it without the project or
+//! the cluster. The mapping is in docs/vagrant-backend.md.
+
+pub mod project;
+pub mod ssh_config;
+pub mod vbox;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use serde::{Deserialize, Serialize};
+
+use self::project::{Project, Provider};
+use self::vbox::{VBox, VmInfo};
+use super::any::{Libvirt, connect_libvirt};
+use super::libvirt::{self, hypervisor::ShutdownMode};
+use super::ssh::{self, SshSettings, SshTarget};
+use super::{CommandFailure, Error, NodeFaults};
+use crate::backend::command::run;
+use crate::scenario::model::FaultKind;
+
+/// How nodes map to machines and how faults reach them (the flags); the
+/// journal keeps it for `nodefall recover`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Settings {
+    /// Node -> machine, for nodes not named like their machine
+    /// (`--machine NODE=MACHINE`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub machines: BTreeMap<String, String>,
+    /// The network adapter drop-nic cuts (1-based): 2, the first private
+    /// network; 1 is Vagrant's NAT and SSH path.
+    pub nic: u8,
+    /// VirtualBox's CLI.
+    pub vboxmanage: String,
+    /// Vagrant's CLI (for `vagrant ssh-config`).
+    pub vagrant: String,
+    /// The libvirt connection of vagrant-libvirt machines.
+    pub libvirt_uri: String,
+    /// Node -> MAC of the interface drop-nic cuts (libvirt machines).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub libvirt_nics: BTreeMap<String, String>,
+    #[serde(default)]
+    pub shutdown_mode: ShutdownMode,
+    /// How long a guest may take to power off after the power button.
+    pub shutdown_timeout_secs: u64,
+    /// Node -> its SSH server, instead of `vagrant ssh-config`'s.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub ssh_hosts: BTreeMap<String, SshTarget>,
+    /// The SSH flags (they win over `vagrant ssh-config`) and the kubelet
+    /// commands (default with `sudo -n`: Vagrant logs in unprivileged).
+    pub ssh: SshSettings,
+}
+
+/// The kubelet commands run as Vagrant's unprivileged user.
+pub const STOP_KUBELET: &str = "sudo -n systemctl stop kubelet";
+pub const START_KUBELET: &str = "sudo -n systemctl start kubelet";
+/// The adapter of the first private network (docs/vagrant-backend.md).
+pub const NIC: u8 = 2;
+
+impl Settings {
+    pub fn new() -> Settings {
+        Settings {
+            machines: BTreeMap::new(),
+            nic: NIC,
+            vboxmanage: vbox::PROGRAM.into(),
+            vagrant: "vagrant".into(),
+            libvirt_uri: libvirt::uri(None),
+            libvirt_nics: BTreeMap::new(),
+            shutdown_mode: ShutdownMode::Acpi,
+            shutdown_timeout_secs: libvirt::SHUTDOWN_TIMEOUT.as_secs(),
+            ssh_hosts: BTreeMap::new(),
+            ssh: SshSettings {
+                stop_kubelet: STOP_KUBELET.into(),
+                start_kubelet: START_KUBELET.into(),
+                ..SshSettings::default()
+            },
+        }
+    }
+
+    /// The machine of a node: mapped, else named like it.
+    pub fn machine<'a>(&'a self, node: &'a str) -> &'a str {
+        self.machines.get(node).map_or(node, String::as_str)
+    }
+
+    /// The libvirt backend's settings for this project's libvirt machines
+    /// (domains and SSH paths are added per node as they resolve).
+    pub fn libvirt(&self) -> libvirt::Settings {
+        libvirt::Settings {
+            nics: self.libvirt_nics.clone(),
+            nic_index: Some(self.nic),
+            ssh: self.ssh.clone(),
+            shutdown_mode: self.shutdown_mode,
+            shutdown_timeout_secs: self.shutdown_timeout_secs,
+            ..libvirt::Settings::new()
+        }
+    }
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings::new()
+    }
+}
+
+/// A node's machine as resolved at preflight: the fault's journal memo.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "provider", rename_all = "lowercase")]
+pub enum Placed {
+    Virtualbox {
+        machine: String,
+        uuid: String,
+        /// The VM's name in VirtualBox.
+        vm: String,
+        nic: u8,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ssh: Option<SshTarget>,
+    },
+    Libvirt {
+        machine: String,
+        domain: libvirt::Machine,
+    },
+}
+
+#[derive(Debug)]
+pub struct VagrantBackend {
+    /// Where `vagrant` runs and machines are looked up (a revert from the
+    /// journal needs neither: its memo says where the machine is).
+    project: Project,
+    settings: Settings,
+    placed: BTreeMap<String, Placed>,
+    vbox: VBox,
+    /// Connected on the first libvirt machine.
+    libvirt: Option<Box<Libvirt>>,
+}
+
+/// Faults that need the machine running before them.
+fn breaks(f: FaultKind) -> bool {
+    matches!(
+        f,
+        FaultKind::PauseVm | FaultKind::Poweroff | FaultKind::Shutdown | FaultKind::DropNic
+    )
+}
+
+fn kubelet(f: FaultKind) -> bool {
+    matches!(f, FaultKind::StopKubelet | FaultKind::StartKubelet)
+}
+
+impl VagrantBackend {
+    pub fn new(project: Project, settings: Settings) -> VagrantBackend {
+        VagrantBackend {
+            vbox: VBox::new(settings.vboxmanage.clone()),
+            project,
+            settings,
+            placed: BTreeMap::new(),
+            libvirt: None,
+        }
+    }
+
+    pub fn placed(&self, node: &str) -> Option<&Placed> {
+        self.placed.get(node)
+    }
+
+    async fn libvirt(&mut self) -> Result<&mut Libvirt, Error> {
+        if self.libvirt.is_none() {
+            let uri = self.settings.libvirt_uri.clone();
+            let settings = self.settings.libvirt();
+            let lv = tokio::task::spawn_blocking(move || connect_libvirt(&uri, settings))
+                .await
+                .map_err(|e| Error::Missing(format!("connecting to libvirt: {e}")))??;
+            self.libvirt = Some(Box::new(lv));
+        }
+        self.libvirt
+            .as_deref_mut()
+            .ok_or_else(|| Error::Missing("libvirt is not connected".into()))
+    }
+
+    /// The SSH path of a machine: `--ssh-host`, else `vagrant ssh-config`.
+    async fn ssh_target(
+        &self,
+        node: &str,
+        machine: &str,
+        fault: FaultKind,
+    ) -> Result<SshTarget, Error> {
+        if let Some(t) = self.settings.ssh_hosts.get(node) {
+            return Ok(t.clone());
+        }
+        let cmd = ssh_config::command(&self.settings.vagrant, machine);
+        let c = match run::capture_in(&cmd, Some(&self.project.root), ssh_config::TIMEOUT).await {
+            Ok(c) => c,
+            Err(crate::exec::Error::Spawn { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                return Err(Error::Missing(format!(
+                    "`{}` is not on PATH: {} on node `{node}` goes over SSH as `{cmd}` says; \
+                     install Vagrant or pass --ssh-host {node}=HOST[:PORT]",
+                    self.settings.vagrant,
+                    fault.name()
+                )));
+            }
+            Err(e) => return Err(Error::Exec(e)),
+        };
+        let found = c
+            .success()
+            .then(|| ssh_config::parse(&c.stdout, machine))
+            .flatten();
+        found.ok_or_else(|| {
+            Error::Command(Box::new(CommandFailure {
+                node: node.to_owned(),
+                fault: fault.name(),
+                role: "preflight",
+                line: format!("{cmd} (in {})", self.project.root.display()),
+                status: if c.success() {
+                    format!("no `Host {machine}` block with a HostName")
+                } else {
+                    c.status.clone()
+                },
+                output: crate::backend::command::output(&c),
+                check: None,
+            }))
+        })
+    }
+
+    async fn resolve_virtualbox(
+        &mut self,
+        node: &Node,
+        name: &str,
+        created: project::Created,
+        faults: &[FaultKind],
+    ) -> Result<String, Error> {
+        let info = match self.vbox.info(&created.id).await? {
+            Ok(info) => info,
+            Err(c) => {
+                return Err(Error::NoMachine {
+                    node: name.to_owned(),
+                    looked_for: format!(
+                        "VirtualBox VM {} (the id in {}: `{}` said {})",
+                        created.id,
+                        created.id_file.display(),
+                        vbox::showvminfo(&created.id).join(" "),
+                        first_line(&c.stderr)
+                    ),
+                    found: self.vbox.names().await,
+                    hint: "was the VM removed outside Vagrant, or created by another user? run \
+                           nodefall as the user who ran `vagrant up`",
+                });
+            }
+        };
+        if faults.iter().any(|f| breaks(*f)) && info.state != "running" {
+            return Err(Error::NotRunning {
+                node: name.to_owned(),
+                domain: format!("VirtualBox VM {}", info.name),
+                state: info.state,
+            });
+        }
+        let nic = self.settings.nic;
+        let cuts = faults
+            .iter()
+            .any(|f| matches!(f, FaultKind::DropNic | FaultKind::RestoreNic));
+        if cuts && info.adapter(nic).is_none() {
+            return Err(Error::NoAdapter {
+                node: name.to_owned(),
+                machine: format!("VirtualBox VM `{}`", info.name),
+                index: nic,
+                found: info.adapter_list(),
+            });
+        }
+        let (ssh, ssh_note) = self.ssh_for(name, &created.machine, faults).await?;
+        let text = describe_vm(name, &created, &info, nic, cuts, ssh.as_ref(), &ssh_note)
+            + &identity(node, &info.uuid);
+        self.placed.insert(
+            name.to_owned(),
+            Placed::Virtualbox {
+                machine: created.machine,
+                uuid: created.id,
+                vm: info.name,
+                nic,
+                ssh,
+            },
+        );
+        Ok(text)
+    }
+
+    /// The SSH path when a fault needs it (the kubelet faults: an error
+    /// without it) or may use it (shutdown: the graceful-shutdown
+    /// preflight reads logind over it; a note without it).
+    async fn ssh_for(
+        &self,
+        node: &str,
+        machine: &str,
+        faults: &[FaultKind],
+    ) -> Result<(Option<SshTarget>, String), Error> {
+        let needed = faults.iter().copied().find(|f| kubelet(*f));
+        let wanted = needed.or_else(|| faults.iter().copied().find(|f| *f == FaultKind::Shutdown));
+        let Some(fault) = wanted else {
+            return Ok((None, String::new()));
+        };
+        match self.ssh_target(node, machine, fault).await {
+            Ok(t) => Ok((Some(t), String::new())),
+            Err(e) if needed.is_none() => Ok((None, format!(", no SSH ({e})"))),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn resolve_libvirt(
+        &mut self,
+        node: &Node,
+        name: &str,
+        created: project::Created,
+        faults: &[FaultKind],
+    ) -> Result<String, Error> {
+        let (ssh, ssh_note) = self.ssh_for(name, &created.machine, faults).await?;
+        let uri = self.settings.libvirt_uri.clone();
+        let lv = self.libvirt().await?;
+        lv.settings
+            .domains
+            .insert(name.to_owned(), created.id.clone());
+        if let Some(t) = ssh {
+            lv.settings.ssh_hosts.insert(name.to_owned(), t);
+        }
+        let text = match lv.resolve(node, faults).await {
+            Ok(t) => t,
+            Err(Error::NoMachine { found, .. }) => {
+                return Err(Error::NoMachine {
+                    node: name.to_owned(),
+                    looked_for: format!(
+                        "libvirt domain {} (the id in {}) on {uri}",
+                        created.id,
+                        created.id_file.display()
+                    ),
+                    found,
+                    hint: "is this vagrant-libvirt's connection? pass --libvirt-uri (its \
+                           `libvirt.uri`; qemu:///session with `qemu_use_session`)",
+                });
+            }
+            Err(e) => return Err(e),
+        };
+        let domain = lv
+            .machine(name)
+            .cloned()
+            .ok_or_else(|| Error::UnknownNode {
+                node: name.to_owned(),
+                what: "nodes whose libvirt domain was resolved",
+                known: Vec::new(),
+            })?;
+        self.placed.insert(
+            name.to_owned(),
+            Placed::Libvirt {
+                machine: created.machine.clone(),
+                domain,
+            },
+        );
+        Ok(format!(
+            "machine {} (libvirt, {}): {text}{ssh_note}",
+            created.machine,
+            created.id_file.display()
+        ))
+    }
+
+    async fn over_ssh(
+        &mut self,
+        node: &str,
+        fault: FaultKind,
+        target: Option<SshTarget>,
+    ) -> Result<(), Error> {
+        let Some(target) = target else {
+            return Err(Error::NoSsh {
+                node: node.to_owned(),
+            });
+        };
+        let remote = match fault {
+            FaultKind::StopKubelet => &self.settings.ssh.stop_kubelet,
+            _ => &self.settings.ssh.start_kubelet,
+        };
+        let cmd = ssh::command(&self.settings.ssh, &target, remote);
+        let c = run::capture(&cmd, ssh::TIMEOUT)
+            .await
+            .map_err(Error::Exec)?;
+        let role = if fault.revert().is_some() {
+            "run"
+        } else {
+            "revert"
+        };
+        self.vbox.push(role, &cmd, &c);
+        if c.success() {
+            return Ok(());
+        }
+        Err(Error::Command(Box::new(CommandFailure {
+            node: node.to_owned(),
+            fault: fault.name(),
+            role,
+            line: cmd.to_string(),
+            status: c.status.clone(),
+            output: crate::backend::command::output(&c),
+            check: None,
+        })))
+    }
+
+    /// The commands of a fault on a node, as resolved (or placeholders).
+    pub fn operations(&self, node: &str, fault: FaultKind) -> Vec<String> {
+        match self.placed.get(node) {
+            Some(Placed::Virtualbox { uuid, nic, ssh, .. }) => {
+                if kubelet(fault) {
+                    vec![self.ssh_line(node, ssh.as_ref(), fault)]
+                } else {
+                    vbox::lines(
+                        &self.settings.vboxmanage,
+                        uuid,
+                        *nic,
+                        fault,
+                        self.settings.shutdown_timeout_secs,
+                    )
+                }
+            }
+            Some(Placed::Libvirt { .. }) => self
+                .libvirt
+                .as_ref()
+                .map(|lv| lv.operations(node, fault))
+                .unwrap_or_default(),
+            None => vec![format!("{} of node {node}'s machine", fault.name())],
+        }
+    }
+
+    fn ssh_line(&self, node: &str, target: Option<&SshTarget>, fault: FaultKind) -> String {
+        let remote = if fault == FaultKind::StopKubelet {
+            &self.settings.ssh.stop_kubelet
+        } else {
+            &self.settings.ssh.start_kubelet
+        };
+        match target {
+            Some(t) => ssh::command(&self.settings.ssh, t, remote).to_string(),
+            None => format!(
+                "ssh <as `vagrant ssh-config {}` says> '{remote}'",
+                self.settings.machine(node)
+            ),
+        }
+    }
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("nothing")
+}
+
+/// One line for the run's log: what the node resolved to.
+fn describe_vm(
+    node: &str,
+    created: &project::Created,
+    info: &VmInfo,
+    nic: u8,
+    cuts: bool,
+    ssh: Option<&SshTarget>,
+    ssh_note: &str,
+) -> String {
+    let mut s = format!(
+        "node {node} = machine {} = VirtualBox VM {} (UUID {}, {}; {})",
+        created.machine,
+        info.name,
+        info.uuid,
+        info.state,
+        created.id_file.display()
+    );
+    if let Some(a) = info.adapter(nic).filter(|_| cuts) {
+        s.push_str(&format!(
+            ", NIC {nic} {} (cable {})",
+            a.attachment,
+            if a.cable { "connected" } else { "disconnected" }
+        ));
+    }
+    if let Some(t) = ssh {
+        s.push_str(&format!(", SSH {t}"));
+    }
+    s + ssh_note
+}
+
+/// Whether the node's systemUUID is the VM's. Said, not enforced: the
+/// guest's SMBIOS UUID is VirtualBox's hardware UUID, which is the VM's
+/// unless set apart (`modifyvm --hardwareuuid`).
+fn identity(node: &Node, uuid: &str) -> String {
+    let reported = node
+        .status
+        .as_ref()
+        .and_then(|s| s.node_info.as_ref())
+        .map(|i| i.system_uuid.trim().to_ascii_lowercase())
+        .filter(|u| !u.is_empty());
+    match reported {
+        Some(r) if r == uuid || libvirt::smbios_swapped(&r).as_deref() == Some(uuid) => {
+            ", the node's systemUUID is the VM's".into()
+        }
+        Some(r) => format!(
+            "; note: the node reports systemUUID {r}, not the VM's (VirtualBox may give the \
+             guest a hardware UUID of its own; check the mapping if the node is not this VM)"
+        ),
+        None => String::new(),
+    }
+}
+
+impl NodeFaults for VagrantBackend {
+    fn name(&self) -> &'static str {
+        "vagrant"
+    }
+
+    fn describe(&self, node: &str, fault: FaultKind) -> String {
+        format!(
+            "{} {node} ({})",
+            fault.name(),
+            self.operations(node, fault).join("; ")
+        )
+    }
+
+    async fn resolve(&mut self, node: &Node, faults: &[FaultKind]) -> Result<String, Error> {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let machine = self.settings.machine(&name).to_owned();
+        let created = self.project.machine(&name, &machine)?;
+        match created.provider {
+            Provider::Virtualbox => self.resolve_virtualbox(node, &name, created, faults).await,
+            Provider::Libvirt => self.resolve_libvirt(node, &name, created, faults).await,
+        }
+    }
+
+    async fn shell(&self, node: &str, command: &str) -> Option<(String, Result<String, String>)> {
+        match self.placed.get(node)? {
+            Placed::Virtualbox { ssh, .. } => {
+                let target = ssh.clone()?;
+                let cmd = ssh::command(&self.settings.ssh, &target, command);
+                let r = match run::capture(&cmd, ssh::TIMEOUT).await {
+                    Ok(c) if c.success() => Ok(c.stdout),
+                    Ok(c) => Err(format!(
+                        "`{cmd}` failed ({}){}",
+                        c.status,
+                        crate::backend::command::output(&c)
+                    )),
+                    Err(e) => Err(e.to_string()),
+                };
+                Some((format!("ssh {target}"), r))
+            }
+            Placed::Libvirt { .. } => self.libvirt.as_ref()?.shell(node, command).await,
+        }
+    }
+
+    fn memo(&self, node: &str, _: FaultKind) -> Option<String> {
+        serde_json::to_string(self.placed.get(node)?).ok()
+    }
+
+    fn remember(&mut self, node: &str, memo: &str) {
+        if let Ok(p) = serde_json::from_str::<Placed>(memo) {
+            self.placed.insert(node.to_owned(), p);
+        }
+    }
+
+    async fn inject(&mut self, node: &str, fault: FaultKind) -> Result<(), Error> {
+        let placed = self
+            .placed
+            .get(node)
+            .cloned()
+            .ok_or_else(|| Error::UnknownNode {
+                node: node.to_owned(),
+                what: "nodes whose Vagrant machine was resolved",
+                known: self.placed.keys().cloned().collect(),
+            })?;
+        match placed {
+            Placed::Virtualbox { ssh, .. } if kubelet(fault) => {
+                self.over_ssh(node, fault, ssh).await
+            }
+            Placed::Virtualbox { uuid, vm, nic, .. } => {
+                let limit = Duration::from_secs(self.settings.shutdown_timeout_secs);
+                let at = vbox::For { node, fault };
+                self.vbox.inject(at, &uuid, &vm, nic, limit).await
+            }
+            Placed::Libvirt { domain, .. } => {
+                let lv = self.libvirt().await?;
+                if lv.machine(node).is_none() {
+                    // From the journal (`nodefall recover`).
+                    if let Ok(memo) = serde_json::to_string(&domain) {
+                        lv.remember(node, &memo);
+                    }
+                }
+                lv.inject(node, fault).await
+            }
+        }
+    }
+
+    fn take_commands(&mut self) -> Vec<crate::report::result::CommandRecord> {
+        self.vbox.take_records()
+    }
+}
+
+#[cfg(test)]
+mod tests;
