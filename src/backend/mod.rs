@@ -69,12 +69,13 @@ pub enum Error {
         system_uuid: String,
     },
     #[error(
-        "domain `{domain}` of node `{node}` is {state}, not running: nodefall only breaks \
-         running machines (start or resume it first)"
+        "{machine} of node `{node}` is {state}, not running: nodefall only breaks running \
+         machines (start or resume it first)"
     )]
     NotRunning {
         node: String,
-        domain: String,
+        /// `domain `x``, `VirtualBox VM `x``.
+        machine: String,
         state: String,
     },
     #[error(
@@ -109,13 +110,14 @@ pub enum Error {
     )]
     NoSsh { node: String },
     #[error(
-        "domain `{domain}` (node `{node}`) was still {state} {after}s after the {mode} shutdown \
+        "{machine} (node `{node}`) was still {state} {after}s after the {mode} shutdown \
          request: the guest ignored it or is still shutting down (does it handle the ACPI power \
          button: logind or acpid?); raise --shutdown-timeout or use poweroff"
     )]
     ShutdownTimeout {
         node: String,
-        domain: String,
+        /// `domain `x``, `VirtualBox VM `x``.
+        machine: String,
         mode: &'static str,
         after: u64,
         state: String,

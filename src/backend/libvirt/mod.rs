@@ -235,7 +235,7 @@ impl<H: Hypervisor, E: Exec + Clone + 'static> LibvirtBackend<H, E> {
             if start.elapsed() >= limit {
                 return Err(Error::ShutdownTimeout {
                     node: node.to_owned(),
-                    domain: m.domain.clone(),
+                    machine: format!("domain `{}`", m.domain),
                     mode: mode.name(),
                     after: limit.as_secs(),
                     state: info.state.to_string(),

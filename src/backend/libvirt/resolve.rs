@@ -85,7 +85,7 @@ pub fn machine(
     if faults.iter().any(|f| breaks(*f)) && info.state != DomState::Running {
         return Err(Error::NotRunning {
             node: name,
-            domain: info.name.clone(),
+            machine: format!("domain `{}`", info.name),
             state: info.state.to_string(),
         });
     }

@@ -258,7 +258,7 @@ impl VagrantBackend {
         if faults.iter().any(|f| breaks(*f)) && info.state != "running" {
             return Err(Error::NotRunning {
                 node: name.to_owned(),
-                domain: format!("VirtualBox VM {}", info.name),
+                machine: format!("VirtualBox VM `{}`", info.name),
                 state: info.state,
             });
         }

@@ -397,8 +397,8 @@ impl VBox {
                 self.record("check", &cmd, &c, attempts);
                 return Err(Error::ShutdownTimeout {
                     node: at.node.to_owned(),
-                    domain: format!("VirtualBox VM {vm}"),
-                    mode: "ACPI power button",
+                    machine: format!("VirtualBox VM `{vm}`"),
+                    mode: "acpi",
                     after: limit.as_secs(),
                     state: info.state,
                 });
