@@ -96,8 +96,12 @@ impl Lab {
         let path = std::env::var_os("PATH").unwrap_or_default();
         let mut dirs = vec![stand_ins()];
         dirs.extend(std::env::split_paths(&path));
+        // `vagrant ssh-config` knows k8s-1 only.
+        let config = self.vbox.path().join("ssh-config");
+        std::fs::write(&config, "Host k8s-1\n  HostName 127.0.0.1\n  Port 2222\n").unwrap();
         cmd.env("PATH", std::env::join_paths(dirs).unwrap())
             .env("FAKE_VBOX_HOME", self.vbox.path())
+            .env("FAKE_VAGRANT_SSH_CONFIG", config)
             .current_dir(self.project.path());
         if let Some(h) = hook {
             cmd.env("FAKE_VBOX_HOOK", h);
@@ -270,6 +274,18 @@ fn a_virtualbox_project_drives_a_node_through_every_vm_fault() {
     assert_eq!(code, Some(2), "{log}");
     assert!(log.contains("is poweroff, not running"), "{log}");
     lab.set("state", "running");
+    // The kubelet faults need SSH: Vagrant's refusal stops the run first.
+    let no_ssh = scenario(&d, "nossh", NODE, "  - fault: stop-kubelet\n");
+    let (code, log) = run(&no_ssh, &[]).finish(Duration::from_secs(60));
+    assert_eq!(code, Some(3), "{log}");
+    assert!(
+        log.contains("preflight of stop-kubelet on node `worker-2`: `vagrant ssh-config k8s-2`"),
+        "{log}"
+    );
+    assert!(
+        log.contains("The machine with the name 'k8s-2' was not found configured"),
+        "{log}"
+    );
     let calls = lab.calls();
     assert!(
         calls

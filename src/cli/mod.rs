@@ -199,15 +199,6 @@ fn planned_faults(checked: &scenario::Checked) -> Vec<crate::scenario::model::Fa
     out
 }
 
-/// A backend that is not built yet; said plainly rather than pretending.
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "the scenario is valid, but the `{0}` backend is not implemented yet; `sim`, `kind`, \
-     `libvirt` and `command` run today (try one of those, or `nodefall plan` to see what it \
-     would do)"
-)]
-pub struct NotYet(pub BackendKind);
-
 fn validate(files: &[PathBuf]) -> anyhow::Result<ExitCode> {
     let mut failed = 0usize;
     for file in files {

@@ -13,7 +13,7 @@ use anyhow::{Context as _, bail};
 use jiff::Timestamp;
 use kube::config::KubeConfigOptions;
 
-use super::{NotYet, ScenarioArgs, default_profile, runtime};
+use super::{ScenarioArgs, default_profile, runtime};
 use crate::backend::any::AnyBackend;
 use crate::backend::kind;
 use crate::backend::sim::SimBackend;
@@ -359,7 +359,7 @@ fn run_on_machines(
                 args.context.clone(),
             )
         }
-        other => bail!(NotYet(other)),
+        BackendKind::Sim => bail!("the sim backend runs on a simulated cluster, not on machines"),
     };
     let mut backend = AnyBackend::open(&backend_ref)?;
     let kubeconfig = std::env::var_os("KUBECONFIG")

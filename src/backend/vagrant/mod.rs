@@ -218,13 +218,17 @@ impl VagrantBackend {
                 node: node.to_owned(),
                 fault: fault.name(),
                 role: "preflight",
-                line: format!("{cmd} (in {})", self.project.root.display()),
+                line: cmd.to_string(),
                 status: if c.success() {
                     format!("no `Host {machine}` block with a HostName")
                 } else {
                     c.status.clone()
                 },
-                output: crate::backend::command::output(&c),
+                output: format!(
+                    " in {}{}",
+                    self.project.root.display(),
+                    crate::backend::command::output(&c)
+                ),
                 check: None,
             }))
         })
