@@ -70,12 +70,17 @@ pub struct VagrantArgs {
 }
 
 impl VagrantArgs {
-    /// `--vagrant-dir`, else the first of the current directory and the
-    /// scenario's (or a parent of either) with machines in it.
+    /// `--vagrant-dir`, else the first of the current directory (Vagrant's
+    /// `VAGRANT_CWD` when set) and the scenario's (or a parent of either)
+    /// with machines in it.
     pub fn project(&self, scenario: &std::path::Path) -> Result<Project, vagrant::project::Error> {
         let mut search = Vec::new();
-        if let Ok(cwd) = std::env::current_dir() {
-            search.push(cwd);
+        let cwd = std::env::var_os("VAGRANT_CWD")
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
+            .map_or_else(std::env::current_dir, Ok);
+        if let Ok(cwd) = cwd {
+            search.push(std::path::absolute(&cwd).unwrap_or(cwd));
         }
         if let Some(dir) = scenario.parent() {
             let dir = if dir.as_os_str().is_empty() {
@@ -85,7 +90,11 @@ impl VagrantArgs {
             };
             search.push(std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned()));
         }
-        Project::find(self.vagrant_dir.as_deref(), &search)
+        let dir = self
+            .vagrant_dir
+            .as_deref()
+            .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.to_owned()));
+        Project::find(dir.as_deref(), &search)
     }
 }
 

@@ -41,11 +41,24 @@ fn fault_steps(plan: &plan::Plan) -> Vec<(String, crate::scenario::model::FaultK
     faults.chain(restores).collect()
 }
 
+/// The node a target names literally (`target: {name: k8s-2}`); None for
+/// targets resolved at run time.
+fn literal_node<'a>(plan: &'a plan::Plan, target: &str) -> Option<&'a str> {
+    use crate::scenario::checked::TargetSelector;
+    plan.scenario
+        .targets
+        .iter()
+        .find(|t| t.name == target)
+        .and_then(|t| match &t.selector {
+            TargetSelector::Name(n) => Some(n.as_str()),
+            _ => None,
+        })
+}
+
 /// The command backend's lines for each fault: substituted where the
 /// target names its node literally and the value needs only the node's
 /// name, `<value of node>` for what only the Node object tells (not run).
 pub fn command_lines(plan: &plan::Plan, args: &machines::CommandArgs) -> anyhow::Result<String> {
-    use crate::scenario::checked::TargetSelector;
     let faults: Vec<_> = fault_steps(plan).iter().map(|(_, f, _)| *f).collect();
     let c = args.load(&plan.scenario, &faults)?;
     for w in &c.warnings {
@@ -67,15 +80,7 @@ pub fn command_lines(plan: &plan::Plan, args: &machines::CommandArgs) -> anyhow:
             }
             None => last.get(&target).copied(),
         };
-        let node = plan
-            .scenario
-            .targets
-            .iter()
-            .find(|t| t.name == target)
-            .and_then(|t| match &t.selector {
-                TargetSelector::Name(n) => Some(n.as_str()),
-                _ => None,
-            });
+        let node = literal_node(plan, &target);
         for line in crate::backend::command::preview(&c.spec, node, &target, fault, undoing) {
             out.push_str(&format!("  {label:<12} {:<13} {line}\n", fault.name()));
         }
@@ -128,7 +133,6 @@ pub fn vagrant_operations(plan: &plan::Plan, args: &PlanArgs) -> anyhow::Result<
     use crate::backend::libvirt;
     use crate::backend::ssh::SshTarget;
     use crate::backend::vagrant::{project::Provider, vbox};
-    use crate::scenario::checked::TargetSelector;
     use crate::scenario::model::FaultKind;
 
     let m = &args.machines;
@@ -148,27 +152,10 @@ pub fn vagrant_operations(plan: &plan::Plan, args: &PlanArgs) -> anyhow::Result<
              machines):\n"
         ),
     };
-    let ssh_line = |machine: &str, fault: FaultKind| {
-        let remote = if fault == FaultKind::StopKubelet {
-            &settings.ssh.stop_kubelet
-        } else {
-            &settings.ssh.start_kubelet
-        };
-        format!("ssh <as `vagrant ssh-config {machine}` says> '{remote}'")
-    };
-    let mut lv = settings.libvirt();
+    let lv = settings.libvirt();
     for (label, fault, target) in fault_steps(plan) {
-        let node = plan
-            .scenario
-            .targets
-            .iter()
-            .find(|t| t.name == target)
-            .and_then(|t| match &t.selector {
-                TargetSelector::Name(n) => Some(n.clone()),
-                _ => None,
-            });
+        let node = literal_node(plan, &target);
         let machine = node
-            .as_deref()
             .map(|n| settings.machine(n).to_owned())
             .unwrap_or_else(|| format!("the machine of {target}"));
         let created = match (&project, &node) {
@@ -178,11 +165,10 @@ pub fn vagrant_operations(plan: &plan::Plan, args: &PlanArgs) -> anyhow::Result<
         let lines = match created {
             Some(Err(e)) => vec![format!("<not runnable: {e}>")],
             _ if matches!(fault, FaultKind::StopKubelet | FaultKind::StartKubelet) => {
-                vec![ssh_line(&machine, fault)]
+                vec![settings.kubelet_line(&machine, None, fault)]
             }
             Some(Ok(c)) if c.provider == Provider::Libvirt => {
                 let ssh = SshTarget::at(format!("<address of {machine}>"), None);
-                lv.domains.insert(machine.clone(), c.id.clone());
                 libvirt::operations(
                     &settings.libvirt_uri,
                     &c.id,

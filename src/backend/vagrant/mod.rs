@@ -92,6 +92,25 @@ impl Settings {
         self.machines.get(node).map_or(node, String::as_str)
     }
 
+    /// The SSH line of a kubelet fault on `machine`; a placeholder for the
+    /// target until `vagrant ssh-config` has said.
+    pub fn kubelet_line(
+        &self,
+        machine: &str,
+        target: Option<&SshTarget>,
+        fault: FaultKind,
+    ) -> String {
+        let remote = if fault == FaultKind::StopKubelet {
+            &self.ssh.stop_kubelet
+        } else {
+            &self.ssh.start_kubelet
+        };
+        match target {
+            Some(t) => ssh::command(&self.ssh, t, remote).to_string(),
+            None => format!("ssh <as `vagrant ssh-config {machine}` says> '{remote}'"),
+        }
+    }
+
     /// The libvirt backend's settings for this project's libvirt machines
     /// (domains and SSH paths are added per node as they resolve).
     pub fn libvirt(&self) -> libvirt::Settings {
@@ -389,11 +408,7 @@ impl VagrantBackend {
         let c = run::capture(&cmd, ssh::TIMEOUT)
             .await
             .map_err(Error::Exec)?;
-        let role = if fault.revert().is_some() {
-            "run"
-        } else {
-            "revert"
-        };
+        let role = vbox::For { node, fault }.role();
         self.vbox.push(role, &cmd, &c);
         if c.success() {
             return Ok(());
@@ -414,7 +429,11 @@ impl VagrantBackend {
         match self.placed.get(node) {
             Some(Placed::Virtualbox { uuid, nic, ssh, .. }) => {
                 if kubelet(fault) {
-                    vec![self.ssh_line(node, ssh.as_ref(), fault)]
+                    vec![self.settings.kubelet_line(
+                        self.settings.machine(node),
+                        ssh.as_ref(),
+                        fault,
+                    )]
                 } else {
                     vbox::lines(
                         &self.settings.vboxmanage,
@@ -431,21 +450,6 @@ impl VagrantBackend {
                 .map(|lv| lv.operations(node, fault))
                 .unwrap_or_default(),
             None => vec![format!("{} of node {node}'s machine", fault.name())],
-        }
-    }
-
-    fn ssh_line(&self, node: &str, target: Option<&SshTarget>, fault: FaultKind) -> String {
-        let remote = if fault == FaultKind::StopKubelet {
-            &self.settings.ssh.stop_kubelet
-        } else {
-            &self.settings.ssh.start_kubelet
-        };
-        match target {
-            Some(t) => ssh::command(&self.settings.ssh, t, remote).to_string(),
-            None => format!(
-                "ssh <as `vagrant ssh-config {}` says> '{remote}'",
-                self.settings.machine(node)
-            ),
         }
     }
 }

@@ -211,7 +211,8 @@ pub struct For<'a> {
 }
 
 impl For<'_> {
-    fn role(&self) -> &'static str {
+    /// `run` for a fault that breaks, `revert` for one that repairs.
+    pub fn role(&self) -> &'static str {
         if self.fault.revert().is_some() {
             "run"
         } else {
