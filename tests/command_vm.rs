@@ -16,11 +16,7 @@ use nodefall::report::result::RunVerdict;
 #[path = "support/vm_rig.rs"]
 mod vm_rig;
 
-use vm_rig::Rig;
-
-fn ok<T>(r: Result<T, String>) -> T {
-    r.unwrap_or_else(|e| panic!("{e}"))
-}
+use vm_rig::{Rig, ok};
 
 #[test]
 fn every_fault_of_the_virsh_example_on_a_real_vm() {
@@ -157,27 +153,6 @@ async fn run() {
         )
     );
     // The figures: each fault's step to the Node's change, from the report.
-    eprintln!("figures (fault step start -> the expectation's transition):");
-    for (i, s) in r.steps.iter().enumerate() {
-        let Some(e) = r
-            .expectations
-            .iter()
-            .find(|e| Some(e.index) == s.index.map(|i| i + 1))
-        else {
-            continue;
-        };
-        let took: Vec<String> = s
-            .commands
-            .iter()
-            .map(|c| format!("{} {}ms x{}", c.role, c.ms, c.attempts))
-            .collect();
-        eprintln!(
-            "  {i:>2} {:<14} commands [{}] -> {:?}, the Node changed {} ms after the step began",
-            s.description.split(' ').next().unwrap_or(""),
-            took.join(", "),
-            e.verdict,
-            e.observed.map_or("-".into(), |ms| ms.to_string()),
-        );
-    }
+    vm_rig::print_figures(&r);
     assert_eq!(ok(rig.domstate()), "running");
 }

@@ -31,7 +31,7 @@ use nodefall::sim::SimCluster;
 #[path = "support/vm_rig.rs"]
 mod vm_rig;
 
-use vm_rig::{Rig, virsh};
+use vm_rig::{Rig, ok, virsh};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -39,10 +39,6 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-fn ok<T>(r: Result<T, String>) -> T {
-    r.unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]

@@ -18,11 +18,7 @@ use nodefall::report::result::RunVerdict;
 #[path = "support/vm_rig.rs"]
 mod vm_rig;
 
-use vm_rig::Rig;
-
-fn ok<T>(r: Result<T, String>) -> T {
-    r.unwrap_or_else(|e| panic!("{e}"))
-}
+use vm_rig::{Rig, ok};
 
 #[test]
 fn every_fault_through_a_vagrant_libvirt_project_on_a_real_vm() {
@@ -171,21 +167,6 @@ async fn run() {
     assert_eq!(r.verdict, RunVerdict::Pass);
     assert_eq!(r.backend, "vagrant");
     // The figures: each fault's step to the Node's change, from the report.
-    eprintln!("figures (fault step start -> the expectation's transition):");
-    for s in &r.steps {
-        let Some(e) = r
-            .expectations
-            .iter()
-            .find(|e| Some(e.index) == s.index.map(|i| i + 1))
-        else {
-            continue;
-        };
-        eprintln!(
-            "  {:<14} -> {:?}, the Node changed {} ms after the step began",
-            s.description.split(' ').next().unwrap_or(""),
-            e.verdict,
-            e.observed.map_or("-".into(), |ms| ms.to_string()),
-        );
-    }
+    vm_rig::print_figures(&r);
     assert_eq!(ok(rig.domstate()), "running");
 }

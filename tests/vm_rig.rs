@@ -19,7 +19,7 @@ use nodefall::profile::TimingProfile;
 #[path = "support/vm_rig.rs"]
 mod vm_rig;
 
-use vm_rig::{Rig, bare_control_plane, virsh};
+use vm_rig::{Rig, bare_control_plane, ok, virsh};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -34,10 +34,6 @@ fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .expect("a tokio runtime")
-}
-
-fn ok<T>(r: Result<T, String>) -> T {
-    r.unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]

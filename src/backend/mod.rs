@@ -185,6 +185,27 @@ pub struct CommandFailure {
     pub check: Option<(u64, u32)>,
 }
 
+impl CommandFailure {
+    /// `cmd` failed as `c` says (its status and the end of its output).
+    pub fn new(
+        node: &str,
+        fault: FaultKind,
+        role: &'static str,
+        cmd: &crate::exec::Cmd,
+        c: &crate::exec::Captured,
+    ) -> CommandFailure {
+        CommandFailure {
+            node: node.to_owned(),
+            fault: fault.name(),
+            role,
+            line: cmd.to_string(),
+            status: c.status.clone(),
+            output: command::output(c),
+            check: None,
+        }
+    }
+}
+
 impl std::fmt::Display for CommandFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let CommandFailure {

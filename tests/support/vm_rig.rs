@@ -83,6 +83,38 @@ pub struct Rig {
     dir: tempfile::TempDir,
 }
 
+/// The value, or the test fails with the rig's message.
+pub fn ok<T>(r: Result<T, String>) -> T {
+    r.unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Prints each fault step of a run with the commands it ran and how long
+/// after the step began the next expectation saw the Node change.
+pub fn print_figures(r: &nodefall::report::RunResult) {
+    eprintln!("figures (fault step start -> the expectation's transition):");
+    for (i, s) in r.steps.iter().enumerate() {
+        let Some(e) = r
+            .expectations
+            .iter()
+            .find(|e| Some(e.index) == s.index.map(|i| i + 1))
+        else {
+            continue;
+        };
+        let took: Vec<String> = s
+            .commands
+            .iter()
+            .map(|c| format!("{} {}ms x{}", c.role, c.ms, c.attempts))
+            .collect();
+        eprintln!(
+            "  {i:>2} {:<14} commands [{}] -> {:?}, the Node changed {} ms after the step began",
+            s.description.split(' ').next().unwrap_or(""),
+            took.join(", "),
+            e.verdict,
+            e.observed.map_or("-".into(), |ms| ms.to_string()),
+        );
+    }
+}
+
 /// Whether this machine can run the rig: `Err` says what is missing.
 pub fn available() -> Result<(), String> {
     let mut missing = Vec::new();

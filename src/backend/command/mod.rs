@@ -178,15 +178,13 @@ impl CommandBackend {
         };
         let c = self.capture(&action.run, run, Duration::MAX).await?;
         if !c.success() {
-            return Err(Error::Command(Box::new(CommandFailure {
-                node: node.to_owned(),
-                fault: fault.name(),
-                role: run.field(),
-                line: action.run.cmd().to_string(),
-                output: output(&c),
-                status: c.status,
-                check: None,
-            })));
+            return Err(Error::Command(Box::new(CommandFailure::new(
+                node,
+                fault,
+                run.field(),
+                &action.run.cmd(),
+                &c,
+            ))));
         }
         let Some(inv) = &action.check else {
             return Ok(());
@@ -215,13 +213,8 @@ impl CommandBackend {
             }
             if Instant::now() + CHECK_EVERY > deadline {
                 return Err(Error::Command(Box::new(CommandFailure {
-                    node: node.to_owned(),
-                    fault: fault.name(),
-                    role: check.field(),
-                    line: inv.cmd().to_string(),
-                    output: output(&c),
-                    status: c.status,
                     check: Some((action.check_timeout_ms, attempts)),
+                    ..CommandFailure::new(node, fault, check.field(), &inv.cmd(), &c)
                 })));
             }
             tokio::time::sleep(CHECK_EVERY).await;

@@ -11,7 +11,7 @@
 pub mod domxml;
 pub mod hypervisor;
 mod resolve;
-pub use resolve::smbios_swapped;
+pub use resolve::{same_uuid, system_uuid};
 #[cfg(feature = "libvirt")]
 pub mod virt;
 

@@ -25,7 +25,7 @@ pub fn domain_key(settings: &Settings, node: &str) -> DomainKey {
 
 /// The same UUID in the byte order of SMBIOS before 2.6 (the first three
 /// fields swapped), which some firmware still reports.
-pub fn smbios_swapped(uuid: &str) -> Option<String> {
+fn smbios_swapped(uuid: &str) -> Option<String> {
     let p: Vec<&str> = uuid.split('-').collect();
     if p.len() != 5 {
         return None;
@@ -47,6 +47,21 @@ pub fn smbios_swapped(uuid: &str) -> Option<String> {
     ))
 }
 
+/// The machine UUID the Node reports (`status.nodeInfo.systemUUID`), lowercase.
+pub fn system_uuid(node: &Node) -> Option<String> {
+    node.status
+        .as_ref()
+        .and_then(|s| s.node_info.as_ref())
+        .map(|i| i.system_uuid.trim().to_ascii_lowercase())
+        .filter(|u| !u.is_empty())
+}
+
+/// Whether a reported systemUUID is the machine's `uuid`, in either SMBIOS
+/// byte order.
+pub fn same_uuid(reported: &str, uuid: &str) -> bool {
+    reported == uuid || smbios_swapped(reported).as_deref() == Some(uuid)
+}
+
 /// Faults that break the machine: the domain must be running before them,
 /// or the journaled revert would change what the run did not.
 fn breaks(f: FaultKind) -> bool {
@@ -66,20 +81,14 @@ pub fn machine(
     faults: &[FaultKind],
 ) -> Result<Machine, Error> {
     let name = node.metadata.name.clone().unwrap_or_default();
-    let status = node.status.as_ref();
-    let system_uuid = status
-        .and_then(|s| s.node_info.as_ref())
-        .map(|i| i.system_uuid.trim().to_ascii_lowercase())
-        .filter(|u| !u.is_empty());
-    if let Some(reported) = &system_uuid
-        && *reported != info.uuid
-        && smbios_swapped(reported).as_deref() != Some(info.uuid.as_str())
+    if let Some(reported) = system_uuid(node)
+        && !same_uuid(&reported, &info.uuid)
     {
         return Err(Error::WrongMachine {
             node: name,
             domain: info.name.clone(),
             domain_uuid: info.uuid.clone(),
-            system_uuid: reported.clone(),
+            system_uuid: reported,
         });
     }
     if faults.iter().any(|f| breaks(*f)) && info.state != DomState::Running {

@@ -234,10 +234,6 @@ impl VagrantBackend {
             .flatten();
         found.ok_or_else(|| {
             Error::Command(Box::new(CommandFailure {
-                node: node.to_owned(),
-                fault: fault.name(),
-                role: "preflight",
-                line: cmd.to_string(),
                 status: if c.success() {
                     format!("no `Host {machine}` block with a HostName")
                 } else {
@@ -248,7 +244,7 @@ impl VagrantBackend {
                     self.project.root.display(),
                     crate::backend::command::output(&c)
                 ),
-                check: None,
+                ..CommandFailure::new(node, fault, "preflight", &cmd, &c)
             }))
         })
     }
@@ -413,15 +409,9 @@ impl VagrantBackend {
         if c.success() {
             return Ok(());
         }
-        Err(Error::Command(Box::new(CommandFailure {
-            node: node.to_owned(),
-            fault: fault.name(),
-            role,
-            line: cmd.to_string(),
-            status: c.status.clone(),
-            output: crate::backend::command::output(&c),
-            check: None,
-        })))
+        Err(Error::Command(Box::new(CommandFailure::new(
+            node, fault, role, &cmd, &c,
+        ))))
     }
 
     /// The commands of a fault on a node, as resolved (or placeholders).
@@ -495,16 +485,8 @@ fn describe_vm(
 /// guest's SMBIOS UUID is VirtualBox's hardware UUID, which is the VM's
 /// unless set apart (`modifyvm --hardwareuuid`).
 fn identity(node: &Node, uuid: &str) -> String {
-    let reported = node
-        .status
-        .as_ref()
-        .and_then(|s| s.node_info.as_ref())
-        .map(|i| i.system_uuid.trim().to_ascii_lowercase())
-        .filter(|u| !u.is_empty());
-    match reported {
-        Some(r) if r == uuid || libvirt::smbios_swapped(&r).as_deref() == Some(uuid) => {
-            ", the node's systemUUID is the VM's".into()
-        }
+    match libvirt::system_uuid(node) {
+        Some(r) if libvirt::same_uuid(&r, uuid) => ", the node's systemUUID is the VM's".into(),
         Some(r) => format!(
             "; note: the node reports systemUUID {r}, not the VM's (VirtualBox may give the \
              guest a hardware UUID of its own; check the mapping if the node is not this VM)"

@@ -272,15 +272,9 @@ impl VBox {
     }
 
     fn failure(&self, at: For<'_>, role: &'static str, cmd: &Cmd, c: &Captured) -> Error {
-        Error::Command(Box::new(CommandFailure {
-            node: at.node.to_owned(),
-            fault: at.fault.name(),
-            role,
-            line: cmd.to_string(),
-            status: c.status.clone(),
-            output: crate::backend::command::output(c),
-            check: None,
-        }))
+        Error::Command(Box::new(CommandFailure::new(
+            at.node, at.fault, role, cmd, c,
+        )))
     }
 
     /// The VM's state and adapters; `Ok(Err(c))` when VBoxManage answered
