@@ -7,6 +7,7 @@
 pub mod actions;
 pub mod backend;
 pub mod cli;
+pub mod discover;
 pub mod exec;
 pub mod exit;
 pub mod expect;

@@ -4,6 +4,7 @@
 //! literal, so the same scenario is right on an upstream-default cluster and on
 //! the compressed `fast` profile of the simulated cluster.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
@@ -125,6 +126,45 @@ pub struct TimingProfile {
     pub pod_gc_period: Duration,
     #[serde(with = "millis")]
     pub orphan_quarantine: Duration,
+    /// Where each value came from (empty: a built-in profile as is).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub origins: BTreeMap<Var, Origin>,
+}
+
+/// Where a timing value came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum Origin {
+    /// nodefall started the cluster with it, or `--profile` said so.
+    Set { by: String },
+    /// Read from the cluster (a flag, a configuration, the version's default).
+    Discovered { from: String },
+    /// The scenario's `timing:`.
+    Scenario,
+    /// Not known: the upstream default, taken on trust.
+    Assumed { why: String },
+}
+
+impl Origin {
+    /// One word for tables: `set`, `discovered`, `scenario`, `assumed`.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Origin::Set { .. } => "set",
+            Origin::Discovered { .. } => "discovered",
+            Origin::Scenario => "scenario",
+            Origin::Assumed { .. } => "assumed",
+        }
+    }
+
+    /// Where, in words.
+    pub fn detail(&self) -> &str {
+        match self {
+            Origin::Set { by } => by,
+            Origin::Discovered { from } => from,
+            Origin::Scenario => "the scenario's `timing:`",
+            Origin::Assumed { why } => why,
+        }
+    }
 }
 
 /// The profiles nodefall knows by name.
@@ -164,6 +204,7 @@ impl TimingProfile {
             node_status_update_frequency: secs(10),
             pod_gc_period: secs(20),
             orphan_quarantine: secs(40),
+            origins: BTreeMap::new(),
         }
     }
 
@@ -182,6 +223,7 @@ impl TimingProfile {
             // pod GC period and orphan quarantine are compiled into kube-controller-manager
             pod_gc_period: secs(20),
             orphan_quarantine: secs(40),
+            origins: BTreeMap::new(),
         }
     }
 
@@ -190,6 +232,34 @@ impl TimingProfile {
             ProfileName::Default => Self::upstream_default(),
             ProfileName::Fast => Self::fast(),
         }
+    }
+
+    /// The same numbers, each marked as set by `by` (a cluster nodefall
+    /// started, or `--profile`).
+    pub fn set_by(mut self, by: &str) -> Self {
+        self.origins = Var::ALL
+            .into_iter()
+            .map(|v| (v, Origin::Set { by: by.to_owned() }))
+            .collect();
+        self
+    }
+
+    /// Where `var` came from; a built-in profile's values are its own.
+    pub fn origin(&self, var: Var) -> Origin {
+        self.origins.get(&var).cloned().unwrap_or_else(|| Origin::Set {
+            by: format!("the `{}` profile", self.name),
+        })
+    }
+
+    /// The variables whose values are assumed, not known.
+    pub fn assumed(&self, vars: impl IntoIterator<Item = Var>) -> Vec<Var> {
+        let mut out: Vec<Var> = vars
+            .into_iter()
+            .filter(|v| matches!(self.origins.get(v), Some(Origin::Assumed { .. })))
+            .collect();
+        out.sort();
+        out.dedup();
+        out
     }
 
     pub fn get(&self, var: Var) -> Duration {

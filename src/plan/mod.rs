@@ -90,8 +90,12 @@ fn window_key(w: &WindowSpec) -> &'static str {
 /// The profile a scenario runs under: `base` with the scenario's `timing:` overrides.
 pub fn effective_profile(checked: &Checked, base: &TimingProfile) -> TimingProfile {
     let mut p = base.clone();
+    if p.origins.is_empty() && !checked.timing.is_empty() {
+        p = p.set_by(&format!("the `{}` profile", base.name));
+    }
     for (var, value) in &checked.timing {
         p.set(*var, *value);
+        p.origins.insert(*var, crate::profile::Origin::Scenario);
     }
     if !checked.timing.is_empty() {
         p.name = format!("{}+scenario", base.name);

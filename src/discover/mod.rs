@@ -1,0 +1,270 @@
+//! Timing discovery: the timing profile of a cluster nodefall did not start,
+//! built from what the cluster says about itself. Read-only and best effort:
+//! the server version, the control-plane mirror pods' command lines (what
+//! really runs), kubeadm's `kubeadm-config` and `kubelet-config` ConfigMaps
+//! (what was configured). Each value keeps where it came from
+//! ([`Origin`]); what could not be read stays the upstream default, marked
+//! assumed, so a window that depends on it can say so.
+
+pub mod flags;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{Api, ListParams};
+
+use self::flags::{Component, minor_version, settings};
+use crate::profile::{Origin, TimingProfile, Var};
+
+/// The namespace and names kubeadm uses.
+pub const KUBE_SYSTEM: &str = "kube-system";
+pub const KUBEADM_CONFIG: &str = "kubeadm-config";
+pub const KUBELET_CONFIG: &str = "kubelet-config";
+
+/// Flags of one component as one place shows them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlagSource {
+    pub component: Component,
+    /// `mirror pod kube-system/kube-controller-manager-cp`, `ConfigMap kube-system/kubeadm-config`.
+    pub from: String,
+    pub flags: BTreeMap<String, String>,
+}
+
+/// What was read from a cluster.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Findings {
+    /// `gitVersion` of the API server.
+    pub version: Option<String>,
+    /// Every place flags were read from, the most authoritative first
+    /// (mirror pods: what runs; then the ConfigMaps: what was configured).
+    pub sources: Vec<FlagSource>,
+    /// What could not be read, in words.
+    pub problems: Vec<String>,
+}
+
+/// A cluster's timing profile and how it was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Discovery {
+    pub profile: TimingProfile,
+    /// Remarks for the user: disagreements, unreadable values, what was not readable.
+    pub notes: Vec<String>,
+}
+
+/// The grace period's default for a server version: 40 s up to 1.31, 50 s from 1.32.
+pub fn default_grace(version: (u32, u32)) -> Duration {
+    if version < (1, 32) {
+        Duration::from_secs(40)
+    } else {
+        Duration::from_secs(50)
+    }
+}
+
+fn component_of(var: Var) -> Option<Component> {
+    match var {
+        Var::NodeMonitorGracePeriod | Var::NodeMonitorPeriod | Var::NodeStartupGracePeriod => {
+            Some(Component::ControllerManager)
+        }
+        Var::UnreachableTolerationSeconds | Var::NotReadyTolerationSeconds => {
+            Some(Component::ApiServer)
+        }
+        Var::NodeLeaseDuration | Var::NodeStatusUpdateFrequency => Some(Component::Kubelet),
+        Var::PodGcPeriod | Var::OrphanQuarantine => None,
+    }
+}
+
+/// Builds the profile from what was found (pure).
+pub fn build(f: &Findings) -> Discovery {
+    let mut profile = TimingProfile::upstream_default();
+    profile.name = "discovered".into();
+    let mut notes = Vec::new();
+    let version = f.version.as_deref().and_then(minor_version);
+    if let Some((major, minor)) = version {
+        profile.node_monitor_grace_period = default_grace((major, minor));
+    }
+    let vtext = match (&f.version, version) {
+        (Some(v), Some((major, minor))) => format!("the default of {major}.{minor} (server {v})"),
+        _ => "the upstream default (1.32+; the server version was not readable)".into(),
+    };
+    for var in Var::ALL {
+        let origin = match component_of(var) {
+            None => Origin::Assumed {
+                why: "fixed inside kube-controller-manager (no flag sets it)".into(),
+            },
+            Some(c) => {
+                let read: Vec<&FlagSource> =
+                    f.sources.iter().filter(|s| s.component == c).collect();
+                let found = read.iter().find_map(|s| {
+                    let (found, _) = settings(c, &s.flags);
+                    found
+                        .into_iter()
+                        .find(|x| x.var == var)
+                        .map(|x| (s.from.as_str(), x))
+                });
+                match (found, read.first()) {
+                    (Some((from, setting)), _) => {
+                        // a less authoritative place that says otherwise is worth a note
+                        for other in read.iter().filter(|s| s.from != from) {
+                            let (theirs, _) = settings(c, &other.flags);
+                            if let Some(t) = theirs.iter().find(|x| x.var == var)
+                                && t.value != setting.value
+                            {
+                                notes.push(format!(
+                                    "{var}: {from} has `{}` but {} has `{}`; using the first",
+                                    setting.written, other.from, t.written
+                                ));
+                            }
+                        }
+                        profile.set(var, setting.value);
+                        Origin::Discovered {
+                            from: format!("{from}: {}", setting.written),
+                        }
+                    }
+                    (None, Some(s)) => Origin::Discovered {
+                        from: format!("{vtext}: not set in {}", s.from),
+                    },
+                    (None, None) => Origin::Assumed {
+                        why: format!("{vtext}; {}'s settings were not readable", c.name()),
+                    },
+                }
+            }
+        };
+        profile.origins.insert(var, origin);
+    }
+    for s in &f.sources {
+        let (_, bad) = settings(s.component, &s.flags);
+        for b in bad {
+            notes.push(format!(
+                "{}: `{}` is not usable ({}); the default is used",
+                s.from, b.written, b.why
+            ));
+        }
+    }
+    notes.extend(f.problems.iter().cloned());
+    Discovery { profile, notes }
+}
+
+/// Reads what the cluster says about its timings. Never fails: what cannot
+/// be read is a problem in the findings, and its values stay assumed.
+pub async fn read(client: &kube::Client) -> Findings {
+    let mut f = Findings::default();
+    match client.apiserver_version().await {
+        Ok(v) => f.version = Some(v.git_version),
+        Err(e) => f.problems.push(format!("server version: {}", short(&e))),
+    }
+    let pods: Api<Pod> = Api::namespaced(client.clone(), KUBE_SYSTEM);
+    for c in [Component::ControllerManager, Component::ApiServer] {
+        let Some(label) = c.pod_label() else { continue };
+        let lp = ListParams::default().labels(&format!("component={label}"));
+        match pods.list(&lp).await {
+            Ok(list) => {
+                let mut items = list.items;
+                items.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+                f.sources.extend(items.iter().filter_map(|p| mirror_pod(c, p)));
+            }
+            Err(e) => f.problems.push(format!(
+                "{} pods in {KUBE_SYSTEM}: {}",
+                c.name(),
+                short(&e)
+            )),
+        }
+    }
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), KUBE_SYSTEM);
+    match maps.get_opt(KUBEADM_CONFIG).await {
+        Ok(Some(cm)) => match config_map_text(&cm, "ClusterConfiguration") {
+            Some(text) => match flags::cluster_configuration(text) {
+                Ok(cc) => {
+                    let from = format!("ConfigMap {KUBE_SYSTEM}/{KUBEADM_CONFIG}");
+                    if f.version.is_none() {
+                        f.version = cc.version.clone();
+                    }
+                    f.sources.push(FlagSource {
+                        component: Component::ControllerManager,
+                        from: from.clone(),
+                        flags: cc.controller_manager,
+                    });
+                    f.sources.push(FlagSource {
+                        component: Component::ApiServer,
+                        from,
+                        flags: cc.api_server,
+                    });
+                }
+                Err(e) => f
+                    .problems
+                    .push(format!("{KUBEADM_CONFIG}: ClusterConfiguration: {e}")),
+            },
+            None => f
+                .problems
+                .push(format!("{KUBEADM_CONFIG} has no ClusterConfiguration")),
+        },
+        Ok(None) => {}
+        Err(e) => f.problems.push(format!("{KUBEADM_CONFIG}: {}", short(&e))),
+    }
+    match maps.get_opt(KUBELET_CONFIG).await {
+        Ok(Some(cm)) => {
+            if let Some(text) = config_map_text(&cm, "kubelet") {
+                match flags::kubelet_configuration(text) {
+                    Ok(flags) => f.sources.push(FlagSource {
+                        component: Component::Kubelet,
+                        from: format!("ConfigMap {KUBE_SYSTEM}/{KUBELET_CONFIG}"),
+                        flags,
+                    }),
+                    Err(e) => f.problems.push(format!("{KUBELET_CONFIG}: {e}")),
+                }
+            }
+        }
+        Ok(None) => {}
+        Err(e) => f.problems.push(format!("{KUBELET_CONFIG}: {}", short(&e))),
+    }
+    // mirror pods first: they run; the ConfigMaps only say what was asked
+    f.sources.sort_by_key(|s| s.from.starts_with("ConfigMap"));
+    f
+}
+
+fn config_map_text<'a>(cm: &'a ConfigMap, key: &str) -> Option<&'a str> {
+    cm.data.as_ref()?.get(key).map(String::as_str)
+}
+
+/// The flags of a control-plane component's mirror pod (a static pod the
+/// kubelet mirrors into the API), from its container's command and args.
+fn mirror_pod(c: Component, p: &Pod) -> Option<FlagSource> {
+    let is_mirror = p
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"));
+    let spec = p.spec.as_ref()?;
+    let container = spec
+        .containers
+        .iter()
+        .find(|x| x.name == c.name())
+        .or_else(|| spec.containers.first())?;
+    let words: Vec<String> = container
+        .command
+        .iter()
+        .flatten()
+        .chain(container.args.iter().flatten())
+        .cloned()
+        .collect();
+    let name = p.metadata.name.clone().unwrap_or_default();
+    Some(FlagSource {
+        component: c,
+        from: format!(
+            "{} {KUBE_SYSTEM}/{name}",
+            if is_mirror { "mirror pod" } else { "pod" }
+        ),
+        flags: flags::command_line(&words),
+    })
+}
+
+/// A kube error in a few words (`forbidden`, `not found`, or the message).
+fn short(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) if s.code == 403 => "forbidden (RBAC)".into(),
+        kube::Error::Api(s) => format!("{} ({})", s.message, s.code),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

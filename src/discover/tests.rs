@@ -1,0 +1,106 @@
+use std::time::Duration;
+
+use super::*;
+
+fn source(component: Component, from: &str, flags: &[(&str, &str)]) -> FlagSource {
+    FlagSource {
+        component,
+        from: from.into(),
+        flags: flags
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+    }
+}
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+#[test]
+fn nothing_readable_is_the_upstream_default_all_assumed() {
+    let d = build(&Findings::default());
+    assert_eq!(d.profile.node_monitor_grace_period, secs(50));
+    for v in Var::ALL {
+        assert_eq!(d.profile.origin(v).word(), "assumed", "{v}");
+    }
+}
+
+#[test]
+fn the_version_alone_gives_the_grace_default_but_it_stays_assumed() {
+    let d = build(&Findings {
+        version: Some("v1.31.0".into()),
+        ..Findings::default()
+    });
+    assert_eq!(d.profile.node_monitor_grace_period, secs(40));
+    let o = d.profile.origin(Var::NodeMonitorGracePeriod);
+    assert_eq!(o.word(), "assumed");
+    assert!(o.detail().contains("default of 1.31 (server v1.31.0)"), "{o:?}");
+    let d = build(&Findings {
+        version: Some("v1.32.1".into()),
+        ..Findings::default()
+    });
+    assert_eq!(d.profile.node_monitor_grace_period, secs(50));
+}
+
+#[test]
+fn a_mirror_pod_flag_is_discovered_and_wins_over_the_config_map() {
+    let f = Findings {
+        version: Some("v1.30.2".into()),
+        sources: vec![
+            source(
+                Component::ControllerManager,
+                "mirror pod kube-system/kube-controller-manager-cp",
+                &[("node-monitor-grace-period", "20s")],
+            ),
+            source(
+                Component::ControllerManager,
+                "ConfigMap kube-system/kubeadm-config",
+                &[("node-monitor-grace-period", "40s")],
+            ),
+            source(
+                Component::ApiServer,
+                "ConfigMap kube-system/kubeadm-config",
+                &[("default-unreachable-toleration-seconds", "60")],
+            ),
+        ],
+        problems: vec![],
+    };
+    let d = build(&f);
+    let p = &d.profile;
+    assert_eq!(p.node_monitor_grace_period, secs(20));
+    assert_eq!(
+        p.origin(Var::NodeMonitorGracePeriod),
+        Origin::Discovered {
+            from: "mirror pod kube-system/kube-controller-manager-cp: --node-monitor-grace-period=20s"
+                .into()
+        }
+    );
+    assert!(d.notes.iter().any(|n| n.contains("has `--node-monitor-grace-period=40s`")));
+    assert_eq!(p.unreachable_toleration, secs(60));
+    assert_eq!(p.origin(Var::UnreachableTolerationSeconds).word(), "discovered");
+    // read but not set: the version's default, known rather than assumed
+    assert_eq!(p.not_ready_toleration, secs(300));
+    let o = p.origin(Var::NotReadyTolerationSeconds);
+    assert_eq!(o.word(), "discovered");
+    assert!(o.detail().contains("not set in ConfigMap"), "{o:?}");
+    // no kubelet configuration was read: assumed
+    assert_eq!(p.origin(Var::NodeLeaseDuration).word(), "assumed");
+    assert_eq!(p.origin(Var::PodGcPeriod).word(), "assumed");
+}
+
+#[test]
+fn an_unusable_value_is_a_note_and_the_default_stays() {
+    let f = Findings {
+        version: Some("v1.33.0".into()),
+        sources: vec![source(
+            Component::ControllerManager,
+            "mirror pod kube-system/kcm",
+            &[("node-monitor-grace-period", "soon")],
+        )],
+        problems: vec!["kubelet-config: forbidden (RBAC)".into()],
+    };
+    let d = build(&f);
+    assert_eq!(d.profile.node_monitor_grace_period, secs(50));
+    assert_eq!(d.notes.len(), 2, "{:?}", d.notes);
+}
