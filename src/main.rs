@@ -27,6 +27,9 @@ fn classify(err: &anyhow::Error) -> u8 {
     } else if err.downcast_ref::<scenario::Error>().is_some()
         || err.downcast_ref::<cli::InvalidFlag>().is_some()
         || err
+            .downcast_ref::<nodefall::discover::identity::Error>()
+            .is_some()
+        || err
             .downcast_ref::<cli::SimNodeError>()
             .is_some_and(cli::SimNodeError::is_bad_input)
         || err

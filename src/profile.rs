@@ -246,9 +246,29 @@ impl TimingProfile {
 
     /// Where `var` came from; a built-in profile's values are its own.
     pub fn origin(&self, var: Var) -> Origin {
-        self.origins.get(&var).cloned().unwrap_or_else(|| Origin::Set {
-            by: format!("the `{}` profile", self.name),
-        })
+        self.origins
+            .get(&var)
+            .cloned()
+            .unwrap_or_else(|| Origin::Set {
+                by: format!("the `{}` profile", self.name),
+            })
+    }
+
+    /// Each variable with its value and where it came from, for the plan
+    /// and the report: `(name, value, origin word, where)`.
+    pub fn rows(&self) -> Vec<[String; 4]> {
+        Var::ALL
+            .into_iter()
+            .map(|v| {
+                let o = self.origin(v);
+                [
+                    v.alias().unwrap_or(v.name()).to_owned(),
+                    crate::scenario::duration::format_duration(self.get(v)),
+                    o.word().to_owned(),
+                    o.detail().to_owned(),
+                ]
+            })
+            .collect()
     }
 
     /// The variables whose values are assumed, not known.

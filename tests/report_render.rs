@@ -429,6 +429,7 @@ fn with_preflight() -> RunResult {
             verdict,
             detail,
             missed_by: None,
+            notes: Vec::new(),
         },
     );
     r

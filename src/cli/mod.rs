@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 
+mod cluster;
 mod machines;
 mod plan_ops;
 mod recover;
@@ -122,9 +123,17 @@ pub struct PlanArgs {
     /// Fault injector to plan for (default: the scenario's `backend`, else `sim`).
     #[arg(long, value_enum)]
     pub backend: Option<BackendKind>,
-    /// Timing profile to evaluate bounds with (default: `fast` on sim, `default` elsewhere).
+    /// Timing profile to evaluate bounds with (default: `fast` on sim,
+    /// `default` elsewhere; with `--context` or `--cluster`, the cluster's own).
     #[arg(long, value_enum)]
     pub profile: Option<ProfileName>,
+    /// Read this kubeconfig context's cluster (read-only): check the
+    /// scenario's `cluster:` pins and discover its timing profile.
+    #[arg(long, conflicts_with = "cluster")]
+    pub context: Option<String>,
+    /// Like `--context`, for a running sim cluster (`nodefall sim up --name NAME`).
+    #[arg(long, value_name = "NAME")]
+    pub cluster: Option<String>,
     #[command(flatten)]
     pub machines: machines::MachineArgs,
 }
@@ -137,23 +146,44 @@ pub fn default_profile(backend: BackendKind) -> ProfileName {
     }
 }
 
-fn load_plan(
-    file: &std::path::Path,
-    backend: Option<BackendKind>,
-    profile: Option<ProfileName>,
-) -> anyhow::Result<plan::Plan> {
-    let checked = scenario::load(file)?;
-    let backend = backend.unwrap_or(checked.backend);
-    let profile = TimingProfile::named(profile.unwrap_or_else(|| default_profile(backend)));
-    Ok(plan::resolve(checked, &profile, Some(backend))?)
+/// The plan of `nodefall plan`: against the named profile, or against a
+/// running cluster's discovered one (read-only; its identity and the
+/// discovery's remarks come back as lines to print).
+fn load_plan(args: &PlanArgs) -> anyhow::Result<(plan::Plan, Vec<String>)> {
+    let checked = scenario::load(&args.file)?;
+    let backend = args.backend.unwrap_or(checked.backend);
+    if args.context.is_none() && args.cluster.is_none() {
+        let profile =
+            TimingProfile::named(args.profile.unwrap_or_else(|| default_profile(backend)));
+        return Ok((plan::resolve(checked, &profile, Some(backend))?, Vec::new()));
+    }
+    let found = runtime()?.block_on(async {
+        let (config, context) = match &args.cluster {
+            Some(name) => {
+                let c = crate::sim::SimCluster::open(&crate::sim::default_root(), name)?;
+                (c.config().await?, Some(crate::sim::CONTEXT.to_owned()))
+            }
+            None => cluster::kube_config(args.context.clone()).await?,
+        };
+        cluster::inspect(&config, context, &checked.pins, args.profile).await
+    })?;
+    let mut lines = vec![format!("Cluster    {}", found.identity)];
+    lines.extend(found.notes.iter().map(|n| format!("  note: {n}")));
+    Ok((
+        plan::resolve(checked, &found.profile, Some(backend))?,
+        lines,
+    ))
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Validate { files } => validate(&files),
         Command::Plan(args) => {
-            let plan = load_plan(&args.file, args.backend, args.profile)?;
+            let (plan, cluster) = load_plan(&args)?;
             let mut out = std::io::stdout().lock();
+            for line in cluster {
+                writeln!(out, "{line}").context("writing the plan")?;
+            }
             out.write_all(plan::render_text(&plan).as_bytes())
                 .context("writing the plan")?;
             let ops = match plan.backend {

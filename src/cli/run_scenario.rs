@@ -11,7 +11,6 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
 use jiff::Timestamp;
-use kube::config::KubeConfigOptions;
 
 use super::{ScenarioArgs, default_profile, runtime};
 use crate::backend::any::AnyBackend;
@@ -96,14 +95,32 @@ fn run_on_sim(args: &ScenarioArgs, checked: scenario::Checked) -> anyhow::Result
         .as_deref()
         .map(|name| SimCluster::open(&root, name))
         .transpose()?;
-    let profile = match (&existing, args.profile) {
-        (Some(c), None) => c.state().profile.clone(),
-        (Some(c), Some(p)) if c.state().profile.name != p.to_string() => bail!(
-            "cluster `{}` runs the `{}` timing profile, not `{p}`; drop --profile or start a cluster with it",
-            c.name(),
-            c.state().profile.name
-        ),
-        (_, p) => TimingProfile::named(p.unwrap_or_else(|| default_profile(BackendKind::Sim))),
+    let profile = match &existing {
+        // An existing cluster is one like any other: checked against the
+        // pins, its timings discovered.
+        Some(c) => {
+            let rt = runtime()?;
+            let found = rt.block_on(async {
+                let config = c.config().await?;
+                super::cluster::inspect(
+                    &config,
+                    Some(sim::CONTEXT.to_owned()),
+                    &checked.pins,
+                    args.profile,
+                )
+                .await
+            })?;
+            tell(&found.notes);
+            found.profile
+        }
+        None => {
+            let p = args
+                .profile
+                .unwrap_or_else(|| default_profile(BackendKind::Sim));
+            TimingProfile::named(p).set_by(&format!(
+                "nodefall started the simulated cluster with the `{p}` profile"
+            ))
+        }
     };
     let plan = plan::resolve(checked, &profile, Some(BackendKind::Sim))?;
     let file = args.file.display().to_string();
@@ -293,7 +310,6 @@ fn run_on_machines(
     checked: scenario::Checked,
     kind: BackendKind,
 ) -> anyhow::Result<ExitCode> {
-    let profile = TimingProfile::named(args.profile.unwrap_or_else(|| default_profile(kind)));
     let machines = checked.libvirt.clone();
     let commands = match kind {
         BackendKind::Command => {
@@ -302,8 +318,6 @@ fn run_on_machines(
         }
         _ => None,
     };
-    let plan = plan::resolve(checked, &profile, Some(kind))?;
-    let file = args.file.display().to_string();
     let (backend_ref, context) = match kind {
         BackendKind::Kind => (
             BackendRef::Kind {
@@ -361,6 +375,16 @@ fn run_on_machines(
         }
         BackendKind::Sim => bail!("the sim backend runs on a simulated cluster, not on machines"),
     };
+    // Which cluster this is and its timings, before anything is touched.
+    let rt = runtime()?;
+    let (config, found) = rt.block_on(async {
+        let (config, context) = super::cluster::kube_config(context.clone()).await?;
+        let found = super::cluster::inspect(&config, context, &checked.pins, args.profile).await?;
+        anyhow::Ok((config, found))
+    })?;
+    tell(&found.notes);
+    let plan = plan::resolve(checked, &found.profile, Some(kind))?;
+    let file = args.file.display().to_string();
     let mut backend = AnyBackend::open(&backend_ref)?;
     let kubeconfig = std::env::var_os("KUBECONFIG")
         .and_then(|v| std::env::split_paths(&v).next())
@@ -378,23 +402,8 @@ fn run_on_machines(
         ),
     )
     .context("opening the undo journal")?;
-    let rt = runtime()?;
     let outcome = rt.block_on(async {
         let mut signals = shutdown::install().context("installing signal handlers")?;
-        let options = KubeConfigOptions {
-            context: context.clone(),
-            ..KubeConfigOptions::default()
-        };
-        let config =
-            kube::Config::from_kubeconfig(&options)
-                .await
-                .with_context(|| match &context {
-                    Some(c) => {
-                        format!("reading kubeconfig context `{c}` (KUBECONFIG or ~/.kube/config)")
-                    }
-                    None => "reading the current kubeconfig context (KUBECONFIG or ~/.kube/config)"
-                        .into(),
-                })?;
         let progress = Progress::auto();
         anyhow::Ok(
             runner::run(
@@ -419,6 +428,13 @@ fn run_on_machines(
     };
     drop(rt);
     conclude(&args.out, &outcome, journal)
+}
+
+/// The discovery's remarks, before the run begins.
+fn tell(notes: &[String]) {
+    for n in notes {
+        eprintln!("timing: {n}");
+    }
 }
 
 /// A flag's value is wrong (exit 2).

@@ -169,7 +169,10 @@ fn mirror_pod_command_lines_in_every_spelling() {
 
 #[test]
 fn a_value_that_is_not_a_duration_is_reported_not_used() {
-    let flags = command_line(&["--node-monitor-grace-period=forty", "--node-monitor-period=1m0s"]);
+    let flags = command_line(&[
+        "--node-monitor-grace-period=forty",
+        "--node-monitor-period=1m0s",
+    ]);
     let (found, bad) = settings(Component::ControllerManager, &flags);
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].value, secs(60));

@@ -7,6 +7,7 @@
 //! assumed, so a window that depends on it can say so.
 
 pub mod flags;
+pub mod identity;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -160,13 +161,12 @@ pub async fn read(client: &kube::Client) -> Findings {
             Ok(list) => {
                 let mut items = list.items;
                 items.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-                f.sources.extend(items.iter().filter_map(|p| mirror_pod(c, p)));
+                f.sources
+                    .extend(items.iter().filter_map(|p| mirror_pod(c, p)));
             }
-            Err(e) => f.problems.push(format!(
-                "{} pods in {KUBE_SYSTEM}: {}",
-                c.name(),
-                short(&e)
-            )),
+            Err(e) => f
+                .problems
+                .push(format!("{} pods in {KUBE_SYSTEM}: {}", c.name(), short(&e))),
         }
     }
     let maps: Api<ConfigMap> = Api::namespaced(client.clone(), KUBE_SYSTEM);

@@ -35,7 +35,10 @@ fn the_version_alone_gives_the_grace_default_but_it_stays_assumed() {
     assert_eq!(d.profile.node_monitor_grace_period, secs(40));
     let o = d.profile.origin(Var::NodeMonitorGracePeriod);
     assert_eq!(o.word(), "assumed");
-    assert!(o.detail().contains("default of 1.31 (server v1.31.0)"), "{o:?}");
+    assert!(
+        o.detail().contains("default of 1.31 (server v1.31.0)"),
+        "{o:?}"
+    );
     let d = build(&Findings {
         version: Some("v1.32.1".into()),
         ..Findings::default()
@@ -72,13 +75,21 @@ fn a_mirror_pod_flag_is_discovered_and_wins_over_the_config_map() {
     assert_eq!(
         p.origin(Var::NodeMonitorGracePeriod),
         Origin::Discovered {
-            from: "mirror pod kube-system/kube-controller-manager-cp: --node-monitor-grace-period=20s"
-                .into()
+            from:
+                "mirror pod kube-system/kube-controller-manager-cp: --node-monitor-grace-period=20s"
+                    .into()
         }
     );
-    assert!(d.notes.iter().any(|n| n.contains("has `--node-monitor-grace-period=40s`")));
+    assert!(
+        d.notes
+            .iter()
+            .any(|n| n.contains("has `--node-monitor-grace-period=40s`"))
+    );
     assert_eq!(p.unreachable_toleration, secs(60));
-    assert_eq!(p.origin(Var::UnreachableTolerationSeconds).word(), "discovered");
+    assert_eq!(
+        p.origin(Var::UnreachableTolerationSeconds).word(),
+        "discovered"
+    );
     // read but not set: the version's default, known rather than assumed
     assert_eq!(p.not_ready_toleration, secs(300));
     let o = p.origin(Var::NotReadyTolerationSeconds);

@@ -1,6 +1,8 @@
 //! Expectations evaluated on a timeline (pure): does a condition hold in a
 //! world, and has a window been met, missed, or not yet decided at `now`.
 
+pub mod toleration;
+
 use crate::scenario::checked::Condition;
 use crate::scenario::duration::format_millis;
 use crate::scenario::expr::Window;
@@ -26,21 +28,30 @@ pub fn holds(world: &World, subject: &Subject, conditions: &[Condition]) -> bool
             let node = world.nodes.get(name).cloned().unwrap_or_default();
             conditions.iter().all(|c| node_condition(&node, c))
         }
-        Subject::Pods {
-            selector,
-            on,
-            not_on,
-        } => {
-            let pods: Vec<&PodView> = world
-                .pods
-                .values()
-                .filter(|p| selector.matches(&p.labels))
-                .filter(|p| on.as_ref().is_none_or(|n| p.node.as_ref() == Some(n)))
-                .filter(|p| not_on.as_ref().is_none_or(|n| p.node.as_ref() != Some(n)))
-                .collect();
+        Subject::Pods { .. } => {
+            let pods = selected_pods(world, subject);
             conditions.iter().all(|c| pods_condition(&pods, c))
         }
     }
+}
+
+/// The live pods a pods subject selects in `world` (none for a node subject).
+pub fn selected_pods<'w>(world: &'w World, subject: &Subject) -> Vec<&'w PodView> {
+    let Subject::Pods {
+        selector,
+        on,
+        not_on,
+    } = subject
+    else {
+        return Vec::new();
+    };
+    world
+        .pods
+        .values()
+        .filter(|p| selector.matches(&p.labels))
+        .filter(|p| on.as_ref().is_none_or(|n| p.node.as_ref() == Some(n)))
+        .filter(|p| not_on.as_ref().is_none_or(|n| p.node.as_ref() != Some(n)))
+        .collect()
 }
 
 fn node_condition(node: &crate::timeline::NodeView, c: &Condition) -> bool {

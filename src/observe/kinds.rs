@@ -10,7 +10,7 @@ use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::ResourceExt as _;
 
 use super::fold::{Changes, Differ};
-use crate::timeline::{Change, ObjectRef};
+use crate::timeline::{Change, ObjectRef, Toleration};
 
 /// Identity of an object across watch gaps: its UID, so a deleted and
 /// re-created object with the same name is two objects. The name is only a
@@ -150,6 +150,50 @@ pub(crate) struct PodSnap {
     reason: Option<String>,
     terminating: bool,
     disruption: Option<Option<String>>,
+    tolerations: (Toleration, Toleration),
+}
+
+/// How long a pod tolerates a NoExecute taint with `key` (and no value),
+/// as the taint-eviction controller computes it: the smallest
+/// `tolerationSeconds` among the matching tolerations (<= 0: none), forever
+/// when none of them has one, none without a matching toleration.
+pub(crate) fn toleration(
+    tolerations: &[k8s_openapi::api::core::v1::Toleration],
+    key: &str,
+) -> Toleration {
+    let matching: Vec<_> = tolerations
+        .iter()
+        .filter(|t| {
+            t.effect
+                .as_deref()
+                .is_none_or(|e| e.is_empty() || e == "NoExecute")
+        })
+        .filter(|t| match t.operator.as_deref() {
+            Some("Exists") => t.key.as_deref().is_none_or(|k| k.is_empty() || k == key),
+            // Equal (the default): the key and the taint's (empty) value
+            _ => t.key.as_deref() == Some(key) && t.value.as_deref().unwrap_or("").is_empty(),
+        })
+        .collect();
+    if matching.is_empty() {
+        return Toleration::None;
+    }
+    match matching.iter().filter_map(|t| t.toleration_seconds).min() {
+        Some(s) if s <= 0 => Toleration::Seconds(0),
+        Some(s) => Toleration::Seconds(s),
+        None => Toleration::Forever,
+    }
+}
+
+fn pod_tolerations(p: &Pod) -> (Toleration, Toleration) {
+    let ts = p
+        .spec
+        .as_ref()
+        .and_then(|s| s.tolerations.as_deref())
+        .unwrap_or_default();
+    (
+        toleration(ts, "node.kubernetes.io/unreachable"),
+        toleration(ts, "node.kubernetes.io/not-ready"),
+    )
 }
 
 fn condition<'a>(p: &'a Pod, type_: &str) -> Option<&'a k8s_openapi::api::core::v1::PodCondition> {
@@ -183,6 +227,7 @@ impl Differ<Pod> for PodDiff {
             disruption: condition(p, "DisruptionTarget")
                 .filter(|c| c.status == "True")
                 .map(|c| c.reason.clone()),
+            tolerations: pod_tolerations(p),
         }
     }
     fn diff(&self, prev: Option<&PodSnap>, p: &Pod, _initial: bool) -> Changes {
@@ -198,6 +243,16 @@ impl Differ<Pod> for PodDiff {
                 Change::PodAdded {
                     labels: p.labels().clone(),
                     owner,
+                },
+            ));
+        }
+        if prev.is_none_or(|x| x.tolerations != cur.tolerations) {
+            let (unreachable, not_ready) = cur.tolerations;
+            out.push((
+                None,
+                Change::PodTolerations {
+                    unreachable,
+                    not_ready,
                 },
             ));
         }

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use crate::profile::{ProfileName, TimingProfile};
+use crate::profile::{ProfileName, TimingProfile, Var};
 use crate::scenario::checked::{Action, Anchor, Checked, Expectation, StepKind};
 use crate::scenario::duration::format_millis;
 use crate::scenario::expr::{Window, WindowSpec};
@@ -74,6 +74,56 @@ impl Plan {
             }
         })
     }
+}
+
+/// The tolerations a window about pods takes from those pods at run time,
+/// not from the profile (each pod's own `tolerationSeconds`).
+pub fn pod_tolerations(exp: &Expectation) -> Vec<Var> {
+    if !matches!(exp.subject, crate::scenario::checked::Subject::Pods { .. }) {
+        return Vec::new();
+    }
+    exp.window
+        .vars()
+        .into_iter()
+        .filter(|v| {
+            matches!(
+                v,
+                Var::UnreachableTolerationSeconds | Var::NotReadyTolerationSeconds
+            )
+        })
+        .collect()
+}
+
+/// What a window's numbers rest on, beyond the profile's known values:
+/// assumed values, and tolerations taken from the pods themselves.
+pub fn window_notes(profile: &TimingProfile, exp: &Expectation) -> Vec<String> {
+    let own = pod_tolerations(exp);
+    let assumed: Vec<Var> = profile
+        .assumed(exp.window.vars())
+        .into_iter()
+        .filter(|v| !own.contains(v))
+        .collect();
+    let mut notes = Vec::new();
+    if !assumed.is_empty() {
+        let list: Vec<String> = assumed
+            .iter()
+            .map(|v| {
+                format!(
+                    "{} = {}",
+                    v.alias().unwrap_or(v.name()),
+                    crate::scenario::duration::format_duration(profile.get(*v))
+                )
+            })
+            .collect();
+        notes.push(format!("assumes {}", list.join(", ")));
+    }
+    for v in own {
+        notes.push(format!(
+            "{} from the pods' own tolerationSeconds",
+            v.alias().unwrap_or(v.name())
+        ));
+    }
+    notes
 }
 
 fn window_key(w: &WindowSpec) -> &'static str {

@@ -65,6 +65,11 @@ pub fn render_text(plan: &Plan) -> String {
         })
         .collect();
     let _ = writeln!(out, "Profile    {}: {}", p.name, vars.join(" "));
+    if !p.origins.is_empty() {
+        for [name, value, word, detail] in p.rows() {
+            let _ = writeln!(out, "           {name:<26} {value:>6}  {word:<10} {detail}");
+        }
+    }
     let _ = writeln!(out, "\nSetup");
     let applies: Vec<_> = c
         .setup
@@ -133,7 +138,15 @@ pub fn render_text(plan: &Plan) -> String {
                 n: format!("{}", ps.index + 1),
                 what: step.map(ToString::to_string).unwrap_or_default(),
                 written,
-                window: ps.window.map(|w| w.to_string()).unwrap_or_default(),
+                window: {
+                    let mut w = ps.window.map(|w| w.to_string()).unwrap_or_default();
+                    if let Some(StepKind::Expect(e)) = step.map(|s| &s.kind) {
+                        for n in super::window_notes(p, e) {
+                            w.push_str(&format!(" ({n})"));
+                        }
+                    }
+                    w
+                },
                 from,
                 at,
             }

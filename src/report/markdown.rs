@@ -29,6 +29,7 @@ pub fn render(result: &RunResult) -> String {
     summary(&mut out, result);
     super::graceful::section(&mut out, result);
     expectations(&mut out, result);
+    super::timing::section(&mut out, result);
     key_metrics(&mut out, result);
     pods(&mut out, result);
     node_transitions(&mut out, result);
@@ -70,6 +71,15 @@ fn metric_time(result: &RunResult, rel_t0: Option<Ms>) -> [String; 2] {
                 .unwrap_or_else(|| MISSING.into()),
         ],
     }
+}
+
+/// The window as written and as evaluated, with what its numbers rest on.
+fn window_cell(e: &crate::report::result::ExpectationResult) -> String {
+    let mut text = format!("{} [{}]", e.window_written, e.window);
+    for n in &e.notes {
+        let _ = write!(text, " ({n})");
+    }
+    text
 }
 
 fn opt_t0(ms: Option<Ms>) -> String {
@@ -267,7 +277,7 @@ fn expectations(out: &mut String, r: &RunResult) {
             [
                 (e.index + 1).to_string(),
                 what,
-                cell(&format!("{} [{}]", e.window_written, e.window)),
+                cell(&window_cell(e)),
                 cell(&anchor),
                 window_ran(e, r),
                 observed(e, r),

@@ -7,6 +7,7 @@ mod graceful;
 pub mod junit;
 pub mod markdown;
 pub mod result;
+mod timing;
 
 use std::path::{Path, PathBuf};
 

@@ -317,4 +317,8 @@ pub struct ExpectationResult {
     /// Signed distance outside the window (ms; negative = too early).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub missed_by: Option<Ms>,
+    /// What the window's numbers rest on beyond known values (`assumes
+    /// grace = 50s`, `toleration = 40s, the pods' own tolerationSeconds`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }

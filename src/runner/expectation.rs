@@ -4,9 +4,11 @@
 use super::{Error, Run};
 use crate::expect::{self, Decision, Subject};
 use crate::plan::time;
+use crate::profile::Var;
 use crate::report::result::{ExpectationResult, Verdict};
 use crate::scenario::checked::{Anchor, Condition, Expectation, Subject as CheckedSubject};
-use crate::timeline::Ms;
+use crate::scenario::expr::Window;
+use crate::timeline::{Ms, Toleration, World};
 
 pub(super) struct Late {
     pub(super) result: usize,
@@ -91,6 +93,7 @@ impl Run<'_> {
             verdict: outcome,
             detail,
             missed_by: None,
+            notes: Vec::new(),
             window_from: Some(at),
             window_to: Some(at),
         };
@@ -148,6 +151,7 @@ impl Run<'_> {
             verdict: Verdict::NotRun,
             detail: String::new(),
             missed_by: None,
+            notes: Vec::new(),
             window_from: None,
             window_to: None,
         };
@@ -158,6 +162,9 @@ impl Run<'_> {
             self.expectations.push(result);
             return;
         };
+        let (window, notes) = self.window_for(exp, window, &subject, anchor_at);
+        result.window = window;
+        result.notes = notes;
         let window_start = time::window_start(window, exp.explicit_anchor, anchor_at, start);
         let deadline = time::deadline(window, anchor_at, window_start);
         let (window_from, window_to) = time::evaluated_span(window, anchor_at, window_start);
@@ -236,6 +243,61 @@ impl Run<'_> {
             result.detail
         ));
         self.expectations.push(result);
+    }
+}
+
+impl Run<'_> {
+    /// The window as this run evaluates it, with what its numbers rest on:
+    /// a window about pods that names a toleration takes the selected pods'
+    /// own `tolerationSeconds` (as they were when the window began), not
+    /// the profile's.
+    fn window_for(
+        &self,
+        exp: &Expectation,
+        planned: Window,
+        subject: &Subject,
+        anchor_at: Ms,
+    ) -> (Window, Vec<String>) {
+        let profile = &self.plan.profile;
+        let own = crate::plan::pod_tolerations(exp);
+        let mut notes: Vec<String> = crate::plan::window_notes(profile, exp)
+            .into_iter()
+            .filter(|n| !n.contains("the pods' own"))
+            .collect();
+        if own.is_empty() {
+            return (planned, notes);
+        }
+        let world = World::at(&self.rec.transitions(), anchor_at);
+        let pods = expect::selected_pods(&world, subject);
+        let mut p = profile.clone();
+        for var in own {
+            let values: Vec<Toleration> = pods
+                .iter()
+                .filter_map(|pod| pod.tolerations)
+                .map(|(unreachable, not_ready)| match var {
+                    Var::NotReadyTolerationSeconds => not_ready,
+                    _ => unreachable,
+                })
+                .collect();
+            let (seconds, why) =
+                expect::toleration::effective(var.alias().unwrap_or(var.name()), &values);
+            if let Some(s) = seconds {
+                p.set(
+                    var,
+                    std::time::Duration::from_secs(u64::try_from(s).unwrap_or(0)),
+                );
+            }
+            notes.push(why);
+        }
+        match exp.window.resolve(&p) {
+            Ok(w) => (w, notes),
+            Err(e) => {
+                notes.push(format!(
+                    "with the pods' own tolerations the window is invalid ({e}); the planned one is used"
+                ));
+                (planned, notes)
+            }
+        }
     }
 }
 

@@ -106,6 +106,7 @@ impl Run<'_> {
                     verdict: Verdict::NotRun,
                     detail: "the run stopped before this step".into(),
                     missed_by: None,
+                    notes: Vec::new(),
                     window_from: None,
                     window_to: None,
                 });

@@ -23,6 +23,8 @@ pub struct Checked {
     pub description: Option<String>,
     pub namespace: String,
     pub backend: BackendKind,
+    /// The clusters it may touch (empty: any), checked before anything changes.
+    pub pins: Vec<super::model::ClusterPin>,
     pub timing: Vec<(Var, Duration)>,
     pub setup: Setup,
     pub targets: Vec<Target>,

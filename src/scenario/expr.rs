@@ -418,6 +418,23 @@ impl WindowSpec {
         }
     }
 
+    /// The profile variables its bounds name.
+    pub fn vars(&self) -> Vec<Var> {
+        let exprs: Vec<&Expr> = match self {
+            WindowSpec::Within { from, to } => from.iter().chain(std::iter::once(to)).collect(),
+            WindowSpec::After { center, tolerance } => match tolerance {
+                Tolerance::Absolute(t) => vec![center, t],
+                Tolerance::Percent(_) => vec![center],
+            },
+            WindowSpec::NotBefore(e) | WindowSpec::HoldsFor(e) | WindowSpec::Never(e) => vec![e],
+            WindowSpec::Preflight => Vec::new(),
+        };
+        let mut vars: Vec<Var> = exprs.into_iter().flat_map(Expr::vars).collect();
+        vars.sort();
+        vars.dedup();
+        vars
+    }
+
     /// The source form, as the scenario wrote it.
     pub fn source(&self) -> String {
         match self {

@@ -136,6 +136,10 @@ pub struct Scenario {
     #[serde(default)]
     pub backend: Option<BackendKind>,
     pub namespace: String,
+    /// The clusters the scenario may touch; any other is refused before
+    /// anything changes (empty: any).
+    #[serde(default)]
+    pub cluster: OneOrMany<ClusterPin>,
     /// Overrides of the cluster's timing profile, for clusters tuned away from it.
     #[serde(default)]
     pub timing: TimingOverrides,
@@ -157,6 +161,21 @@ pub struct Scenario {
     /// `--backend-file` given on the command line replaces them).
     #[serde(default)]
     pub command: Option<crate::backend::command::spec::CommandFile>,
+}
+
+/// One cluster a scenario may run against: every field given must match.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ClusterPin {
+    /// kubeconfig context name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    /// API server URL, as the kubeconfig has it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// The cluster's UID: the `kube-system` namespace's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
 }
 
 /// `libvirt:`: the connection and node -> domain mapping of a lab.

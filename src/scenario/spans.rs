@@ -173,6 +173,11 @@ impl Spans {
         }
     }
 
+    /// Whether the file has a node at exactly `path`.
+    pub fn has(&self, path: &str) -> bool {
+        self.values.contains_key(path) || self.keys.contains_key(path)
+    }
+
     /// Position of the key at `path` (for errors about a field itself), else like [`Spans::value`].
     pub fn key(&self, path: &str) -> Option<Pos> {
         self.keys.get(path).copied().or_else(|| self.value(path))

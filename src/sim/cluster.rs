@@ -175,13 +175,31 @@ impl SimCluster {
         )?;
         let mut api_args = apiserver_args(&pki, etcd_client, api_port, &opts.profile);
         api_args.extend(opts.extra_apiserver_args.iter().cloned());
-        cluster.spawn_component("kube-apiserver", &binaries.kube_apiserver, api_args)?;
+        cluster.spawn_component("kube-apiserver", &binaries.kube_apiserver, api_args.clone())?;
         let client = cluster.client().await?;
         cluster.wait_apiserver_ready(&client, deadline).await?;
 
         progress("starting kube-controller-manager and kube-scheduler");
         let kubeconfig = cluster.layout.kubeconfig();
         let kcm = controller_manager_args(&kubeconfig, &pki, &opts.profile);
+        // What the processes really run with, where kubeadm would say it.
+        let version = client
+            .apiserver_version()
+            .await
+            .map(|v| v.git_version)
+            .unwrap_or_default();
+        super::kubeadm_config::publish(
+            &client,
+            super::kubeadm_config::cluster_configuration(&version, &api_args, &kcm),
+            super::kubeadm_config::kubelet_configuration(
+                opts.profile.node_lease_duration.as_secs(),
+            ),
+        )
+        .await
+        .map_err(|source| Error::Kube {
+            what: "publishing the kubeadm-config ConfigMap".into(),
+            source,
+        })?;
         cluster.spawn_component(
             "kube-controller-manager",
             &binaries.kube_controller_manager,
@@ -866,9 +884,12 @@ async fn client_for(kubeconfig: &Path) -> Result<kube::Client, Error> {
     })
 }
 
+/// The kubeconfig context of every sim cluster.
+pub const CONTEXT: &str = "nodefall-sim";
+
 fn write_kubeconfig(path: &Path, server: &str, pki: &Pki) -> Result<(), Error> {
     let text = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: nodefall-sim\n  cluster:\n    server: {server}\n    certificate-authority: {ca}\nusers:\n- name: nodefall-admin\n  user:\n    token: {token}\ncontexts:\n- name: nodefall-sim\n  context:\n    cluster: nodefall-sim\n    user: nodefall-admin\ncurrent-context: nodefall-sim\n",
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: nodefall-sim\n  cluster:\n    server: {server}\n    certificate-authority: {ca}\nusers:\n- name: nodefall-admin\n  user:\n    token: {token}\ncontexts:\n- name: {CONTEXT}\n  context:\n    cluster: nodefall-sim\n    user: nodefall-admin\ncurrent-context: {CONTEXT}\n",
         ca = pki.ca_cert.display(),
         token = pki.token,
     );

@@ -4,6 +4,7 @@
 
 pub mod binaries;
 mod cluster;
+mod kubeadm_config;
 mod pki;
 pub mod process;
 pub mod reaper;
@@ -12,7 +13,7 @@ pub mod state;
 use std::path::PathBuf;
 use std::process::ExitStatus;
 
-pub use cluster::{SIM_NODE_LABEL, SimCluster, UpOptions, is_ready};
+pub use cluster::{CONTEXT, SIM_NODE_LABEL, SimCluster, UpOptions, is_ready};
 pub use state::{AgentState, State, default_root};
 
 #[derive(Debug, thiserror::Error)]

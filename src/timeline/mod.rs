@@ -89,6 +89,13 @@ pub enum Change {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
+    /// The pod's NoExecute tolerations of unreachable and not-ready nodes
+    /// (fixed at creation by the pod spec or the DefaultTolerationSeconds
+    /// admission plugin): how long it stays on such a node.
+    PodTolerations {
+        unreachable: Toleration,
+        not_ready: Toleration,
+    },
     /// deletionTimestamp set.
     PodTerminating,
     PodDeleted,
@@ -140,6 +147,10 @@ impl Change {
                 Some(r) => format!("phase {phase} ({r})"),
                 None => format!("phase {phase}"),
             },
+            Change::PodTolerations {
+                unreachable,
+                not_ready,
+            } => format!("tolerates unreachable {unreachable}, not-ready {not_ready}"),
             Change::PodTerminating => "Terminating".into(),
             Change::PodDeleted => "deleted".into(),
             Change::PodDisruptionTarget { reason } => {
@@ -163,6 +174,28 @@ impl Change {
                 }
             ),
             Change::VolumeAttachmentDeleted => "volume attachment deleted".into(),
+        }
+    }
+}
+
+/// How long a pod stays bound to a node with a NoExecute taint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Toleration {
+    /// No matching toleration: evicted at once.
+    None,
+    /// `tolerationSeconds` (the smallest of the matching tolerations).
+    Seconds(i64),
+    /// Tolerations without `tolerationSeconds`: never evicted.
+    Forever,
+}
+
+impl std::fmt::Display for Toleration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Toleration::None => f.write_str("0s (none)"),
+            Toleration::Seconds(s) => write!(f, "{s}s"),
+            Toleration::Forever => f.write_str("forever"),
         }
     }
 }
@@ -192,6 +225,8 @@ pub struct PodView {
     pub phase: String,
     pub reason: Option<String>,
     pub terminating: bool,
+    /// Unreachable and not-ready NoExecute tolerations, once seen.
+    pub tolerations: Option<(Toleration, Toleration)>,
 }
 
 /// Nodes and pods as the transitions so far describe them.
@@ -244,6 +279,10 @@ impl World {
                         pod.reason = reason.clone();
                     }
                     Change::PodTerminating => pod.terminating = true,
+                    Change::PodTolerations {
+                        unreachable,
+                        not_ready,
+                    } => pod.tolerations = Some((*unreachable, *not_ready)),
                     _ => {}
                 }
             }

@@ -241,7 +241,7 @@ impl Project {
             source,
         })?;
         let id = raw.trim().to_ascii_lowercase();
-        if !is_uuid(&id) {
+        if !crate::backend::libvirt::hypervisor::is_uuid(&id) {
             return Err(Error::BadId {
                 path: id_file,
                 id: raw.trim().to_owned(),
@@ -271,15 +271,6 @@ fn list(dir: &Path) -> Result<Vec<String>, Error> {
     }
     out.sort();
     Ok(out)
-}
-
-/// 8-4-4-4-12 hex digits.
-pub fn is_uuid(s: &str) -> bool {
-    let parts: Vec<&str> = s.split('-').collect();
-    parts.iter().map(|p| p.len()).eq([8, 4, 4, 4, 12])
-        && parts
-            .iter()
-            .all(|p| p.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 #[cfg(test)]

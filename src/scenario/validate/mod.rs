@@ -167,6 +167,7 @@ pub fn validate(loaded: Loaded) -> Result<Checked> {
         cx.scenario_namespace(&s.namespace);
     }
 
+    cluster_pins(&mut cx, &s.cluster.0);
     let timing = timing_overrides(&mut cx, &s.timing);
     let targets = targets::targets(&mut cx, &s);
     let setup = setup::setup(&mut cx, &s.setup);
@@ -200,6 +201,7 @@ pub fn validate(loaded: Loaded) -> Result<Checked> {
         description: s.description,
         namespace: s.namespace,
         backend: s.backend.unwrap_or(BackendKind::Sim),
+        pins: s.cluster.0,
         timing,
         setup,
         targets,
@@ -209,6 +211,47 @@ pub fn validate(loaded: Loaded) -> Result<Checked> {
         command: s.command,
         source,
     })
+}
+
+/// `cluster:`: each pin names something, a server is a URL, a UID a UUID.
+fn cluster_pins(cx: &mut Ctx<'_>, pins: &[model::ClusterPin]) {
+    for (i, pin) in pins.iter().enumerate() {
+        // one mapping, or a list of them
+        let p = match format!("cluster[{i}]") {
+            item if cx.src.spans.has(&item) => item,
+            _ => "cluster".to_owned(),
+        };
+        let given = [&pin.context, &pin.server, &pin.uid];
+        if given
+            .iter()
+            .all(|v| v.as_deref().is_none_or(|t| t.trim().is_empty()))
+        {
+            cx.err(
+                &p,
+                "a cluster pin names no cluster",
+                Some("give `context`, `server` (the API server URL) or `uid` (`kubectl get ns kube-system -o jsonpath='{.metadata.uid}'`)".into()),
+            );
+            continue;
+        }
+        if let Some(url) = &pin.server
+            && !(url.starts_with("https://") || url.starts_with("http://"))
+        {
+            cx.err(
+                &format!("{p}.server"),
+                format!("`{url}` is not an API server URL"),
+                Some("write it as the kubeconfig does, e.g. https://127.0.0.1:6443".into()),
+            );
+        }
+        if let Some(uid) = &pin.uid
+            && !crate::backend::libvirt::hypervisor::is_uuid(uid)
+        {
+            cx.err(
+                &format!("{p}.uid"),
+                format!("`{uid}` is not a UID"),
+                Some("the kube-system namespace's UID: `kubectl get ns kube-system -o jsonpath='{.metadata.uid}'`".into()),
+            );
+        }
+    }
 }
 
 /// `libvirt:`: MACs are MACs, names are not empty.

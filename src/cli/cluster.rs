@@ -1,0 +1,67 @@
+//! An existing cluster, before anything touches it: which cluster it is
+//! (checked against the scenario's `cluster:` pins) and its timing profile
+//! (discovered, unless `--profile` says otherwise).
+
+use anyhow::Context as _;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+use crate::discover::{self, identity};
+use crate::profile::{ProfileName, TimingProfile};
+use crate::scenario::model::ClusterPin;
+
+/// The kube config of a kubeconfig context (`None`: the current one) and
+/// the context's name.
+pub async fn kube_config(
+    context: Option<String>,
+) -> anyhow::Result<(kube::Config, Option<String>)> {
+    let options = KubeConfigOptions {
+        context: context.clone(),
+        ..KubeConfigOptions::default()
+    };
+    let config = kube::Config::from_kubeconfig(&options)
+        .await
+        .with_context(|| match &context {
+            Some(c) => format!("reading kubeconfig context `{c}` (KUBECONFIG or ~/.kube/config)"),
+            None => "reading the current kubeconfig context (KUBECONFIG or ~/.kube/config)".into(),
+        })?;
+    let name = context.or_else(|| Kubeconfig::read().ok().and_then(|k| k.current_context));
+    Ok((config, name))
+}
+
+/// What an existing cluster is and what its timings are.
+pub struct Inspected {
+    pub identity: identity::Identity,
+    pub profile: TimingProfile,
+    /// Remarks of the discovery (printed, and kept in the report).
+    pub notes: Vec<String>,
+}
+
+/// Reads the cluster's identity and checks it against `pins` (an error
+/// there is bad input: exit 2, nothing touched), then its timings: with
+/// `explicit` the named profile as given, else what discovery finds.
+pub async fn inspect(
+    config: &kube::Config,
+    context: Option<String>,
+    pins: &[ClusterPin],
+    explicit: Option<ProfileName>,
+) -> anyhow::Result<Inspected> {
+    let client = kube::Client::try_from(config.clone()).context("building a kube client")?;
+    let server = config.cluster_url.to_string();
+    let identity = identity::read(&client, context, &server).await;
+    identity::check(pins, &identity)?;
+    let (profile, notes) = match explicit {
+        Some(p) => (
+            TimingProfile::named(p).set_by(&format!("--profile {p}")),
+            Vec::new(),
+        ),
+        None => {
+            let d = discover::build(&discover::read(&client).await);
+            (d.profile, d.notes)
+        }
+    };
+    Ok(Inspected {
+        identity,
+        profile,
+        notes,
+    })
+}
