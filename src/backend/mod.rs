@@ -59,14 +59,16 @@ pub enum Error {
         hint: &'static str,
     },
     #[error(
-        "domain `{domain}` is not node `{node}`: the domain's UUID is {domain_uuid} but the node \
-         reports systemUUID {system_uuid}; map the node to its own domain with --domain NODE=DOMAIN"
+        "{machine} is not node `{node}`: its UUID is {uuid} but the node reports systemUUID \
+         {system_uuid}; {hint}"
     )]
     WrongMachine {
         node: String,
-        domain: String,
-        domain_uuid: String,
+        /// `domain `x``, `VirtualBox VM `x``.
+        machine: String,
+        uuid: String,
         system_uuid: String,
+        hint: &'static str,
     },
     #[error(
         "{machine} of node `{node}` is {state}, not running: nodefall only breaks running \

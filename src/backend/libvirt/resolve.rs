@@ -86,9 +86,10 @@ pub fn machine(
     {
         return Err(Error::WrongMachine {
             node: name,
-            domain: info.name.clone(),
-            domain_uuid: info.uuid.clone(),
+            machine: format!("domain `{}`", info.name),
+            uuid: info.uuid.clone(),
             system_uuid: reported,
+            hint: "map the node to its own domain with --domain NODE=DOMAIN",
         });
     }
     if faults.iter().any(|f| breaks(*f)) && info.state != DomState::Running {

@@ -293,9 +293,9 @@ impl VagrantBackend {
                 found: info.adapter_list(),
             });
         }
+        let same = identity(node, &info)?;
         let (ssh, ssh_note) = self.ssh_for(name, &created.machine, faults).await?;
-        let text = describe_vm(name, &created, &info, nic, cuts, ssh.as_ref(), &ssh_note)
-            + &identity(node, &info.uuid);
+        let text = describe_vm(name, &created, &info, nic, cuts, ssh.as_ref(), &ssh_note) + &same;
         self.placed.insert(
             name.to_owned(),
             Placed::Virtualbox {
@@ -481,17 +481,23 @@ fn describe_vm(
     s + ssh_note
 }
 
-/// Whether the node's systemUUID is the VM's. Said, not enforced: the
-/// guest's SMBIOS UUID is VirtualBox's hardware UUID, which is the VM's
-/// unless set apart (`modifyvm --hardwareuuid`).
-fn identity(node: &Node, uuid: &str) -> String {
+/// The node must be this VM where the node says who it is: its systemUUID
+/// is the VM's hardware UUID (the VM's own UUID unless set apart with
+/// `modifyvm --hardwareuuid`, which `showvminfo` reports).
+fn identity(node: &Node, info: &vbox::VmInfo) -> Result<String, Error> {
+    let hardware = info.hardware_uuid.as_deref().unwrap_or(&info.uuid);
     match libvirt::system_uuid(node) {
-        Some(r) if libvirt::same_uuid(&r, uuid) => ", the node's systemUUID is the VM's".into(),
-        Some(r) => format!(
-            "; note: the node reports systemUUID {r}, not the VM's (VirtualBox may give the \
-             guest a hardware UUID of its own; check the mapping if the node is not this VM)"
-        ),
-        None => String::new(),
+        Some(r) if libvirt::same_uuid(&r, hardware) => {
+            Ok(", the node's systemUUID is the VM's".into())
+        }
+        Some(r) => Err(Error::WrongMachine {
+            node: node.metadata.name.clone().unwrap_or_default(),
+            machine: format!("VirtualBox VM `{}`", info.name),
+            uuid: hardware.to_owned(),
+            system_uuid: r,
+            hint: "map the node to its own machine with --machine NODE=MACHINE",
+        }),
+        None => Ok(String::new()),
     }
 }
 

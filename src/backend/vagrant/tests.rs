@@ -47,3 +47,55 @@ fn nodes_map_to_machines_named_like_them_unless_mapped() {
     assert_eq!(lv.nic_index, Some(2));
     assert_eq!(lv.ssh.stop_kubelet, STOP_KUBELET);
 }
+
+fn node_with_uuid(uuid: &str) -> Node {
+    let mut n = Node::default();
+    n.metadata.name = Some("k8s-2".into());
+    n.status = Some(k8s_openapi::api::core::v1::NodeStatus {
+        node_info: Some(k8s_openapi::api::core::v1::NodeSystemInfo {
+            system_uuid: uuid.into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    n
+}
+
+#[test]
+fn a_virtualbox_vm_that_is_not_the_node_is_refused() {
+    let info = vbox::VmInfo::parse(
+        "name=\"lab_k8s-2_1\"\nUUID=\"0b8a3f4e-5c1d-4e7a-9f0b-2a6c8d1e3f57\"\nVMState=\"running\"\n",
+    );
+    // the same UUID, in SMBIOS's byte order as a guest may report it
+    let same = identity(
+        &node_with_uuid("4E3F8A0B-1D5C-7A4E-9F0B-2A6C8D1E3F57"),
+        &info,
+    );
+    assert_eq!(same.unwrap(), ", the node's systemUUID is the VM's");
+    let e = identity(
+        &node_with_uuid("11111111-2222-3333-4444-555555555555"),
+        &info,
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "VirtualBox VM `lab_k8s-2_1` is not node `k8s-2`: its UUID is \
+         0b8a3f4e-5c1d-4e7a-9f0b-2a6c8d1e3f57 but the node reports systemUUID \
+         11111111-2222-3333-4444-555555555555; map the node to its own machine with --machine NODE=MACHINE"
+    );
+    assert!(e.invalid_input());
+    // a hardware UUID set apart (`modifyvm --hardwareuuid`) is what the guest sees
+    let apart = vbox::VmInfo::parse(
+        "name=\"lab_k8s-2_1\"\nUUID=\"0b8a3f4e-5c1d-4e7a-9f0b-2a6c8d1e3f57\"\n\
+         hardwareuuid=\"11111111-2222-3333-4444-555555555555\"\n",
+    );
+    assert!(
+        identity(
+            &node_with_uuid("11111111-2222-3333-4444-555555555555"),
+            &apart
+        )
+        .is_ok()
+    );
+    // a node that says nothing is not checked
+    assert_eq!(identity(&Node::default(), &info).unwrap(), "");
+}

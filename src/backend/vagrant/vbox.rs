@@ -34,6 +34,9 @@ const POLL: Duration = Duration::from_secs(1);
 pub struct VmInfo {
     pub name: String,
     pub uuid: String,
+    /// The UUID the guest sees in SMBIOS (`hardwareuuid`): the VM's own
+    /// unless set apart with `modifyvm --hardwareuuid`.
+    pub hardware_uuid: Option<String>,
     /// VirtualBox's short state name: `running`, `paused`, `poweroff`,
     /// `saved`, `aborted`, `stopping`, ...
     pub state: String,
@@ -65,6 +68,7 @@ impl VmInfo {
             match key {
                 "name" => info.name = value,
                 "UUID" => info.uuid = value.to_ascii_lowercase(),
+                "hardwareuuid" => info.hardware_uuid = Some(value.to_ascii_lowercase()),
                 "VMState" => info.state = value,
                 _ => {
                     if let Some(i) = numbered("nic") {
@@ -415,6 +419,7 @@ mod tests {
 groups=\"/\"
 ostype=\"Ubuntu (64-bit)\"
 UUID=\"0B8A3F4E-5C1D-4E7A-9F0B-2A6C8D1E3F57\"
+hardwareuuid=\"0B8A3F4E-5C1D-4E7A-9F0B-2A6C8D1E3F57\"
 VMState=\"running\"
 VMStateChangeTime=\"2022-10-15T03:25:41.000000000\"
 nic1=\"nat\"
@@ -433,6 +438,7 @@ nic4=\"none\"
         let i = VmInfo::parse(INFO);
         assert_eq!(i.name, "kubespray_k8s-2_1665804309774_65270");
         assert_eq!((i.uuid.as_str(), i.state.as_str()), (UUID, "running"));
+        assert_eq!(i.hardware_uuid.as_deref(), Some(UUID));
         assert_eq!(i.adapter_list(), ["1 nat", "2 hostonly"]);
         assert!(i.adapter(1).expect("nic 1").cable);
         assert!(!i.adapter(2).expect("nic 2").cable);
