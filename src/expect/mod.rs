@@ -1,6 +1,8 @@
 //! Expectations evaluated on a timeline (pure): does a condition hold in a
 //! world, and has a window been met, missed, or not yet decided at `now`.
 
+mod volumes;
+
 use crate::scenario::checked::Condition;
 use crate::scenario::duration::format_millis;
 use crate::scenario::expr::Window;
@@ -17,10 +19,18 @@ pub enum Subject {
         on: Option<String>,
         not_on: Option<String>,
     },
+    /// A claim's volume, on a node (or anywhere).
+    Pvc {
+        claim: String,
+        node: Option<String>,
+    },
 }
 
 /// Whether every condition holds for `subject` in `world`.
 pub fn holds(world: &World, subject: &Subject, conditions: &[Condition]) -> bool {
+    if let Some(verdict) = volumes::holds(world, subject, conditions) {
+        return verdict;
+    }
     match subject {
         Subject::Node(name) => {
             let node = world.nodes.get(name).cloned().unwrap_or_default();
@@ -40,6 +50,7 @@ pub fn holds(world: &World, subject: &Subject, conditions: &[Condition]) -> bool
                 .collect();
             conditions.iter().all(|c| pods_condition(&pods, c))
         }
+        Subject::Pvc { .. } => false,
     }
 }
 
@@ -106,6 +117,8 @@ pub fn truth_series(
         world.apply(&transitions[i]);
         i += 1;
     }
+    // Event conditions count occurrences from the series start on.
+    world.forget_events();
     series.push((from, holds(&world, subject, conditions)));
     while i < transitions.len() {
         // Apply every transition of the same instant before judging.
