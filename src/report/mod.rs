@@ -7,6 +7,7 @@ mod graceful;
 pub mod junit;
 pub mod markdown;
 pub mod result;
+mod volumes;
 
 use std::path::{Path, PathBuf};
 
