@@ -55,10 +55,15 @@ pub(super) fn condition(
         return Some(event(cx, p, e));
     }
     let mut refused = false;
+    let about = match (&e.node, &e.pods) {
+        (Some(_), _) => "is about a node",
+        (None, Some(_)) => "is about pods",
+        (None, None) => "names no `pvc`",
+    };
     for (field, _) in volume_fields.iter().filter(|(_, set)| *set) {
         cx.err_key(
             &format!("{p}.{field}"),
-            format!("`{field}` applies to a claim's volume, but this expectation names no `pvc`"),
+            format!("`{field}` applies to a claim's volume, but this expectation {about}"),
             Some("add `pvc: CLAIM` (a PersistentVolumeClaim of the scenario namespace)".into()),
         );
         refused = true;
@@ -178,13 +183,22 @@ fn event(cx: &mut Ctx<'_>, p: &str, e: &model::Expect) -> Option<(Subject, Vec<C
         );
     }
     for (field, _) in others(e).iter().filter(|(_, set)| *set) {
-        cx.err_key(
-            &format!("{p}.{field}"),
-            format!(
-                "`{field}` cannot share an expectation with `event`, which is about something happening, not a state"
-            ),
-            Some(format!("put `{field}` in an expectation of its own")),
-        );
+        let (message, help) = if *field == "on" || *field == "notOn" {
+            (
+                format!(
+                    "`{field}` cannot filter an `event` expectation: its pods are matched by name and labels, wherever they ran"
+                ),
+                "narrow the selector in `pods` instead".to_owned(),
+            )
+        } else {
+            (
+                format!(
+                    "`{field}` cannot share an expectation with `event`, which is about something happening, not a state"
+                ),
+                format!("put `{field}` in an expectation of its own"),
+            )
+        };
+        cx.err_key(&format!("{p}.{field}"), message, Some(help));
     }
     let subject = match (&e.node, &e.pods) {
         (Some(n), None) => Subject::Node(cx.target_ref(&format!("{p}.node"), n)?),
@@ -229,4 +243,55 @@ pub(super) fn event_in_wait(cx: &mut Ctx<'_>, p: &str) {
         "`event` has no meaning inside `wait.until`: it is something happening, not a state to wait for",
         Some("write it as an expectation step with `within`".into()),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::scenario::checked::{Condition, StepKind, Subject};
+    use crate::scenario::load::load_str;
+
+    /// The seed-000 shape: out-of-service taint, then the claim's volume
+    /// detached from the target, the replacement's volume attached
+    /// elsewhere, and Multi-Attach events expected (or not).
+    const SEED_000: &str = "name: t\nnamespace: ns\ntarget: {mostPods: app=web}\nsteps:\n  - fault: pause-vm\n  - action: {taint: {node: target, key: node.kubernetes.io/out-of-service, value: nodeshutdown, effect: NoExecute}}\n  - expect: {pvc: data-web-0, detachedFrom: target, within: 60s}\n  - expect: {pvc: data-web-0, attached: true, within: 2m}\n  - expect: {event: FailedAttachVolume, pods: app=web, message: Multi-Attach, never: 3m}\n  - expect: {event: NodeNotReady, node: target, within: 1m}\n";
+
+    #[test]
+    fn seed_000_volume_and_event_expectations_check() {
+        let c = load_str("s.yaml", std::path::Path::new("."), SEED_000)
+            .and_then(crate::scenario::validate::validate)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let exps: Vec<(Subject, Vec<Condition>)> = c
+            .steps
+            .iter()
+            .filter_map(|s| match &s.kind {
+                StepKind::Expect(e) => Some((e.subject.clone(), e.conditions.clone())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            exps[0],
+            (
+                Subject::Pvc {
+                    claim: "data-web-0".into(),
+                    on: Some("target".into())
+                },
+                vec![Condition::Attached(false)]
+            )
+        );
+        assert_eq!(
+            exps[1].0,
+            Subject::Pvc {
+                claim: "data-web-0".into(),
+                on: None
+            }
+        );
+        assert_eq!(
+            exps[2].1,
+            vec![Condition::Event {
+                reason: "FailedAttachVolume".into(),
+                message: Some("Multi-Attach".into())
+            }]
+        );
+        assert_eq!(exps[3].0, Subject::Node("target".into()));
+    }
 }
