@@ -201,6 +201,9 @@ async fn flow() {
     let attached = [Condition::Attached(true)];
     let detached = [Condition::Attached(false)];
     let within = |ms| Window::Between { from: 0, to: ms };
+    // T0 strictly after the attachment was seen, as a fault's start would
+    // be: the metrics take the world just before T0.
+    tokio::time::sleep(Duration::from_millis(20)).await;
     let t0 = rec.now();
     assert!(pass(
         &judge(&rec, &claim_on(&a), &attached, within(1_000), t0).await
