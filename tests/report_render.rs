@@ -19,6 +19,10 @@ use nodefall::timeline::Ms;
 
 const STATEFULSET: &str = "tests/fixtures/results/statefulset-pass.json";
 const DEPLOYMENT: &str = "tests/fixtures/results/deployment-fail.json";
+/// The StatefulSet run with a claim's VolumeAttachments (detached after the
+/// out-of-service taint, attached on the new node) and a repeated
+/// Multi-Attach event.
+const VOLUMES: &str = "tests/fixtures/results/statefulset-volumes.json";
 
 fn fixture(path: &str) -> RunResult {
     report::read_result(Path::new(path)).unwrap()
@@ -65,6 +69,42 @@ fn statefulset_pass_junit() {
 }
 
 #[test]
+fn statefulset_volumes_markdown() {
+    insta::assert_snapshot!(
+        "statefulset-volumes.md",
+        markdown::render(&fixture(VOLUMES))
+    );
+}
+
+/// The fixture's volume metrics are what `compute` derives from its own
+/// transitions, so the snapshot shows real figures, not invented ones.
+#[test]
+fn the_volumes_fixture_metrics_follow_from_its_transitions() {
+    let r = fixture(VOLUMES);
+    let targets: Vec<String> = r.targets.values().cloned().collect();
+    let m = nodefall::timeline::metrics::compute(
+        &r.transitions,
+        r.t0.unwrap(),
+        &targets,
+        r.finished,
+        r.started_at,
+    );
+    assert_eq!(m.volume_detaches, r.metrics.volume_detaches);
+    assert_eq!(
+        m.detach_after_out_of_service_max,
+        r.metrics.detach_after_out_of_service_max
+    );
+    let waits = |m: &nodefall::timeline::metrics::Metrics| -> Vec<_> {
+        m.pods
+            .iter()
+            .map(|p| (p.replacement_volume_attached, p.replacement_volume_wait))
+            .collect()
+    };
+    assert_eq!(waits(&m), waits(&r.metrics));
+    assert_eq!(r.metrics.pods[0].replacement_volume_wait, Some(861));
+}
+
+#[test]
 fn deployment_fail_markdown() {
     insta::assert_snapshot!("deployment-fail.md", markdown::render(&fixture(DEPLOYMENT)));
 }
@@ -76,7 +116,7 @@ fn deployment_fail_junit() {
 
 #[test]
 fn fixtures_round_trip_through_json_unchanged() {
-    for path in [STATEFULSET, DEPLOYMENT] {
+    for path in [STATEFULSET, DEPLOYMENT, VOLUMES] {
         let text = std::fs::read_to_string(path).unwrap();
         let result: RunResult = serde_json::from_str(&text).unwrap();
         let again: RunResult =

@@ -2,6 +2,7 @@
 //! world, and has a window been met, missed, or not yet decided at `now`.
 
 pub mod toleration;
+mod volumes;
 
 use crate::scenario::checked::Condition;
 use crate::scenario::duration::format_millis;
@@ -19,10 +20,18 @@ pub enum Subject {
         on: Option<String>,
         not_on: Option<String>,
     },
+    /// A claim's volume, on a node (or anywhere).
+    Pvc {
+        claim: String,
+        node: Option<String>,
+    },
 }
 
 /// Whether every condition holds for `subject` in `world`.
 pub fn holds(world: &World, subject: &Subject, conditions: &[Condition]) -> bool {
+    if let Some(verdict) = volumes::holds(world, subject, conditions) {
+        return verdict;
+    }
     match subject {
         Subject::Node(name) => {
             let node = world.nodes.get(name).cloned().unwrap_or_default();
@@ -32,6 +41,7 @@ pub fn holds(world: &World, subject: &Subject, conditions: &[Condition]) -> bool
             let pods = selected_pods(world, subject);
             conditions.iter().all(|c| pods_condition(&pods, c))
         }
+        Subject::Pvc { .. } => false,
     }
 }
 
@@ -117,6 +127,8 @@ pub fn truth_series(
         world.apply(&transitions[i]);
         i += 1;
     }
+    // Event conditions count occurrences from the series start on.
+    world.forget_events();
     series.push((from, holds(&world, subject, conditions)));
     while i < transitions.len() {
         // Apply every transition of the same instant before judging.

@@ -226,7 +226,8 @@ pub fn targets_to_check(checked: &Checked) -> Vec<String> {
             } => Some(node),
             StepKind::Expect(e) if requirement(e).is_some() => match &e.subject {
                 crate::scenario::checked::Subject::Node(t) => Some(t),
-                crate::scenario::checked::Subject::Pods { .. } => None,
+                crate::scenario::checked::Subject::Pods { .. }
+                | crate::scenario::checked::Subject::Pvc { .. } => None,
             },
             _ => None,
         };

@@ -8,7 +8,7 @@
 use k8s_openapi::api::core::v1::{Event as KubeEvent, Node, Pod};
 use kube::runtime::watcher::Event;
 
-use super::super::kinds::{EventDiff, NodeDiff, PodDiff};
+use super::super::kinds::{EventDiff, NodeDiff, PodDiff, PvcDiff};
 use super::{Changes, Fold};
 use crate::timeline::{Change, ObjectRef, Transition, World};
 
@@ -278,7 +278,7 @@ fn a_delete_of_an_unknown_object_records_nothing() {
 
 #[test]
 fn events_already_there_are_skipped_and_new_ones_recorded_once() {
-    let mut fold = Fold::new(EventDiff);
+    let mut fold = Fold::new(EventDiff::default());
     let old = event("e1", "1", "NodeNotReady");
     let out = feed(
         &mut fold,
@@ -302,4 +302,59 @@ fn events_already_there_are_skipped_and_new_ones_recorded_once() {
     // Events expiring is no transition.
     let out = feed(&mut fold, vec![Event::Init, Event::InitDone]);
     assert!(out.is_empty(), "{out:?}");
+}
+
+fn counted(mut e: KubeEvent, count: i32) -> KubeEvent {
+    e.count = Some(count);
+    e
+}
+
+#[test]
+fn a_repeated_event_is_recorded_again_and_scenario_reasons_pass() {
+    let mut fold = Fold::new(EventDiff {
+        extra: vec![s("SuccessfulAttachVolume")],
+    });
+    let before = counted(event("e1", "1", "FailedAttachVolume"), 1);
+    feed(
+        &mut fold,
+        vec![
+            Event::Init,
+            Event::InitApply(before.clone()),
+            Event::InitDone,
+        ],
+    );
+    // Listed before the run, then repeated during it: the repeat counts.
+    let out = feed(&mut fold, vec![Event::Apply(counted(before, 2))]);
+    assert!(
+        matches!(&out[..], [(_, Change::Event { count: Some(2), .. })]),
+        "{out:?}"
+    );
+    let mine = event("e2", "2", "SuccessfulAttachVolume");
+    assert_eq!(feed(&mut fold, vec![Event::Apply(mine)]).len(), 1);
+    let noise = event("e3", "3", "Pulled");
+    assert!(feed(&mut fold, vec![Event::Apply(noise)]).is_empty());
+}
+
+#[test]
+fn a_claim_is_recorded_once_bound() {
+    let claim = |volume: Option<&str>| -> k8s_openapi::api::core::v1::PersistentVolumeClaim {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "data-web-0", "uid": "c1"},
+            "spec": {"volumeName": volume},
+        }))
+        .unwrap()
+    };
+    let mut fold = Fold::new(PvcDiff);
+    let out = feed(
+        &mut fold,
+        vec![Event::Init, Event::InitApply(claim(None)), Event::InitDone],
+    );
+    assert!(out.is_empty(), "unbound: {out:?}");
+    let out = feed(&mut fold, vec![Event::Apply(claim(Some("pv-1")))]);
+    assert_eq!(
+        out,
+        [(s("data-web-0"), Change::PvcBound { volume: s("pv-1") })]
+    );
+    let out = feed(&mut fold, vec![Event::Delete(claim(Some("pv-1")))]);
+    assert_eq!(out, [(s("data-web-0"), Change::PvcDeleted)]);
 }

@@ -1,11 +1,11 @@
-//! What each watched kind (Node, Pod, Event, VolumeAttachment) contributes
+//! What each watched kind (Node, Pod, Event, VolumeAttachment, PVC) contributes
 //! to the timeline: its identity key, the fields compared, and the typed
 //! changes between two states of it.
 
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Event as KubeEvent, Node, Pod};
+use k8s_openapi::api::core::v1::{Event as KubeEvent, Node, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::ResourceExt as _;
 
@@ -203,6 +203,16 @@ fn condition<'a>(p: &'a Pod, type_: &str) -> Option<&'a k8s_openapi::api::core::
         .and_then(|cs| cs.iter().find(|c| c.type_ == type_))
 }
 
+/// The PersistentVolumeClaims a pod's volumes use (spec order).
+fn claims(p: &Pod) -> Vec<String> {
+    p.spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .filter_map(|v| v.persistent_volume_claim.as_ref())
+        .map(|c| c.claim_name.clone())
+        .collect()
+}
+
 impl Differ<Pod> for PodDiff {
     type Snap = PodSnap;
     fn key(&self, p: &Pod) -> String {
@@ -243,6 +253,7 @@ impl Differ<Pod> for PodDiff {
                 Change::PodAdded {
                     labels: p.labels().clone(),
                     owner,
+                    claims: claims(p),
                 },
             ));
         }
@@ -305,8 +316,12 @@ impl Differ<Pod> for PodDiff {
 
 // ----- events -----
 
-#[derive(Debug)]
-pub(crate) struct EventDiff;
+/// Records events whose reason is in [`EVENT_REASONS`] or among `extra`
+/// (the reasons a scenario's expectations name).
+#[derive(Debug, Default)]
+pub(crate) struct EventDiff {
+    pub(crate) extra: Vec<String>,
+}
 
 /// Event reasons shown on the timeline (others are noise for node failures).
 const EVENT_REASONS: [&str; 10] = [
@@ -322,19 +337,30 @@ const EVENT_REASONS: [&str; 10] = [
     "FailedScheduling",
 ];
 
+/// How many times the event happened: core/v1 `count`, or the
+/// events.k8s.io-style `series.count` of a newer reporter.
+fn event_count(e: &KubeEvent) -> Option<i32> {
+    e.count.or_else(|| e.series.as_ref().and_then(|s| s.count))
+}
+
 impl Differ<KubeEvent> for EventDiff {
-    /// Events are recorded once, when first seen.
-    type Snap = ();
+    /// The count: an event object is recorded when first seen and again each
+    /// time the reporter bumps its count (the same thing happened again).
+    type Snap = Option<i32>;
     fn key(&self, e: &KubeEvent) -> String {
         uid_key(e)
     }
     fn object(&self, e: &KubeEvent) -> ObjectRef {
         ObjectRef::Event { name: e.name_any() }
     }
-    fn snap(&self, _e: &KubeEvent) {}
-    fn diff(&self, _prev: Option<&()>, e: &KubeEvent, initial: bool) -> Changes {
+    fn snap(&self, e: &KubeEvent) -> Option<i32> {
+        event_count(e)
+    }
+    fn diff(&self, _prev: Option<&Option<i32>>, e: &KubeEvent, initial: bool) -> Changes {
         let reason = e.reason.clone().unwrap_or_default();
-        if initial || !EVENT_REASONS.contains(&reason.as_str()) {
+        // Listed at the first sync: it happened before the run. Its snap is
+        // kept all the same, so a later repeat is recorded.
+        if initial || !(EVENT_REASONS.contains(&reason.as_str()) || self.extra.contains(&reason)) {
             return Vec::new();
         }
         let involved = format!(
@@ -354,11 +380,50 @@ impl Differ<KubeEvent> for EventDiff {
                 reason,
                 involved,
                 message: e.message.clone().unwrap_or_default(),
+                count: event_count(e),
             },
         )]
     }
     fn deleted(&self) -> Option<Change> {
         None
+    }
+}
+
+// ----- claims -----
+
+/// PersistentVolumeClaims: which PersistentVolume each is bound to, so a
+/// claim named in a scenario can be followed to its VolumeAttachments.
+#[derive(Debug)]
+pub(crate) struct PvcDiff;
+
+impl Differ<PersistentVolumeClaim> for PvcDiff {
+    type Snap = Option<String>;
+    fn key(&self, c: &PersistentVolumeClaim) -> String {
+        uid_key(c)
+    }
+    fn object(&self, c: &PersistentVolumeClaim) -> ObjectRef {
+        ObjectRef::Pvc { name: c.name_any() }
+    }
+    fn snap(&self, c: &PersistentVolumeClaim) -> Option<String> {
+        c.spec
+            .as_ref()
+            .and_then(|s| s.volume_name.clone())
+            .filter(|v| !v.is_empty())
+    }
+    fn diff(
+        &self,
+        _prev: Option<&Option<String>>,
+        c: &PersistentVolumeClaim,
+        _initial: bool,
+    ) -> Changes {
+        // Only a bound claim says anything about volumes; an unbound one is
+        // recorded once it binds (its snap changes then).
+        self.snap(c)
+            .map(|volume| vec![(None, Change::PvcBound { volume })])
+            .unwrap_or_default()
+    }
+    fn deleted(&self) -> Option<Change> {
+        Some(Change::PvcDeleted)
     }
 }
 

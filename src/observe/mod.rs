@@ -1,4 +1,5 @@
-//! Watches Nodes, the scenario's Pods and Events with kube-rs watchers and
+//! Watches Nodes, the scenario's Pods, claims and Events, and
+//! VolumeAttachments with kube-rs watchers and
 //! records every change as a typed [`Transition`] with its observation time.
 //!
 //! Each watcher feeds a [`fold::Fold`] that keeps the last state it saw of
@@ -15,7 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use futures::StreamExt as _;
-use k8s_openapi::api::core::v1::{Event as KubeEvent, Node, Pod};
+use k8s_openapi::api::core::v1::{Event as KubeEvent, Node, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::Resource;
 use kube::api::Api;
@@ -25,7 +26,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use self::fold::{Changes, Differ, Fold};
-use self::kinds::{AttachmentDiff, EventDiff, NodeDiff, PodDiff};
+use self::kinds::{AttachmentDiff, EventDiff, NodeDiff, PodDiff, PvcDiff};
 use crate::timeline::{Change, Ms, ObjectRef, Transition, World};
 
 /// The shared record: transitions in observation order and the world they fold into.
@@ -125,9 +126,21 @@ impl Drop for Observer {
 }
 
 impl Observer {
-    /// Starts watching Nodes, Pods and Events of `namespace`, Node events,
-    /// and VolumeAttachments (CSI attach/detach; none on the sim backend).
+    /// Starts watching Nodes, Pods, PersistentVolumeClaims and Events of
+    /// `namespace`, Node events, and VolumeAttachments (CSI attach/detach;
+    /// none on the sim backend unless a test creates them).
     pub fn start(client: &kube::Client, namespace: &str, recorder: &Arc<Recorder>) -> Observer {
+        Observer::start_with_reasons(client, namespace, recorder, &[])
+    }
+
+    /// Like [`Observer::start`], also recording events of these reasons (the
+    /// ones a scenario's expectations name) besides the built-in list.
+    pub fn start_with_reasons(
+        client: &kube::Client,
+        namespace: &str,
+        recorder: &Arc<Recorder>,
+        reasons: &[String],
+    ) -> Observer {
         let (synced_tx, synced) = watch::channel(0usize);
         let synced_tx = Arc::new(synced_tx);
         let mut tasks = Vec::new();
@@ -151,9 +164,18 @@ impl Observer {
                 events,
                 recorder.clone(),
                 synced_tx.clone(),
-                EventDiff,
+                EventDiff {
+                    extra: reasons.to_vec(),
+                },
             )));
         }
+        let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
+        tasks.push(tokio::spawn(track(
+            claims,
+            recorder.clone(),
+            synced_tx.clone(),
+            PvcDiff,
+        )));
         let attachments: Api<VolumeAttachment> = Api::all(client.clone());
         tasks.push(tokio::spawn(track(
             attachments,

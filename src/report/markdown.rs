@@ -33,6 +33,7 @@ pub fn render(result: &RunResult) -> String {
     key_metrics(&mut out, result);
     pods(&mut out, result);
     node_transitions(&mut out, result);
+    super::volumes::sections(&mut out, result);
     steps(&mut out, result);
     super::commands::section(&mut out, result);
     timeline(&mut out, result);

@@ -8,6 +8,7 @@ pub mod junit;
 pub mod markdown;
 pub mod result;
 mod timing;
+mod volumes;
 
 use std::path::{Path, PathBuf};
 

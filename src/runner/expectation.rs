@@ -30,6 +30,10 @@ impl Run<'_> {
                 on: on.as_ref().map(|t| self.node(t)).transpose()?,
                 not_on: not_on.as_ref().map(|t| self.node(t)).transpose()?,
             },
+            CheckedSubject::Pvc { claim, on } => Subject::Pvc {
+                claim: claim.clone(),
+                node: on.as_ref().map(|t| self.node(t)).transpose()?,
+            },
         })
     }
 
@@ -54,6 +58,8 @@ impl Run<'_> {
                 }
                 text
             }
+            CheckedSubject::Pvc { claim, on: None } => format!("pvc {claim}"),
+            CheckedSubject::Pvc { claim, on: Some(t) } => format!("pvc {claim} on {}", with(t)),
         }
     }
 
@@ -117,7 +123,7 @@ impl Run<'_> {
                     .node(t)
                     .ok()
                     .and_then(|n| self.gns.iter().find(|r| r.node == n).cloned()),
-                CheckedSubject::Pods { .. } => None,
+                CheckedSubject::Pods { .. } | CheckedSubject::Pvc { .. } => None,
             };
             self.graceful_shutdown(index, label, exp, report.as_ref());
             return;

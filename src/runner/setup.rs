@@ -40,7 +40,8 @@ impl Run<'_> {
                 self.journal.settle(id, Settled::Superseded)?;
             }
         }
-        let mut observer = Observer::start(&self.client, ns, &self.rec);
+        let reasons = event_reasons(&self.plan.scenario.steps);
+        let mut observer = Observer::start_with_reasons(&self.client, ns, &self.rec, &reasons);
         tokio::time::timeout(Duration::from_secs(60), observer.synced())
             .await
             .map_err(|_| {
@@ -104,4 +105,23 @@ impl Run<'_> {
             .map_err(journal_failed)?;
         Ok(())
     }
+}
+
+/// The event reasons the scenario's expectations name: the observer records
+/// those besides its built-in list, so any reason can be expected.
+fn event_reasons(steps: &[crate::scenario::checked::Step]) -> Vec<String> {
+    use crate::scenario::checked::{Condition, StepKind};
+    let mut out: Vec<String> = Vec::new();
+    for step in steps {
+        if let StepKind::Expect(e) = &step.kind {
+            for c in &e.conditions {
+                if let Condition::Event { reason, .. } = c
+                    && !out.contains(reason)
+                {
+                    out.push(reason.clone());
+                }
+            }
+        }
+    }
+    out
 }

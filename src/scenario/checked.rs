@@ -241,6 +241,9 @@ pub enum Subject {
         on: Option<String>,
         not_on: Option<String>,
     },
+    /// A PersistentVolumeClaim of the scenario namespace (its bound volume's
+    /// VolumeAttachments), optionally only on a target's node.
+    Pvc { claim: String, on: Option<String> },
 }
 
 /// One condition; an expectation holds when all of its conditions hold.
@@ -274,6 +277,15 @@ pub enum Condition {
     /// on the timeline: decided from facts read before the first fault
     /// (its expectation has the [`crate::scenario::expr::WindowSpec::Preflight`] window).
     GracefulShutdown(GracefulShutdown),
+    /// The claim's volume is attached (`status.attached`) to the subject's
+    /// node, or anywhere without one (false: not attached there).
+    Attached(bool),
+    /// An event with this reason (and message part) about the subject has
+    /// been seen since the expectation's series began.
+    Event {
+        reason: String,
+        message: Option<String>,
+    },
 }
 
 /// When an expectation is measured from.

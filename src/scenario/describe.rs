@@ -24,6 +24,8 @@ impl fmt::Display for Subject {
                 }
                 Ok(())
             }
+            Subject::Pvc { claim, on: None } => write!(f, "pvc {claim}"),
+            Subject::Pvc { claim, on: Some(t) } => write!(f, "pvc {claim} on {t}"),
         }
     }
 }
@@ -55,6 +57,16 @@ impl fmt::Display for Condition {
             Condition::GracefulShutdown(super::model::GracefulShutdown::WillNotRun) => {
                 f.write_str("graceful shutdown will not run")
             }
+            Condition::Attached(true) => f.write_str("volume attached"),
+            Condition::Attached(false) => f.write_str("volume not attached"),
+            Condition::Event {
+                reason,
+                message: None,
+            } => write!(f, "event {reason}"),
+            Condition::Event {
+                reason,
+                message: Some(m),
+            } => write!(f, "event {reason} with message containing \"{m}\""),
         }
     }
 }

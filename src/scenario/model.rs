@@ -685,6 +685,20 @@ pub struct Expect {
     pub never: Option<String>,
     /// Anchor: a step `id`, or `fault` for the latest fault (default: the latest fault or action).
     pub since: Option<String>,
+    // volumes (subject `pvc`, see `validate::volumes`)
+    /// Subject: a PersistentVolumeClaim of the scenario namespace.
+    pub pvc: Option<String>,
+    /// Its volume is attached to this target's node.
+    pub attached_to: Option<String>,
+    /// Its volume is not attached to this target's node.
+    pub detached_from: Option<String>,
+    /// Its volume is attached to some node (true) or to none (false).
+    pub attached: Option<bool>,
+    // events (on a `pods` or `node` subject)
+    /// An event with this reason about the subject has been seen.
+    pub event: Option<String>,
+    /// ... whose message contains this text.
+    pub message: Option<String>,
 }
 
 /// What happens to the workload and the scenario's own changes afterwards.

@@ -34,6 +34,13 @@ pub struct Metrics {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detection_lag_max: Option<Ms>,
     pub pods: Vec<PodRecovery>,
+    /// Volumes attached to a target node at T0 whose node got the
+    /// out-of-service taint: when they were detached (see `volumes`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volume_detaches: Vec<super::volumes::VolumeDetach>,
+    /// Largest `detachAfter` of `volumeDetaches`, in ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detach_after_out_of_service_max: Option<Ms>,
 }
 
 /// One pod that was on a target node at T0, and what replaced it.
@@ -66,6 +73,14 @@ pub struct PodRecovery {
     pub replacement_running: Option<Ms>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replacement_ready: Option<Ms>,
+    /// When the last of the replacement's claims' volumes was attached to
+    /// its node (relative to T0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replacement_volume_attached: Option<Ms>,
+    /// How long the replacement waited on its volumes: from its scheduling
+    /// to `replacementVolumeAttached`, in ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replacement_volume_wait: Option<Ms>,
 }
 
 use std::collections::BTreeMap;
@@ -242,7 +257,7 @@ pub fn compute(
         })
         .collect();
     lags.sort_unstable();
-    Metrics {
+    let mut metrics = Metrics {
         node_not_ready: node_not_ready.map(rel),
         no_execute_taint,
         first_eviction: pods.iter().filter_map(|p| p.terminating_at).min(),
@@ -253,7 +268,10 @@ pub fn compute(
         detection_lag_median: lags.get(lags.len() / 2).copied(),
         detection_lag_max: lags.last().copied(),
         pods,
-    }
+        ..Metrics::default()
+    };
+    super::volumes::add(&mut metrics, transitions, t0, targets);
+    metrics
 }
 
 fn owner_is_statefulset(owner: Option<&str>) -> bool {
@@ -285,6 +303,7 @@ mod tests {
         Change::PodAdded {
             labels: BTreeMap::new(),
             owner: Some(owner.into()),
+            claims: Vec::new(),
         }
     }
 

@@ -6,6 +6,10 @@
 //! times are milliseconds since the run started, supplied by the caller.
 
 pub mod metrics;
+mod storage;
+pub mod volumes;
+
+pub use storage::{AttachmentView, EventView};
 
 use std::collections::BTreeMap;
 
@@ -32,10 +36,23 @@ pub struct Transition {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "camelCase")]
 pub enum ObjectRef {
-    Node { name: String },
-    Pod { name: String, uid: String },
-    Event { name: String },
-    VolumeAttachment { name: String },
+    Node {
+        name: String,
+    },
+    Pod {
+        name: String,
+        uid: String,
+    },
+    Event {
+        name: String,
+    },
+    VolumeAttachment {
+        name: String,
+    },
+    /// A PersistentVolumeClaim of the scenario namespace.
+    Pvc {
+        name: String,
+    },
 }
 
 impl ObjectRef {
@@ -44,7 +61,8 @@ impl ObjectRef {
             ObjectRef::Node { name }
             | ObjectRef::Pod { name, .. }
             | ObjectRef::Event { name }
-            | ObjectRef::VolumeAttachment { name } => name,
+            | ObjectRef::VolumeAttachment { name }
+            | ObjectRef::Pvc { name } => name,
         }
     }
 }
@@ -77,6 +95,10 @@ pub enum Change {
         labels: BTreeMap<String, String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         owner: Option<String>,
+        /// The PersistentVolumeClaims its volumes use (absent in results
+        /// recorded before volumes were observed).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        claims: Vec<String>,
     },
     PodScheduled {
         node: String,
@@ -115,7 +137,15 @@ pub enum Change {
         reason: String,
         involved: String,
         message: String,
+        /// The event's `count` (a repeat of the same event bumps it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        count: Option<i32>,
     },
+    /// A claim bound to (or re-bound to) a PersistentVolume (`spec.volumeName`).
+    PvcBound {
+        volume: String,
+    },
+    PvcDeleted,
 }
 
 impl Change {
@@ -160,7 +190,13 @@ impl Change {
                 reason,
                 involved,
                 message,
-            } => format!("event {reason} on {involved}: {message}"),
+                count,
+            } => match count {
+                Some(n) if *n > 1 => format!("event {reason} on {involved} (x{n}): {message}"),
+                _ => format!("event {reason} on {involved}: {message}"),
+            },
+            Change::PvcBound { volume } => format!("bound to volume {volume}"),
+            Change::PvcDeleted => "claim deleted".into(),
             Change::VolumeAttachment {
                 node,
                 volume,
@@ -229,12 +265,21 @@ pub struct PodView {
     pub tolerations: Option<(Toleration, Toleration)>,
 }
 
-/// Nodes and pods as the transitions so far describe them.
+/// Nodes, pods, volumes and events as the transitions so far describe them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct World {
     pub nodes: BTreeMap<String, NodeView>,
     /// Live pods by uid (deleted pods are removed).
     pub pods: BTreeMap<String, PodView>,
+    /// Labels of every pod seen so far by name, deleted ones included: an
+    /// event names its pod by name, and often outlives it.
+    pub pod_labels: BTreeMap<String, BTreeMap<String, String>>,
+    /// VolumeAttachments by name (deleted ones are removed).
+    pub attachments: BTreeMap<String, AttachmentView>,
+    /// Claim name -> bound PersistentVolume name.
+    pub claims: BTreeMap<String, String>,
+    /// Every recorded event occurrence, in observation order.
+    pub events: Vec<EventView>,
 }
 
 impl World {
@@ -271,7 +316,10 @@ impl World {
                     ..PodView::default()
                 });
                 match &t.change {
-                    Change::PodAdded { labels, .. } => pod.labels = labels.clone(),
+                    Change::PodAdded { labels, .. } => {
+                        pod.labels = labels.clone();
+                        self.pod_labels.insert(name.clone(), labels.clone());
+                    }
                     Change::PodScheduled { node } => pod.node = Some(node.clone()),
                     Change::PodReady { ready } => pod.ready = *ready,
                     Change::PodPhase { phase, reason } => {
@@ -286,7 +334,11 @@ impl World {
                     _ => {}
                 }
             }
-            ObjectRef::Event { .. } | ObjectRef::VolumeAttachment { .. } => {}
+            ObjectRef::Event { .. }
+            | ObjectRef::VolumeAttachment { .. }
+            | ObjectRef::Pvc { .. } => {
+                storage::apply(self, t);
+            }
         }
     }
 
@@ -338,6 +390,7 @@ mod tests {
                 Change::PodAdded {
                     labels: [("app".to_owned(), "web".to_owned())].into(),
                     owner: None,
+                    claims: Vec::new(),
                 },
             ),
             pod(2, Change::PodScheduled { node: "w1".into() }),

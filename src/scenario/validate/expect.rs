@@ -39,6 +39,9 @@ pub(super) fn condition(
     p: &str,
     e: &model::Expect,
 ) -> Option<(Subject, Vec<Condition>)> {
+    if let Some(volume_or_event) = super::volumes::condition(cx, p, e) {
+        return volume_or_event;
+    }
     let mut conds = Vec::new();
     let errors_before = cx.diags.len();
     let subject = match (&e.node, &e.pods) {
@@ -246,6 +249,10 @@ pub(super) fn window(
 ) -> Option<WindowSpec> {
     if e.graceful_shutdown.is_some() {
         return preflight_window(cx, p, e, wanted);
+    }
+    if !wanted && e.event.is_some() {
+        super::volumes::event_in_wait(cx, p);
+        return None;
     }
     let given: Vec<(&str, &String)> = [
         ("within", &e.within),

@@ -11,6 +11,7 @@ mod k8s;
 mod setup;
 mod steps;
 mod targets;
+mod volumes;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
