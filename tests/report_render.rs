@@ -143,7 +143,7 @@ fn a_different_schema_version_is_refused_naming_the_file() {
     let msg = err.to_string();
     assert!(msg.contains(&path.display().to_string()), "{msg}");
     assert!(msg.contains("schema version 7"), "{msg}");
-    assert!(msg.contains("reads versions 1 to 4"), "{msg}");
+    assert!(msg.contains("reads versions 1 to 5"), "{msg}");
 
     std::fs::write(&path, "{\"schemaVersion\": 2}").unwrap();
     let err = report::read_result(&path).unwrap_err().to_string();

@@ -154,8 +154,8 @@ pub fn read_result(path: &Path) -> Result<RunResult, Error> {
     let mut result: RunResult = serde_json::from_str(&text).map_err(parse_error)?;
     match result.schema_version {
         1 => result.upgrade_from_v1(),
-        // schemas 3 and 4 only added what older files cannot hold
-        2 | 3 => result.schema_version = SCHEMA_VERSION,
+        // schemas 3 to 5 only added what older files cannot hold
+        2..=4 => result.schema_version = SCHEMA_VERSION,
         _ => {}
     }
     Ok(result)

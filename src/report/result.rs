@@ -27,7 +27,13 @@ use crate::timeline::{Ms, Transition};
 /// 4: steps and cleanup records may list the external `commands` they ran
 /// (command backend), with status and output. Versions 2 and 3 are read as
 /// they are: they have none.
-pub const SCHEMA_VERSION: u32 = 4;
+///
+/// 5: what real clusters need: the profile's `origins` (where each timing
+/// came from), expectation `notes` (assumed values, pods' own tolerations),
+/// PVC objects and their bindings, pods' claims and NoExecute tolerations,
+/// event counts, volume metrics. Versions 2 to 4 are read as they are: they
+/// have none.
+pub const SCHEMA_VERSION: u32 = 5;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
