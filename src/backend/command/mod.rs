@@ -122,6 +122,62 @@ impl CommandBackend {
         }
     }
 
+    /// The machine must be the node where the node says who it is: the
+    /// `identify` command's output holds the node's systemUUID (a node
+    /// that reports none, or a file without `identify`, is not checked).
+    async fn identify(&self, node: &Node, machine: &str) -> Result<String, Error> {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let (Some(text), Some(uuid)) = (
+            &self.spec.identify,
+            crate::backend::libvirt::system_uuid(node),
+        ) else {
+            return Ok(String::new());
+        };
+        let bad = |message: String| Error::Template {
+            node: name.clone(),
+            message,
+        };
+        let t = Template::parse(text, self.spec.shell).map_err(|e| bad(e.to_string()))?;
+        let cmd = t
+            .render(|v| match v {
+                Var::Machine => Some(machine.to_owned()),
+                v => node_value(node, v),
+            })
+            .map_err(|e| bad(format!("{e} in `identify` ({})", self.source)))?;
+        let c = run::capture(&cmd, self.spec.timeout(FaultKind::PauseVm))
+            .await
+            .map_err(Error::Exec)?;
+        if !c.success() {
+            return Err(bad(format!(
+                "`identify` (`{}`) failed: {}: {}",
+                cmd,
+                c.status,
+                c.stderr.trim()
+            )));
+        }
+        let found: Vec<&str> = c
+            .stdout
+            .split(|ch: char| !(ch.is_ascii_hexdigit() || ch == '-'))
+            .filter(|w| crate::backend::libvirt::hypervisor::is_uuid(w))
+            .collect();
+        if found
+            .iter()
+            .any(|w| crate::backend::libvirt::same_uuid(&uuid, w))
+        {
+            return Ok(", the node's systemUUID is the machine's".into());
+        }
+        Err(Error::WrongMachine {
+            node: name,
+            machine: format!("machine `{machine}`"),
+            uuid: match found.as_slice() {
+                [] => format!("not in the output of `{cmd}`"),
+                several => several.join(", "),
+            },
+            system_uuid: uuid,
+            hint: "map the node to its own machine (`machine`/`machines:` in the backend file)",
+        })
+    }
+
     fn action(
         &self,
         node: &Node,
@@ -325,6 +381,7 @@ impl NodeFaults for CommandBackend {
             }
             _ => None,
         };
+        let same = self.identify(node, &machine).await?;
         let mut r = Resolved {
             ssh: ssh.clone(),
             ..Resolved::default()
@@ -399,7 +456,7 @@ impl NodeFaults for CommandBackend {
             r.revert.insert(fault, a);
         }
         self.nodes.insert(name.clone(), r);
-        let mut said = format!("node {name} = machine {machine}");
+        let mut said = format!("node {name} = machine {machine}{same}");
         if let Some(t) = &ssh {
             said.push_str(&format!(" (ssh {t})"));
         }

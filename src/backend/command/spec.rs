@@ -40,6 +40,11 @@ pub struct CommandFile {
         skip_serializing_if = "BTreeMap::is_empty"
     )]
     pub machines: BTreeMap<String, String>,
+    /// Template: a command that prints the machine's UUID (the one its
+    /// guest sees); at preflight its output must hold the node's
+    /// `systemUUID`, or the run stops before any fault.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identify: Option<String>,
     /// Run every command through `sh -c`.
     #[serde(default)]
     pub shell: bool,
@@ -293,6 +298,9 @@ pub fn check(src: &Source, prefix: &str, spec: &CommandFile) -> (Vec<Diagnostic>
     };
     if let Some(m) = &spec.machine {
         template(&mut errors, "machine", m, false, true);
+    }
+    if let Some(i) = &spec.identify {
+        template(&mut errors, "identify", i, spec.shell, false);
     }
     for (node, machine) in &spec.machines {
         if machine.trim().is_empty() {

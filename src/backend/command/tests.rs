@@ -266,3 +266,39 @@ fn plans_show_substitutions_for_literal_nodes() {
     assert_eq!(on(Some(FaultKind::Poweroff)), ["on-after-poweroff w1"]);
     assert_eq!(on(None), ["on-after-poweroff w1"]);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn identify_must_print_the_nodes_system_uuid_before_anything_runs() {
+    let dir = Scratch::new("identify");
+    // the platform prints the UUID in SMBIOS byte order, among other text
+    let same = format!(
+        "{PAUSE}identify: \"echo uuid: 1e0c3f5a-0000-0040-8000-000000000001, vm {{machine}}\"\n"
+    );
+    let mut b = backend(&same, &dir);
+    let said = b.resolve(&node("w1"), &[FaultKind::PauseVm]).await.unwrap();
+    assert_eq!(
+        said,
+        "node w1 = machine 101, the node's systemUUID is the machine's"
+    );
+    let other = format!("{PAUSE}identify: \"echo 11111111-2222-3333-4444-555555555555\"\n");
+    let mut b = backend(&other, &dir);
+    let e = b
+        .resolve(&node("w1"), &[FaultKind::PauseVm])
+        .await
+        .unwrap_err();
+    assert!(e.invalid_input(), "{e}");
+    assert_eq!(
+        e.to_string(),
+        "machine `101` is not node `w1`: its UUID is 11111111-2222-3333-4444-555555555555 but \
+         the node reports systemUUID 5a3f0c1e-0000-4000-8000-000000000001; map the node to its \
+         own machine (`machine`/`machines:` in the backend file)"
+    );
+    let failing = format!("{PAUSE}identify: \"echo nope >&2; exit 3\"\n");
+    let e = backend(&failing, &dir)
+        .resolve(&node("w1"), &[FaultKind::PauseVm])
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("`identify`"), "{e}");
+    assert!(e.to_string().contains("nope"), "{e}");
+    assert_eq!(dir.log(), "", "nothing was injected");
+}
