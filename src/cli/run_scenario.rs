@@ -310,6 +310,9 @@ fn run_on_machines(
     checked: scenario::Checked,
     kind: BackendKind,
 ) -> anyhow::Result<ExitCode> {
+    // Faults the backend cannot inject are bad input, known before the
+    // cluster is read.
+    plan::check_backend(&checked, kind)?;
     let machines = checked.libvirt.clone();
     let commands = match kind {
         BackendKind::Command => {

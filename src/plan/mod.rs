@@ -203,7 +203,7 @@ pub fn resolve(
 }
 
 /// Rejects faults the chosen backend cannot inject, before anything runs.
-fn check_backend(checked: &Checked, backend: BackendKind) -> Result<()> {
+pub fn check_backend(checked: &Checked, backend: BackendKind) -> Result<()> {
     let diags: Vec<Diagnostic> = checked
         .steps
         .iter()
