@@ -6,7 +6,8 @@ use anyhow::Context as _;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::discover::{self, identity};
-use crate::profile::{ProfileName, TimingProfile};
+use crate::profile::{ProfileName, TimingProfile, Var};
+use crate::scenario::duration::format_duration;
 use crate::scenario::model::ClusterPin;
 
 /// The kube config of a kubeconfig context (`None`: the current one) and
@@ -49,14 +50,27 @@ pub async fn inspect(
     let server = config.cluster_url.to_string();
     let identity = identity::read(&client, context, &server).await;
     identity::check(pins, &identity)?;
+    let found = discover::build(&discover::read(&client).await);
     let (profile, notes) = match explicit {
-        Some(p) => (
-            TimingProfile::named(p).set_by(&format!("--profile {p}")),
-            Vec::new(),
-        ),
-        None => {
-            let d = discover::build(&discover::read(&client).await);
-            (d.profile, d.notes)
+        None => (found.profile, found.notes),
+        Some(p) => {
+            // As given, but a value the cluster is known to run otherwise is said.
+            let named = TimingProfile::named(p).set_by(&format!("--profile {p}"));
+            let notes = Var::ALL
+                .into_iter()
+                .filter(|v| found.profile.origin(*v).word() == "discovered")
+                .filter(|v| found.profile.get(*v) != named.get(*v))
+                .map(|v| {
+                    format!(
+                        "--profile {p} has {} = {} but the cluster runs {} ({})",
+                        v.alias().unwrap_or(v.name()),
+                        format_duration(named.get(v)),
+                        format_duration(found.profile.get(v)),
+                        found.profile.origin(v).detail()
+                    )
+                })
+                .collect();
+            (named, notes)
         }
     };
     Ok(Inspected {
