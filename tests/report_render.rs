@@ -494,7 +494,16 @@ fn an_aborted_run_names_its_guard_at_the_top_and_fails() {
     );
     // the banner replaces the error box, which would only repeat it
     assert!(!md.contains("> **Error.**"), "{md}");
-    assert!(md.contains("| replicas-low | pods app=nginx-webserver: &lt; 4 ready | 30s | **fired** at T0+322.000s |") || md.contains("**fired** at T0+322.000s"), "{md}");
+    assert!(
+        md.contains("| replicas-low | pods app=nginx-webserver: &lt; 4 ready | 30s              | **fired** at T0+322.000s |"),
+        "{md}"
+    );
+    assert!(
+        md.contains(
+            "| abortIf[1]   | node target (worker-1): deleted        | grace + 10s (1m) | no "
+        ),
+        "{md}"
+    );
     let xml = junit::render(&r);
     assert_eq!(count(&xml, "type=\"aborted\""), 1, "{xml}");
     assert!(
