@@ -27,6 +27,9 @@ use crate::timeline::{Ms, Transition};
 /// 4: steps and cleanup records may list the external `commands` they ran
 /// (command backend), with status and output. Versions 2 and 3 are read as
 /// they are: they have none.
+///
+/// `guards` and `aborted` (abort guards) came later without a bump: both are
+/// optional, older files load with none, and older readers ignore them.
 pub const SCHEMA_VERSION: u32 = 4;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
