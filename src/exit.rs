@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 /// Every expectation passed (or the command succeeded).
 pub const PASS: u8 = 0;
-/// The scenario ran, and at least one expectation failed.
+/// The scenario ran, and at least one expectation failed or an abort guard fired.
 pub const EXPECTATION_FAILED: u8 = 1;
 /// Bad input: unreadable or invalid scenario, bad arguments. Nothing was injected.
 pub const INVALID_INPUT: u8 = 2;

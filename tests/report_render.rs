@@ -23,6 +23,8 @@ const DEPLOYMENT: &str = "tests/fixtures/results/deployment-fail.json";
 /// out-of-service taint, attached on the new node) and a repeated
 /// Multi-Attach event.
 const VOLUMES: &str = "tests/fixtures/results/statefulset-volumes.json";
+/// The deployment run stopped by an `abortIf` guard during step #4.
+const ABORTED: &str = "tests/fixtures/results/deployment-aborted.json";
 
 fn fixture(path: &str) -> RunResult {
     report::read_result(Path::new(path)).unwrap()
@@ -116,7 +118,7 @@ fn deployment_fail_junit() {
 
 #[test]
 fn fixtures_round_trip_through_json_unchanged() {
-    for path in [STATEFULSET, DEPLOYMENT, VOLUMES] {
+    for path in [STATEFULSET, DEPLOYMENT, VOLUMES, ABORTED] {
         let text = std::fs::read_to_string(path).unwrap();
         let result: RunResult = serde_json::from_str(&text).unwrap();
         let again: RunResult =
@@ -509,4 +511,49 @@ fn preflight_reports_round_trip_and_old_results_have_none() {
     // the junit case of a preflight expectation
     let xml = junit::render(&r);
     assert!(xml.contains("graceful shutdown will run"), "{xml}");
+}
+
+#[test]
+fn aborted_markdown() {
+    insta::assert_snapshot!("deployment-aborted.md", markdown::render(&fixture(ABORTED)));
+}
+
+#[test]
+fn aborted_junit() {
+    insta::assert_snapshot!("deployment-aborted.xml", junit::render(&fixture(ABORTED)));
+}
+
+#[test]
+fn an_aborted_run_names_its_guard_at_the_top_and_fails() {
+    let r = fixture(ABORTED);
+    assert_eq!(r.verdict, RunVerdict::Fail);
+    let md = markdown::render(&r);
+    let banner = md.lines().nth(2).unwrap();
+    assert!(
+        banner.starts_with("> **Aborted by guard `replicas-low`** at T0+322.000s"),
+        "{md}"
+    );
+    // the banner replaces the error box, which would only repeat it
+    assert!(!md.contains("> **Error.**"), "{md}");
+    assert!(
+        md.contains("| replicas-low | pods app=nginx-webserver: &lt; 4 ready | 30s              | **fired** at T0+322.000s |"),
+        "{md}"
+    );
+    assert!(
+        md.contains(
+            "| abortIf[1]   | node target (worker-1): deleted        | grace + 10s (1m) | no "
+        ),
+        "{md}"
+    );
+    let xml = junit::render(&r);
+    assert_eq!(count(&xml, "type=\"aborted\""), 1, "{xml}");
+    assert!(
+        xml.contains("abort guard `replicas-low` fired at T0+322.000s"),
+        "{xml}"
+    );
+    // results without guards (every older one) have none and render no section
+    let old = fixture(DEPLOYMENT);
+    assert!(old.guards.is_empty() && old.aborted.is_none());
+    assert!(!markdown::render(&old).contains("Abort guards"));
+    assert!(!junit::render(&old).contains("abort guard"));
 }

@@ -514,9 +514,14 @@ fn summarize(result: &RunResult, dir: &std::path::Path) {
         RunVerdict::Error => "ERROR",
         RunVerdict::Interrupted => "INTERRUPTED",
     };
+    let aborted = result
+        .aborted
+        .as_ref()
+        .map(|a| format!(" (aborted by guard `{}`)", a.guard))
+        .unwrap_or_default();
     // The error itself was printed when the run stopped ("stopping: ...").
     println!(
-        "{verdict}: {passed}/{} expectations held; report: {}",
+        "{verdict}{aborted}: {passed}/{} expectations held; report: {}",
         result.expectations.len(),
         dir.join("report.md").display()
     );

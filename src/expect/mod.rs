@@ -1,5 +1,10 @@
 //! Expectations evaluated on a timeline (pure): does a condition hold in a
-//! world, and has a window been met, missed, or not yet decided at `now`.
+//! world, and has a window been met, missed, or not yet decided at `now`;
+//! abort guards (`guard`): has a condition held long enough to stop the run.
+
+mod guard;
+
+pub use guard::{Held, held_for};
 
 pub mod toleration;
 mod volumes;
@@ -96,6 +101,7 @@ fn pods_condition(pods: &[&PodView], c: &Condition) -> bool {
         Condition::PodsReady(None) => !pods.is_empty() && ready == pods.len(),
         Condition::PodsReady(Some(want)) => ready == n(want),
         Condition::ReadyAtLeast(want) => ready >= n(want),
+        Condition::ReadyBelow(want) => ready < n(want),
         Condition::Terminating(Terminating::All(true)) => {
             !pods.is_empty() && terminating == pods.len()
         }

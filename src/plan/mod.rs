@@ -58,6 +58,8 @@ pub struct Plan {
     pub profile: TimingProfile,
     pub steps: Vec<PlannedStep>,
     pub restores: Vec<Restore>,
+    /// `for` of each `abortIf` guard under the profile, in ms (same order).
+    pub guard_holds: Vec<i64>,
 }
 
 impl Plan {
@@ -191,6 +193,7 @@ pub fn resolve(
 ) -> Result<Plan> {
     let profile = effective_profile(&checked, base);
     let (steps, restores) = resolve_steps(&checked, &profile)?;
+    let guard_holds = resolve_guards(&checked, &profile)?;
     let backend = backend.unwrap_or(checked.backend);
     check_backend(&checked, backend)?;
     Ok(Plan {
@@ -199,6 +202,7 @@ pub fn resolve(
         profile,
         steps,
         restores,
+        guard_holds,
     })
 }
 
@@ -234,12 +238,42 @@ pub fn check_backend(checked: &Checked, backend: BackendKind) -> Result<()> {
 /// scenario that validates runs both on a default cluster and on `fast`.
 pub fn check_all_profiles(checked: &Checked) -> Result<()> {
     for name in [ProfileName::Default, ProfileName::Fast] {
-        resolve_steps(
-            checked,
-            &effective_profile(checked, &TimingProfile::named(name)),
-        )?;
+        let profile = effective_profile(checked, &TimingProfile::named(name));
+        resolve_steps(checked, &profile)?;
+        resolve_guards(checked, &profile)?;
     }
     Ok(())
+}
+
+/// Each guard's `for` in ms under `profile`; a negative one is an error
+/// (`0s` fires the moment the conditions hold).
+pub fn resolve_guards(checked: &Checked, profile: &TimingProfile) -> Result<Vec<i64>> {
+    let mut diags = Vec::new();
+    let holds = checked
+        .guards
+        .iter()
+        .map(|g| {
+            let ms = g.hold.eval(profile);
+            if ms < 0 {
+                diags.push(checked.source.diag(
+                    &format!("{}.for", g.path),
+                    format!(
+                        "`for: {}` is negative ({}) under the `{}` profile",
+                        g.hold,
+                        format_millis(ms),
+                        profile.name
+                    ),
+                    Some("a guard's `for` is how long its conditions must hold: 0s or more".into()),
+                ));
+            }
+            ms
+        })
+        .collect();
+    if diags.is_empty() {
+        Ok(holds)
+    } else {
+        Err(Error::Invalid(Diagnostics(diags)))
+    }
 }
 
 /// Evaluates every window and duration under `profile` (already including the

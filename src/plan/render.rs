@@ -154,6 +154,7 @@ pub fn render_text(plan: &Plan) -> String {
         .collect();
     let _ = writeln!(out, "\nSteps");
     let _ = writeln!(out, "{}", Table::new(rows).with(Style::sharp()));
+    guards(&mut out, plan);
     let _ = writeln!(out, "\nCleanup ({})", cleanup_word(plan));
     if plan.restores.is_empty() {
         let _ = writeln!(out, "  every fault is reverted by the steps themselves");
@@ -172,6 +173,33 @@ pub fn render_text(plan: &Plan) -> String {
         "  faults are reverted even on error, timeout, SIGINT (Ctrl-C), SIGTERM or SIGHUP; a partial report is written"
     );
     out
+}
+
+/// The `abortIf` guards: what each watches and how long it must hold.
+fn guards(out: &mut String, plan: &Plan) {
+    let c = &plan.scenario;
+    if c.guards.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\nAbort guards (armed from the first step to the last; one that fires stops the steps, then cleanup)"
+    );
+    for (g, ms) in c.guards.iter().zip(&plan.guard_holds) {
+        let conditions: Vec<String> = g.conditions.iter().map(ToString::to_string).collect();
+        let hold = if g.hold.text() == format_millis(*ms) {
+            format_millis(*ms)
+        } else {
+            format!("{} = {}", g.hold, format_millis(*ms))
+        };
+        let _ = writeln!(
+            out,
+            "  {}: {}: {} for {hold}",
+            g.label(),
+            g.subject,
+            conditions.join(", ")
+        );
+    }
 }
 
 fn cleanup_word(plan: &Plan) -> &'static str {

@@ -1,5 +1,6 @@
 //! `junit.xml`: a run result as JUnit XML for CI, one test case per
-//! expectation, plus an errored `run` case when the run stopped early.
+//! expectation, one per abort guard (failed when it fired), plus an errored
+//! `run` case when the run stopped early.
 
 use std::fmt::Write as _;
 
@@ -12,8 +13,9 @@ pub fn render(result: &RunResult) -> String {
     let r = result;
     let suite = format!("nodefall.{}", r.scenario);
     let run_error = r.verdict.is_partial();
-    let tests = r.expectations.len() + usize::from(run_error);
-    let failures = r.count(Verdict::Fail);
+    let (guards, fired) = super::guard::junit_counts(r);
+    let tests = r.expectations.len() + usize::from(run_error) + guards;
+    let failures = r.count(Verdict::Fail) + fired;
     let errors = usize::from(run_error);
     let skipped = r.count(Verdict::NotRun);
     let counts = format!(
@@ -60,6 +62,7 @@ pub fn render(result: &RunResult) -> String {
     for e in &r.expectations {
         testcase(&mut out, &suite, e, r);
     }
+    super::guard::junit_cases(&mut out, &suite, r, attr);
     if run_error {
         let (kind, default) = match r.verdict {
             RunVerdict::Interrupted => ("interrupted", "the run was interrupted"),

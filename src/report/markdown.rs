@@ -26,7 +26,9 @@ const MISSING: &str = "—";
 pub fn render(result: &RunResult) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# nodefall report: {}\n", result.scenario);
+    super::guard::banner(&mut out, result);
     summary(&mut out, result);
+    super::guard::section(&mut out, result);
     super::graceful::section(&mut out, result);
     expectations(&mut out, result);
     super::timing::section(&mut out, result);
@@ -155,7 +157,8 @@ fn summary(out: &mut String, r: &RunResult) {
         ],
     ]);
     out.push_str(&table(["run", ""], rows));
-    if let Some(error) = &r.error {
+    // An abort has its own banner above; its error text would only repeat it.
+    if let Some(error) = r.error.as_ref().filter(|_| r.aborted.is_none()) {
         let what = if r.verdict.is_partial() {
             "The run stopped early; the sections below cover only what happened until then."
         } else {

@@ -4,6 +4,7 @@
 mod commands;
 mod format;
 mod graceful;
+mod guard;
 pub mod junit;
 pub mod markdown;
 pub mod result;

@@ -31,8 +31,8 @@ use crate::timeline::{Ms, Transition};
 /// 5: what real clusters need: the profile's `origins` (where each timing
 /// came from), expectation `notes` (assumed values, pods' own tolerations),
 /// PVC objects and their bindings, pods' claims and NoExecute tolerations,
-/// event counts, volume metrics. Versions 2 to 4 are read as they are: they
-/// have none.
+/// event counts, volume metrics, abort `guards` and `aborted`. Versions 2
+/// to 4 are read as they are: they have none.
 pub const SCHEMA_VERSION: u32 = 5;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -73,6 +73,13 @@ pub struct RunResult {
     pub cleanup: Vec<StepRecord>,
     pub metrics: Metrics,
     pub transitions: Vec<Transition>,
+    /// The scenario's `abortIf` guards, each with when it fired (empty when
+    /// the scenario has none; older results have none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guards: Vec<GuardRecord>,
+    /// The guard that stopped the steps, when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aborted: Option<AbortRecord>,
 }
 
 impl RunResult {
@@ -327,4 +334,34 @@ pub struct ExpectationResult {
     /// grace = 50s`, `toleration = 40s, the pods' own tolerationSeconds`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+}
+
+/// One `abortIf` guard of the scenario, as it stood at the end of the run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GuardRecord {
+    /// Its `name`, else its place in the file (`abortIf[0]`).
+    pub label: String,
+    /// Subject and conditions in words (`pods app=web: < 2 ready`).
+    pub description: String,
+    /// `for` as written (`grace + 10s`).
+    pub for_written: String,
+    /// `for` under the run's profile, ms.
+    pub for_ms: Ms,
+    /// When it fired, ms since start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fired_at: Option<Ms>,
+}
+
+/// The guard that stopped the steps: the run then went through cleanup as
+/// after any other stop, and its verdict is `fail`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AbortRecord {
+    /// The guard's label (see [`GuardRecord::label`]).
+    pub guard: String,
+    pub description: String,
+    pub for_ms: Ms,
+    /// When its conditions had held for `for_ms`, ms since start.
+    pub at: Ms,
 }

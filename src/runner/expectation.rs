@@ -37,7 +37,7 @@ impl Run<'_> {
         })
     }
 
-    fn describe_subject(&self, s: &CheckedSubject) -> String {
+    pub(super) fn describe_subject(&self, s: &CheckedSubject) -> String {
         let with = |t: &String| match self.targets.get(t) {
             Some(n) => format!("{t} ({n})"),
             None => t.clone(),

@@ -37,6 +37,8 @@ pub fn failed_to_start(plan: &Plan, file: &str, error: &str, verdict: RunVerdict
         cleanup: Vec::new(),
         metrics: metrics::Metrics::default(),
         transitions: Vec::new(),
+        guards: Vec::new(),
+        aborted: None,
     }
 }
 
@@ -133,6 +135,8 @@ impl Run<'_> {
             cleanup: self.cleanup,
             metrics,
             transitions,
+            guards: self.guard_records,
+            aborted: self.aborted,
         }
     }
 }

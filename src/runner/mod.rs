@@ -6,7 +6,8 @@
 //! ([`journal`]), and cleanup undoes exactly what the journal holds.
 //!
 //! Units: [`preflight`] (targets, namespaces, objects that exist already),
-//! [`dispatch`] (actions), [`expectation`] (deciding windows), [`cleanup`]
+//! [`dispatch`] (actions), [`expectation`] (deciding windows), [`guard`]
+//! (`abortIf` guards, watched beside the steps), [`cleanup`]
 //! and [`undo`] (reverting, shared with `nodefall recover`), [`finish`] (the
 //! result).
 
@@ -14,6 +15,7 @@ mod cleanup;
 mod dispatch;
 mod expectation;
 mod finish;
+mod guard;
 pub mod journal;
 mod preflight;
 pub mod progress;
@@ -71,6 +73,14 @@ pub enum Error {
     Journal(#[source] journal::Error),
     #[error("interrupted by {0}")]
     Interrupted(Stop),
+    /// An `abortIf` guard held long enough: the steps stopped, the run
+    /// restores and fails (an outcome of the experiment, not of the tooling).
+    #[error("abort guard `{guard}` fired at {when}: {what}")]
+    Aborted {
+        guard: String,
+        when: String,
+        what: String,
+    },
 }
 
 impl From<journal::Error> for Error {
@@ -169,6 +179,8 @@ pub async fn run<B: NodeFaults>(
         late: Vec::new(),
         steps_end: None,
         gns: Vec::new(),
+        guard_records: guard::records(&plan.scenario.guards, &plan.guard_holds),
+        aborted: None,
     };
     let outcome = tokio::select! {
         r = run.execute(backend) => r,
@@ -252,6 +264,8 @@ pub async fn run<B: NodeFaults>(
 fn verdict_of(error: Option<&Error>, failed: bool) -> RunVerdict {
     match error {
         Some(Error::Interrupted(_)) => RunVerdict::Interrupted,
+        // The experiment stopped itself: a failed run, not a broken one.
+        Some(Error::Aborted { .. }) => RunVerdict::Fail,
         Some(_) => RunVerdict::Error,
         None if failed => RunVerdict::Fail,
         None => RunVerdict::Pass,
@@ -302,6 +316,10 @@ struct Run<'a> {
     /// The graceful-shutdown preflight, one report per node a `shutdown`
     /// fault hits, in scenario order.
     gns: Vec<crate::gns::NodeReport>,
+    /// The `abortIf` guards, each with when it fired.
+    guard_records: Vec<crate::report::result::GuardRecord>,
+    /// The guard that stopped the steps, if one did.
+    aborted: Option<crate::report::result::AbortRecord>,
 }
 
 impl Run<'_> {
@@ -378,6 +396,26 @@ impl Run<'_> {
         self.graceful_shutdown_preflight(backend).await;
         self.setup_end = self.now();
 
+        // The guards watch while the steps run; the first to fire drops the
+        // step in progress (as a signal does) and the run restores.
+        let armed = self.arm_guards()?;
+        let watcher = guard::watch(self.rec.clone(), armed, self.setup_end);
+        let fired = tokio::select! {
+            r = self.steps(backend, &ns) => {
+                r?;
+                None
+            }
+            fired = watcher => Some(fired),
+        };
+        match fired {
+            Some(f) => Err(self.aborted_by(f)),
+            None => Ok(()),
+        }
+    }
+
+    /// The scenario's steps, in order.
+    async fn steps<B: NodeFaults>(&mut self, backend: &mut B, ns: &str) -> Result<(), Error> {
+        let c = &self.plan.scenario;
         for step in &c.steps {
             let label = step.label();
             match &step.kind {
@@ -403,7 +441,7 @@ impl Run<'_> {
                         self.t0 = Some(started);
                     }
                     self.anchors.insert(step.index, started);
-                    let r = self.action(step.index, &label, action, &ns).await;
+                    let r = self.action(step.index, &label, action, ns).await;
                     self.end(slot, outcome(&r));
                     r?;
                     if matches!(action, Action::WaitFor { .. } | Action::WaitUntil { .. }) {

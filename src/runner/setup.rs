@@ -40,7 +40,7 @@ impl Run<'_> {
                 self.journal.settle(id, Settled::Superseded)?;
             }
         }
-        let reasons = event_reasons(&self.plan.scenario.steps);
+        let reasons = event_reasons(&self.plan.scenario);
         let mut observer = Observer::start_with_reasons(&self.client, ns, &self.rec, &reasons);
         tokio::time::timeout(Duration::from_secs(60), observer.synced())
             .await
@@ -107,20 +107,22 @@ impl Run<'_> {
     }
 }
 
-/// The event reasons the scenario's expectations name: the observer records
-/// those besides its built-in list, so any reason can be expected.
-fn event_reasons(steps: &[crate::scenario::checked::Step]) -> Vec<String> {
+/// The event reasons the scenario's expectations and guards name: the
+/// observer records those besides its built-in list, so any reason can be
+/// expected.
+fn event_reasons(scenario: &crate::scenario::Checked) -> Vec<String> {
     use crate::scenario::checked::{Condition, StepKind};
+    let expectations = scenario.steps.iter().filter_map(|s| match &s.kind {
+        StepKind::Expect(e) => Some(e.conditions.as_slice()),
+        _ => None,
+    });
+    let guards = scenario.guards.iter().map(|g| g.conditions.as_slice());
     let mut out: Vec<String> = Vec::new();
-    for step in steps {
-        if let StepKind::Expect(e) = &step.kind {
-            for c in &e.conditions {
-                if let Condition::Event { reason, .. } = c
-                    && !out.contains(reason)
-                {
-                    out.push(reason.clone());
-                }
-            }
+    for c in expectations.chain(guards).flatten() {
+        if let Condition::Event { reason, .. } = c
+            && !out.contains(reason)
+        {
+            out.push(reason.clone());
         }
     }
     out

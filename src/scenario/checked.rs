@@ -33,6 +33,8 @@ pub struct Checked {
     pub libvirt: super::model::LibvirtMachines,
     /// The `command:` section (command backend), checked.
     pub command: Option<crate::backend::command::spec::CommandFile>,
+    /// `abortIf:` guards, in file order.
+    pub guards: Vec<Guard>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -266,6 +268,8 @@ pub enum Condition {
     /// Exactly N selected pods are Ready (None: all of them, and at least one).
     PodsReady(Option<u32>),
     ReadyAtLeast(u32),
+    /// Fewer than N selected pods are Ready (and not terminating).
+    ReadyBelow(u32),
     Terminating(Terminating),
     /// Exactly N selected pods exist that are not terminating.
     Count(u32),
@@ -308,4 +312,26 @@ pub struct Expectation {
     /// `since:` was written: `holdsFor`/`never` then count from the anchor
     /// (reading recorded history) instead of from this step's start.
     pub explicit_anchor: bool,
+}
+
+/// An `abortIf:` guard: while the steps run, once `conditions` have held on
+/// `subject` for `hold` without a break, the steps stop and the run restores.
+#[derive(Debug, Clone)]
+pub struct Guard {
+    /// Position in `abortIf` (0-based).
+    pub index: usize,
+    pub name: Option<String>,
+    /// YAML path, for diagnostics (`abortIf[0]`).
+    pub path: String,
+    pub subject: Subject,
+    pub conditions: Vec<Condition>,
+    /// `for:` (default `0s`), evaluated under the profile by `plan`.
+    pub hold: Expr,
+}
+
+impl Guard {
+    /// Its name, else its place in the file: `abortIf[0]`.
+    pub fn label(&self) -> String {
+        self.name.clone().unwrap_or_else(|| self.path.clone())
+    }
 }

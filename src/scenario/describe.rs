@@ -45,6 +45,7 @@ impl fmt::Display for Condition {
             Condition::PodsReady(Some(n)) => write!(f, "{n} ready"),
             Condition::PodsReady(None) => f.write_str("all ready"),
             Condition::ReadyAtLeast(n) => write!(f, ">= {n} ready"),
+            Condition::ReadyBelow(n) => write!(f, "< {n} ready"),
             Condition::Terminating(Terminating::All(true)) => f.write_str("all Terminating"),
             Condition::Terminating(Terminating::All(false)) => f.write_str("none Terminating"),
             Condition::Terminating(Terminating::Count(n)) => write!(f, "{n} Terminating"),

@@ -202,7 +202,11 @@ fn rewrite(path: &str, msg: &str) -> (String, Option<String>) {
     let last = path.rsplit(['.', '[']).next().unwrap_or_default();
     let what = |kind: &str| -> (String, Option<String>) {
         let bad = first_quoted(msg);
-        let allowed = expected_names(msg);
+        let mut allowed = expected_names(msg);
+        // A guard reads its refused fields only to explain the refusal.
+        if path.starts_with("abortIf[") && !path.contains('.') {
+            allowed.retain(|n| !super::model::Guard::REFUSED.contains(n));
+        }
         let mut help = String::new();
         if let Some(s) = closest(bad, allowed.iter().copied()) {
             help.push_str(&format!("did you mean `{s}`? "));

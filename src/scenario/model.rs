@@ -161,6 +161,10 @@ pub struct Scenario {
     /// `--backend-file` given on the command line replaces them).
     #[serde(default)]
     pub command: Option<crate::backend::command::spec::CommandFile>,
+    /// Abort guards: conditions that stop the steps (then restore as usual)
+    /// once they have held for their `for`.
+    #[serde(default)]
+    pub abort_if: Vec<Guard>,
 }
 
 /// One cluster a scenario may run against: every field given must match.
@@ -668,6 +672,8 @@ pub struct Expect {
     pub terminating: Option<Terminating>,
     pub count: Option<u32>,
     pub ready_at_least: Option<u32>,
+    /// Fewer than N selected pods Ready (and not terminating).
+    pub ready_below: Option<u32>,
     pub phase: Option<PodPhase>,
     pub reason: Option<String>,
     /// Decided at preflight, before any fault: no window, no other condition.
@@ -713,4 +719,105 @@ pub enum Cleanup {
     OnSuccess,
     /// Leave the workload and the scenario's changes in place.
     Never,
+}
+
+/// One `abortIf:` guard: an expectation's subject and conditions, and how
+/// long they must hold before the run is stopped.
+///
+/// The window fields, `since` and `gracefulShutdown` are read only so that
+/// validation can refuse them by name with a reason (a guard has no window:
+/// it is watched for the whole of the steps), rather than as unknown fields.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Guard {
+    /// Shown in the report and in the error when it fires.
+    pub name: Option<String>,
+    /// How long the conditions must hold without a break (default `0s`).
+    #[serde(default, rename = "for", deserialize_with = "opt_scalar_string")]
+    pub for_: Option<String>,
+    pub node: Option<String>,
+    pub pods: Option<String>,
+    pub on: Option<String>,
+    pub not_on: Option<String>,
+    pub ready: Option<ReadyValue>,
+    pub taint: Option<String>,
+    pub no_taint: Option<String>,
+    pub unschedulable: Option<bool>,
+    pub exists: Option<bool>,
+    pub terminating: Option<Terminating>,
+    pub count: Option<u32>,
+    pub ready_at_least: Option<u32>,
+    pub ready_below: Option<u32>,
+    pub phase: Option<PodPhase>,
+    pub reason: Option<String>,
+    pub pvc: Option<String>,
+    pub attached_to: Option<String>,
+    pub detached_from: Option<String>,
+    pub attached: Option<bool>,
+    pub event: Option<String>,
+    pub message: Option<String>,
+    // refused by validation, see above
+    pub graceful_shutdown: Option<serde_yaml::Value>,
+    pub within: Option<serde_yaml::Value>,
+    pub after: Option<serde_yaml::Value>,
+    pub not_before: Option<serde_yaml::Value>,
+    pub holds_for: Option<serde_yaml::Value>,
+    pub never: Option<serde_yaml::Value>,
+    pub since: Option<serde_yaml::Value>,
+}
+
+impl Guard {
+    /// The subject and conditions as an expectation, so they are checked by
+    /// the same code (`validate::expect::condition`).
+    pub fn as_expect(&self) -> Expect {
+        Expect {
+            node: self.node.clone(),
+            pods: self.pods.clone(),
+            on: self.on.clone(),
+            not_on: self.not_on.clone(),
+            ready: self.ready,
+            taint: self.taint.clone(),
+            no_taint: self.no_taint.clone(),
+            unschedulable: self.unschedulable,
+            exists: self.exists,
+            terminating: self.terminating,
+            count: self.count,
+            ready_at_least: self.ready_at_least,
+            ready_below: self.ready_below,
+            phase: self.phase,
+            reason: self.reason.clone(),
+            pvc: self.pvc.clone(),
+            attached_to: self.attached_to.clone(),
+            detached_from: self.detached_from.clone(),
+            attached: self.attached,
+            event: self.event.clone(),
+            message: self.message.clone(),
+            ..Expect::default()
+        }
+    }
+
+    /// Fields read only to be refused (not offered as allowed ones).
+    pub const REFUSED: [&'static str; 7] = [
+        "gracefulShutdown",
+        "within",
+        "after",
+        "notBefore",
+        "holdsFor",
+        "never",
+        "since",
+    ];
+
+    /// The fields a guard refuses, with whether each is written.
+    pub fn refused(&self) -> [(&'static str, bool); 7] {
+        let set = [
+            self.graceful_shutdown.is_some(),
+            self.within.is_some(),
+            self.after.is_some(),
+            self.not_before.is_some(),
+            self.holds_for.is_some(),
+            self.never.is_some(),
+            self.since.is_some(),
+        ];
+        std::array::from_fn(|i| (Self::REFUSED[i], set[i]))
+    }
 }

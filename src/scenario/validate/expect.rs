@@ -112,6 +112,14 @@ pub(super) fn condition(
     wrong(cx, "terminating", e.terminating.is_some(), false);
     wrong(cx, "count", e.count.is_some(), false);
     wrong(cx, "readyAtLeast", e.ready_at_least.is_some(), false);
+    wrong(cx, "readyBelow", e.ready_below.is_some(), false);
+    if e.ready_below == Some(0) && !is_node {
+        cx.err(
+            &format!("{p}.readyBelow"),
+            "`readyBelow: 0` can never hold: no count of pods is below 0",
+            Some("use `ready: 0` for no ready pods".into()),
+        );
+    }
     wrong(cx, "phase", e.phase.is_some(), false);
     wrong(cx, "reason", e.reason.is_some(), false);
     wrong(cx, "gracefulShutdown", e.graceful_shutdown.is_some(), true);
@@ -162,6 +170,7 @@ pub(super) fn condition(
         conds.extend(e.terminating.map(Condition::Terminating));
         conds.extend(e.count.map(Condition::Count));
         conds.extend(e.ready_at_least.map(Condition::ReadyAtLeast));
+        conds.extend(e.ready_below.map(Condition::ReadyBelow));
         conds.extend(e.phase.map(Condition::Phase));
         conds.extend(e.reason.clone().map(Condition::Reason));
     }
@@ -169,7 +178,7 @@ pub(super) fn condition(
         let allowed = if is_node {
             "`ready`, `taint`, `noTaint`, `unschedulable`, `exists`, `gracefulShutdown`"
         } else {
-            "`ready`, `readyAtLeast`, `terminating`, `count`, `phase`, `reason`"
+            "`ready`, `readyAtLeast`, `readyBelow`, `terminating`, `count`, `phase`, `reason`"
         };
         cx.err(
             p,

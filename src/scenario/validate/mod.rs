@@ -1,12 +1,13 @@
 //! Semantic checks on a parsed scenario, turning it into [`Checked`]. This
 //! module owns the entry point and the shared context; the checks live by
 //! concern in `targets`, `setup` (manifests), `steps` (fault order, anchors),
-//! `action`, `expect` (conditions, windows) and `k8s` (names the API would
-//! refuse). All problems are collected, each with its position, before
+//! `action`, `expect` (conditions, windows), `guard` (`abortIf`) and `k8s`
+//! (names the API would refuse). All problems are collected, each with its position, before
 //! anything is returned.
 
 mod action;
 mod expect;
+mod guard;
 mod k8s;
 mod setup;
 mod steps;
@@ -173,6 +174,7 @@ pub fn validate(loaded: Loaded) -> Result<Checked> {
     let targets = targets::targets(&mut cx, &s);
     let setup = setup::setup(&mut cx, &s.setup);
     let steps = steps::steps(&mut cx, &s, &s.namespace);
+    let guards = guard::guards(&mut cx, &s.abort_if);
     libvirt_machines(&mut cx, &s.libvirt);
     if let Some(c) = &s.command {
         // Its warnings are printed when the backend is used.
@@ -210,6 +212,7 @@ pub fn validate(loaded: Loaded) -> Result<Checked> {
         cleanup: s.cleanup,
         libvirt: s.libvirt,
         command: s.command,
+        guards,
         source,
     })
 }

@@ -1,0 +1,109 @@
+//! The abort guards (`abortIf:`) in the reports: in `report.md` a banner
+//! under the title when one stopped the run and a table of every guard; in
+//! `junit.xml` one test case per guard, failed when it fired.
+
+use std::fmt::Write as _;
+
+use super::format::cell;
+use super::markdown::{rel, table};
+use super::result::{GuardRecord, RunResult};
+use crate::scenario::duration::format_millis;
+
+/// `report.md`, right under the title: which guard stopped the run and when.
+pub(super) fn banner(out: &mut String, r: &RunResult) {
+    let Some(a) = &r.aborted else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "> **Aborted by guard `{}`** at {}: {} held for {}. The steps stopped there; \
+         cleanup ran as after any stop, and the expectations not reached are listed as not run.\n",
+        a.guard,
+        rel(r, a.at),
+        a.description,
+        format_millis(a.for_ms)
+    );
+}
+
+/// `report.md`: every guard, what it watched, and whether it fired.
+pub(super) fn section(out: &mut String, r: &RunResult) {
+    if r.guards.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "## Abort guards\n");
+    let rows = r
+        .guards
+        .iter()
+        .map(|g| {
+            [
+                cell(&g.label),
+                cell(&g.description),
+                cell(&for_text(g)),
+                match g.fired_at {
+                    Some(at) => format!("**fired** at {}", rel(r, at)),
+                    None => "no".into(),
+                },
+            ]
+        })
+        .collect();
+    out.push_str(&table(["guard", "condition", "for", "fired"], rows));
+    out.push('\n');
+}
+
+/// `grace + 2s (10s)`, or `15s` when the two agree.
+fn for_text(g: &GuardRecord) -> String {
+    let ms = format_millis(g.for_ms);
+    if g.for_written == ms {
+        ms
+    } else {
+        format!("{} ({ms})", g.for_written)
+    }
+}
+
+/// `junit.xml`: how many guard cases there are and how many failed.
+pub(super) fn junit_counts(r: &RunResult) -> (usize, usize) {
+    let fired = r.guards.iter().filter(|g| g.fired_at.is_some()).count();
+    (r.guards.len(), fired)
+}
+
+/// `junit.xml`: one case per guard; a fired one fails, naming when.
+pub(super) fn junit_cases(
+    out: &mut String,
+    suite: &str,
+    r: &RunResult,
+    attr: impl Fn(&str) -> String,
+) {
+    for g in &r.guards {
+        let name = attr(&format!("abort guard {}: {}", g.label, g.description));
+        let Some(at) = g.fired_at else {
+            let _ = writeln!(
+                out,
+                "    <testcase classname=\"{}\" name=\"{name}\" time=\"0.000\"/>",
+                attr(suite)
+            );
+            continue;
+        };
+        let message = format!(
+            "abort guard `{}` fired at {}: {} held for {}",
+            g.label,
+            rel(r, at),
+            g.description,
+            for_text(g)
+        );
+        let _ = writeln!(
+            out,
+            "    <testcase classname=\"{}\" name=\"{name}\" time=\"0.000\">",
+            attr(suite)
+        );
+        let _ = writeln!(
+            out,
+            "      <failure message=\"{}\" type=\"aborted\">{}</failure>",
+            attr(&message),
+            attr(&format!(
+                "the steps stopped at {}; the run restored the cluster",
+                rel(r, at)
+            ))
+        );
+        let _ = writeln!(out, "    </testcase>");
+    }
+}
