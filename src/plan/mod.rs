@@ -433,6 +433,31 @@ mod tests {
 
     const SEED_000: &str = "name: t\nnamespace: ns\ntarget: {mostPods: app=web}\nsteps:\n  - fault: pause-vm\n  - expect: {node: target, ready: Unknown, within: grace .. grace + 20s}\n  - expect: {pods: app=web, on: target, terminating: true, after: grace + toleration +- 10%}\n  - expect: {pods: app=web, on: target, terminating: true, holdsFor: 60s}\n  - action: {taint: {node: target, key: node.kubernetes.io/out-of-service, value: nodeshutdown, effect: NoExecute}}\n  - expect: {pods: app=web, ready: 8, notOn: target, within: podGcPeriod + 40s}\n";
 
+    #[test]
+    fn windows_say_what_they_assume_and_pods_use_their_own_toleration() {
+        // a discovered profile where only the grace period was read
+        let mut profile = TimingProfile::upstream_default().set_by("test");
+        for v in [Var::UnreachableTolerationSeconds, Var::PodGcPeriod] {
+            profile
+                .origins
+                .insert(v, crate::profile::Origin::Assumed { why: "x".into() });
+        }
+        let p = plan(SEED_000, &profile).unwrap_or_else(|e| panic!("{e}"));
+        let notes: Vec<Vec<String>> = p
+            .expectations()
+            .map(|(_, e, _)| window_notes(&p.profile, e))
+            .collect();
+        assert_eq!(
+            notes,
+            vec![
+                vec![],
+                vec!["toleration from the pods' own tolerationSeconds".to_owned()],
+                vec![],
+                vec!["assumes podGc = 20s".to_owned()],
+            ]
+        );
+    }
+
     fn windows(p: &Plan) -> Vec<Window> {
         p.expectations().map(|(_, _, w)| w).collect()
     }
