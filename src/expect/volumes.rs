@@ -59,16 +59,9 @@ mod tests {
     use super::*;
     use crate::scenario::expr::Window;
     use crate::selector::Selector;
+    use crate::timeline::seen as t;
     use crate::timeline::{Change, Ms, ObjectRef, Transition};
 
-    fn t(at: Ms, object: ObjectRef, change: Change) -> Transition {
-        Transition {
-            at,
-            server_time: None,
-            object,
-            change,
-        }
-    }
     fn va(node: &str, attached: bool) -> Change {
         Change::VolumeAttachment {
             node: node.into(),

@@ -281,15 +281,8 @@ fn owner_is_statefulset(owner: Option<&str>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::timeline::seen as t;
 
-    fn t(at: Ms, object: ObjectRef, change: Change) -> Transition {
-        Transition {
-            at,
-            server_time: None,
-            object,
-            change,
-        }
-    }
     fn pod(name: &str, uid: &str) -> ObjectRef {
         ObjectRef::Pod {
             name: name.into(),

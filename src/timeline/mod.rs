@@ -33,6 +33,17 @@ pub struct Transition {
     pub change: Change,
 }
 
+/// A transition seen at `at` without a server time: the tests' timelines.
+#[cfg(test)]
+pub(crate) fn seen(at: Ms, object: ObjectRef, change: Change) -> Transition {
+    Transition {
+        at,
+        server_time: None,
+        object,
+        change,
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "camelCase")]
 pub enum ObjectRef {

@@ -102,15 +102,8 @@ pub(super) fn apply(world: &mut World, t: &Transition) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::timeline::seen as t;
 
-    fn t(at: Ms, object: ObjectRef, change: Change) -> Transition {
-        Transition {
-            at,
-            server_time: None,
-            object,
-            change,
-        }
-    }
     fn va(name: &str) -> ObjectRef {
         ObjectRef::VolumeAttachment { name: name.into() }
     }

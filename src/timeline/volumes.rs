@@ -141,15 +141,8 @@ fn attached_on(transitions: &[Transition], claim: &str, node: &str, from: Ms) ->
 mod tests {
     use super::*;
     use crate::timeline::metrics::compute;
+    use crate::timeline::seen as t;
 
-    fn t(at: Ms, object: ObjectRef, change: Change) -> Transition {
-        Transition {
-            at,
-            server_time: None,
-            object,
-            change,
-        }
-    }
     fn pod(uid: &str) -> ObjectRef {
         ObjectRef::Pod {
             name: "web-0".into(),
