@@ -87,27 +87,41 @@ pub fn build(f: &Findings) -> Discovery {
         (Some(v), Some((major, minor))) => format!("the default of {major}.{minor} (server {v})"),
         _ => "the upstream default (1.32+; the server version was not readable)".into(),
     };
+    // Each place's settings, parsed once; what is there but unusable is said.
+    let mut unusable = Vec::new();
+    let parsed: Vec<(&FlagSource, Vec<flags::Setting>)> = f
+        .sources
+        .iter()
+        .map(|s| {
+            let (found, bad) = settings(s.component, &s.flags);
+            unusable.extend(bad.into_iter().map(|b| {
+                format!(
+                    "{}: `{}` is not usable ({}); the default is used",
+                    s.from, b.written, b.why
+                )
+            }));
+            (s, found)
+        })
+        .collect();
     for var in Var::ALL {
         let origin = match component_of(var) {
             None => Origin::Assumed {
                 why: "fixed inside kube-controller-manager (no flag sets it)".into(),
             },
             Some(c) => {
-                let read: Vec<&FlagSource> =
-                    f.sources.iter().filter(|s| s.component == c).collect();
-                let found = read.iter().find_map(|s| {
-                    let (found, _) = settings(c, &s.flags);
-                    found
-                        .into_iter()
-                        .find(|x| x.var == var)
-                        .map(|x| (s.from.as_str(), x))
-                });
+                let read: Vec<&(&FlagSource, Vec<flags::Setting>)> =
+                    parsed.iter().filter(|(s, _)| s.component == c).collect();
+                let setting_in = |found: &'_ [flags::Setting]| -> Option<flags::Setting> {
+                    found.iter().find(|x| x.var == var).cloned()
+                };
+                let found = read
+                    .iter()
+                    .find_map(|(s, found)| setting_in(found).map(|x| (s.from.as_str(), x)));
                 match (found, read.first()) {
                     (Some((from, setting)), _) => {
                         // a less authoritative place that says otherwise is worth a note
-                        for other in read.iter().filter(|s| s.from != from) {
-                            let (theirs, _) = settings(c, &other.flags);
-                            if let Some(t) = theirs.iter().find(|x| x.var == var)
+                        for (other, theirs) in read.iter().filter(|(s, _)| s.from != from) {
+                            if let Some(t) = setting_in(theirs)
                                 && t.value != setting.value
                             {
                                 notes.push(format!(
@@ -121,7 +135,7 @@ pub fn build(f: &Findings) -> Discovery {
                             from: format!("{from}: {}", setting.written),
                         }
                     }
-                    (None, Some(s)) => Origin::Discovered {
+                    (None, Some((s, _))) => Origin::Discovered {
                         from: format!("{vtext}: not set in {}", s.from),
                     },
                     (None, None) => Origin::Assumed {
@@ -132,15 +146,7 @@ pub fn build(f: &Findings) -> Discovery {
         };
         profile.origins.insert(var, origin);
     }
-    for s in &f.sources {
-        let (_, bad) = settings(s.component, &s.flags);
-        for b in bad {
-            notes.push(format!(
-                "{}: `{}` is not usable ({}); the default is used",
-                s.from, b.written, b.why
-            ));
-        }
-    }
+    notes.extend(unusable);
     notes.extend(f.problems.iter().cloned());
     Discovery { profile, notes }
 }
