@@ -99,33 +99,37 @@ pub fn pod_tolerations(exp: &Expectation) -> Vec<Var> {
 /// What a window's numbers rest on, beyond the profile's known values:
 /// assumed values, and tolerations taken from the pods themselves.
 pub fn window_notes(profile: &TimingProfile, exp: &Expectation) -> Vec<String> {
-    let own = pod_tolerations(exp);
-    let assumed: Vec<Var> = profile
-        .assumed(exp.window.vars())
-        .into_iter()
-        .filter(|v| !own.contains(v))
-        .collect();
-    let mut notes = Vec::new();
-    if !assumed.is_empty() {
-        let list: Vec<String> = assumed
-            .iter()
-            .map(|v| {
-                format!(
-                    "{} = {}",
-                    v.alias().unwrap_or(v.name()),
-                    crate::scenario::duration::format_duration(profile.get(*v))
-                )
-            })
-            .collect();
-        notes.push(format!("assumes {}", list.join(", ")));
-    }
-    for v in own {
+    let mut notes = assumed_notes(profile, exp);
+    for v in pod_tolerations(exp) {
         notes.push(format!(
             "{} from the pods' own tolerationSeconds",
             v.alias().unwrap_or(v.name())
         ));
     }
     notes
+}
+
+/// The profile values a window rests on that are assumed, not known (a
+/// pods' own toleration is neither: the run reads it from the pods).
+pub fn assumed_notes(profile: &TimingProfile, exp: &Expectation) -> Vec<String> {
+    let own = pod_tolerations(exp);
+    let assumed: Vec<String> = profile
+        .assumed(exp.window.vars())
+        .into_iter()
+        .filter(|v| !own.contains(v))
+        .map(|v| {
+            format!(
+                "{} = {}",
+                v.alias().unwrap_or(v.name()),
+                crate::scenario::duration::format_duration(profile.get(v))
+            )
+        })
+        .collect();
+    if assumed.is_empty() {
+        Vec::new()
+    } else {
+        vec![format!("assumes {}", assumed.join(", "))]
+    }
 }
 
 fn window_key(w: &WindowSpec) -> &'static str {

@@ -266,10 +266,7 @@ impl Run<'_> {
     ) -> (Window, Vec<String>) {
         let profile = &self.plan.profile;
         let own = crate::plan::pod_tolerations(exp);
-        let mut notes: Vec<String> = crate::plan::window_notes(profile, exp)
-            .into_iter()
-            .filter(|n| !n.contains("the pods' own"))
-            .collect();
+        let mut notes = crate::plan::assumed_notes(profile, exp);
         if own.is_empty() {
             return (planned, notes);
         }
