@@ -13,6 +13,7 @@ use std::sync::Mutex;
 
 use nodefall::report::result::{RunVerdict, Verdict};
 use nodefall::report::{RunResult, read_result};
+use nodefall::timeline::Change;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -303,6 +304,24 @@ fn seed_002_deployment_replaced_after_the_toleration_and_not_rebalanced() {
         "{}",
         run.report
     );
+    // What clients see: the halted node's endpoints stayed ready for about
+    // the grace period (8 s; the node lifecycle controller marks its pods
+    // not Ready one monitor period later), then left the Service.
+    let stale = m.endpoints.stale_endpoint_window.unwrap();
+    assert!((4_000..=19_000).contains(&stale), "{:?}", m.endpoints);
+    assert!(!m.endpoints.stale_endpoints.is_empty());
+    let web = &m.endpoints.ready_endpoints[0];
+    assert_eq!(
+        (web.service.as_str(), web.ready_before),
+        ("nginx-webserver", 6)
+    );
+    assert!(web.min_ready < 6, "{web:?}");
+    // Each endpoint's changes are in result.json, with its pod and node.
+    let target = &run.result.targets["target"];
+    let unready = run.result.transitions.iter().filter(|t| {
+        matches!(&t.change, Change::Endpoint { ready: false, node: Some(n), pod: Some(_), .. } if n == target)
+    });
+    assert!(unready.count() >= m.endpoints.stale_endpoints.len());
 }
 
 #[test]

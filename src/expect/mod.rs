@@ -30,6 +30,14 @@ pub enum Subject {
         claim: String,
         node: Option<String>,
     },
+    /// A Service's endpoints, on (or not on) a node.
+    Service {
+        name: String,
+        on: Option<String>,
+        not_on: Option<String>,
+    },
+    /// A probe's requests: decided from the probe's record, not here.
+    Probe(String),
 }
 
 /// Whether every condition holds for `subject` in `world`.
@@ -46,7 +54,14 @@ pub fn holds(world: &World, subject: &Subject, conditions: &[Condition]) -> bool
             let pods = selected_pods(world, subject);
             conditions.iter().all(|c| pods_condition(&pods, c))
         }
-        Subject::Pvc { .. } => false,
+        Subject::Service { name, on, not_on } => {
+            let ready = world.ready_endpoints(name, on.as_deref(), not_on.as_deref());
+            conditions.iter().all(|c| match c {
+                Condition::ReadyEndpoints(n) => usize::try_from(*n).is_ok_and(|n| n == ready),
+                _ => false,
+            })
+        }
+        Subject::Pvc { .. } | Subject::Probe(_) => false,
     }
 }
 
@@ -194,6 +209,12 @@ pub fn decide(series: &[(Ms, bool)], window: Window, anchor: Ms, start: Ms, now:
             observed: None,
             missed_by: None,
             detail: "decided from the graceful-shutdown preflight, not from the timeline".into(),
+        },
+        // Likewise: decided from the probe's record when it stops.
+        Window::Requests { .. } => Decision::Fail {
+            observed: None,
+            missed_by: None,
+            detail: "decided from the probe's requests, not from the timeline".into(),
         },
         Window::Between { from, to } => match first_true {
             Some(t) if rel(t) < from => Decision::Fail {

@@ -49,7 +49,7 @@ fn about(world: &World, e: &EventView, subject: &Subject) -> bool {
                     .get(&e.name)
                     .is_some_and(|labels| selector.matches(labels))
         }
-        Subject::Pvc { .. } => false,
+        Subject::Pvc { .. } | Subject::Service { .. } | Subject::Probe(_) => false,
     }
 }
 

@@ -227,7 +227,9 @@ pub fn targets_to_check(checked: &Checked) -> Vec<String> {
             StepKind::Expect(e) if requirement(e).is_some() => match &e.subject {
                 crate::scenario::checked::Subject::Node(t) => Some(t),
                 crate::scenario::checked::Subject::Pods { .. }
-                | crate::scenario::checked::Subject::Pvc { .. } => None,
+                | crate::scenario::checked::Subject::Pvc { .. }
+                | crate::scenario::checked::Subject::Service { .. }
+                | crate::scenario::checked::Subject::Probe(_) => None,
             },
             _ => None,
         };

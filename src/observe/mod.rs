@@ -1,4 +1,4 @@
-//! Watches Nodes, the scenario's Pods, claims and Events, and
+//! Watches Nodes, the scenario's Pods, claims, Events and EndpointSlices, and
 //! VolumeAttachments with kube-rs watchers and
 //! records every change as a typed [`Transition`] with its observation time.
 //!
@@ -9,6 +9,7 @@
 //! changes that happened meanwhile as changes, so no transition of the ground
 //! truth is lost, only observed later.
 
+mod endpoints;
 mod fold;
 mod kinds;
 
@@ -17,6 +18,7 @@ use std::time::Instant;
 
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{Event as KubeEvent, Node, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::Resource;
 use kube::api::Api;
@@ -126,8 +128,8 @@ impl Drop for Observer {
 }
 
 impl Observer {
-    /// Starts watching Nodes, Pods, PersistentVolumeClaims and Events of
-    /// `namespace`, Node events, and VolumeAttachments (CSI attach/detach;
+    /// Starts watching Nodes, Pods, PersistentVolumeClaims, Events and
+    /// EndpointSlices of `namespace`, Node events, and VolumeAttachments (CSI attach/detach;
     /// none on the sim backend unless a test creates them).
     pub fn start(client: &kube::Client, namespace: &str, recorder: &Arc<Recorder>) -> Observer {
         Observer::start_with_reasons(client, namespace, recorder, &[])
@@ -175,6 +177,13 @@ impl Observer {
             recorder.clone(),
             synced_tx.clone(),
             PvcDiff,
+        )));
+        let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), namespace);
+        tasks.push(tokio::spawn(track(
+            slices,
+            recorder.clone(),
+            synced_tx.clone(),
+            endpoints::EndpointSliceDiff,
         )));
         let attachments: Api<VolumeAttachment> = Api::all(client.clone());
         tasks.push(tokio::spawn(track(

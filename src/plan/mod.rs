@@ -140,6 +140,12 @@ fn window_key(w: &WindowSpec) -> &'static str {
         WindowSpec::HoldsFor(_) => "holdsFor",
         WindowSpec::Never(_) => "never",
         WindowSpec::Preflight => "gracefulShutdown",
+        WindowSpec::Requests {
+            from: Some(_),
+            to: None,
+        } => "after",
+        WindowSpec::Requests { to: Some(_), .. } => "within",
+        WindowSpec::Requests { .. } => "probe",
     }
 }
 

@@ -124,6 +124,9 @@ pub fn render_text(plan: &Plan) -> String {
             };
             let at = match (ps.expected, ps.window_span, ps.starts, ps.window) {
                 (_, _, _, Some(Window::Preflight)) => "before T0 (read at preflight)".to_string(),
+                (_, None, _, Some(Window::Requests { .. })) => {
+                    "decided when the probe stops (end of the steps)".to_string()
+                }
                 (Some(e), _, _, _) => span(Some(e)),
                 (None, Some((open, close)), _, Some(_)) => {
                     format!("opens {}, closes {}", span(Some(open)), span(Some(close)))

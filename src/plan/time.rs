@@ -56,6 +56,8 @@ pub fn evaluated_span(window: Window, anchor_at: Ms, window_start: Ms) -> (Ms, M
             (window_start, window_start + duration)
         }
         Window::Preflight => (anchor_at, anchor_at),
+        // `to` absent: the end of the steps, unknown here (see `Window::Requests`)
+        Window::Requests { from, to } => (anchor_at + from, anchor_at + to.unwrap_or(from)),
     }
 }
 
@@ -83,7 +85,7 @@ pub fn planned_span(
     anchor: Option<Span>,
     step_start: Option<Span>,
 ) -> Option<(Span, Span)> {
-    if window == Window::Preflight {
+    if window == Window::Preflight || matches!(window, Window::Requests { to: None, .. }) {
         return None;
     }
     let (a, s) = match counts_from(window, explicit_anchor) {
@@ -122,8 +124,9 @@ pub fn next_start(
     anchor: Option<Span>,
     step_start: Option<Span>,
 ) -> Option<Span> {
-    if window == Window::Preflight {
-        // decided before T0 from what the preflight read: takes no time
+    if window == Window::Preflight || matches!(window, Window::Requests { .. }) {
+        // decided before T0 from what the preflight read, or when the probe
+        // stops at the end of the steps: takes no time here
         return step_start;
     }
     let s = step_start?;

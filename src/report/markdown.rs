@@ -199,6 +199,7 @@ fn observed_at(e: &ExpectationResult, ms: Ms) -> Option<Ms> {
         Window::HoldsFor { .. } | Window::Never { .. } => e.window_from.map(|f| f + ms),
         Window::Between { .. } | Window::NotBefore { .. } => Some(e.anchor_at + ms),
         Window::Preflight => Some(e.anchor_at),
+        Window::Requests { .. } => Some(e.anchor_at + ms),
     }
 }
 
@@ -705,6 +706,7 @@ fn expectation_task(g: &mut Gantt<'_>, e: &ExpectationResult) {
                 Window::HoldsFor { .. } => "held",
                 Window::NotBefore { .. } | Window::Never { .. } => "never seen",
                 Window::Preflight => "read at preflight",
+                Window::Requests { .. } => "requests",
             };
             let label = format!("{} {verdict} {what} {}", e.label, e.description);
             g.bar(&label, tags, from, to.min(r.finished));

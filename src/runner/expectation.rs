@@ -34,6 +34,12 @@ impl Run<'_> {
                 claim: claim.clone(),
                 node: on.as_ref().map(|t| self.node(t)).transpose()?,
             },
+            CheckedSubject::Service { name, on, not_on } => Subject::Service {
+                name: name.clone(),
+                on: on.as_ref().map(|t| self.node(t)).transpose()?,
+                not_on: not_on.as_ref().map(|t| self.node(t)).transpose()?,
+            },
+            CheckedSubject::Probe(name) => Subject::Probe(name.clone()),
         })
     }
 
@@ -42,24 +48,28 @@ impl Run<'_> {
             Some(n) => format!("{t} ({n})"),
             None => t.clone(),
         };
+        let filtered = |mut text: String, on: &Option<String>, not_on: &Option<String>| {
+            if let Some(t) = on {
+                text.push_str(&format!(" on {}", with(t)));
+            }
+            if let Some(t) = not_on {
+                text.push_str(&format!(" not on {}", with(t)));
+            }
+            text
+        };
         match s {
             CheckedSubject::Node(t) => format!("node {}", with(t)),
             CheckedSubject::Pods {
                 selector,
                 on,
                 not_on,
-            } => {
-                let mut text = format!("pods {selector}");
-                if let Some(t) = on {
-                    text.push_str(&format!(" on {}", with(t)));
-                }
-                if let Some(t) = not_on {
-                    text.push_str(&format!(" not on {}", with(t)));
-                }
-                text
+            } => filtered(format!("pods {selector}"), on, not_on),
+            CheckedSubject::Service { name, on, not_on } => {
+                filtered(format!("service {name}"), on, not_on)
             }
             CheckedSubject::Pvc { claim, on: None } => format!("pvc {claim}"),
             CheckedSubject::Pvc { claim, on: Some(t) } => format!("pvc {claim} on {}", with(t)),
+            CheckedSubject::Probe(name) => format!("probe {name}"),
         }
     }
 
@@ -123,7 +133,7 @@ impl Run<'_> {
                     .node(t)
                     .ok()
                     .and_then(|n| self.gns.iter().find(|r| r.node == n).cloned()),
-                CheckedSubject::Pods { .. } | CheckedSubject::Pvc { .. } => None,
+                _ => None,
             };
             self.graceful_shutdown(index, label, exp, report.as_ref());
             return;

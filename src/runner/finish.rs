@@ -11,7 +11,7 @@ use crate::expect::{self, Decision};
 use crate::plan::Plan;
 use crate::report::result::{ExpectationResult, RunResult, RunVerdict, SCHEMA_VERSION, Verdict};
 use crate::scenario::checked::StepKind;
-use crate::timeline::metrics;
+use crate::timeline::{endpoints, metrics};
 
 /// The result of a run that could not even start.
 pub fn failed_to_start(plan: &Plan, file: &str, error: &str, verdict: RunVerdict) -> RunResult {
@@ -55,17 +55,23 @@ impl Run<'_> {
         let finished = self.rec.now();
         let t0 = self.t0;
         let targets: Vec<String> = self.targets.values().cloned().collect();
-        let metrics = t0
-            .map(|t0| metrics::compute(&transitions, t0, &targets, finished, self.started_at))
-            .unwrap_or_default();
-        let mut expectations = self.expectations;
-        // A window missed unseen: did it hold later, before cleanup began?
         let steps_end = self.steps_end.unwrap_or(finished);
         let before_cleanup: Vec<_> = transitions
             .iter()
             .filter(|t| t.at <= steps_end)
             .cloned()
             .collect();
+        let metrics = t0
+            .map(|t0| {
+                let mut m = metrics::compute(&transitions, t0, &targets, finished, self.started_at);
+                // What clients were routed to while the steps ran (cleanup
+                // deletes the Services).
+                m.endpoints = endpoints::metrics(&before_cleanup, t0, &targets);
+                m
+            })
+            .unwrap_or_default();
+        let mut expectations = self.expectations;
+        // A window missed unseen: did it hold later, before cleanup began?
         for late in &self.late {
             let e = &mut expectations[late.result];
             let series = expect::truth_series(

@@ -35,6 +35,23 @@ pub struct Checked {
     pub command: Option<crate::backend::command::spec::CommandFile>,
     /// `abortIf:` guards, in file order.
     pub guards: Vec<Guard>,
+    /// `probe:`: HTTP probes, in file order.
+    pub probes: Vec<Probe>,
+}
+
+/// A checked `probe:` entry.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Probe {
+    pub name: String,
+    pub urls: Vec<String>,
+    pub interval: Duration,
+    pub timeout: Duration,
+    /// Inclusive status ranges counted as success.
+    pub status: Vec<(u16, u16)>,
+    pub max_requests: u64,
+    pub max_duration: Duration,
+    pub gap: Duration,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -246,6 +263,15 @@ pub enum Subject {
     /// A PersistentVolumeClaim of the scenario namespace (its bound volume's
     /// VolumeAttachments), optionally only on a target's node.
     Pvc { claim: String, on: Option<String> },
+    /// A Service of the scenario namespace (its EndpointSlices'
+    /// endpoints), optionally only those on (or not on) a target's node.
+    Service {
+        name: String,
+        on: Option<String>,
+        not_on: Option<String>,
+    },
+    /// A `probe:` by name: its requests, not a state on the timeline.
+    Probe(String),
 }
 
 /// One condition; an expectation holds when all of its conditions hold.
@@ -290,6 +316,50 @@ pub enum Condition {
         reason: String,
         message: Option<String>,
     },
+    /// Exactly N of the Service's endpoints are ready.
+    ReadyEndpoints(u32),
+    /// At most N of the probe's requests failed in the window.
+    ProbeErrors(u64),
+    /// The probe's longest error window in the window compares so with a
+    /// duration (evaluated under the profile).
+    ErrorWindow {
+        cmp: Cmp,
+        #[serde(skip)]
+        limit: Expr,
+    },
+}
+
+/// A comparison in `errorWindow: "<= grace + 10s"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Cmp {
+    #[serde(rename = "<")]
+    Lt,
+    #[serde(rename = "<=")]
+    Le,
+    #[serde(rename = ">")]
+    Gt,
+    #[serde(rename = ">=")]
+    Ge,
+}
+
+impl Cmp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Cmp::Lt => "<",
+            Cmp::Le => "<=",
+            Cmp::Gt => ">",
+            Cmp::Ge => ">=",
+        }
+    }
+
+    pub fn holds(self, value: i64, limit: i64) -> bool {
+        match self {
+            Cmp::Lt => value < limit,
+            Cmp::Le => value <= limit,
+            Cmp::Gt => value > limit,
+            Cmp::Ge => value >= limit,
+        }
+    }
 }
 
 /// When an expectation is measured from.

@@ -26,6 +26,17 @@ impl fmt::Display for Subject {
             }
             Subject::Pvc { claim, on: None } => write!(f, "pvc {claim}"),
             Subject::Pvc { claim, on: Some(t) } => write!(f, "pvc {claim} on {t}"),
+            Subject::Service { name, on, not_on } => {
+                write!(f, "service {name}")?;
+                if let Some(t) = on {
+                    write!(f, " on {t}")?;
+                }
+                if let Some(t) = not_on {
+                    write!(f, " not on {t}")?;
+                }
+                Ok(())
+            }
+            Subject::Probe(name) => write!(f, "probe {name}"),
         }
     }
 }
@@ -68,6 +79,12 @@ impl fmt::Display for Condition {
                 reason,
                 message: Some(m),
             } => write!(f, "event {reason} with message containing \"{m}\""),
+            Condition::ReadyEndpoints(n) => write!(f, "{n} ready endpoints"),
+            Condition::ProbeErrors(0) => f.write_str("no errors"),
+            Condition::ProbeErrors(n) => write!(f, "at most {n} errors"),
+            Condition::ErrorWindow { cmp, limit } => {
+                write!(f, "longest error window {} {limit}", cmp.symbol())
+            }
         }
     }
 }

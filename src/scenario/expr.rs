@@ -256,6 +256,12 @@ pub enum WindowSpec {
     /// No window: decided once from facts read at preflight, before the
     /// first fault (`gracefulShutdown`).
     Preflight,
+    /// A probe's requests sent from `from` (default: the anchor) to `to`
+    /// (default: the end of the steps); decided when the probe stops.
+    Requests {
+        from: Option<Expr>,
+        to: Option<Expr>,
+    },
 }
 
 /// A window with its bounds evaluated under one profile, in milliseconds.
@@ -272,6 +278,9 @@ pub enum Window {
     Never { duration: i64 },
     /// Decided from the preflight, before the first fault; not watched.
     Preflight,
+    /// A probe's requests sent during [from, to] (`to` absent: until the
+    /// probe stopped at the end of the steps); decided then.
+    Requests { from: i64, to: Option<i64> },
 }
 
 impl Window {
@@ -282,6 +291,7 @@ impl Window {
             Window::NotBefore { at } => at,
             Window::HoldsFor { duration } | Window::Never { duration } => duration,
             Window::Preflight => 0,
+            Window::Requests { from, to } => to.unwrap_or(from),
         }
     }
 }
@@ -302,6 +312,22 @@ impl fmt::Display for Window {
             Window::HoldsFor { duration } => write!(f, "holds for {}", format_millis(duration)),
             Window::Never { duration } => write!(f, "never during {}", format_millis(duration)),
             Window::Preflight => f.write_str("at preflight"),
+            Window::Requests { from: 0, to: None } => {
+                f.write_str("requests to the end of the steps")
+            }
+            Window::Requests { from, to: None } => {
+                write!(
+                    f,
+                    "requests from {} to the end of the steps",
+                    format_millis(from)
+                )
+            }
+            Window::Requests { from, to: Some(to) } => write!(
+                f,
+                "requests from {} to {}",
+                format_millis(from),
+                format_millis(to)
+            ),
         }
     }
 }
@@ -415,6 +441,22 @@ impl WindowSpec {
                 duration: positive(e, "`never`")?,
             }),
             WindowSpec::Preflight => Ok(Window::Preflight),
+            WindowSpec::Requests { from, to } => {
+                let from = match from {
+                    Some(e) => positive(e, "`after`")?,
+                    None => 0,
+                };
+                let to = to.as_ref().map(|e| positive(e, "`within`")).transpose()?;
+                if let Some(to) = to.filter(|to| *to < from) {
+                    return Err(format!(
+                        "the window ends at {} before it starts at {} under the `{}` profile",
+                        format_millis(to),
+                        format_millis(from),
+                        p.name
+                    ));
+                }
+                Ok(Window::Requests { from, to })
+            }
         }
     }
 
@@ -428,6 +470,7 @@ impl WindowSpec {
             },
             WindowSpec::NotBefore(e) | WindowSpec::HoldsFor(e) | WindowSpec::Never(e) => vec![e],
             WindowSpec::Preflight => Vec::new(),
+            WindowSpec::Requests { from, to } => from.iter().chain(to.iter()).collect(),
         };
         let mut vars: Vec<Var> = exprs.into_iter().flat_map(Expr::vars).collect();
         vars.sort();
@@ -456,6 +499,21 @@ impl WindowSpec {
             WindowSpec::HoldsFor(e) => format!("holds for {e}"),
             WindowSpec::Never(e) => format!("never during {e}"),
             WindowSpec::Preflight => "at preflight (before the first fault)".into(),
+            WindowSpec::Requests {
+                from: None,
+                to: None,
+            } => "requests to the end of the steps".into(),
+            WindowSpec::Requests {
+                from: Some(f),
+                to: None,
+            } => {
+                format!("requests from {f} to the end of the steps")
+            }
+            WindowSpec::Requests { from, to: Some(t) } => format!(
+                "requests from {} to {t}",
+                from.as_ref()
+                    .map_or("the anchor".to_owned(), ToString::to_string)
+            ),
         }
     }
 }

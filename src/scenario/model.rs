@@ -165,6 +165,35 @@ pub struct Scenario {
     /// once they have held for their `for`.
     #[serde(default)]
     pub abort_if: Vec<Guard>,
+    /// HTTP probes: what a client of the workload sees while the steps run.
+    #[serde(default)]
+    pub probe: OneOrMany<Probe>,
+}
+
+/// One `probe:`: URLs requested at a fixed interval from the end of setup to
+/// the end of the steps.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Probe {
+    /// What expectations call it (`probe: NAME`); default `probe`.
+    pub name: Option<String>,
+    /// One URL or a list (http only).
+    #[serde(default)]
+    pub url: OneOrMany<String>,
+    /// Between two requests to one URL (default 1s, at least 100ms).
+    pub interval: Option<Dur>,
+    /// Per request: connect, response and body (default 1s).
+    pub timeout: Option<Dur>,
+    /// Statuses counted as success: codes, `2xx` classes or `200-299`
+    /// ranges (default 200-399).
+    #[serde(default)]
+    pub status: OneOrMany<serde_yaml::Value>,
+    /// The probe stops after this many requests (all URLs together).
+    pub max_requests: Option<u64>,
+    /// The probe stops after this long whatever happens.
+    pub max_duration: Option<Dur>,
+    /// Errors closer than this belong to one error window (default 5s).
+    pub gap: Option<Dur>,
 }
 
 /// One cluster a scenario may run against: every field given must match.
@@ -705,6 +734,18 @@ pub struct Expect {
     pub event: Option<String>,
     /// ... whose message contains this text.
     pub message: Option<String>,
+    // clients (see `validate::clients`)
+    /// Subject: a Service of the scenario namespace (its EndpointSlices).
+    pub service: Option<String>,
+    /// Exactly N ready endpoints (with `on`/`notOn`: on that target's node).
+    pub ready_endpoints: Option<u32>,
+    /// Subject: a `probe:` by name; decided when the probe stops.
+    pub probe: Option<String>,
+    /// At most N failed requests.
+    pub errors: Option<u64>,
+    /// The longest error window compared with a duration (`<= grace + 10s`).
+    #[serde(default, deserialize_with = "opt_scalar_string")]
+    pub error_window: Option<String>,
 }
 
 /// What happens to the workload and the scenario's own changes afterwards.
@@ -756,6 +797,8 @@ pub struct Guard {
     pub attached: Option<bool>,
     pub event: Option<String>,
     pub message: Option<String>,
+    pub service: Option<String>,
+    pub ready_endpoints: Option<u32>,
     // refused by validation, see above
     pub graceful_shutdown: Option<serde_yaml::Value>,
     pub within: Option<serde_yaml::Value>,
@@ -792,6 +835,8 @@ impl Guard {
             attached: self.attached,
             event: self.event.clone(),
             message: self.message.clone(),
+            service: self.service.clone(),
+            ready_endpoints: self.ready_endpoints,
             ..Expect::default()
         }
     }

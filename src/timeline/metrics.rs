@@ -41,6 +41,11 @@ pub struct Metrics {
     /// Largest `detachAfter` of `volumeDetaches`, in ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detach_after_out_of_service_max: Option<Ms>,
+    /// The failed nodes' endpoints and each Service's ready endpoints
+    /// (`staleEndpointWindow`, `staleEndpoints`, `readyEndpoints`), up to
+    /// the end of the steps.
+    #[serde(flatten)]
+    pub endpoints: super::endpoints::EndpointMetrics,
 }
 
 /// One pod that was on a target node at T0, and what replaced it.

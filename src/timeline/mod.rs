@@ -5,6 +5,7 @@
 //! [`World`] at that time, which is what expectations are evaluated on. Pure:
 //! times are milliseconds since the run started, supplied by the caller.
 
+pub mod endpoints;
 pub mod metrics;
 mod storage;
 pub mod volumes;
@@ -64,6 +65,11 @@ pub enum ObjectRef {
     Pvc {
         name: String,
     },
+    /// An EndpointSlice of a Service of the scenario namespace.
+    EndpointSlice {
+        name: String,
+        service: String,
+    },
 }
 
 impl ObjectRef {
@@ -73,7 +79,8 @@ impl ObjectRef {
             | ObjectRef::Pod { name, .. }
             | ObjectRef::Event { name }
             | ObjectRef::VolumeAttachment { name }
-            | ObjectRef::Pvc { name } => name,
+            | ObjectRef::Pvc { name }
+            | ObjectRef::EndpointSlice { name, .. } => name,
         }
     }
 }
@@ -157,6 +164,23 @@ pub enum Change {
         volume: String,
     },
     PvcDeleted,
+    /// An endpoint of an EndpointSlice appeared or its conditions changed.
+    Endpoint {
+        address: String,
+        /// The pod behind it (`targetRef`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pod: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        node: Option<String>,
+        ready: bool,
+        serving: bool,
+        terminating: bool,
+    },
+    /// An endpoint left its slice.
+    EndpointRemoved {
+        address: String,
+    },
+    EndpointSliceDeleted,
 }
 
 impl Change {
@@ -221,6 +245,33 @@ impl Change {
                 }
             ),
             Change::VolumeAttachmentDeleted => "volume attachment deleted".into(),
+            Change::Endpoint {
+                address,
+                pod,
+                node,
+                ready,
+                serving,
+                terminating,
+            } => {
+                let mut text = format!("endpoint {address}");
+                if let Some(p) = pod {
+                    text.push_str(&format!(" (pod {p}"));
+                    if let Some(n) = node {
+                        text.push_str(&format!(" on {n}"));
+                    }
+                    text.push(')');
+                }
+                let state = |b: bool| if b { "True" } else { "False" };
+                text.push_str(&format!(
+                    " ready={} serving={} terminating={}",
+                    state(*ready),
+                    state(*serving),
+                    state(*terminating)
+                ));
+                text
+            }
+            Change::EndpointRemoved { address } => format!("endpoint {address} removed"),
+            Change::EndpointSliceDeleted => "endpoint slice deleted".into(),
         }
     }
 }
@@ -291,6 +342,8 @@ pub struct World {
     pub claims: BTreeMap<String, String>,
     /// Every recorded event occurrence, in observation order.
     pub events: Vec<EventView>,
+    /// Endpoints of the namespace's Services by (slice, address).
+    pub endpoints: BTreeMap<endpoints::EndpointKey, endpoints::EndpointView>,
 }
 
 impl World {
@@ -350,6 +403,7 @@ impl World {
             | ObjectRef::Pvc { .. } => {
                 storage::apply(self, t);
             }
+            ObjectRef::EndpointSlice { .. } => endpoints::apply(self, t),
         }
     }
 

@@ -39,6 +39,9 @@ pub(super) fn condition(
     p: &str,
     e: &model::Expect,
 ) -> Option<(Subject, Vec<Condition>)> {
+    if let Some(client) = super::clients::condition(cx, p, e) {
+        return client;
+    }
     if let Some(volume_or_event) = super::volumes::condition(cx, p, e) {
         return volume_or_event;
     }
@@ -258,6 +261,9 @@ pub(super) fn window(
 ) -> Option<WindowSpec> {
     if e.graceful_shutdown.is_some() {
         return preflight_window(cx, p, e, wanted);
+    }
+    if e.probe.is_some() {
+        return super::clients::probe_window(cx, p, e, wanted);
     }
     if !wanted && e.event.is_some() {
         super::volumes::event_in_wait(cx, p);

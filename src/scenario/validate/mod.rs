@@ -6,6 +6,7 @@
 //! anything is returned.
 
 mod action;
+mod clients;
 mod expect;
 mod guard;
 mod k8s;
@@ -43,6 +44,8 @@ struct Ctx<'a> {
     namespace: &'a str,
     /// Manifests already read (a file applied twice is read and reported once).
     manifests: HashMap<PathBuf, Vec<ManifestDoc>>,
+    /// The `probe:` names (checked before the steps that name them).
+    probes: Vec<String>,
 }
 
 fn is_dns_label(s: &str) -> bool {
@@ -147,6 +150,7 @@ pub fn validate(loaded: Loaded) -> Result<Checked> {
         targets: Vec::new(),
         namespace: &s.namespace,
         manifests: HashMap::new(),
+        probes: Vec::new(),
     };
 
     if !is_dns_label(&s.name) {
@@ -173,6 +177,7 @@ pub fn validate(loaded: Loaded) -> Result<Checked> {
     let timing = timing_overrides(&mut cx, &s.timing);
     let targets = targets::targets(&mut cx, &s);
     let setup = setup::setup(&mut cx, &s.setup);
+    let probes = clients::probes(&mut cx, &s.probe.0);
     let steps = steps::steps(&mut cx, &s, &s.namespace);
     let guards = guard::guards(&mut cx, &s.abort_if);
     libvirt_machines(&mut cx, &s.libvirt);
@@ -213,6 +218,7 @@ pub fn validate(loaded: Loaded) -> Result<Checked> {
         libvirt: s.libvirt,
         command: s.command,
         guards,
+        probes,
         source,
     })
 }
