@@ -14,6 +14,7 @@ pub mod expect;
 pub mod gns;
 pub mod observe;
 pub mod plan;
+pub mod probe;
 pub mod profile;
 pub mod report;
 pub mod runner;

@@ -6,6 +6,7 @@ mod guard;
 
 pub use guard::{Held, held_for};
 
+pub mod probe;
 pub mod toleration;
 mod volumes;
 

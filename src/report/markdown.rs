@@ -35,6 +35,7 @@ pub fn render(result: &RunResult) -> String {
     key_metrics(&mut out, result);
     pods(&mut out, result);
     node_transitions(&mut out, result);
+    super::clients::section(&mut out, result);
     super::volumes::sections(&mut out, result);
     steps(&mut out, result);
     super::commands::section(&mut out, result);
@@ -846,6 +847,15 @@ fn timeline(out: &mut String, r: &RunResult) {
         g.section("Pods");
     }
     for (name, tag, from, to) in pod_tasks {
+        g.bar(&name, &[tag], from, to);
+    }
+
+    // What the probes saw: error windows and the spans between them.
+    let client_bars = super::probes::bars(r);
+    if !client_bars.is_empty() {
+        g.section("Clients");
+    }
+    for (name, tag, from, to) in client_bars {
         g.bar(&name, &[tag], from, to);
     }
 

@@ -1,12 +1,14 @@
 //! Reports of a run: `result.json` (the full record), `report.md` and `junit.xml`,
 //! written into one directory per run, and re-rendered from `result.json`.
 
+mod clients;
 mod commands;
 mod format;
 mod graceful;
 mod guard;
 pub mod junit;
 pub mod markdown;
+mod probes;
 pub mod result;
 mod timing;
 mod volumes;
@@ -155,8 +157,8 @@ pub fn read_result(path: &Path) -> Result<RunResult, Error> {
     let mut result: RunResult = serde_json::from_str(&text).map_err(parse_error)?;
     match result.schema_version {
         1 => result.upgrade_from_v1(),
-        // schemas 3 to 5 only added what older files cannot hold
-        2..=4 => result.schema_version = SCHEMA_VERSION,
+        // schemas 3 to 6 only added what older files cannot hold
+        2..=5 => result.schema_version = SCHEMA_VERSION,
         _ => {}
     }
     Ok(result)

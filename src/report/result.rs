@@ -33,7 +33,7 @@ use crate::timeline::{Ms, Transition};
 /// PVC objects and their bindings, pods' claims and NoExecute tolerations,
 /// event counts, volume metrics, abort `guards` and `aborted`. Versions 2
 /// to 4 are read as they are: they have none.
-pub const SCHEMA_VERSION: u32 = 5;
+pub const SCHEMA_VERSION: u32 = 6;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -80,6 +80,10 @@ pub struct RunResult {
     /// The guard that stopped the steps, when one did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aborted: Option<AbortRecord>,
+    /// The scenario's HTTP probes: every request, the error windows and
+    /// latency (empty without `probe:`; older results have none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub probes: Vec<crate::probe::ProbeRecord>,
 }
 
 impl RunResult {

@@ -127,6 +127,10 @@ impl Run<'_> {
 
     /// Decides one expectation, watching the timeline until it can.
     pub(super) async fn expectation(&mut self, index: usize, label: String, exp: &Expectation) {
+        if let CheckedSubject::Probe(name) = &exp.subject {
+            self.defer_probe(index, label, exp, name.clone());
+            return;
+        }
         if crate::gns::requirement(exp).is_some() {
             let report = match &exp.subject {
                 CheckedSubject::Node(t) => self

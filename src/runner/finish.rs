@@ -9,6 +9,7 @@ use super::Run;
 use super::expectation::describe_conditions;
 use crate::expect::{self, Decision};
 use crate::plan::Plan;
+use crate::probe::windows;
 use crate::report::result::{ExpectationResult, RunResult, RunVerdict, SCHEMA_VERSION, Verdict};
 use crate::scenario::checked::StepKind;
 use crate::timeline::{endpoints, metrics};
@@ -39,6 +40,7 @@ pub fn failed_to_start(plan: &Plan, file: &str, error: &str, verdict: RunVerdict
         transitions: Vec::new(),
         guards: Vec::new(),
         aborted: None,
+        probes: Vec::new(),
     }
 }
 
@@ -67,6 +69,12 @@ impl Run<'_> {
                 // What clients were routed to while the steps ran (cleanup
                 // deletes the Services).
                 m.endpoints = endpoints::metrics(&before_cleanup, t0, &targets);
+                m.error_window = self
+                    .probe_records
+                    .iter()
+                    .filter_map(|p| windows::longest(&p.windows, t0, None))
+                    .map(|w| w.duration)
+                    .max();
                 m
             })
             .unwrap_or_default();
@@ -143,6 +151,7 @@ impl Run<'_> {
             transitions,
             guards: self.guard_records,
             aborted: self.aborted,
+            probes: self.probe_records,
         }
     }
 }

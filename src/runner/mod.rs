@@ -18,6 +18,7 @@ mod finish;
 mod guard;
 pub mod journal;
 mod preflight;
+mod probes;
 pub mod progress;
 mod setup;
 pub mod undo;
@@ -73,6 +74,8 @@ pub enum Error {
     Journal(#[source] journal::Error),
     #[error("interrupted by {0}")]
     Interrupted(Stop),
+    #[error(transparent)]
+    Probe(#[from] crate::probe::Error),
     /// An `abortIf` guard held long enough: the steps stopped, the run
     /// restores and fails (an outcome of the experiment, not of the tooling).
     #[error("abort guard `{guard}` fired at {when}: {what}")]
@@ -181,6 +184,9 @@ pub async fn run<B: NodeFaults>(
         gns: Vec::new(),
         guard_records: guard::records(&plan.scenario.guards, &plan.guard_holds),
         aborted: None,
+        probes: Vec::new(),
+        probe_records: Vec::new(),
+        deferred: Vec::new(),
     };
     let outcome = tokio::select! {
         r = run.execute(backend) => r,
@@ -195,6 +201,7 @@ pub async fn run<B: NodeFaults>(
         _ => None,
     };
     run.steps_end = Some(run.now());
+    run.stop_probes().await;
     // Cleanup: a first signal arriving now only changes the verdict; a
     // second one (or the deadline) abandons it.
     let mut abandoned = None;
@@ -320,6 +327,12 @@ struct Run<'a> {
     guard_records: Vec<crate::report::result::GuardRecord>,
     /// The guard that stopped the steps, if one did.
     aborted: Option<crate::report::result::AbortRecord>,
+    /// The `probe:` probes, sending from the end of setup to the end of the steps.
+    probes: Vec<crate::probe::Running>,
+    /// What they recorded, once stopped.
+    probe_records: Vec<crate::probe::ProbeRecord>,
+    /// Probe expectations reached, decided when the probes stop.
+    deferred: Vec<probes::Deferred>,
 }
 
 impl Run<'_> {
@@ -395,6 +408,7 @@ impl Run<'_> {
         self.check_namespaces().await?;
         self.graceful_shutdown_preflight(backend).await;
         self.setup_end = self.now();
+        self.start_probes()?;
 
         // The guards watch while the steps run; the first to fire drops the
         // step in progress (as a signal does) and the run restores.

@@ -46,6 +46,10 @@ pub struct Metrics {
     /// the end of the steps.
     #[serde(flatten)]
     pub endpoints: super::endpoints::EndpointMetrics,
+    /// The longest error window of any probe that began at or after T0, in
+    /// ms (see `probes` in the result).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_window: Option<Ms>,
 }
 
 /// One pod that was on a target node at T0, and what replaced it.

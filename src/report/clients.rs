@@ -1,0 +1,120 @@
+//! The "What clients see" section of `report.md`: how long the failed
+//! nodes' endpoints stayed ready (the Kubernetes part of the client error
+//! window), each Service's ready endpoints over time, and the HTTP probes'
+//! error windows and latency.
+
+use std::fmt::Write as _;
+
+use super::format::{cell, secs, t0_rel};
+use super::markdown::table;
+use super::result::RunResult;
+use crate::timeline::endpoints::EndpointMetrics;
+
+/// Shown for a value the run did not observe.
+const MISSING: &str = "—";
+
+/// Ready-endpoint changes listed per Service before the rest is summarised.
+const MAX_POINTS: usize = 12;
+
+pub(super) fn section(out: &mut String, r: &RunResult) {
+    let e = &r.metrics.endpoints;
+    if e.ready_endpoints.is_empty() && e.stale_endpoints.is_empty() && r.probes.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "## What clients see\n");
+    endpoints(out, e);
+    super::probes::section(out, r);
+}
+
+fn endpoints(out: &mut String, e: &EndpointMetrics) {
+    if !e.stale_endpoints.is_empty() {
+        let still = e
+            .stale_endpoints
+            .iter()
+            .filter(|s| s.unready_at.is_none())
+            .count();
+        match e.stale_endpoint_window {
+            Some(ms) => {
+                let _ = writeln!(
+                    out,
+                    "The failed nodes' endpoints stayed ready for **{}** after T0 (`staleEndpointWindow`): \
+                     clients routed to them meanwhile reached a dead node. This is the Kubernetes part of \
+                     the client error window.\n",
+                    secs(ms)
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "**{still} of the failed nodes' {} endpoints were still ready when the steps ended**: \
+                     clients could be routed to a dead node throughout.\n",
+                    e.stale_endpoints.len()
+                );
+            }
+        }
+        let rows = e
+            .stale_endpoints
+            .iter()
+            .map(|s| {
+                [
+                    cell(&s.service),
+                    cell(&s.address),
+                    s.pod.as_deref().map_or_else(|| MISSING.to_owned(), cell),
+                    cell(&s.node),
+                    s.unready_at
+                        .map_or_else(|| "still ready".to_owned(), t0_rel),
+                ]
+            })
+            .collect();
+        out.push_str(&table(
+            ["Service", "Endpoint", "Pod", "Node", "Not ready at"],
+            rows,
+        ));
+        out.push('\n');
+    } else if !e.ready_endpoints.is_empty() {
+        let _ = writeln!(
+            out,
+            "No endpoint on the failed nodes was ready at T0, so none stayed ready after it.\n"
+        );
+    }
+    if e.ready_endpoints.is_empty() {
+        return;
+    }
+    let rows = e
+        .ready_endpoints
+        .iter()
+        .map(|s| {
+            let mut changes: Vec<String> = s
+                .points
+                .iter()
+                .skip(1)
+                .take(MAX_POINTS)
+                .map(|(at, n)| format!("{}: {n}", t0_rel(*at)))
+                .collect();
+            let more = s.points.len().saturating_sub(MAX_POINTS + 1);
+            if more > 0 {
+                changes.push(format!("{more} more in result.json"));
+            }
+            [
+                cell(&s.service),
+                s.ready_before.to_string(),
+                s.min_ready.to_string(),
+                if changes.is_empty() {
+                    "no change".to_owned()
+                } else {
+                    cell(&changes.join(", "))
+                },
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        [
+            "Service",
+            "Ready endpoints before T0",
+            "Fewest after T0",
+            "Changes",
+        ],
+        rows,
+    ));
+    out.push('\n');
+}

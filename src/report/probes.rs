@@ -1,0 +1,154 @@
+//! The probes part of "What clients see": per probe its requests, errors,
+//! latency and error windows; and the probes' band on the mermaid timeline.
+
+use std::fmt::Write as _;
+
+use super::format::{cell, secs};
+use super::markdown::{rel, table};
+use super::result::RunResult;
+use crate::probe::{ProbeRecord, StopReason};
+use crate::timeline::Ms;
+
+/// Shown for a value the run did not observe.
+const MISSING: &str = "—";
+
+/// Error windows listed per probe before the rest is left to result.json.
+const MAX_WINDOWS: usize = 20;
+
+fn opt_ms(v: Option<Ms>) -> String {
+    v.map_or_else(|| MISSING.to_owned(), |ms| format!("{ms} ms"))
+}
+
+pub(super) fn section(out: &mut String, r: &RunResult) {
+    if r.probes.is_empty() {
+        let _ = writeln!(
+            out,
+            "No HTTP probe ran: the endpoint figures above are the Kubernetes part of what \
+             clients see. Add `probe:` to the scenario to measure the client side.\n"
+        );
+        return;
+    }
+    if let Some(ms) = r.metrics.error_window {
+        let _ = writeln!(
+            out,
+            "The longest client error window after T0 lasted **{}** (`errorWindow`).\n",
+            secs(ms)
+        );
+    } else if r.t0.is_some() {
+        let _ = writeln!(out, "No client error window began after T0.\n");
+    }
+    for p in &r.probes {
+        probe(out, r, p);
+    }
+}
+
+fn probe(out: &mut String, r: &RunResult, p: &ProbeRecord) {
+    let stop = match p.stop_reason {
+        StopReason::Stopped => "with the steps".to_owned(),
+        StopReason::MaxRequests => "**early: its `maxRequests` were sent**".to_owned(),
+        StopReason::MaxDuration => "**early: its `maxDuration` passed**".to_owned(),
+    };
+    let _ = writeln!(
+        out,
+        "### Probe `{}`\n\nGET {} every {} ms (timeout {} ms, a new connection each), from {} to {} (stopped {stop}): \
+         **{} requests, {} failed**. Latency of the successful ones: p50 {}, p90 {}, p99 {}, max {}.\n",
+        p.name,
+        p.urls
+            .iter()
+            .map(|u| format!("`{u}`"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        p.interval,
+        p.timeout,
+        rel(r, p.started),
+        rel(r, p.stopped),
+        p.requests,
+        p.errors,
+        opt_ms(p.latency.p50),
+        opt_ms(p.latency.p90),
+        opt_ms(p.latency.p99),
+        opt_ms(p.latency.max),
+    );
+    if p.windows.is_empty() {
+        let _ = writeln!(out, "No request failed.\n");
+        return;
+    }
+    let rows = p
+        .windows
+        .iter()
+        .take(MAX_WINDOWS)
+        .map(|w| {
+            let kinds: Vec<String> = w.kinds.iter().map(|(k, n)| format!("{k} ×{n}")).collect();
+            [
+                rel(r, w.start),
+                w.end
+                    .map_or_else(|| "not before the probe stopped".to_owned(), |e| rel(r, e)),
+                secs(w.duration),
+                format!("{}/{}", w.errors, w.total),
+                cell(&kinds.join(", ")),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        [
+            "Errors from",
+            "First success after",
+            "Duration",
+            "Failed/sent",
+            "Errors",
+        ],
+        rows,
+    ));
+    if p.windows.len() > MAX_WINDOWS {
+        let _ = writeln!(
+            out,
+            "\n{} more error windows in result.json.",
+            p.windows.len() - MAX_WINDOWS
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nAn error window opens at a failed request and takes in the errors less than {} ms apart; it ends at the first success after its last error.\n",
+        p.gap
+    );
+}
+
+/// The probes' band: error windows as critical bars, the spans between
+/// them as done bars with their requests' latency.
+pub(super) fn bars(r: &RunResult) -> Vec<(String, &'static str, Ms, Ms)> {
+    let mut out = Vec::new();
+    for p in &r.probes {
+        let mut from = p.started;
+        for w in &p.windows {
+            if w.start > from {
+                out.push((ok_bar(p, from, w.start), "done", from, w.start));
+            }
+            let end = w.end.unwrap_or(p.stopped);
+            out.push((
+                format!("{} errors {}/{}", p.name, w.errors, w.total),
+                "crit",
+                w.start,
+                end,
+            ));
+            from = end;
+        }
+        if p.stopped > from {
+            out.push((ok_bar(p, from, p.stopped), "done", from, p.stopped));
+        }
+    }
+    out
+}
+
+fn ok_bar(p: &ProbeRecord, from: Ms, to: Ms) -> String {
+    let span: Vec<crate::probe::Sample> = p
+        .samples
+        .iter()
+        .filter(|s| s.at >= from && s.at < to)
+        .cloned()
+        .collect();
+    let l = crate::probe::windows::latency(&span);
+    match (l.p50, l.max) {
+        (Some(p50), Some(max)) => format!("{} ok p50 {p50}ms max {max}ms", p.name),
+        _ => format!("{} ok", p.name),
+    }
+}

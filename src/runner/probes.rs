@@ -1,0 +1,169 @@
+//! The scenario's HTTP probes: started when setup ends, stopped when the
+//! steps end (on every exit path), and the probe expectations reached
+//! meanwhile decided over what they recorded.
+
+use std::sync::Arc;
+
+use super::{Error, Run};
+use crate::expect;
+use crate::probe::{self, Http, ProbeSpec};
+use crate::report::result::{ExpectationResult, Verdict};
+use crate::scenario::checked::{Anchor, Expectation};
+use crate::scenario::duration::format_millis;
+use crate::scenario::expr::Window;
+use crate::timeline::Ms;
+
+/// A probe expectation reached during the steps: where its result is, and
+/// what it is measured from.
+pub(super) struct Deferred {
+    result: usize,
+    probe: String,
+    expectation: Expectation,
+    anchor_at: Ms,
+}
+
+impl Run<'_> {
+    /// Starts every `probe:`, on the run's clock.
+    pub(super) fn start_probes(&mut self) -> Result<(), Error> {
+        for p in &self.plan.scenario.probes {
+            let spec = ProbeSpec::from_checked(p)?;
+            let rec = self.rec.clone();
+            self.progress.log(&format!(
+                "probe {}: GET {} every {}, timeout {}",
+                spec.name,
+                p.urls.join(", "),
+                format_millis(ms(spec.interval)),
+                format_millis(ms(spec.timeout))
+            ));
+            self.probes.push(probe::spawn(
+                spec,
+                Arc::new(Http),
+                Arc::new(move || rec.now()),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Records a probe expectation reached now; it is decided when the
+    /// probes stop. It takes no time: the next step starts at once.
+    pub(super) fn defer_probe(
+        &mut self,
+        index: usize,
+        label: String,
+        exp: &Expectation,
+        name: String,
+    ) {
+        let now = self.now();
+        let (anchor, anchor_at) = match exp.anchor {
+            Anchor::Start => ("setup".to_owned(), Some(self.setup_end)),
+            Anchor::Step(i) => (
+                self.plan.scenario.steps[i].label(),
+                self.anchors.get(&i).copied(),
+            ),
+        };
+        let window = self.plan.steps[index]
+            .window
+            .unwrap_or(Window::Requests { from: 0, to: None });
+        let description = format!(
+            "{}: {}",
+            self.describe_subject(&exp.subject),
+            super::expectation::describe_conditions(&exp.conditions)
+        );
+        let mut result = ExpectationResult {
+            index,
+            label: label.clone(),
+            description: description.clone(),
+            window_written: exp.window.source(),
+            window,
+            anchor,
+            anchor_at: anchor_at.unwrap_or(now),
+            observed: None,
+            verdict: Verdict::NotRun,
+            detail: "decided when the probe stops, at the end of the steps".into(),
+            missed_by: None,
+            notes: Vec::new(),
+            window_from: None,
+            window_to: None,
+        };
+        let Some(anchor_at) = anchor_at else {
+            result.detail = "its anchor step never happened (an earlier expectation failed)".into();
+            self.progress
+                .log(&format!("{label}: not run: {}", result.detail));
+            self.expectations.push(result);
+            return;
+        };
+        self.progress.log(&format!(
+            "{label}: {description}, {window}: decided when the probe stops"
+        ));
+        // Steps anchored here count from when it was reached.
+        self.anchors.insert(index, now);
+        self.deferred.push(Deferred {
+            result: self.expectations.len(),
+            probe: name,
+            expectation: exp.clone(),
+            anchor_at,
+        });
+        self.expectations.push(result);
+    }
+
+    /// Stops the probes (the steps are over, however they ended) and
+    /// decides the probe expectations reached.
+    pub(super) async fn stop_probes(&mut self) {
+        for running in std::mem::take(&mut self.probes) {
+            let record = running.stop().await;
+            let longest = record.windows.iter().map(|w| w.duration).max();
+            self.progress.log(&format!(
+                "probe {}: {} requests, {} failed, {}",
+                record.name,
+                record.requests,
+                record.errors,
+                match longest {
+                    Some(d) => format!(
+                        "{} error windows, the longest {}",
+                        record.windows.len(),
+                        format_millis(d)
+                    ),
+                    None => "no error window".into(),
+                }
+            ));
+            self.probe_records.push(record);
+        }
+        for d in std::mem::take(&mut self.deferred) {
+            let e = &mut self.expectations[d.result];
+            let Window::Requests { from, to } = e.window else {
+                continue;
+            };
+            let Some(record) = self.probe_records.iter().find(|r| r.name == d.probe) else {
+                e.detail = format!("probe `{}` never ran", d.probe);
+                continue;
+            };
+            let from_at = d.anchor_at + from;
+            let to_at = to.map(|t| d.anchor_at + t);
+            (e.window_from, e.window_to) = (Some(from_at), Some(to_at.unwrap_or(record.stopped)));
+            let (pass, detail) = expect::probe::decide(
+                record,
+                &d.expectation.conditions,
+                from_at,
+                to_at,
+                &self.plan.profile,
+            );
+            e.verdict = if pass { Verdict::Pass } else { Verdict::Fail };
+            e.detail = match to_at {
+                Some(t) if t > record.stopped => format!(
+                    "{detail} (the probe stopped at {}, before the window closed)",
+                    format_millis(record.stopped - d.anchor_at)
+                ),
+                _ => detail,
+            };
+            let word = if pass { "pass" } else { "FAIL" };
+            self.progress.log(&format!(
+                "{}: {word}: {}: {}",
+                e.label, e.description, e.detail
+            ));
+        }
+    }
+}
+
+fn ms(d: std::time::Duration) -> Ms {
+    i64::try_from(d.as_millis()).unwrap_or(Ms::MAX)
+}
