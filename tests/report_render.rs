@@ -25,6 +25,10 @@ const DEPLOYMENT: &str = "tests/fixtures/results/deployment-fail.json";
 const VOLUMES: &str = "tests/fixtures/results/statefulset-volumes.json";
 /// The deployment run stopped by an `abortIf` guard during step #4.
 const ABORTED: &str = "tests/fixtures/results/deployment-aborted.json";
+/// A real sim run (`tests/clients_sim.rs` with `NODEFALL_KEEP_RESULT`): a
+/// Service's endpoints and an HTTP probe whose server failed while the
+/// failed node's endpoints were stale.
+const CLIENTS: &str = "tests/fixtures/results/clients-probe.json";
 
 fn fixture(path: &str) -> RunResult {
     report::read_result(Path::new(path)).unwrap()
@@ -68,6 +72,35 @@ fn statefulset_pass_markdown() {
 #[test]
 fn statefulset_pass_junit() {
     insta::assert_snapshot!("statefulset-pass.xml", junit::render(&fixture(STATEFULSET)));
+}
+
+#[test]
+fn clients_probe_markdown() {
+    insta::assert_snapshot!("clients-probe.md", markdown::render(&fixture(CLIENTS)));
+}
+
+/// The fixture's figures follow from its samples and transitions.
+#[test]
+fn the_clients_fixture_metrics_follow_from_its_record() {
+    let r = fixture(CLIENTS);
+    let p = &r.probes[0];
+    assert_eq!(
+        p.windows,
+        nodefall::probe::windows::error_windows(&p.samples, p.gap)
+    );
+    let t0 = r.t0.unwrap();
+    let targets: Vec<String> = r.targets.values().cloned().collect();
+    let steps_end = r.cleanup.iter().map(|s| s.started).min().unwrap();
+    let before: Vec<_> = r
+        .transitions
+        .iter()
+        .filter(|t| t.at <= steps_end)
+        .cloned()
+        .collect();
+    assert_eq!(
+        r.metrics.endpoints,
+        nodefall::timeline::endpoints::metrics(&before, t0, &targets)
+    );
 }
 
 #[test]
@@ -118,7 +151,7 @@ fn deployment_fail_junit() {
 
 #[test]
 fn fixtures_round_trip_through_json_unchanged() {
-    for path in [STATEFULSET, DEPLOYMENT, VOLUMES, ABORTED] {
+    for path in [STATEFULSET, DEPLOYMENT, VOLUMES, ABORTED, CLIENTS] {
         let text = std::fs::read_to_string(path).unwrap();
         let result: RunResult = serde_json::from_str(&text).unwrap();
         let again: RunResult =
@@ -145,7 +178,7 @@ fn a_different_schema_version_is_refused_naming_the_file() {
     let msg = err.to_string();
     assert!(msg.contains(&path.display().to_string()), "{msg}");
     assert!(msg.contains("schema version 7"), "{msg}");
-    assert!(msg.contains("reads versions 1 to 5"), "{msg}");
+    assert!(msg.contains("reads versions 1 to 6"), "{msg}");
 
     std::fs::write(&path, "{\"schemaVersion\": 2}").unwrap();
     let err = report::read_result(&path).unwrap_err().to_string();

@@ -100,6 +100,36 @@ pub fn render_text(plan: &Plan) -> String {
     for t in &c.targets {
         let _ = writeln!(out, "  {:<10} {}", t.name, t.describe());
     }
+    if !c.probes.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nProbes (from the end of setup to the end of the steps; a new connection per request)"
+        );
+    }
+    for p in &c.probes {
+        let statuses: Vec<String> = p
+            .status
+            .iter()
+            .map(|&(a, b)| {
+                if a == b {
+                    a.to_string()
+                } else {
+                    format!("{a}-{b}")
+                }
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "  {:<10} GET {} every {}, timeout {}, success {}; stops after {} requests or {}",
+            p.name,
+            p.urls.join(", "),
+            format_duration(p.interval),
+            format_duration(p.timeout),
+            statuses.join(", "),
+            p.max_requests,
+            format_duration(p.max_duration)
+        );
+    }
     let rows: Vec<Row> = plan
         .steps
         .iter()

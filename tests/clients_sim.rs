@@ -1,0 +1,200 @@
+//! What clients see, end to end on the simulated cluster: `nodefall
+//! scenario` powers off the worker running most pods of a Deployment behind a
+//! Service, watches its endpoints leave the Service, and probes an HTTP
+//! server on 127.0.0.1 run by this test.
+//!
+//! The sim has no data plane, so the test plays kube-proxy's part for the
+//! probe: its server refuses connections from the moment nodefall logs the
+//! poweroff until it logs that the failed node's endpoints are no longer
+//! ready, as a client routed to the dead node's pods would see. The probe's
+//! error window must then match the endpoint window nodefall measured.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "test helpers fail the test by panicking"
+)]
+
+use std::io::BufRead as _;
+use std::process::{Command, Stdio};
+
+use nodefall::report::read_result;
+use nodefall::report::result::{RunVerdict, Verdict};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+const MANIFEST: &str = r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 4
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: web, image: registry.k8s.io/pause:3.10}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  selector: {app: web}
+  ports: [{port: 80}]
+"#;
+
+const SCENARIO: &str = r#"name: clients-sim
+namespace: clients-sim
+setup:
+  apply: web.yaml
+  waitReady: {deployment: web, replicas: 4, timeout: 2m}
+target: {mostPods: app=web}
+probe: {name: web, url: "http://127.0.0.1:PORT/", interval: 200ms, timeout: 500ms, gap: 2s}
+steps:
+  - id: halt
+    fault: poweroff
+  - id: endpoints-gone
+    expect: {service: web, on: target, readyEndpoints: 0, within: grace - lease .. grace + monitorPeriod + 10s}
+  - name: clients fail no longer than the endpoints stay stale
+    expect: {probe: web, errorWindow: "<= grace + monitorPeriod + 5s", since: halt}
+  - name: deliberately too strict
+    expect: {probe: web, errorWindow: "< 1s", since: halt}
+  - name: no client error once the endpoints are gone
+    expect: {probe: web, errors: 0, after: grace + monitorPeriod + 5s, since: halt}
+  - action: {wait: {duration: 3s}}
+  - fault: poweron
+  - expect: {node: target, ready: "True", within: 1m}
+  - expect: {service: web, readyEndpoints: 4, within: 1m}
+cleanup: always
+"#;
+
+/// Answers `200 OK` to every request until dropped; its port then refuses.
+struct Server(JoinHandle<()>);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+async fn serve(addr: std::net::SocketAddr) -> Server {
+    let listener = TcpListener::bind(addr).await.unwrap();
+    Server(tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = sock.read(&mut buf).await;
+                let _ = sock
+                    .write_all(
+                        b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n",
+                    )
+                    .await;
+                let _ = sock.shutdown().await;
+            });
+        }
+    }))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_error_window_follows_the_stale_endpoints() {
+    // A free port on loopback for the test's server.
+    let addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let mut server = Some(serve(addr).await);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("web.yaml"), MANIFEST).unwrap();
+    let file = dir.path().join("clients.yaml");
+    std::fs::write(&file, SCENARIO.replace("PORT", &addr.port().to_string())).unwrap();
+    let (state, journals, out) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nodefall"))
+        .arg("scenario")
+        .arg(&file)
+        .arg("--out")
+        .arg(out.path())
+        .env("NODEFALL_STATE_DIR", state.path())
+        .env("NODEFALL_JOURNAL_DIR", journals.path())
+        .env("CI", "true")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // nodefall's log lines, read off its stderr on a thread of their own.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut log = Vec::new();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(300);
+    while let Ok(Some(line)) = tokio::time::timeout_at(deadline, rx.recv()).await {
+        if line.contains("(halt): poweroff") {
+            server = None; // the dead node's pods: connections fail
+        }
+        if line.contains("(endpoints-gone): pass") && server.is_none() {
+            server = Some(serve(addr).await); // kube-proxy stopped routing there
+        }
+        log.push(line);
+    }
+    let status = child.wait().unwrap();
+    reader.join().unwrap();
+    drop(server);
+    let log = log.join("\n");
+
+    // The deliberately strict expectation fails the run, and nothing else.
+    assert_eq!(status.code(), Some(1), "{log}");
+    let dirs: Vec<_> = std::fs::read_dir(out.path()).unwrap().collect();
+    let dir = dirs[0].as_ref().unwrap().path();
+    let r = read_result(&dir.join("result.json")).unwrap();
+    assert_eq!(r.verdict, RunVerdict::Fail);
+    let failed: Vec<&str> = r
+        .expectations
+        .iter()
+        .filter(|e| e.verdict != Verdict::Pass)
+        .map(|e| e.label.as_str())
+        .collect();
+    assert_eq!(failed, ["#4 (deliberately too strict)"], "{log}");
+
+    let stale = r.metrics.endpoints.stale_endpoint_window.unwrap();
+    let error_window = r.metrics.error_window.unwrap();
+    let p = &r.probes[0];
+    assert_eq!(p.windows.len(), 1, "{:?}", p.windows);
+    // The test's outage began at the poweroff log line and ended at the
+    // endpoint log line: the same span as the endpoints, give or take one
+    // interval + timeout and the log's own delay.
+    assert!(
+        (error_window - stale).abs() <= 1_200,
+        "errorWindow {error_window} ms vs staleEndpointWindow {stale} ms"
+    );
+    assert_eq!(p.windows[0].kinds.keys().collect::<Vec<_>>(), ["refused"]);
+    assert!(p.requests > 50 && p.errors == p.windows[0].errors, "{p:?}");
+    let strict = r.expectations.iter().find(|e| e.index == 3).unwrap();
+    assert!(
+        strict.detail.starts_with("longest error window"),
+        "{}",
+        strict.detail
+    );
+    let report = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(report.contains("## What clients see"), "{report}");
+    assert!(report.contains("### Probe `web`"), "{report}");
+    assert!(report.contains("section Clients"), "{report}");
+    println!(
+        "staleEndpointWindow {stale} ms, errorWindow {error_window} ms, {} requests, {} failed",
+        p.requests, p.errors
+    );
+    // Kept for the report snapshot when asked (a real run's figures).
+    if let Some(to) = std::env::var_os("NODEFALL_KEEP_RESULT") {
+        std::fs::copy(dir.join("result.json"), to).unwrap();
+    }
+    assert!(std::fs::read_dir(state.path()).unwrap().next().is_none());
+}
