@@ -59,8 +59,9 @@ steps:
   - name: deliberately too strict
     expect: {probe: web, errorWindow: "< 1s", since: halt}
   - name: no client error once the endpoints are gone
-    expect: {probe: web, errors: 0, after: grace + monitorPeriod + 5s, since: halt}
-  - action: {wait: {duration: 3s}}
+    expect: {probe: web, errors: 0, after: grace + monitorPeriod + 2s, since: halt}
+  # the steps (and so the probe) go on past the window above
+  - action: {wait: {duration: 8s}}
   - fault: poweron
   - expect: {node: target, ready: "True", within: 1m}
   - expect: {service: web, readyEndpoints: 4, within: 1m}

@@ -15,6 +15,18 @@ pub fn decide(
     to: Option<Ms>,
     profile: &TimingProfile,
 ) -> (bool, String) {
+    // Nothing sent in the window says nothing about it.
+    if windows::errors_between(&record.samples, from, to).1 == 0 {
+        let why = if record.stopped < from {
+            format!(
+                ": the probe stopped with the steps {} before it opened",
+                format_millis(from - record.stopped)
+            )
+        } else {
+            String::new()
+        };
+        return (false, format!("no request was sent in the window{why}"));
+    }
     let mut pass = true;
     let mut found = Vec::new();
     for c in conditions {
@@ -119,5 +131,12 @@ mod tests {
         // A window that began before `from` is not this expectation's.
         assert!(decide(&r, &window("1s", Cmp::Le), 11_000, None, &p).0);
         assert!(decide(&r, &window("5s", Cmp::Ge), 0, Some(12_000), &p).0);
+        // A window the probe never reached fails, whatever the condition.
+        let (pass, detail) = decide(&r, &errors(0), 40_000, None, &p);
+        assert!(!pass);
+        assert!(
+            detail.starts_with("no request was sent in the window"),
+            "{detail}"
+        );
     }
 }

@@ -10,6 +10,29 @@ use super::markdown::table;
 use super::result::RunResult;
 use crate::timeline::endpoints::EndpointMetrics;
 
+/// The Clients band of the mermaid timeline: each failed node's endpoint
+/// from T0 until it stopped being ready (active: still routed to), then the
+/// probes' error windows and the spans between them.
+pub(super) fn bars(r: &RunResult) -> Vec<(String, &'static str, i64, i64)> {
+    let mut out = Vec::new();
+    if let Some(t0) = r.t0 {
+        for s in &r.metrics.endpoints.stale_endpoints {
+            let end = s.unready_at.map_or(r.finished, |u| t0 + u);
+            out.push((
+                format!(
+                    "{} endpoint {} on {} still ready",
+                    s.service, s.address, s.node
+                ),
+                "active",
+                t0,
+                end,
+            ));
+        }
+    }
+    out.extend(super::probes::bars(r));
+    out
+}
+
 /// Shown for a value the run did not observe.
 const MISSING: &str = "—";
 

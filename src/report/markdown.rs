@@ -208,6 +208,9 @@ fn observed(e: &ExpectationResult, r: &RunResult) -> String {
     if e.window == Window::Preflight && e.verdict != Verdict::NotRun {
         return "read at preflight".into();
     }
+    if matches!(e.window, Window::Requests { .. }) && e.verdict != Verdict::NotRun {
+        return "over the requests (see detail)".into();
+    }
     let holds = matches!(e.window, Window::HoldsFor { .. });
     match e.observed {
         Some(ms) => {
@@ -850,8 +853,8 @@ fn timeline(out: &mut String, r: &RunResult) {
         g.bar(&name, &[tag], from, to);
     }
 
-    // What the probes saw: error windows and the spans between them.
-    let client_bars = super::probes::bars(r);
+    // What clients saw: stale endpoints, the probes' error windows.
+    let client_bars = super::clients::bars(r);
     if !client_bars.is_empty() {
         g.section("Clients");
     }

@@ -43,6 +43,18 @@ impl Run<'_> {
         })
     }
 
+    /// What an expectation is measured from: its name, and when it
+    /// happened (`None`: the anchor step never completed).
+    pub(super) fn anchor_of(&self, exp: &Expectation) -> (String, Option<Ms>) {
+        match exp.anchor {
+            Anchor::Start => ("setup".to_owned(), Some(self.setup_end)),
+            Anchor::Step(i) => (
+                self.plan.scenario.steps[i].label(),
+                self.anchors.get(&i).copied(),
+            ),
+        }
+    }
+
     pub(super) fn describe_subject(&self, s: &CheckedSubject) -> String {
         let with = |t: &String| match self.targets.get(t) {
             Some(n) => format!("{t} ({n})"),
@@ -152,13 +164,7 @@ impl Run<'_> {
             describe_conditions(&exp.conditions)
         );
         let start = self.now();
-        let (anchor_name, anchor_at) = match exp.anchor {
-            Anchor::Start => ("setup".to_owned(), Some(self.setup_end)),
-            Anchor::Step(i) => (
-                self.plan.scenario.steps[i].label(),
-                self.anchors.get(&i).copied(),
-            ),
-        };
+        let (anchor_name, anchor_at) = self.anchor_of(exp);
         let mut result = ExpectationResult {
             index,
             label: label.clone(),

@@ -8,7 +8,7 @@ use super::{Error, Run};
 use crate::expect;
 use crate::probe::{self, Http, ProbeSpec};
 use crate::report::result::{ExpectationResult, Verdict};
-use crate::scenario::checked::{Anchor, Expectation};
+use crate::scenario::checked::Expectation;
 use crate::scenario::duration::format_millis;
 use crate::scenario::expr::Window;
 use crate::timeline::Ms;
@@ -54,13 +54,7 @@ impl Run<'_> {
         name: String,
     ) {
         let now = self.now();
-        let (anchor, anchor_at) = match exp.anchor {
-            Anchor::Start => ("setup".to_owned(), Some(self.setup_end)),
-            Anchor::Step(i) => (
-                self.plan.scenario.steps[i].label(),
-                self.anchors.get(&i).copied(),
-            ),
-        };
+        let (anchor, anchor_at) = self.anchor_of(exp);
         let window = self.plan.steps[index]
             .window
             .unwrap_or(Window::Requests { from: 0, to: None });

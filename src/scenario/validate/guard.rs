@@ -113,6 +113,21 @@ mod tests {
     }
 
     #[test]
+    fn a_guard_may_watch_a_services_endpoints_but_not_a_probe() {
+        let c = check(&format!(
+            "{HEAD}abortIf:\n  - {{service: web, readyEndpoints: 0, for: 30s}}\n{STEPS}"
+        ))
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.guards[0].conditions, vec![Condition::ReadyEndpoints(0)]);
+        let err = check(&format!(
+            "{HEAD}abortIf:\n  - {{probe: web, errors: 0}}\n{STEPS}"
+        ))
+        .map(|_| ())
+        .unwrap_err();
+        assert!(err.contains("unknown field `probe`"), "{err}");
+    }
+
+    #[test]
     fn every_refused_field_is_named_and_conditions_are_still_checked() {
         let e = check(&format!(
             "{HEAD}abortIf:\n  - {{pods: app=web, readyBelow: 2, holdsFor: 1m, gracefulShutdown: will-run}}\n  - {{pods: app=web}}\n  - {{pods: app=web, readyBelow: 0}}\n{STEPS}"
