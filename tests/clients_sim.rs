@@ -177,7 +177,13 @@ async fn the_client_error_window_follows_the_stale_endpoints() {
         (error_window - stale).abs() <= 1_200,
         "errorWindow {error_window} ms vs staleEndpointWindow {stale} ms"
     );
-    assert_eq!(p.windows[0].kinds.keys().collect::<Vec<_>>(), ["refused"]);
+    // Refused while the server is down; a request caught by its stop may
+    // end otherwise.
+    let w = &p.windows[0];
+    assert!(
+        w.kinds.get("refused").copied().unwrap_or(0) + 2 >= w.errors,
+        "{w:?}"
+    );
     assert!(p.requests > 50 && p.errors == p.windows[0].errors, "{p:?}");
     let strict = r.expectations.iter().find(|e| e.index == 3).unwrap();
     assert!(

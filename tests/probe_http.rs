@@ -123,7 +123,12 @@ async fn the_error_window_matches_the_outage() {
         (w.start - down_at).abs() <= slack,
         "{w:?} down at {down_at}"
     );
-    assert_eq!(w.kinds.keys().collect::<Vec<_>>(), ["refused"], "{w:?}");
+    // Refused while nothing listens. A request caught by the stop itself
+    // (the listening socket closing under it) may end otherwise.
+    assert!(
+        w.kinds.get("refused").copied().unwrap_or(0) + 2 >= w.errors,
+        "{w:?}"
+    );
     assert!(w.errors >= 10 && w.errors <= w.total, "{w:?}");
     // About one request per interval throughout, never more.
     let elapsed = r.stopped - r.started;
