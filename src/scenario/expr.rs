@@ -442,10 +442,14 @@ impl WindowSpec {
             }),
             WindowSpec::Preflight => Ok(Window::Preflight),
             WindowSpec::Requests { from, to } => {
-                let from = match from {
-                    Some(e) => positive(e, "`after`")?,
-                    None => 0,
-                };
+                let from = from.as_ref().map_or(0, |e| e.eval(p));
+                if from < 0 {
+                    return Err(format!(
+                        "the window's start is {} under the `{}` profile; it must not be negative",
+                        format_millis(from),
+                        p.name
+                    ));
+                }
                 let to = to.as_ref().map(|e| positive(e, "`within`")).transpose()?;
                 if let Some(to) = to.filter(|to| *to < from) {
                     return Err(format!(
