@@ -60,7 +60,10 @@ impl Lab {
             ("state", "running"),
             ("nic1", "nat"),
             ("nic2", "hostonly"),
-            ("acpi_delay", "1"),
+            // Whole seconds: 2 leaves the guest at least 1 s of shutdown,
+            // so the first check always finds it stopping (with 1, a button
+            // pressed just before a second's end was already off by then).
+            ("acpi_delay", "2"),
         ] {
             lab.set(f, v);
         }
