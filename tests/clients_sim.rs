@@ -14,14 +14,17 @@
     reason = "test helpers fail the test by panicking"
 )]
 
-use std::io::BufRead as _;
-use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use nodefall::report::read_result;
 use nodefall::report::result::{RunVerdict, Verdict};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
+
+#[path = "support/cli_run.rs"]
+mod cli_run;
+use cli_run::{Dirs, start_scenario};
 
 const MANIFEST: &str = r#"apiVersion: apps/v1
 kind: Deployment
@@ -102,59 +105,27 @@ async fn the_client_error_window_follows_the_stale_endpoints() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap()
     };
-    let mut server = Some(serve(addr).await);
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("web.yaml"), MANIFEST).unwrap();
-    let file = dir.path().join("clients.yaml");
-    std::fs::write(&file, SCENARIO.replace("PORT", &addr.port().to_string())).unwrap();
-    let (state, journals, out) = (
-        tempfile::tempdir().unwrap(),
-        tempfile::tempdir().unwrap(),
-        tempfile::tempdir().unwrap(),
+    let up = serve(addr).await;
+    let d = Dirs::new();
+    d.write("web.yaml", MANIFEST);
+    let file = d.write(
+        "clients.yaml",
+        &SCENARIO.replace("PORT", &addr.port().to_string()),
     );
-    let mut child = Command::new(env!("CARGO_BIN_EXE_nodefall"))
-        .arg("scenario")
-        .arg(&file)
-        .arg("--out")
-        .arg(out.path())
-        .env("NODEFALL_STATE_DIR", state.path())
-        .env("NODEFALL_JOURNAL_DIR", journals.path())
-        .env("CI", "true")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // nodefall's log lines, read off its stderr on a thread of their own.
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let stderr = child.stderr.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
+    let mut run = start_scenario(&d, &file, &[]);
+    // The waits read nodefall's stderr on this worker; the server runs on the other.
+    tokio::task::block_in_place(|| run.wait_for("(halt): poweroff", Duration::from_secs(240)));
+    drop(up); // the dead node's pods: connections fail
+    tokio::task::block_in_place(|| {
+        run.wait_for("(endpoints-gone): pass", Duration::from_secs(60));
     });
-    let mut log = Vec::new();
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(300);
-    while let Ok(Some(line)) = tokio::time::timeout_at(deadline, rx.recv()).await {
-        if line.contains("(halt): poweroff") {
-            server = None; // the dead node's pods: connections fail
-        }
-        if line.contains("(endpoints-gone): pass") && server.is_none() {
-            server = Some(serve(addr).await); // kube-proxy stopped routing there
-        }
-        log.push(line);
-    }
-    let status = child.wait().unwrap();
-    reader.join().unwrap();
-    drop(server);
-    let log = log.join("\n");
+    let back = serve(addr).await; // kube-proxy stopped routing there
+    let (code, log) = tokio::task::block_in_place(|| run.finish(Duration::from_secs(180)));
+    drop(back);
 
     // The deliberately strict expectation fails the run, and nothing else.
-    assert_eq!(status.code(), Some(1), "{log}");
-    let dirs: Vec<_> = std::fs::read_dir(out.path()).unwrap().collect();
+    assert_eq!(code, Some(1), "{log}");
+    let dirs: Vec<_> = std::fs::read_dir(d.out.path()).unwrap().collect();
     let dir = dirs[0].as_ref().unwrap().path();
     let r = read_result(&dir.join("result.json")).unwrap();
     assert_eq!(r.verdict, RunVerdict::Fail);
@@ -203,5 +174,6 @@ async fn the_client_error_window_follows_the_stale_endpoints() {
     if let Some(to) = std::env::var_os("NODEFALL_KEEP_RESULT") {
         std::fs::copy(dir.join("result.json"), to).unwrap();
     }
-    assert!(std::fs::read_dir(state.path()).unwrap().next().is_none());
+    assert!(std::fs::read_dir(d.state.path()).unwrap().next().is_none());
+    assert!(d.orphans().is_empty(), "{:?}", d.orphans());
 }

@@ -36,7 +36,6 @@ struct Shared {
     samples: Mutex<Vec<Sample>>,
     /// Requests started (the budget is taken before sending).
     sent: AtomicU64,
-    errors: AtomicU64,
     /// Why it stopped by itself, if it did.
     limit: Mutex<Option<StopReason>>,
 }
@@ -110,9 +109,6 @@ async fn probe_url<F: Fetch>(
             Outcome::Ok { status } if !spec.accepts(status) => Outcome::BadStatus { status },
             o => o,
         };
-        if outcome.is_error() {
-            shared.errors.fetch_add(1, Ordering::SeqCst);
-        }
         shared
             .samples
             .lock()
@@ -127,24 +123,9 @@ async fn probe_url<F: Fetch>(
 }
 
 impl Running {
-    /// Requests answered so far, and how many of them failed.
-    pub fn counts(&self) -> (u64, u64) {
-        let answered = self
-            .shared
-            .samples
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len() as u64;
-        (answered, self.shared.errors.load(Ordering::SeqCst))
-    }
-
     /// Whether it stopped by itself (request budget or time limit).
     pub fn finished(&self) -> bool {
         self.tasks.iter().all(JoinHandle::is_finished)
-    }
-
-    pub fn name(&self) -> &str {
-        &self.spec.name
     }
 
     /// Stops the probe and returns what it recorded. A request in flight is

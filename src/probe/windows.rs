@@ -65,9 +65,9 @@ fn close(mut w: ErrorWindow, samples: &[Sample], last: usize) -> ErrorWindow {
 }
 
 /// Percentiles (nearest rank) and maximum of the successful requests' latency.
-pub fn latency(samples: &[Sample]) -> Latency {
+pub fn latency<'a>(samples: impl IntoIterator<Item = &'a Sample>) -> Latency {
     let mut ok: Vec<Ms> = samples
-        .iter()
+        .into_iter()
         .filter(|s| !s.outcome.is_error())
         .map(|s| s.latency)
         .collect();

@@ -140,13 +140,7 @@ pub(super) fn bars(r: &RunResult) -> Vec<(String, &'static str, Ms, Ms)> {
 }
 
 fn ok_bar(p: &ProbeRecord, from: Ms, to: Ms) -> String {
-    let span: Vec<crate::probe::Sample> = p
-        .samples
-        .iter()
-        .filter(|s| s.at >= from && s.at < to)
-        .cloned()
-        .collect();
-    let l = crate::probe::windows::latency(&span);
+    let l = crate::probe::windows::latency(p.samples.iter().filter(|s| s.at >= from && s.at < to));
     match (l.p50, l.max) {
         (Some(p50), Some(max)) => format!("{} ok p50 {p50}ms max {max}ms", p.name),
         _ => format!("{} ok", p.name),

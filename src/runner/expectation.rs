@@ -43,16 +43,52 @@ impl Run<'_> {
         })
     }
 
-    /// What an expectation is measured from: its name, and when it
-    /// happened (`None`: the anchor step never completed).
-    pub(super) fn anchor_of(&self, exp: &Expectation) -> (String, Option<Ms>) {
-        match exp.anchor {
+    /// The result of an expectation reached at `now`, not decided yet, and
+    /// when its anchor happened (`None`: the anchor step never completed).
+    pub(super) fn new_result(
+        &self,
+        index: usize,
+        label: &str,
+        exp: &Expectation,
+        window: Window,
+        now: Ms,
+    ) -> (ExpectationResult, Option<Ms>) {
+        let (anchor, anchor_at) = match exp.anchor {
             Anchor::Start => ("setup".to_owned(), Some(self.setup_end)),
             Anchor::Step(i) => (
                 self.plan.scenario.steps[i].label(),
                 self.anchors.get(&i).copied(),
             ),
-        }
+        };
+        let result = ExpectationResult {
+            index,
+            label: label.to_owned(),
+            description: format!(
+                "{}: {}",
+                self.describe_subject(&exp.subject),
+                describe_conditions(&exp.conditions)
+            ),
+            window_written: exp.window.source(),
+            window,
+            anchor,
+            anchor_at: anchor_at.unwrap_or(now),
+            observed: None,
+            verdict: Verdict::NotRun,
+            detail: String::new(),
+            missed_by: None,
+            notes: Vec::new(),
+            window_from: None,
+            window_to: None,
+        };
+        (result, anchor_at)
+    }
+
+    /// Records an expectation that cannot be measured: its anchor never happened.
+    pub(super) fn never_anchored(&mut self, mut result: ExpectationResult) {
+        result.detail = "its anchor step never happened (an earlier expectation failed)".into();
+        self.progress
+            .log(&format!("{}: not run: {}", result.label, result.detail));
+        self.expectations.push(result);
     }
 
     pub(super) fn describe_subject(&self, s: &CheckedSubject) -> String {
@@ -158,34 +194,11 @@ impl Run<'_> {
         let window = planned
             .window
             .unwrap_or(crate::scenario::expr::Window::HoldsFor { duration: 0 });
-        let description = format!(
-            "{}: {}",
-            self.describe_subject(&exp.subject),
-            describe_conditions(&exp.conditions)
-        );
         let start = self.now();
-        let (anchor_name, anchor_at) = self.anchor_of(exp);
-        let mut result = ExpectationResult {
-            index,
-            label: label.clone(),
-            description: description.clone(),
-            window_written: exp.window.source(),
-            window,
-            anchor: anchor_name,
-            anchor_at: anchor_at.unwrap_or(start),
-            observed: None,
-            verdict: Verdict::NotRun,
-            detail: String::new(),
-            missed_by: None,
-            notes: Vec::new(),
-            window_from: None,
-            window_to: None,
-        };
+        let (mut result, anchor_at) = self.new_result(index, &label, exp, window, start);
+        let description = result.description.clone();
         let (Some(anchor_at), Ok(subject)) = (anchor_at, self.subject(&exp.subject)) else {
-            result.detail = "its anchor step never happened (an earlier expectation failed)".into();
-            self.progress
-                .log(&format!("{label}: not run: {}", result.detail));
-            self.expectations.push(result);
+            self.never_anchored(result);
             return;
         };
         let (window, notes) = self.window_for(exp, window, &subject, anchor_at);

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::{Error, Run};
 use crate::expect;
 use crate::probe::{self, Http, ProbeSpec};
-use crate::report::result::{ExpectationResult, Verdict};
+use crate::report::result::Verdict;
 use crate::scenario::checked::Expectation;
 use crate::scenario::duration::format_millis;
 use crate::scenario::expr::Window;
@@ -54,40 +54,18 @@ impl Run<'_> {
         name: String,
     ) {
         let now = self.now();
-        let (anchor, anchor_at) = self.anchor_of(exp);
         let window = self.plan.steps[index]
             .window
             .unwrap_or(Window::Requests { from: 0, to: None });
-        let description = format!(
-            "{}: {}",
-            self.describe_subject(&exp.subject),
-            super::expectation::describe_conditions(&exp.conditions)
-        );
-        let mut result = ExpectationResult {
-            index,
-            label: label.clone(),
-            description: description.clone(),
-            window_written: exp.window.source(),
-            window,
-            anchor,
-            anchor_at: anchor_at.unwrap_or(now),
-            observed: None,
-            verdict: Verdict::NotRun,
-            detail: "decided when the probe stops, at the end of the steps".into(),
-            missed_by: None,
-            notes: Vec::new(),
-            window_from: None,
-            window_to: None,
-        };
+        let (mut result, anchor_at) = self.new_result(index, &label, exp, window, now);
         let Some(anchor_at) = anchor_at else {
-            result.detail = "its anchor step never happened (an earlier expectation failed)".into();
-            self.progress
-                .log(&format!("{label}: not run: {}", result.detail));
-            self.expectations.push(result);
+            self.never_anchored(result);
             return;
         };
+        result.detail = "decided when the probe stops, at the end of the steps".into();
         self.progress.log(&format!(
-            "{label}: {description}, {window}: decided when the probe stops"
+            "{label}: {}, {window}: decided when the probe stops",
+            result.description
         ));
         // Steps anchored here count from when it was reached.
         self.anchors.insert(index, now);
