@@ -1,6 +1,6 @@
 //! `report.md`: a run result rendered as Markdown for people (summary, the
 //! graceful-shutdown preflight, expectations, metrics, pods, node
-//! transitions, steps, a mermaid timeline).
+//! transitions, steps, and the SVG timeline beside it).
 //!
 //! Pure: everything shown comes from the [`RunResult`]; nothing is measured
 //! or estimated here. Times are shown relative to T0 (`T0+8.012s`) and as UTC.
@@ -12,12 +12,12 @@ use tabled::builder::Builder;
 use tabled::settings::Style;
 
 use super::format::{cell, fence_for, secs, signed_secs, t0_rel, utc_full, utc_time};
-use super::result::{ExpectationResult, RunResult, StepKind, StepOutcome, StepRecord, Verdict};
+use super::result::{ExpectationResult, RunResult, StepOutcome, StepRecord, Verdict};
 use crate::profile::Var;
 use crate::scenario::duration::format_duration;
 use crate::scenario::expr::Window;
 use crate::timeline::metrics::PodRecovery;
-use crate::timeline::{Change, Ms, ObjectRef};
+use crate::timeline::{Ms, ObjectRef};
 
 /// Shown for a value the run did not observe.
 const MISSING: &str = "—";
@@ -193,17 +193,6 @@ fn short_label(label: &str, index: usize) -> &str {
     }
 }
 
-/// When the observation `ms` (relative to what the window counted from) was,
-/// ms since start; `None` for a schema-1 `holdsFor`/`never` whose start is unknown.
-fn observed_at(e: &ExpectationResult, ms: Ms) -> Option<Ms> {
-    match e.window {
-        Window::HoldsFor { .. } | Window::Never { .. } => e.window_from.map(|f| f + ms),
-        Window::Between { .. } | Window::NotBefore { .. } => Some(e.anchor_at + ms),
-        Window::Preflight => Some(e.anchor_at),
-        Window::Requests { .. } => Some(e.anchor_at + ms),
-    }
-}
-
 fn observed(e: &ExpectationResult, r: &RunResult) -> String {
     if e.window == Window::Preflight && e.verdict != Verdict::NotRun {
         return "read at preflight".into();
@@ -214,7 +203,7 @@ fn observed(e: &ExpectationResult, r: &RunResult) -> String {
     let holds = matches!(e.window, Window::HoldsFor { .. });
     match e.observed {
         Some(ms) => {
-            let at = match observed_at(e, ms).and_then(|at| r.since_t0(at)) {
+            let at = match super::lanes::observed_at(e, ms).and_then(|at| r.since_t0(at)) {
                 Some(t) => format!(" ({})", t0_rel(t)),
                 None => String::new(),
             };
@@ -589,304 +578,30 @@ fn steps(out: &mut String, r: &RunResult) {
     out.push('\n');
 }
 
-/// Words mermaid's gantt grammar would take for a directive at the start of a line.
-const GANTT_KEYWORDS: [&str; 15] = [
-    "gantt",
-    "acctitle",
-    "accdescr",
-    "title",
-    "section",
-    "dateformat",
-    "axisformat",
-    "tickinterval",
-    "excludes",
-    "includes",
-    "todaymarker",
-    "weekday",
-    "click",
-    "inclusiveenddates",
-    "topaxis",
-];
-
-/// A task or section name mermaid accepts: no `:`, `#`, `;`, `%` or markup.
-fn mermaid_name(text: &str) -> String {
-    let cleaned: String = text
-        .chars()
-        .map(|c| {
-            if c.is_alphanumeric() || " ._-/()+=,".contains(c) {
-                c
-            } else {
-                ' '
-            }
-        })
-        .collect();
-    let mut name = cleaned.split_whitespace().collect::<Vec<_>>().join(" ");
-    if name.chars().count() > 72 {
-        name = name
-            .chars()
-            .take(70)
-            .collect::<String>()
-            .trim_end()
-            .to_string()
-            + "...";
-    }
-    let first = name
-        .split_whitespace()
-        .next()
-        .unwrap_or_default()
-        .to_lowercase();
-    if name.is_empty() {
-        name.push_str("task");
-    } else if GANTT_KEYWORDS.contains(&first.as_str()) {
-        name.insert_str(0, "task ");
-    }
-    name
-}
-
-struct Gantt<'a> {
-    result: &'a RunResult,
-    out: String,
-    next_id: usize,
-}
-
-impl Gantt<'_> {
-    fn section(&mut self, name: &str) {
-        let _ = writeln!(self.out, "    section {}", mermaid_name(name));
-    }
-
-    /// A bar from `from` to `to` (ms since start), at least 1 ms long.
-    fn bar(&mut self, name: &str, tags: &[&str], from: Ms, to: Ms) {
-        let start = self.result.wall_clock(from).as_millisecond();
-        let end = self.result.wall_clock(to.max(from + 1)).as_millisecond();
-        self.task(name, tags, start, end);
-    }
-
-    fn milestone(&mut self, name: &str, tags: &[&str], at: Ms) {
-        let mut tags = tags.to_vec();
-        tags.insert(0, "milestone");
-        let t = self.result.wall_clock(at).as_millisecond();
-        self.task(name, &tags, t, t);
-    }
-
-    fn task(&mut self, name: &str, tags: &[&str], start: i64, end: i64) {
-        self.next_id += 1;
-        let mut data: Vec<String> = tags.iter().map(|t| (*t).to_string()).collect();
-        data.push(format!("t{}", self.next_id));
-        data.push(start.to_string());
-        data.push(end.to_string());
-        let _ = writeln!(self.out, "    {} :{}", mermaid_name(name), data.join(", "));
-    }
-}
-
-fn expectation_task(g: &mut Gantt<'_>, e: &ExpectationResult) {
-    let r = g.result;
-    let verdict = match e.verdict {
-        Verdict::Pass => "pass",
-        Verdict::Fail => "FAIL",
-        Verdict::NotRun => "not run",
-    };
-    let tags: &[&str] = match e.verdict {
-        Verdict::Pass => &["done"],
-        Verdict::Fail => &["crit"],
-        Verdict::NotRun => &[],
-    };
-    let label = format!("{} {verdict} {}", e.label, e.description);
-    if e.window == Window::Preflight {
-        if e.verdict != Verdict::NotRun {
-            g.milestone(&label, tags, e.anchor_at);
-        }
-        return;
-    }
-    match (e.observed, e.window_from, e.window_to) {
-        (Some(ms), _, _) => {
-            if let Some(at) = observed_at(e, ms) {
-                g.milestone(&label, tags, at);
-            }
-        }
-        _ if e.verdict == Verdict::NotRun => {}
-        (None, Some(from), Some(to)) => {
-            let what = match e.window {
-                Window::Between { .. } => "never seen in window",
-                Window::HoldsFor { .. } => "held",
-                Window::NotBefore { .. } | Window::Never { .. } => "never seen",
-                Window::Preflight => "read at preflight",
-                Window::Requests { .. } => "requests",
-            };
-            let label = format!("{} {verdict} {what} {}", e.label, e.description);
-            g.bar(&label, tags, from, to.min(r.finished));
-        }
-        // a schema-1 `holdsFor`/`never`: where it ran was not recorded
-        (None, _, _) => {}
-    }
-}
-
-fn step_task(g: &mut Gantt<'_>, s: &StepRecord) {
-    if s.outcome == StepOutcome::Skipped {
-        return;
-    }
-    let tags: &[&str] = match (&s.outcome, s.kind) {
-        (StepOutcome::Failed(_), _) => &["crit"],
-        (_, StepKind::Fault) => &["active"],
-        (_, StepKind::Setup | StepKind::Cleanup) => &["done"],
-        _ => &[],
-    };
-    let end = s.ended.unwrap_or(g.result.finished);
-    g.bar(
-        &format!("{} {}", s.label, s.description),
-        tags,
-        s.started,
-        end,
-    );
-}
-
-fn node_state(status: &str) -> (&str, &'static [&'static str]) {
-    match status {
-        "True" => ("Ready", &["done"]),
-        "False" => ("NotReady", &["active"]),
-        "Unknown" => ("Unknown", &["crit"]),
-        other => (other, &[]),
-    }
-}
-
+/// The timeline section: the SVG written next to `report.md`.
 fn timeline(out: &mut String, r: &RunResult) {
     let _ = writeln!(out, "## Timeline\n");
-    let mut g = Gantt {
-        result: r,
-        out: String::new(),
-        next_id: 0,
-    };
-    let _ = writeln!(g.out, "gantt");
-    let _ = writeln!(g.out, "    title {}", mermaid_name(&r.scenario));
-    let _ = writeln!(g.out, "    dateFormat x");
-    let _ = writeln!(g.out, "    axisFormat %M:%S");
-    let _ = writeln!(g.out, "    todayMarker off");
-
-    // Steps, with each expectation where its step is; then any expectation without one.
-    g.section("Steps");
-    let mut shown = BTreeSet::new();
-    for s in r.steps.iter().chain(&r.cleanup) {
-        let exp = match (s.kind, s.index) {
-            (StepKind::Expect, Some(i)) => r.expectations.iter().find(|e| e.index == i),
-            _ => None,
-        };
-        match exp {
-            Some(e) => {
-                shown.insert(e.index);
-                expectation_task(&mut g, e);
-            }
-            None => step_task(&mut g, s),
-        }
-    }
-    for e in r.expectations.iter().filter(|e| !shown.contains(&e.index)) {
-        expectation_task(&mut g, e);
-    }
-
-    // Ready condition periods of each target node.
-    let nodes: BTreeSet<&str> = r.targets.values().map(String::as_str).collect();
-    if !nodes.is_empty() {
-        g.section("Nodes");
-    }
-    for node in nodes {
-        let changes: Vec<(Ms, &str)> = r
-            .transitions
-            .iter()
-            .filter(|t| matches!(&t.object, ObjectRef::Node { name } if name == node))
-            .filter_map(|t| match &t.change {
-                Change::NodeReady { status, .. } => Some((t.at, status.as_str())),
-                _ => None,
-            })
-            .collect();
-        for (i, (at, status)) in changes.iter().enumerate() {
-            let end = changes.get(i + 1).map_or(r.finished, |(next, _)| *next);
-            let (state, tags) = node_state(status);
-            g.bar(&format!("{node} {state}"), tags, *at, end);
-        }
-    }
-
-    // Terminating periods that began before cleanup, and the replacements.
-    let cleanup_from = r.cleanup.iter().map(|s| s.started).min().unwrap_or(Ms::MAX);
-    let mut pod_tasks = Vec::new();
-    for (i, t) in r.transitions.iter().enumerate() {
-        let (ObjectRef::Pod { name, uid }, Change::PodTerminating) = (&t.object, &t.change) else {
-            continue;
-        };
-        if t.at >= cleanup_from {
-            continue;
-        }
-        let deleted = r.transitions[i..].iter().find(|d| {
-            d.change == Change::PodDeleted
-                && matches!(&d.object, ObjectRef::Pod { uid: u, .. } if u == uid)
-        });
-        match deleted {
-            Some(d) => pod_tasks.push((format!("{name} Terminating"), "active", t.at, d.at)),
-            None => pod_tasks.push((
-                format!("{name} Terminating until the end"),
-                "crit",
-                t.at,
-                r.finished,
-            )),
-        }
-    }
-    for p in &r.metrics.pods {
-        let (Some(replacement), Some(created)) = (&p.replacement, p.replacement_created) else {
-            continue;
-        };
-        let (Some(from), end) = (r.t0_plus(created), p.replacement_ready) else {
-            continue;
-        };
-        let on = p.replacement_node.as_deref().unwrap_or("unscheduled");
-        let (what, to) = match end.and_then(|e| r.t0_plus(e)) {
-            Some(to) => ("created to Ready", to),
-            None => ("created, not Ready by the end", r.finished),
-        };
-        pod_tasks.push((
-            format!("{replacement} new on {on} {what}"),
-            "done",
-            from,
-            to,
-        ));
-    }
-    if !pod_tasks.is_empty() {
-        g.section("Pods");
-    }
-    for (name, tag, from, to) in pod_tasks {
-        g.bar(&name, &[tag], from, to);
-    }
-
-    // What clients saw: stale endpoints, the probes' error windows.
-    let client_bars = super::clients::bars(r);
-    if !client_bars.is_empty() {
-        g.section("Clients");
-    }
-    for (name, tag, from, to) in client_bars {
-        g.bar(&name, &[tag], from, to);
-    }
-
     let _ = writeln!(
         out,
-        "Wall-clock times (the chart shows your browser's time zone; the axis is minutes:seconds).{}\n",
+        "Steps with their expectation windows as they ran (a tick where each was seen), the \
+         target nodes' Ready condition, Terminating pods and their replacements{}. Seconds from \
+         T0{}.\n",
+        if !r.probes.is_empty() || !r.metrics.endpoints.stale_endpoints.is_empty() {
+            ", and what clients saw"
+        } else {
+            ""
+        },
         match r.t0 {
-            Some(t0) => format!(" T0 is {} UTC.", utc_time(r.wall_clock(t0))),
-            None => String::new(),
+            Some(t0) => format!(" ({} UTC)", utc_time(r.wall_clock(t0))),
+            None => " (not reached: seconds from the start)".into(),
         }
     );
-    let _ = writeln!(out, "```mermaid\n{}```", g.out);
+    let _ = writeln!(out, "![Timeline of the run]({})\n", super::TIMELINE_SVG);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn mermaid_names_lose_syntax_characters() {
-        assert_eq!(
-            mermaid_name("#6 (out-of-service) taint worker-2 k=v:NoExecute; 50% #x"),
-            "6 (out-of-service) taint worker-2 k=v NoExecute 50 x"
-        );
-        assert_eq!(mermaid_name("section Ready"), "task section Ready");
-        assert_eq!(mermaid_name("::"), "task");
-        assert!(mermaid_name(&"x".repeat(200)).ends_with("..."));
-    }
 
     #[test]
     fn short_labels_drop_the_step_number() {

@@ -1,4 +1,5 @@
-//! Reports of a run: `result.json` (the full record), `report.md` and `junit.xml`,
+//! Reports of a run: `result.json` (the full record), `report.md` (with
+//! `timeline.svg`) and `junit.xml`,
 //! written into one directory per run, and re-rendered from `result.json`.
 
 mod clients;
@@ -6,9 +7,11 @@ mod commands;
 mod format;
 mod graceful;
 mod guard;
+pub mod lanes;
 pub mod junit;
 pub mod markdown;
 mod probes;
+pub mod svg;
 pub mod result;
 mod timing;
 mod volumes;
@@ -23,6 +26,8 @@ pub use result::{RunResult, SCHEMA_VERSION};
 pub const RESULT_JSON: &str = "result.json";
 pub const REPORT_MD: &str = "report.md";
 pub const JUNIT_XML: &str = "junit.xml";
+/// The run's timeline, embedded in `report.md`.
+pub const TIMELINE_SVG: &str = "timeline.svg";
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -104,12 +109,16 @@ fn create_dir(dir: &Path) -> Result<(), Error> {
     })
 }
 
-/// Writes `report.md` and `junit.xml` into `dir` (created if missing) and
+/// Writes `report.md`, `timeline.svg` and `junit.xml` into `dir` (created if missing) and
 /// returns the path of `report.md`.
 pub fn write_rendered(dir: &Path, result: &RunResult) -> Result<PathBuf, Error> {
     create_dir(dir)?;
     let report = dir.join(REPORT_MD);
     write(report.clone(), &markdown::render(result))?;
+    write(
+        dir.join(TIMELINE_SVG),
+        &svg::timeline::render(&lanes::build(result)),
+    )?;
     write(dir.join(JUNIT_XML), &junit::render(result))?;
     Ok(report)
 }
