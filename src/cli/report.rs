@@ -10,8 +10,50 @@ use crate::report;
 
 #[derive(Debug, Subcommand)]
 pub enum ReportCommand {
-    /// Re-render `report.md` and `junit.xml` from a run's `result.json`.
+    /// Re-render `report.md`, `timeline.svg` and `junit.xml` from a run's `result.json`.
     Render(RenderArgs),
+    /// Compare two runs or aggregates (`result.json` or `aggregate.json`):
+    /// every figure side by side with its delta and ratio, the expectations
+    /// whose verdict changed; exit 1 when something got slower than allowed.
+    Compare(CompareArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// The baseline: a `result.json` or an `aggregate.json` (from `--repeat`).
+    #[arg(value_name = "BASE")]
+    pub base: PathBuf,
+    /// What to check against it, likewise.
+    #[arg(value_name = "NEW")]
+    pub new: PathBuf,
+    /// Exit 1 when a recovery figure is more than PCT percent slower than the
+    /// base (`20%`); nodefall's own detection lag is not included.
+    #[arg(long, value_name = "PCT", value_parser = crate::stats::parse_percent)]
+    pub fail_if_slower: Option<f64>,
+    /// A figure's own limit, over --fail-if-slower: `nodeNotReady=10%`,
+    /// `workloadReadyAgain=+5s`, `maxUnavailable=+1`; repeatable.
+    #[arg(long = "threshold", value_name = "NAME=LIMIT")]
+    pub thresholds: Vec<String>,
+    /// Percentage limits ignore differences up to this (run-to-run noise on
+    /// small figures).
+    #[arg(long, value_name = "DURATION", default_value = "0s",
+          value_parser = crate::scenario::duration::parse_duration)]
+    pub min_delta: std::time::Duration,
+    /// Which statistic of an aggregate stands for it.
+    #[arg(long, value_enum, default_value_t = crate::stats::Stat::P50)]
+    pub stat: crate::stats::Stat,
+    /// What to print: Markdown (fit for $GITHUB_STEP_SUMMARY) or JSON.
+    #[arg(long, value_enum, default_value_t = Format::Markdown)]
+    pub format: Format,
+    /// Also write compare.md, compare.json and the chart compare.svg here.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Markdown,
+    Json,
 }
 
 #[derive(Debug, Args)]
@@ -39,5 +81,39 @@ pub fn run(cmd: ReportCommand) -> anyhow::Result<ExitCode> {
             println!("{}", report.display());
             Ok(exit::code(exit::PASS))
         }
+        ReportCommand::Compare(args) => compare(&args),
     }
+}
+
+fn compare(args: &CompareArgs) -> anyhow::Result<ExitCode> {
+    use crate::stats;
+    let mut gate = stats::Gate {
+        fail_if_slower: args.fail_if_slower,
+        min_delta: args.min_delta.as_millis() as f64,
+        ..stats::Gate::default()
+    };
+    for t in &args.thresholds {
+        let (name, limit) = stats::parse_threshold(t)?;
+        gate.per_metric.insert(name, limit);
+    }
+    let base = stats::read_side(&args.base, args.stat)?;
+    let new = stats::read_side(&args.new, args.stat)?;
+    let c = stats::compare::compare(base, new, &gate);
+    if let Some(dir) = &args.out {
+        let md = report::compare::write(dir, &c)?;
+        eprintln!("wrote {}", md.display());
+    }
+    let text = match args.format {
+        Format::Markdown => report::compare::render(&c, None),
+        Format::Json => report::compare::json(&c)?,
+    };
+    print!("{text}");
+    for r in &c.regressions {
+        eprintln!("regression: {r}");
+    }
+    Ok(exit::code(if c.regressions.is_empty() {
+        exit::PASS
+    } else {
+        exit::EXPECTATION_FAILED
+    }))
 }

@@ -2,9 +2,11 @@
 //! `timeline.svg`) and `junit.xml`,
 //! written into one directory per run, and re-rendered from `result.json`.
 
+pub mod aggregate;
 mod clients;
 mod commands;
-mod format;
+pub mod compare;
+pub(crate) mod format;
 mod graceful;
 mod guard;
 pub mod lanes;
