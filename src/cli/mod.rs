@@ -11,6 +11,7 @@ mod cluster;
 mod machines;
 mod plan_ops;
 mod recover;
+mod repeat;
 mod report;
 mod run_scenario;
 mod sim;
@@ -110,6 +111,12 @@ pub struct ScenarioArgs {
     /// kind: kubeconfig context (default: kind-<kind-cluster>).
     #[arg(long)]
     pub context: Option<String>,
+    /// Run the scenario N times and aggregate the runs (min/p50/p95/max of
+    /// each figure, each expectation's pass rate); on sim each run gets a
+    /// fresh throwaway cluster, elsewhere the namespace is reset between runs.
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub repeat: u32,
     /// sim: number of nodes of the throwaway cluster.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=50))]
     pub nodes: u16,

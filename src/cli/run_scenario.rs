@@ -31,9 +31,42 @@ pub fn run(args: &ScenarioArgs) -> anyhow::Result<ExitCode> {
     let checked = scenario::load(&args.file)?;
     let backend = args.backend.unwrap_or(checked.backend);
     warn_unfinished();
+    if args.repeat > 1 {
+        return super::repeat::run(args, checked, backend);
+    }
+    let done = run_once(args, checked, backend, &Once::default())?;
+    Ok(exit::code(done.code))
+}
+
+/// How one run of a series differs from a run on its own.
+#[derive(Debug, Default)]
+pub(super) struct Once {
+    /// Its number in the series (names its throwaway cluster).
+    pub run: Option<usize>,
+    /// Its report directory (default: `<out>/<scenario>-<UTC start>`).
+    pub dir: Option<PathBuf>,
+    /// Cleanup in place of the scenario's (a series resets the namespace
+    /// between runs on the same cluster).
+    pub cleanup: Option<scenario::model::Cleanup>,
+}
+
+/// What one run ended with: its exit code and result.
+#[derive(Debug)]
+pub(super) struct Done {
+    pub code: u8,
+    pub result: RunResult,
+}
+
+/// One run on `backend`.
+pub(super) fn run_once(
+    args: &ScenarioArgs,
+    checked: scenario::Checked,
+    backend: BackendKind,
+    once: &Once,
+) -> anyhow::Result<Done> {
     match backend {
-        BackendKind::Sim => run_on_sim(args, checked),
-        other => run_on_machines(args, checked, other),
+        BackendKind::Sim => run_on_sim(args, checked, once),
+        other => run_on_machines(args, checked, other, once),
     }
 }
 
@@ -88,7 +121,11 @@ fn header(plan: &Plan, file: &str, backend: BackendRef, kube: KubeRef) -> Header
     }
 }
 
-fn run_on_sim(args: &ScenarioArgs, checked: scenario::Checked) -> anyhow::Result<ExitCode> {
+fn run_on_sim(
+    args: &ScenarioArgs,
+    checked: scenario::Checked,
+    once: &Once,
+) -> anyhow::Result<Done> {
     let root = sim::default_root();
     let existing = args
         .cluster
@@ -122,11 +159,17 @@ fn run_on_sim(args: &ScenarioArgs, checked: scenario::Checked) -> anyhow::Result
             ))
         }
     };
-    let plan = plan::resolve(checked, &profile, Some(BackendKind::Sim))?;
+    let mut plan = plan::resolve(checked, &profile, Some(BackendKind::Sim))?;
+    if let Some(c) = once.cleanup {
+        plan.scenario.cleanup = c;
+    }
     let file = args.file.display().to_string();
     let throwaway = existing.is_none();
     let name = existing.as_ref().map_or_else(
-        || format!("scenario-{}", std::process::id()),
+        || match once.run {
+            Some(k) => format!("scenario-{}-{k}", std::process::id()),
+            None => format!("scenario-{}", std::process::id()),
+        },
         |c| c.name().to_owned(),
     );
     let mut journal = Journal::create(
@@ -235,7 +278,7 @@ fn run_on_sim(args: &ScenarioArgs, checked: scenario::Checked) -> anyhow::Result
                 .push(format!("tear down throwaway sim cluster {name}")),
         }
     }
-    conclude(&args.out, &outcome, journal)
+    conclude(&args.out, once, &outcome, journal)
 }
 
 /// How a run's sim cluster ended.
@@ -309,7 +352,8 @@ fn run_on_machines(
     args: &ScenarioArgs,
     checked: scenario::Checked,
     kind: BackendKind,
-) -> anyhow::Result<ExitCode> {
+    once: &Once,
+) -> anyhow::Result<Done> {
     // Faults the backend cannot inject are bad input, known before the
     // cluster is read.
     plan::check_backend(&checked, kind)?;
@@ -386,7 +430,10 @@ fn run_on_machines(
         anyhow::Ok((config, found))
     })?;
     tell(&found.notes);
-    let plan = plan::resolve(checked, &found.profile, Some(kind))?;
+    let mut plan = plan::resolve(checked, &found.profile, Some(kind))?;
+    if let Some(c) = once.cleanup {
+        plan.scenario.cleanup = c;
+    }
     let file = args.file.display().to_string();
     let mut backend = AnyBackend::open(&backend_ref)?;
     let kubeconfig = std::env::var_os("KUBECONFIG")
@@ -430,7 +477,7 @@ fn run_on_machines(
         }
     };
     drop(rt);
-    conclude(&args.out, &outcome, journal)
+    conclude(&args.out, once, &outcome, journal)
 }
 
 /// The discovery's remarks, before the run begins.
@@ -449,11 +496,17 @@ pub struct InvalidFlag(pub String);
 /// says what is), prints the verdict, maps it to the exit code.
 fn conclude(
     out: &std::path::Path,
+    once: &Once,
     outcome: &Outcome,
     journal: Journal,
-) -> anyhow::Result<ExitCode> {
+) -> anyhow::Result<Done> {
     let result = &outcome.result;
-    let dir = write_reports(out, result)?;
+    let dir = once
+        .dir
+        .clone()
+        .unwrap_or_else(|| out.join(report::run_dir_name(&result.scenario, result.started_at)));
+    report::write_all(&dir, result)
+        .with_context(|| format!("writing the report to {}", dir.display()))?;
     let left = outcome.unreverted.clone();
     let journal_path = journal.path().to_owned();
     if journal.state().pending.is_empty() {
@@ -470,7 +523,10 @@ fn conclude(
             journal_path.display()
         );
     }
-    Ok(exit_code(outcome))
+    Ok(Done {
+        code: exit_code(outcome),
+        result: result.clone(),
+    })
 }
 
 fn close(journal: Journal) {
@@ -479,11 +535,11 @@ fn close(journal: Journal) {
     }
 }
 
-fn exit_code(outcome: &Outcome) -> ExitCode {
+fn exit_code(outcome: &Outcome) -> u8 {
     if let Some(stop) = outcome.stopped_by {
-        return exit::code(stop.exit_code());
+        return stop.exit_code();
     }
-    exit::code(match outcome.result.verdict {
+    match outcome.result.verdict {
         _ if outcome.invalid_input => exit::INVALID_INPUT,
         // A change that could not be put back is an infrastructure failure,
         // whatever the expectations said.
@@ -492,14 +548,7 @@ fn exit_code(outcome: &Outcome) -> ExitCode {
         RunVerdict::Fail => exit::EXPECTATION_FAILED,
         RunVerdict::Error => exit::INFRASTRUCTURE,
         RunVerdict::Interrupted => exit::INTERRUPTED,
-    })
-}
-
-fn write_reports(out: &std::path::Path, result: &RunResult) -> anyhow::Result<PathBuf> {
-    let dir = out.join(report::run_dir_name(&result.scenario, result.started_at));
-    report::write_all(&dir, result)
-        .with_context(|| format!("writing the report to {}", dir.display()))?;
-    Ok(dir)
+    }
 }
 
 fn summarize(result: &RunResult, dir: &std::path::Path) {

@@ -16,7 +16,7 @@ use super::model::{
 use crate::profile::Var;
 use crate::selector::Selector;
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Checked {
     pub source: Source,
     pub name: String,

@@ -61,7 +61,7 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// A scenario file's text, where it lives, and where each of its nodes sits.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Source {
     /// The path as the user gave it (used in messages).
     pub file: String,

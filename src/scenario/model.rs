@@ -762,6 +762,17 @@ pub enum Cleanup {
     Never,
 }
 
+impl Cleanup {
+    /// As written in a scenario (`on-success`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Cleanup::Always => "always",
+            Cleanup::OnSuccess => "on-success",
+            Cleanup::Never => "never",
+        }
+    }
+}
+
 /// One `abortIf:` guard: an expectation's subject and conditions, and how
 /// long they must hold before the run is stopped.
 ///

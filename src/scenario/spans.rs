@@ -13,7 +13,7 @@ pub struct Pos {
     pub col: usize,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Spans {
     keys: HashMap<String, Pos>,
     values: HashMap<String, Pos>,
