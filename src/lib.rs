@@ -21,6 +21,6 @@ pub mod runner;
 pub mod scenario;
 pub mod selector;
 pub mod shutdown;
-pub mod stats;
 pub mod sim;
+pub mod stats;
 pub mod timeline;

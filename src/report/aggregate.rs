@@ -164,13 +164,19 @@ fn metrics(out: &mut String, a: &Aggregate) {
         })
         .collect();
     out.push_str(&table(
-        ["figure", "n", "min", "p50", "p95", "max", "largest in", "what"],
+        [
+            "figure",
+            "n",
+            "min",
+            "p50",
+            "p95",
+            "max",
+            "largest in",
+            "what",
+        ],
         rows,
     ));
-    let _ = writeln!(
-        out,
-        "\n![Each figure over the runs]({DISTRIBUTION_SVG})\n"
-    );
+    let _ = writeln!(out, "\n![Each figure over the runs]({DISTRIBUTION_SVG})\n");
 }
 
 fn expectations(out: &mut String, a: &Aggregate) {
@@ -216,7 +222,13 @@ fn expectations(out: &mut String, a: &Aggregate) {
         })
         .collect();
     out.push_str(&table(
-        ["expectation", "condition", "passed", "not run", "seen (after its anchor)"],
+        [
+            "expectation",
+            "condition",
+            "passed",
+            "not run",
+            "seen (after its anchor)",
+        ],
         rows,
     ));
     out.push('\n');
@@ -247,7 +259,13 @@ fn runs(out: &mut String, a: &Aggregate) {
         })
         .collect();
     out.push_str(&table(
-        ["run", "verdict", "expectations held", "headline", "started (UTC)"],
+        [
+            "run",
+            "verdict",
+            "expectations held",
+            "headline",
+            "started (UTC)",
+        ],
         rows,
     ));
     if a.runs.iter().any(|r| !r.counted()) {

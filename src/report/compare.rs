@@ -22,7 +22,10 @@ const MISSING: &str = "—";
 pub fn write(dir: &Path, c: &Comparison) -> Result<std::path::PathBuf, super::Error> {
     super::create_dir(dir)?;
     let path = dir.join(COMPARE_JSON);
-    super::write(path.clone(), &json(c).map_err(|source| super::Error::Serialize { path, source })?)?;
+    super::write(
+        path.clone(),
+        &json(c).map_err(|source| super::Error::Serialize { path, source })?,
+    )?;
     super::write(dir.join(COMPARE_SVG), &svg::paired::render(&chart(c)))?;
     let md = dir.join(COMPARE_MD);
     super::write(md.clone(), &render(c, Some(COMPARE_SVG)))?;
@@ -121,7 +124,11 @@ pub fn render(c: &Comparison, chart: Option<&str>) -> String {
                     cell(&v.description),
                     v.base.clone().unwrap_or_else(|| "absent".into()),
                     v.new.clone().unwrap_or_else(|| "absent".into()),
-                    if v.worse { "**worse**".into() } else { String::new() },
+                    if v.worse {
+                        "**worse**".into()
+                    } else {
+                        String::new()
+                    },
                 ]
             })
             .collect();

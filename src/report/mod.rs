@@ -9,12 +9,12 @@ pub mod compare;
 pub(crate) mod format;
 mod graceful;
 mod guard;
-pub mod lanes;
 pub mod junit;
+pub mod lanes;
 pub mod markdown;
 mod probes;
-pub mod svg;
 pub mod result;
+pub mod svg;
 mod timing;
 mod volumes;
 

@@ -118,10 +118,11 @@ pub struct Gate {
 
 impl Gate {
     fn limit(&self, def: &figures::Def) -> Option<Limit> {
-        self.per_metric
-            .get(def.name)
-            .copied()
-            .or_else(|| def.gated.then_some(self.fail_if_slower?).map(Limit::Percent))
+        self.per_metric.get(def.name).copied().or_else(|| {
+            def.gated
+                .then_some(self.fail_if_slower?)
+                .map(Limit::Percent)
+        })
     }
 }
 
@@ -173,7 +174,10 @@ pub fn compare(base: Side, new: Side, gate: &Gate) -> Comparison {
     let rows: Vec<Row> = figures::DEFS
         .iter()
         .filter_map(|d| {
-            let (b, n) = (base.values.get(d.name).copied(), new.values.get(d.name).copied());
+            let (b, n) = (
+                base.values.get(d.name).copied(),
+                new.values.get(d.name).copied(),
+            );
             if b.is_none() && n.is_none() {
                 return None;
             }
@@ -188,7 +192,8 @@ pub fn compare(base: Side, new: Side, gate: &Gate) -> Comparison {
                 _ => false,
             };
             if let (true, Some(b), Some(n), Some(l)) = (regressed, b, n, limit) {
-                let pct = ratio.map_or_else(String::new, |r| format!(", {:+.0}%", (r - 1.0) * 100.0));
+                let pct =
+                    ratio.map_or_else(String::new, |r| format!(", {:+.0}%", (r - 1.0) * 100.0));
                 regressions.push(format!(
                     "{} got slower: {} -> {} ({}{pct}; limit {})",
                     d.name,
@@ -303,7 +308,11 @@ mod tests {
         let mut slow = run();
         let nr = base.metrics.node_not_ready.unwrap();
         slow.metrics.node_not_ready = Some(nr * 16 / 10);
-        let c = compare(Side::of_run("a", &base), Side::of_run("b", &slow), &gate(20.0));
+        let c = compare(
+            Side::of_run("a", &base),
+            Side::of_run("b", &slow),
+            &gate(20.0),
+        );
         assert_eq!(c.regressions.len(), 1, "{:?}", c.regressions);
         assert!(c.regressions[0].starts_with("nodeNotReady got slower"));
         assert!(c.regressions[0].contains("+60%"), "{}", c.regressions[0]);
@@ -311,16 +320,24 @@ mod tests {
         assert!(row.regressed);
         assert!((row.ratio.unwrap() - 1.6).abs() < 0.01);
         // under a looser limit, or below the noise floor, it passes
-        assert!(compare(Side::of_run("a", &base), Side::of_run("b", &slow), &gate(70.0))
+        assert!(
+            compare(
+                Side::of_run("a", &base),
+                Side::of_run("b", &slow),
+                &gate(70.0)
+            )
             .regressions
-            .is_empty());
+            .is_empty()
+        );
         let floor = Gate {
             min_delta: 1e9,
             ..gate(20.0)
         };
-        assert!(compare(Side::of_run("a", &base), Side::of_run("b", &slow), &floor)
-            .regressions
-            .is_empty());
+        assert!(
+            compare(Side::of_run("a", &base), Side::of_run("b", &slow), &floor)
+                .regressions
+                .is_empty()
+        );
     }
 
     #[test]
@@ -329,7 +346,11 @@ mod tests {
         let mut slow = run();
         slow.metrics.detection_lag_max = Some(base.metrics.detection_lag_max.unwrap_or(0) + 5000);
         // detection lag is nodefall's own: not under --fail-if-slower ...
-        let c = compare(Side::of_run("a", &base), Side::of_run("b", &slow), &gate(1.0));
+        let c = compare(
+            Side::of_run("a", &base),
+            Side::of_run("b", &slow),
+            &gate(1.0),
+        );
         assert!(c.regressions.is_empty(), "{:?}", c.regressions);
         // ... but under its own threshold
         let mut g = gate(1.0);
@@ -344,12 +365,20 @@ mod tests {
         let base = run();
         let mut bad = run();
         bad.expectations[0].verdict = Verdict::Fail;
-        let c = compare(Side::of_run("a", &base), Side::of_run("b", &bad), &Gate::default());
+        let c = compare(
+            Side::of_run("a", &base),
+            Side::of_run("b", &bad),
+            &Gate::default(),
+        );
         assert_eq!(c.verdict_changes.len(), 1);
         assert!(c.verdict_changes[0].worse);
         assert_eq!(c.regressions.len(), 1);
         // the other way round it is a change, not a regression
-        let c = compare(Side::of_run("b", &bad), Side::of_run("a", &base), &Gate::default());
+        let c = compare(
+            Side::of_run("b", &bad),
+            Side::of_run("a", &base),
+            &Gate::default(),
+        );
         assert!(!c.verdict_changes[0].worse);
         assert!(c.regressions.is_empty());
     }

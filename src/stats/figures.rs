@@ -36,7 +36,13 @@ impl Unit {
 
     /// A difference of this unit, signed: `+2.1s`, `-1`.
     pub fn show_delta(self, v: f64) -> String {
-        let sign = if v > 0.0 { "+" } else if v < 0.0 { "-" } else { "±" };
+        let sign = if v > 0.0 {
+            "+"
+        } else if v < 0.0 {
+            "-"
+        } else {
+            "±"
+        };
         format!("{sign}{}", self.show(v.abs()))
     }
 }
@@ -54,20 +60,75 @@ pub struct Def {
 
 /// Every figure, in the order reports list them.
 pub const DEFS: [Def; 14] = [
-    def("nodeNotReady", Unit::Ms, "a target node's Ready left True", true),
+    def(
+        "nodeNotReady",
+        Unit::Ms,
+        "a target node's Ready left True",
+        true,
+    ),
     def("noExecuteTaint", Unit::Ms, "the NoExecute taint", true),
-    def("firstEviction", Unit::Ms, "first pod Terminating on a target node", true),
-    def("workloadReadyAgain", Unit::Ms, "as many pods Ready as before T0", true),
-    def("lastReplacementReady", Unit::Ms, "the last replacement pod Ready", true),
-    def("longestTerminating", Unit::Ms, "longest a target pod stayed Terminating", true),
-    def("nodeReadyAgain", Unit::Ms, "the target node Ready again", true),
-    def("staleEndpointWindow", Unit::Ms, "the failed nodes' endpoints unready", true),
+    def(
+        "firstEviction",
+        Unit::Ms,
+        "first pod Terminating on a target node",
+        true,
+    ),
+    def(
+        "workloadReadyAgain",
+        Unit::Ms,
+        "as many pods Ready as before T0",
+        true,
+    ),
+    def(
+        "lastReplacementReady",
+        Unit::Ms,
+        "the last replacement pod Ready",
+        true,
+    ),
+    def(
+        "longestTerminating",
+        Unit::Ms,
+        "longest a target pod stayed Terminating",
+        true,
+    ),
+    def(
+        "nodeReadyAgain",
+        Unit::Ms,
+        "the target node Ready again",
+        true,
+    ),
+    def(
+        "staleEndpointWindow",
+        Unit::Ms,
+        "the failed nodes' endpoints unready",
+        true,
+    ),
     def("errorWindow", Unit::Ms, "longest probe error window", true),
-    def("detachAfterOutOfServiceMax", Unit::Ms, "volumes detached after the out-of-service taint", true),
-    def("maxUnavailable", Unit::Count, "most Ready pods missing", true),
+    def(
+        "detachAfterOutOfServiceMax",
+        Unit::Ms,
+        "volumes detached after the out-of-service taint",
+        true,
+    ),
+    def(
+        "maxUnavailable",
+        Unit::Count,
+        "most Ready pods missing",
+        true,
+    ),
     def("probeErrors", Unit::Count, "failed probe requests", true),
-    def("detectionLagMedian", Unit::Ms, "nodefall's observation lag, median", false),
-    def("detectionLagMax", Unit::Ms, "nodefall's observation lag, largest", false),
+    def(
+        "detectionLagMedian",
+        Unit::Ms,
+        "nodefall's observation lag, median",
+        false,
+    ),
+    def(
+        "detectionLagMax",
+        Unit::Ms,
+        "nodefall's observation lag, largest",
+        false,
+    ),
 ];
 
 const fn def(name: &'static str, unit: Unit, about: &'static str, gated: bool) -> Def {
@@ -105,11 +166,11 @@ pub fn of(r: &RunResult) -> BTreeMap<String, i64> {
         ("nodeReadyAgain", m.node_ready_again),
         ("staleEndpointWindow", m.endpoints.stale_endpoint_window),
         ("errorWindow", m.error_window),
-        ("detachAfterOutOfServiceMax", m.detach_after_out_of_service_max),
         (
-            "maxUnavailable",
-            r.t0.map(|_| i64::from(m.max_unavailable)),
+            "detachAfterOutOfServiceMax",
+            m.detach_after_out_of_service_max,
         ),
+        ("maxUnavailable", r.t0.map(|_| i64::from(m.max_unavailable))),
         (
             "probeErrors",
             (!r.probes.is_empty()).then(|| {

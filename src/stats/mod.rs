@@ -113,9 +113,9 @@ fn parse_limit(s: &str, unit: figures::Unit) -> Option<Limit> {
     }
     let abs = s.strip_prefix('+')?;
     let v = match unit {
-        figures::Unit::Ms => {
-            crate::scenario::duration::parse_duration(abs).ok()?.as_millis() as f64
-        }
+        figures::Unit::Ms => crate::scenario::duration::parse_duration(abs)
+            .ok()?
+            .as_millis() as f64,
         figures::Unit::Count => abs.parse::<u64>().ok()? as f64,
     };
     Some(Limit::Absolute(v))

@@ -152,6 +152,29 @@ impl Running {
         panic!("no line with {needle:?} within {within:?}:\n{}", self.log());
     }
 
+    /// Waits (bounded) until `n` stderr lines contain `needle`.
+    pub fn wait_for_nth(&mut self, needle: &str, n: usize, within: Duration) {
+        let deadline = Instant::now() + within;
+        let count = |seen: &[String]| seen.iter().filter(|l| l.contains(needle)).count();
+        while count(&self.seen) < n {
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                break;
+            };
+            match self.lines.recv_timeout(left) {
+                Ok(line) => self.seen.push(line),
+                Err(_) => break,
+            }
+        }
+        if count(&self.seen) < n {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            panic!(
+                "not {n} lines with {needle:?} within {within:?}:\n{}",
+                self.log()
+            );
+        }
+    }
+
     pub fn signal(&self, s: Signal) {
         kill(Pid::from_raw(i32::try_from(self.child.id()).unwrap()), s).unwrap();
     }
