@@ -117,6 +117,10 @@ fn report_render_rewrites_the_reports_next_to_the_result_or_into_out() {
         "{md}"
     );
     assert!(md.contains("**PASS**"), "{md}");
+    assert!(md.contains("![Timeline of the run](timeline.svg)"), "{md}");
+    let svg =
+        std::fs::read_to_string(dir.path().join("timeline.svg")).expect("timeline.svg written");
+    assert!(svg.starts_with("<svg"), "{svg}");
     let xml = std::fs::read_to_string(dir.path().join("junit.xml")).expect("junit.xml written");
     assert!(
         xml.contains("<testsuite name=\"nodefall.statefulset-nfs\""),

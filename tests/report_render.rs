@@ -590,3 +590,78 @@ fn an_aborted_run_names_its_guard_at_the_top_and_fails() {
     assert!(!markdown::render(&old).contains("Abort guards"));
     assert!(!junit::render(&old).contains("abort guard"));
 }
+
+#[test]
+fn the_timeline_lanes_show_steps_windows_nodes_pods_and_clients() {
+    use nodefall::report::lanes::{self, Tone};
+    let r = fixture(STATEFULSET);
+    let l = lanes::build(&r);
+    let names: Vec<&str> = l.sections.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["Steps", "Nodes", "Pods"]);
+    assert_eq!(l.t0, r.t0);
+    assert!(l.end >= r.finished);
+    let steps = &l.sections[0].bars;
+    // every decided expectation is a bar with the moment it was seen
+    let decided = r
+        .expectations
+        .iter()
+        .filter(|e| e.verdict != Verdict::NotRun)
+        .count();
+    let marked: Vec<_> = steps.iter().filter(|b| b.mark.is_some()).collect();
+    assert!(!marked.is_empty() && marked.len() <= decided, "{steps:?}");
+    for b in &marked {
+        assert_eq!(b.tone, Tone::Ok, "{b:?}");
+        assert!(b.from <= b.to, "{b:?}");
+    }
+    // the node went Unknown and came back Ready
+    let nodes = &l.sections[1].bars;
+    assert!(
+        nodes
+            .iter()
+            .any(|b| b.tone == Tone::Bad && b.label.ends_with("Unknown"))
+    );
+    assert!(nodes.last().unwrap().label.ends_with("Ready"));
+    // a failed run's expectation is drawn as a failure
+    let failed = lanes::build(&fixture(DEPLOYMENT));
+    assert!(
+        failed.sections[0]
+            .bars
+            .iter()
+            .any(|b| b.tone == Tone::Bad && b.label.contains("FAIL"))
+    );
+    // a probed run has a Clients lane with an error window
+    let clients = lanes::build(&fixture(CLIENTS));
+    let c = clients
+        .sections
+        .iter()
+        .find(|s| s.name == "Clients")
+        .unwrap();
+    assert!(
+        c.bars
+            .iter()
+            .any(|b| b.tone == Tone::Bad && b.label.contains("errors"))
+    );
+}
+
+#[test]
+fn compare_markdown() {
+    use nodefall::stats::{self, compare};
+    let base = fixture(STATEFULSET);
+    let mut slow = fixture(STATEFULSET);
+    slow.metrics.node_not_ready = slow.metrics.node_not_ready.map(|ms| ms * 16 / 10);
+    slow.expectations[1].verdict = Verdict::Fail;
+    let gate = stats::Gate {
+        fail_if_slower: Some(20.0),
+        ..stats::Gate::default()
+    };
+    let c = compare::compare(
+        stats::Side::of_run("base/result.json", &base),
+        stats::Side::of_run("new/result.json", &slow),
+        &gate,
+    );
+    assert_eq!(c.regressions.len(), 2, "{:?}", c.regressions);
+    insta::assert_snapshot!(
+        "compare-slower.md",
+        report::compare::render(&c, Some("compare.svg"))
+    );
+}
