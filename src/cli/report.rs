@@ -10,7 +10,9 @@ use crate::report;
 
 #[derive(Debug, Subcommand)]
 pub enum ReportCommand {
-    /// Re-render `report.md`, `timeline.svg` and `junit.xml` from a run's `result.json`.
+    /// Re-render `report.md`, `timeline.svg` and `junit.xml` from a run's
+    /// `result.json`, or `aggregate.md` and `distribution.svg` from a
+    /// series' `aggregate.json`.
     Render(RenderArgs),
     /// Compare two runs or aggregates (`result.json` or `aggregate.json`):
     /// every figure side by side with its delta and ratio, the expectations
@@ -58,7 +60,7 @@ pub enum Format {
 
 #[derive(Debug, Args)]
 pub struct RenderArgs {
-    /// The run's `result.json`.
+    /// The run's `result.json` (or a series' `aggregate.json`).
     #[arg(value_name = "RESULT_JSON")]
     pub result: PathBuf,
     /// Write the reports here instead of next to the `result.json`.
@@ -69,7 +71,6 @@ pub struct RenderArgs {
 pub fn run(cmd: ReportCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         ReportCommand::Render(args) => {
-            let result = report::read_result(&args.result)?;
             let dir = match &args.out {
                 Some(dir) => dir.clone(),
                 None => match args.result.parent() {
@@ -77,7 +78,10 @@ pub fn run(cmd: ReportCommand) -> anyhow::Result<ExitCode> {
                     _ => Path::new(".").to_path_buf(),
                 },
             };
-            let report = report::write_rendered(&dir, &result)?;
+            let report = match crate::stats::read_aggregate(&args.result)? {
+                Some(a) => report::aggregate::write(&dir, &a)?,
+                None => report::write_rendered(&dir, &report::read_result(&args.result)?)?,
+            };
             println!("{}", report.display());
             Ok(exit::code(exit::PASS))
         }

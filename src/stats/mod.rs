@@ -57,6 +57,15 @@ impl Error {
 /// (an aggregate stands as its `stat`).
 pub fn read_side(path: &Path, stat: Stat) -> Result<Side, Error> {
     let source = path.display().to_string();
+    match read_aggregate(path)? {
+        Some(a) => Ok(Side::of_aggregate(&source, &a, stat)),
+        None => Ok(Side::of_run(&source, &crate::report::read_result(path)?)),
+    }
+}
+
+/// The aggregate in `path`, or `None` when the file is something else (a
+/// `result.json`, to be read as one).
+pub fn read_aggregate(path: &Path) -> Result<Option<Aggregate>, Error> {
     let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
         path: path.to_owned(),
         source,
@@ -66,8 +75,7 @@ pub fn read_side(path: &Path, stat: Stat) -> Result<Side, Error> {
         source,
     })?;
     if value.get("kind").and_then(serde_json::Value::as_str) != Some(aggregate::KIND) {
-        let r = crate::report::read_result(path)?;
-        return Ok(Side::of_run(&source, &r));
+        return Ok(None);
     }
     let found = value
         .get("schemaVersion")
@@ -84,7 +92,7 @@ pub fn read_side(path: &Path, stat: Stat) -> Result<Side, Error> {
         path: path.to_owned(),
         source,
     })?;
-    Ok(Side::of_aggregate(&source, &a, stat))
+    Ok(Some(a))
 }
 
 /// `NAME=20%`, `NAME=+5s`, `NAME=+1`: a figure's own limit.
