@@ -12,7 +12,7 @@ pub use compare::{Comparison, Gate, Limit, Side};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read run result {path}: {source}")]
     Read {
         path: PathBuf,
         #[source]
