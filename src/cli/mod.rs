@@ -35,6 +35,8 @@ use crate::scenario::{self, model::BackendKind};
         "  nodefall scenario scenarios/kind-pause-worker.yaml --backend kind\n",
         "  nodefall validate scenarios/*.yaml                         check files without touching a cluster\n",
         "  nodefall plan scenarios/statefulset-nfs.yaml --profile default\n",
+        "  nodefall scenario scenarios/statefulset-nfs.yaml --repeat 5 five runs and their aggregate\n",
+        "  nodefall report compare BASE.json NEW.json --fail-if-slower 20%\n",
         "  nodefall report render reports/RUN/result.json             re-render report.md and junit.xml\n",
         "  nodefall recover                                           revert what a killed run left\n",
         "\n",

@@ -56,6 +56,13 @@ pub fn run(
     backend: BackendKind,
 ) -> anyhow::Result<ExitCode> {
     let n = args.repeat;
+    if args.keep {
+        anyhow::bail!(super::InvalidFlag(
+            "--keep keeps a run's throwaway cluster, and --repeat starts one per run: start one \
+             with `nodefall sim up --name NAME` and pass --cluster NAME instead"
+                .into()
+        ));
+    }
     let started_at = Timestamp::now();
     let name = format!("{}-x{n}", checked.name);
     let dir = args.out.join(report::run_dir_name(&name, started_at));
