@@ -114,12 +114,11 @@ fn tone_of(tag: &str) -> Tone {
     }
 }
 
-/// Steps in order, each expectation in its step's place; then any
-/// expectation without one.
+/// Steps and expectation windows in the order they began, then cleanup.
 fn steps(r: &RunResult) -> Vec<Bar> {
     let mut out = Vec::new();
     let mut shown = BTreeSet::new();
-    for s in r.steps.iter().chain(&r.cleanup) {
+    for s in &r.steps {
         let exp = match (s.kind, s.index) {
             (StepKind::Expect, Some(i)) => r.expectations.iter().find(|e| e.index == i),
             _ => None,
@@ -135,6 +134,9 @@ fn steps(r: &RunResult) -> Vec<Bar> {
     for e in r.expectations.iter().filter(|e| !shown.contains(&e.index)) {
         out.extend(expectation(e, r.finished));
     }
+    // in the order they began (stable: a step before its own expectation)
+    out.sort_by_key(|b| b.from);
+    out.extend(r.cleanup.iter().filter_map(|s| step(s, r.finished)));
     out
 }
 

@@ -4,6 +4,7 @@
 //! same in any viewer that shows images.
 
 pub mod distribution;
+mod draw;
 pub mod paired;
 pub mod timeline;
 

@@ -1,0 +1,267 @@
+//! Drawing primitives shared by the charts: an SVG document builder with
+//! escaped text, a conservative text-width estimate, truncation, the
+//! palette and axis helpers.
+
+use std::fmt::Write as _;
+
+/// Okabe-Ito colours (safe for colour-blind readers).
+pub const GREEN: &str = "#009E73";
+pub const ORANGE: &str = "#E69F00";
+pub const VERMILLION: &str = "#D55E00";
+pub const BLUE: &str = "#0072B2";
+pub const GREY: &str = "#999999";
+pub const INK: &str = "#222222";
+pub const FAINT: &str = "#dddddd";
+
+/// Font sizes.
+pub const SMALL: f64 = 10.0;
+pub const NORMAL: f64 = 11.0;
+pub const TITLE: f64 = 14.0;
+
+/// XML text or attribute value, escaped.
+pub fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            c if c.is_control() => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A generous estimate of the width of `s` in a sans-serif font of `size`
+/// (wide glyphs counted wider), so text never runs past what is reserved.
+pub fn text_width(s: &str, size: f64) -> f64 {
+    s.chars()
+        .map(|c| match c {
+            'W' | 'M' | 'm' | 'w' | '@' | '%' => 0.95,
+            c if c.is_ascii_uppercase() => 0.72,
+            'i' | 'l' | 'j' | '.' | ',' | ':' | ';' | '\'' | '|' | '!' | ' ' => 0.34,
+            c if c.is_ascii() => 0.6,
+            _ => 1.0,
+        })
+        .sum::<f64>()
+        * size
+}
+
+/// `s` cut to fit `width` at `size`, with an ellipsis when cut.
+pub fn truncate(s: &str, width: f64, size: f64) -> String {
+    if text_width(s, size) <= width {
+        return s.to_owned();
+    }
+    let mut out = String::new();
+    for c in s.chars() {
+        let next = format!("{out}{c}…");
+        if text_width(&next, size) > width {
+            break;
+        }
+        out.push(c);
+    }
+    format!("{}…", out.trim_end())
+}
+
+/// Text placement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Anchor {
+    Start,
+    Middle,
+    End,
+}
+
+impl Anchor {
+    fn name(self) -> &'static str {
+        match self {
+            Anchor::Start => "start",
+            Anchor::Middle => "middle",
+            Anchor::End => "end",
+        }
+    }
+}
+
+/// An SVG document being drawn.
+#[derive(Debug)]
+pub struct Svg {
+    pub width: f64,
+    body: String,
+}
+
+impl Svg {
+    pub fn new(width: f64) -> Svg {
+        Svg {
+            width,
+            body: String::new(),
+        }
+    }
+
+    pub fn rect(&mut self, x: f64, y: f64, w: f64, h: f64, fill: &str, title: Option<&str>) {
+        let _ = write!(
+            self.body,
+            r#"<rect x="{x:.1}" y="{y:.1}" width="{:.1}" height="{h:.1}" fill="{fill}" rx="2">"#,
+            w.max(0.0)
+        );
+        self.title(title);
+        self.body.push_str("</rect>\n");
+    }
+
+    pub fn line(&mut self, (x1, y1): (f64, f64), (x2, y2): (f64, f64), stroke: &str, dash: bool) {
+        let dash = if dash {
+            r#" stroke-dasharray="4 3""#
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            self.body,
+            r#"<line x1="{x1:.1}" y1="{y1:.1}" x2="{x2:.1}" y2="{y2:.1}" stroke="{stroke}" stroke-width="1"{dash}/>"#
+        );
+    }
+
+    pub fn circle(&mut self, x: f64, y: f64, r: f64, fill: &str, title: Option<&str>) {
+        let _ = write!(
+            self.body,
+            r#"<circle cx="{x:.1}" cy="{y:.1}" r="{r:.1}" fill="{fill}" stroke="white" stroke-width="1">"#
+        );
+        self.title(title);
+        self.body.push_str("</circle>\n");
+    }
+
+    /// A diamond of half-size `r` centred on (x, y).
+    pub fn diamond(&mut self, x: f64, y: f64, r: f64, fill: &str, title: Option<&str>) {
+        let _ = write!(
+            self.body,
+            r#"<polygon points="{:.1},{y:.1} {x:.1},{:.1} {:.1},{y:.1} {x:.1},{:.1}" fill="{fill}" stroke="{INK}" stroke-width="1">"#,
+            x - r,
+            y - r,
+            x + r,
+            y + r
+        );
+        self.title(title);
+        self.body.push_str("</polygon>\n");
+    }
+
+    /// Text at (x, y) (y is the baseline), with a tooltip when given.
+    pub fn text(&mut self, (x, y): (f64, f64), s: &str, size: f64, anchor: Anchor, fill: &str) {
+        self.text_titled((x, y), s, size, anchor, fill, None);
+    }
+
+    pub fn text_titled(
+        &mut self,
+        (x, y): (f64, f64),
+        s: &str,
+        size: f64,
+        anchor: Anchor,
+        fill: &str,
+        title: Option<&str>,
+    ) {
+        let _ = write!(
+            self.body,
+            r#"<text x="{x:.1}" y="{y:.1}" font-size="{size}" text-anchor="{}" fill="{fill}">"#,
+            anchor.name()
+        );
+        self.title(title);
+        let _ = writeln!(self.body, "{}</text>", esc(s));
+    }
+
+    /// Bold text.
+    pub fn heading(&mut self, (x, y): (f64, f64), s: &str, size: f64) {
+        let _ = writeln!(
+            self.body,
+            r#"<text x="{x:.1}" y="{y:.1}" font-size="{size}" font-weight="bold" fill="{INK}">{}</text>"#,
+            esc(s)
+        );
+    }
+
+    fn title(&mut self, title: Option<&str>) {
+        if let Some(t) = title {
+            let _ = write!(self.body, "<title>{}</title>", esc(t));
+        }
+    }
+
+    /// The document, `height` tall, on a white background.
+    pub fn finish(self, height: f64) -> String {
+        let (w, h) = (self.width, height.ceil());
+        format!(
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" \
+             viewBox=\"0 0 {w} {h}\" font-family=\"DejaVu Sans, Verdana, Arial, sans-serif\">\n\
+             <rect x=\"0\" y=\"0\" width=\"{w}\" height=\"{h}\" fill=\"white\"/>\n{}</svg>\n",
+            self.body
+        )
+    }
+}
+
+/// A value for people: seconds with up to 3 decimals (`7.6s`), or a count.
+pub fn show(unit: super::Unit, v: f64) -> String {
+    match unit {
+        super::Unit::Ms => {
+            let s = format!("{:.3}", v / 1000.0);
+            format!("{}s", s.trim_end_matches('0').trim_end_matches('.'))
+        }
+        super::Unit::Count => format!("{v:.0}"),
+    }
+}
+
+/// A tick step (ms) giving about `ticks` ticks over `span` ms.
+pub fn tick_step(span: f64, ticks: f64) -> f64 {
+    const STEPS_S: [f64; 16] = [
+        1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0,
+        14_400.0, 43_200.0,
+    ];
+    let want = span / ticks.max(1.0);
+    STEPS_S
+        .iter()
+        .map(|s| s * 1000.0)
+        .find(|s| *s >= want)
+        .unwrap_or(86_400_000.0)
+}
+
+/// An axis label for `ms` relative to the origin: `+30s`, `+1m30s`, `-10s`, `+1h`.
+pub fn offset_label(ms: f64) -> String {
+    let sign = if ms < 0.0 { "-" } else { "+" };
+    let s = (ms.abs() / 1000.0).round() as i64;
+    let (h, m, sec) = (s / 3600, s / 60 % 60, s % 60);
+    let mut out = sign.to_owned();
+    if h > 0 {
+        let _ = write!(out, "{h}h");
+    }
+    if m > 0 {
+        let _ = write!(out, "{m}m");
+    }
+    if sec > 0 || (h == 0 && m == 0) {
+        let _ = write!(out, "{sec}s");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_escaped_and_truncated() {
+        assert_eq!(
+            esc("<a href=\"x\">&'"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&apos;"
+        );
+        let long = "pods app=nginx on target (worker-1): all Terminating, between 13s and 43s";
+        let cut = truncate(long, 150.0, NORMAL);
+        assert!(cut.ends_with('…'));
+        assert!(text_width(&cut, NORMAL) <= 150.0);
+        assert_eq!(truncate("short", 150.0, NORMAL), "short");
+    }
+
+    #[test]
+    fn ticks_and_labels() {
+        assert_eq!(tick_step(60_000.0, 8.0), 10_000.0);
+        assert_eq!(tick_step(7_200_000.0, 8.0), 900_000.0);
+        assert_eq!(tick_step(5_000.0, 8.0), 1_000.0);
+        assert_eq!(offset_label(90_000.0), "+1m30s");
+        assert_eq!(offset_label(-10_000.0), "-10s");
+        assert_eq!(offset_label(3_600_000.0), "+1h");
+        assert_eq!(offset_label(0.0), "+0s");
+    }
+}
