@@ -165,7 +165,13 @@ async fn the_client_error_window_follows_the_stale_endpoints() {
     let report = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(report.contains("## What clients see"), "{report}");
     assert!(report.contains("### Probe `web`"), "{report}");
-    assert!(report.contains("section Clients"), "{report}");
+    assert!(
+        report.contains("![Timeline of the run](timeline.svg)"),
+        "{report}"
+    );
+    let chart = std::fs::read_to_string(dir.join("timeline.svg")).unwrap();
+    assert!(chart.contains(">Clients</text>"), "{chart}");
+    assert!(chart.contains("web errors "), "{chart}");
     println!(
         "staleEndpointWindow {stale} ms, errorWindow {error_window} ms, {} requests, {} failed",
         p.requests, p.errors

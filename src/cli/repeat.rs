@@ -24,9 +24,9 @@ use crate::scenario::{self};
 use crate::shutdown::{self, Signals, Stop};
 use crate::stats::aggregate::{self, Aggregate, Series};
 
-/// Watches for SIGINT/SIGTERM/SIGHUP across the whole series, also in the
-/// moments between runs (each run has its own handlers while it runs, and
-/// a signal reaches both).
+/// Watches for SIGINT/SIGTERM/SIGHUP across the whole series: the runs
+/// share these handlers, so a signal at any moment (also between two runs,
+/// or while a run starts) stops the series the same way.
 struct Watch {
     _rt: tokio::runtime::Runtime,
     signals: Signals,
@@ -102,6 +102,7 @@ pub fn run(
             run: Some(k),
             dir: Some(dir.join(&run_dir)),
             cleanup: (shared_cluster && k < last).then_some(Cleanup::Always),
+            signals: Some(watch.signals.clone()),
         };
         let done = match run_once(args, checked.clone(), backend, &once) {
             Ok(done) => done,

@@ -48,6 +48,19 @@ pub(super) struct Once {
     /// Cleanup in place of the scenario's (a series resets the namespace
     /// between runs on the same cluster).
     pub cleanup: Option<scenario::model::Cleanup>,
+    /// The series' signal handlers (a signal that came between two runs
+    /// stops the next one at once); default: the run installs its own.
+    pub signals: Option<Signals>,
+}
+
+impl Once {
+    /// The series' handlers, else new ones (inside the run's runtime).
+    fn signals(&self) -> anyhow::Result<Signals> {
+        match &self.signals {
+            Some(s) => Ok(s.clone()),
+            None => shutdown::install().context("installing signal handlers"),
+        }
+    }
 }
 
 /// What one run ended with: its exit code and result.
@@ -200,7 +213,7 @@ fn run_on_sim(
 
     let rt = runtime()?;
     let result = rt.block_on(async {
-        let mut signals = shutdown::install().context("installing signal handlers")?;
+        let mut signals = once.signals()?;
         let progress = Progress::auto();
         let cluster = match existing {
             Some(c) => c,
@@ -453,7 +466,7 @@ fn run_on_machines(
     )
     .context("opening the undo journal")?;
     let outcome = rt.block_on(async {
-        let mut signals = shutdown::install().context("installing signal handlers")?;
+        let mut signals = once.signals()?;
         let progress = Progress::auto();
         anyhow::Ok(
             runner::run(

@@ -583,7 +583,7 @@ fn timeline(out: &mut String, r: &RunResult) {
     let _ = writeln!(out, "## Timeline\n");
     let _ = writeln!(
         out,
-        "Steps with their expectation windows as they ran (a tick where each was seen), the \
+        "Steps with their expectation windows as they ran (a diamond where each was seen), the \
          target nodes' Ready condition, Terminating pods and their replacements{}. Seconds from \
          T0{}.\n",
         if !r.probes.is_empty() || !r.metrics.endpoints.stale_endpoints.is_empty() {
