@@ -72,7 +72,7 @@ fn three_runs_aggregate_and_compare_gates_a_slower_copy() {
         }
     }
     let a = aggregate(&dir);
-    assert_eq!(a.requested, 3);
+    assert_eq!(a.series.requested, 3);
     assert_eq!(a.runs.len(), 3);
     assert!(a.runs.iter().all(|r| r.verdict == RunVerdict::Pass));
     assert_eq!(a.stopped_early, None);

@@ -47,7 +47,7 @@ fn chart_unit(u: Unit) -> svg::Unit {
 pub fn distribution(a: &Aggregate) -> Distribution {
     let slowest = a.slowest.as_ref().map(|s| s.run);
     Distribution {
-        title: format!("{}: {} runs", a.scenario, counted(a)),
+        title: format!("{}: {} runs", a.series.scenario, counted(a)),
         series: a
             .metrics
             .iter()
@@ -95,11 +95,11 @@ pub fn render(a: &Aggregate) -> String {
         .iter()
         .filter(|r| r.verdict == RunVerdict::Pass)
         .count();
-    let _ = writeln!(out, "# nodefall: {} over {n} runs\n", a.scenario);
+    let _ = writeln!(out, "# nodefall: {} over {n} runs\n", a.series.scenario);
     let _ = writeln!(
         out,
         "- **Runs**: {passed} of {n} passed ({} requested{})",
-        a.requested,
+        a.series.requested,
         match &a.stopped_early {
             Some(why) => format!("; stopped early: {why}"),
             None => String::new(),
@@ -108,9 +108,9 @@ pub fn render(a: &Aggregate) -> String {
     let _ = writeln!(
         out,
         "- **Scenario**: `{}`, backend {}, profile {}",
-        a.file, a.backend, a.profile
+        a.series.file, a.series.backend, a.series.profile
     );
-    let _ = writeln!(out, "- **Started**: {}", utc_full(a.started_at));
+    let _ = writeln!(out, "- **Started**: {}", utc_full(a.series.started_at));
     if let Some(s) = &a.slowest {
         let unit = figures::find(&s.metric).map_or(Unit::Ms, |d| d.unit);
         let dir = a

@@ -168,7 +168,7 @@ fn forbidden(c: char) -> bool {
     (c < ' ' && !matches!(c, '\t' | '\n' | '\r')) || matches!(c, '\u{FFFE}' | '\u{FFFF}')
 }
 
-fn escape(text: &str, in_attribute: bool) -> String {
+pub(crate) fn escape(text: &str, in_attribute: bool) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

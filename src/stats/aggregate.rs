@@ -34,14 +34,8 @@ pub struct Aggregate {
     /// Always [`KIND`].
     pub kind: String,
     pub schema_version: u32,
-    pub scenario: String,
-    pub file: String,
-    pub backend: String,
-    /// The profile's name (`fast`, `default`, `discovered`).
-    pub profile: String,
-    /// `--repeat N`.
-    pub requested: u32,
-    pub started_at: Timestamp,
+    #[serde(flatten)]
+    pub series: Series,
     /// Why fewer than `requested` runs were made, when so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped_early: Option<String>,
@@ -201,12 +195,16 @@ pub struct Slowest {
 }
 
 /// What a series of runs was, before its runs: the scenario and how it ran.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Series {
     pub scenario: String,
+    /// The scenario file as given.
     pub file: String,
     pub backend: String,
+    /// The profile's name (`fast`, `default`, `discovered`).
     pub profile: String,
+    /// `--repeat N`.
     pub requested: u32,
     pub started_at: Timestamp,
 }
@@ -271,12 +269,7 @@ pub fn build(
     Aggregate {
         kind: KIND.to_owned(),
         schema_version: SCHEMA_VERSION,
-        scenario: series.scenario.clone(),
-        file: series.file.clone(),
-        backend: series.backend.clone(),
-        profile: series.profile.clone(),
-        requested: series.requested,
-        started_at: series.started_at,
+        series: series.clone(),
         stopped_early,
         metrics,
         expectations: expectations(counted.iter().map(|(_, r)| *r)),

@@ -56,7 +56,7 @@ impl Side {
     pub fn of_aggregate(source: &str, a: &Aggregate, stat: Stat) -> Side {
         Side {
             source: source.to_owned(),
-            scenario: a.scenario.clone(),
+            scenario: a.series.scenario.clone(),
             runs: a.runs.iter().filter(|r| r.counted()).count(),
             stat: Some(stat),
             values: a

@@ -18,21 +18,9 @@ pub const SMALL: f64 = 10.0;
 pub const NORMAL: f64 = 11.0;
 pub const TITLE: f64 = 14.0;
 
-/// XML text or attribute value, escaped.
+/// XML text or attribute value, escaped (as junit.xml escapes it).
 pub fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            c if c.is_control() => out.push(' '),
-            c => out.push(c),
-        }
-    }
-    out
+    crate::report::junit::escape(s, true)
 }
 
 /// A generous estimate of the width of `s` in a sans-serif font of `size`
