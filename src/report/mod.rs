@@ -1,6 +1,7 @@
 //! Reports of a run: `result.json` (the full record), `report.md` (with
-//! `timeline.svg`) and `junit.xml`,
-//! written into one directory per run, and re-rendered from `result.json`.
+//! `timeline.svg`) and `junit.xml`, written into one directory per run and
+//! re-rendered from `result.json`; the aggregate of repeated runs
+//! ([`aggregate`]) and the comparison of two ([`compare`]).
 
 pub mod aggregate;
 mod clients;
