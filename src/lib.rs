@@ -5,6 +5,7 @@
 //! observe -> timeline -> expect -> report.
 
 pub mod actions;
+pub mod audit;
 pub mod backend;
 pub mod cli;
 pub mod discover;

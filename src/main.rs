@@ -38,6 +38,7 @@ fn classify(err: &anyhow::Error) -> u8 {
         || err
             .downcast_ref::<report::Error>()
             .is_some_and(report::Error::is_bad_input)
+        || err.downcast_ref::<nodefall::audit::Error>().is_some()
         || err
             .downcast_ref::<nodefall::stats::Error>()
             .is_some_and(nodefall::stats::Error::is_bad_input)

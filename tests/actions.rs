@@ -286,7 +286,7 @@ async fn actions_flow() {
     until(&rec, "3 web pods, the 4th gone", |w| settled(w, 3)).await;
 
     // force-delete-pods: a pod on a frozen node stays Terminating until forced.
-    cluster.freeze_node("worker-3").unwrap();
+    cluster.freeze_node("worker-3").await.unwrap();
     let stuck = pods_on(&client, "worker-3").await;
     assert_eq!(stuck.len(), 1, "one live web pod on worker-3: {stuck:?}");
     let stuck_name = stuck[0].metadata.name.clone().unwrap();

@@ -166,16 +166,35 @@ fn three_nodes_fail_and_recover_one_at_a_time() {
     let _serial = serial();
     tokio::runtime::Runtime::new()
         .unwrap()
-        .block_on(fail_and_recover());
+        .block_on(fail_and_recover(0));
 }
 
-async fn fail_and_recover() {
+/// The same faults with the nodes played by two shared kwok processes
+/// (shards): each fault takes one node out of its shard's managed set.
+#[test]
+fn shared_kwok_nodes_fail_and_recover_one_at_a_time() {
+    let _serial = serial();
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(fail_and_recover(2));
+}
+
+async fn fail_and_recover(shards: usize) {
     let root = tempfile::tempdir().unwrap();
     let started = Instant::now();
     let mut progress = |m: &str| eprintln!("sim: {m}");
-    let mut cluster = SimCluster::up(&options(root.path(), "faults", 3), &mut progress)
-        .await
-        .unwrap();
+    let mut opts = options(root.path(), "faults", 3);
+    opts.shards = shards;
+    let mut cluster = SimCluster::up(&opts, &mut progress).await.unwrap();
+    let kwoks = records(cluster.state())
+        .iter()
+        .filter(|r| r.name.starts_with("kwok/"))
+        .count();
+    assert_eq!(
+        kwoks,
+        if shards == 0 { 3 } else { shards },
+        "kwok processes"
+    );
     let up = started.elapsed();
     eprintln!("sim up (3 nodes Ready): {up:?}");
     // About 10 s when idle; the bound catches a hang, not slowness under load.
@@ -199,8 +218,17 @@ async fn fail_and_recover() {
     wait_pod_ready(&client, "probe", "True", Duration::from_secs(60)).await;
 
     // pause-vm: freeze worker-1's agent.
-    cluster.freeze_node("worker-1").unwrap();
+    cluster.freeze_node("worker-1").await.unwrap();
     assert_goes_unknown(&client, "worker-1", "pause-vm").await;
+    // Only worker-1: its shard (or neighbours) still play the others.
+    for other in ["worker-2", "worker-3"] {
+        let n = nodes.get(other).await.unwrap();
+        assert_eq!(
+            ready_status(&n).as_deref(),
+            Some("True"),
+            "{other} while worker-1 is frozen"
+        );
+    }
     // The node lifecycle controller marks its pods not Ready ...
     wait_pod_ready(&client, "probe", "False", Duration::from_secs(30)).await;
     cluster.thaw_node("worker-1").await.unwrap();
@@ -209,13 +237,13 @@ async fn fail_and_recover() {
     wait_pod_ready(&client, "probe", "True", Duration::from_secs(60)).await;
 
     // poweroff / poweron: kill worker-2's agent, start a new one.
-    cluster.kill_node("worker-2").unwrap();
+    cluster.kill_node("worker-2").await.unwrap();
     assert_goes_unknown(&client, "worker-2", "poweroff").await;
     cluster.start_node("worker-2").await.unwrap();
     assert_back_ready(&client, "worker-2", "poweron", Duration::from_secs(60)).await;
 
     // stop-kubelet / start-kubelet on worker-3.
-    cluster.stop_node("worker-3").unwrap();
+    cluster.stop_node("worker-3").await.unwrap();
     assert_goes_unknown(&client, "worker-3", "stop-kubelet").await;
     cluster.start_node("worker-3").await.unwrap();
     assert_back_ready(
@@ -228,7 +256,7 @@ async fn fail_and_recover() {
 
     // Faults that do not fit the agent's state are refused, not ignored.
     assert!(cluster.start_node("worker-3").await.is_err());
-    assert!(cluster.freeze_node("worker-9").is_err());
+    assert!(cluster.freeze_node("worker-9").await.is_err());
 
     let rss = cluster.rss_bytes();
     eprintln!("cluster RSS: {} MiB", rss / (1024 * 1024));
@@ -354,7 +382,7 @@ fn agents_started_by_another_invocation_stop_with_the_cluster() {
     let before = records(owner.state());
     // Another invocation: freezes the node and replaces its agent.
     let mut other = SimCluster::open(root.path(), "shared").unwrap();
-    other.freeze_node(&node).unwrap();
+    rt.block_on(other.freeze_node(&node)).unwrap();
     rt.block_on(other.thaw_node(&node)).unwrap();
     let after = records(other.state());
     drop(other);

@@ -41,10 +41,10 @@ impl NodeFaults for SimBackend {
     async fn inject(&mut self, node: &str, fault: FaultKind) -> Result<(), Error> {
         let c = &mut self.cluster;
         let result = match fault {
-            FaultKind::PauseVm | FaultKind::DropNic => c.freeze_node(node),
+            FaultKind::PauseVm | FaultKind::DropNic => c.freeze_node(node).await,
             FaultKind::ResumeVm | FaultKind::RestoreNic => c.thaw_node(node).await,
-            FaultKind::Poweroff => c.kill_node(node),
-            FaultKind::StopKubelet => c.stop_node(node),
+            FaultKind::Poweroff => c.kill_node(node).await,
+            FaultKind::StopKubelet => c.stop_node(node).await,
             FaultKind::Poweron | FaultKind::StartKubelet => c.start_node(node).await,
             FaultKind::Shutdown => {
                 return Err(Error::Unsupported {

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 
+mod audit;
 mod cluster;
 mod machines;
 mod plan_ops;
@@ -74,6 +75,10 @@ pub enum Command {
     /// Work with the reports of past runs (re-render from `result.json`).
     #[command(subcommand)]
     Report(report::ReportCommand),
+    /// Check the observer against the API server's audit log; the baselines it is
+    /// compared with (a poller, `kubectl get -w`).
+    #[command(subcommand)]
+    Audit(audit::AuditCommand),
     /// Revert what killed runs left behind (paused nodes, taints, cordons,
     /// applied objects, throwaway clusters), from their undo journals.
     Recover {
@@ -120,8 +125,12 @@ pub struct ScenarioArgs {
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub repeat: u32,
     /// sim: number of nodes of the throwaway cluster.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=50))]
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=3000))]
     pub nodes: u16,
+    /// sim: shared kwok processes playing the nodes; 0 gives each node its own kwok.
+    /// Default: 0 up to 50 nodes, else one per 500 nodes (docs/sim-backend.md).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(0..=64))]
+    pub shards: Option<u16>,
     #[command(flatten)]
     pub machines: machines::MachineArgs,
 }
@@ -208,6 +217,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Sim(cmd) => sim::run(cmd),
         Command::Report(cmd) => report::run(cmd),
+        Command::Audit(cmd) => audit::run(cmd),
         Command::Scenario(args) => run_scenario::run(&args),
         Command::Recover { run } => recover::run(run.as_deref()),
     }

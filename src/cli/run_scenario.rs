@@ -6,7 +6,7 @@
 //! moment: stop, revert, write the partial report, tear down a throwaway
 //! cluster, exit with 128 + the signal's number.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
@@ -221,6 +221,7 @@ fn run_on_sim(
                 let mut opts = UpOptions::new(name.clone(), profile.clone());
                 opts.root = root.clone();
                 opts.nodes = usize::from(args.nodes);
+                opts.shards = args.shards.map_or_else(|| sim::auto_shards(opts.nodes), usize::from);
                 opts.reaper = Some(std::env::current_exe().context("locating the nodefall executable (the cluster's reaper runs it)")?);
                 let mut log = |m: &str| progress.log(&format!("sim: {m}"));
                 tokio::select! {
@@ -258,6 +259,7 @@ fn run_on_sim(
         )
         .await;
         let cluster = backend.cluster;
+        check_audit(&cluster.audit_log_path(), &progress, &mut outcome.result).await;
         // A throwaway cluster goes away now (inside the runtime, so a
         // further signal can still cut it short: the cluster's reaper and
         // `nodefall recover` finish the job then).
@@ -292,6 +294,34 @@ fn run_on_sim(
         }
     }
     conclude(&args.out, once, &outcome, journal)
+}
+
+/// Checks the observer against the sim's audit log (before a throwaway
+/// cluster takes it away) and puts the figures in the result. A failure is
+/// a note, not the run's: the figures are about nodefall, not the cluster.
+async fn check_audit(log: &Path, progress: &Progress, result: &mut RunResult) {
+    if !log.is_file() || result.observed_from.is_none() {
+        return;
+    }
+    progress.log(&format!(
+        "audit: checking the observer against {}",
+        log.display()
+    ));
+    let (run, path) = (result.clone(), log.to_owned());
+    let checked = tokio::task::spawn_blocking(move || {
+        crate::audit::check_run(&run, Path::new("result.json"), &path, &[])
+    })
+    .await;
+    match checked {
+        Ok(Ok(report)) => {
+            if let Some(c) = report.checks.first() {
+                progress.log(&format!("audit: {}", crate::report::audit_line(c)));
+            }
+            result.audit = Some(report);
+        }
+        Ok(Err(e)) => progress.log(&format!("audit: not checked: {}", crate::runner::chain(&e))),
+        Err(e) => progress.log(&format!("audit: not checked: {e}")),
+    }
 }
 
 /// How a run's sim cluster ended.

@@ -157,9 +157,13 @@ pub struct UpArgs {
     /// Cluster name.
     #[arg(long, default_value = "nodefall")]
     pub name: String,
-    /// Number of (worker) nodes.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=50))]
+    /// Number of (worker) nodes (more than 50 are played by shared kwok processes).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=3000))]
     pub nodes: u16,
+    /// Shared kwok processes playing the nodes; 0 gives each node its own kwok.
+    /// Default: 0 up to 50 nodes, else one per 500 nodes (docs/sim-backend.md).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(0..=64))]
+    pub shards: Option<u16>,
     /// Timing profile of the control plane.
     #[arg(long, value_enum, default_value_t = ProfileName::Fast)]
     pub profile: ProfileName,
@@ -174,6 +178,9 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
         SimCommand::Up(args) => {
             let mut opts = UpOptions::new(&args.name, TimingProfile::named(args.profile));
             opts.nodes = usize::from(args.nodes);
+            opts.shards = args
+                .shards
+                .map_or_else(|| sim::auto_shards(opts.nodes), usize::from);
             opts.root = root;
             opts.timeout = Duration::from_secs(args.timeout);
             // Until it is ready and detached, the cluster is as throwaway as
@@ -262,6 +269,12 @@ async fn node_action(
         Ok(c.node_state(node)?.agent.as_ref().map_or(0, |a| a.pid))
     };
     let old = pid(cluster)?;
+    // A shared node's fault is a label change, not a signal (agents.rs).
+    let shard = record.shard;
+    let how = |signal: &str| match shard {
+        Some(k) => format!("taken out of kwok shard {k}"),
+        None => format!("kwok pid {old}, {signal}"),
+    };
     Ok(match action {
         NodeAction::Freeze => {
             // The backend lets a pause repeat; a command that freezes a
@@ -273,26 +286,33 @@ async fn node_action(
                     wanted: "running",
                 });
             }
-            cluster.freeze_node(node)?;
-            format!("froze {node} (kwok pid {old}, SIGSTOP)")
+            cluster.freeze_node(node).await?;
+            format!("froze {node} ({})", how("SIGSTOP"))
         }
         NodeAction::Thaw => {
             cluster.thaw_node(node).await?;
-            let new = pid(cluster)?;
-            format!("thawed {node} (frozen kwok pid {old} killed, new kwok pid {new})")
+            match shard {
+                Some(k) => format!("thawed {node} (back in kwok shard {k})"),
+                None => format!(
+                    "thawed {node} (frozen kwok pid {old} killed, new kwok pid {})",
+                    pid(cluster)?
+                ),
+            }
         }
         NodeAction::Kill => {
-            cluster.kill_node(node)?;
-            format!("killed {node} (kwok pid {old}, SIGKILL)")
+            cluster.kill_node(node).await?;
+            format!("killed {node} ({})", how("SIGKILL"))
         }
         NodeAction::Stop => {
-            cluster.stop_node(node)?;
-            format!("stopped {node} (kwok pid {old}, SIGTERM)")
+            cluster.stop_node(node).await?;
+            format!("stopped {node} ({})", how("SIGTERM"))
         }
         NodeAction::Start => {
             cluster.start_node(node).await?;
-            let new = pid(cluster)?;
-            format!("started {node} (new kwok pid {new})")
+            match shard {
+                Some(k) => format!("started {node} (back in kwok shard {k})"),
+                None => format!("started {node} (new kwok pid {})", pid(cluster)?),
+            }
         }
     })
 }

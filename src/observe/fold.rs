@@ -35,6 +35,16 @@ pub(crate) trait Differ<K>: Send + 'static {
     fn deleted(&self) -> Option<Change>;
 }
 
+/// One listed object of a relist in progress, compared already.
+#[derive(Debug)]
+struct Listed<S> {
+    key: String,
+    object: ObjectRef,
+    snap: S,
+    /// None: the same as the known state.
+    changes: Option<Changes>,
+}
+
 /// The known state of one kind's objects and the relist being collected.
 #[derive(Debug)]
 pub(crate) struct Fold<K, D: Differ<K>> {
@@ -44,8 +54,10 @@ pub(crate) struct Fold<K, D: Differ<K>> {
     /// Which key currently holds each timeline name: a new key under a name
     /// still held means the holder was deleted unseen.
     holder: BTreeMap<ObjectRef, String>,
-    /// The objects of the relist in progress, in list order.
-    relist: Option<Vec<K>>,
+    /// The objects of the relist in progress, in list order, each already
+    /// compared with the known state (which a relist cannot change before
+    /// its end): memory per object is its snapshot, not the object.
+    relist: Option<Vec<Listed<D::Snap>>>,
     listed_once: bool,
 }
 
@@ -74,12 +86,15 @@ impl<K, D: Differ<K>> Fold<K, D> {
             // A (re)started list: whatever an earlier, unfinished one
             // collected is stale.
             Event::Init => self.relist = Some(Vec::new()),
-            Event::InitApply(obj) => match self.relist.as_mut() {
-                Some(buffer) => buffer.push(obj),
-                // kube's watcher always sends Init first; should it not, the
-                // object is at least not lost.
-                None => self.apply(&obj, !self.listed_once, &mut out),
-            },
+            Event::InitApply(obj) => {
+                let listed = self.prepare(&obj, !self.listed_once);
+                match self.relist.as_mut() {
+                    Some(buffer) => buffer.push(listed),
+                    // kube's watcher always sends Init first; should it not,
+                    // the object is at least not lost.
+                    None => self.commit(listed, &mut out),
+                }
+            }
             Event::Apply(obj) => self.apply(&obj, false, &mut out),
             Event::Delete(obj) => {
                 let key = self.differ.key(&obj);
@@ -98,12 +113,12 @@ impl<K, D: Differ<K>> Fold<K, D> {
     /// Compares a complete list with the known state: objects missing from
     /// it were deleted meanwhile (recorded first, so a name re-used by a new
     /// object is free again), then every listed object's changes.
-    fn reconcile(&mut self, listed: Vec<K>, out: &mut Vec<(ObjectRef, Changes)>) {
-        let present: HashSet<String> = listed.iter().map(|o| self.differ.key(o)).collect();
+    fn reconcile(&mut self, listed: Vec<Listed<D::Snap>>, out: &mut Vec<(ObjectRef, Changes)>) {
+        let present: HashSet<&str> = listed.iter().map(|l| l.key.as_str()).collect();
         let mut gone: Vec<(ObjectRef, String)> = self
             .known
             .iter()
-            .filter(|(key, _)| !present.contains(*key))
+            .filter(|(key, _)| !present.contains(key.as_str()))
             .map(|(key, (object, _))| (object.clone(), key.clone()))
             .collect();
         // HashMap order is random; the record should not be.
@@ -111,31 +126,44 @@ impl<K, D: Differ<K>> Fold<K, D> {
         for (_, key) in gone {
             self.forget(&key, out);
         }
-        let initial = !self.listed_once;
-        for obj in &listed {
-            self.apply(obj, initial, out);
+        for l in listed {
+            self.commit(l, out);
         }
     }
 
     fn apply(&mut self, obj: &K, initial: bool, out: &mut Vec<(ObjectRef, Changes)>) {
+        let listed = self.prepare(obj, initial);
+        self.commit(listed, out);
+    }
+
+    /// Compares `obj` with the known state of its key.
+    fn prepare(&self, obj: &K, initial: bool) -> Listed<D::Snap> {
         let key = self.differ.key(obj);
         let object = self.differ.object(obj);
-        if let Some(old) = self.holder.get(&object).filter(|k| **k != key).cloned() {
+        let snap = self.differ.snap(obj);
+        let prev = self.known.get(&key).map(|(_, s)| s);
+        let changes = (prev != Some(&snap)).then(|| self.differ.diff(prev, obj, initial));
+        Listed {
+            key,
+            object,
+            snap,
+            changes,
+        }
+    }
+
+    /// Makes a compared object the known state, recording its changes.
+    fn commit(&mut self, l: Listed<D::Snap>, out: &mut Vec<(ObjectRef, Changes)>) {
+        if let Some(old) = self.holder.get(&l.object).filter(|k| **k != l.key).cloned() {
             // Same name, new UID, and no Delete seen for the old one: it was
             // deleted in between.
             self.forget(&old, out);
         }
-        let snap = self.differ.snap(obj);
-        let prev = self.known.get(&key).map(|(_, s)| s);
-        if prev == Some(&snap) {
-            return;
-        }
-        let changes = self.differ.diff(prev, obj, initial);
+        let Some(changes) = l.changes else { return };
         if !changes.is_empty() {
-            out.push((object.clone(), changes));
+            out.push((l.object.clone(), changes));
         }
-        self.holder.insert(object.clone(), key.clone());
-        self.known.insert(key, (object, snap));
+        self.holder.insert(l.object.clone(), l.key.clone());
+        self.known.insert(l.key, (l.object, l.snap));
     }
 
     /// Drops a known object, recording its deletion.

@@ -10,8 +10,8 @@
 //! truth is lost, only observed later.
 
 mod endpoints;
-mod fold;
-mod kinds;
+pub(crate) mod fold;
+pub(crate) mod kinds;
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;

@@ -39,6 +39,7 @@ pub fn render(result: &RunResult) -> String {
     super::volumes::sections(&mut out, result);
     steps(&mut out, result);
     super::commands::section(&mut out, result);
+    super::audit::section(&mut out, result);
     timeline(&mut out, result);
     out
 }

@@ -4,6 +4,7 @@
 //! ([`aggregate`]) and the comparison of two ([`compare`]).
 
 pub mod aggregate;
+mod audit;
 mod clients;
 mod commands;
 pub mod compare;
@@ -23,6 +24,7 @@ use std::path::{Path, PathBuf};
 
 use jiff::Timestamp;
 
+pub use audit::audit_line;
 pub use result::{RunResult, SCHEMA_VERSION};
 
 /// The file names inside a run directory.

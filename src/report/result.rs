@@ -84,6 +84,41 @@ pub struct RunResult {
     /// latency (empty without `probe:`; older results have none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub probes: Vec<crate::probe::ProbeRecord>,
+    /// When the watchers had listed every object once (ms since start): the
+    /// observer's transitions from then on are live.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_from: Option<Ms>,
+    /// nodefall's own resource use over the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// The observer checked against the API server's audit log (sim).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit: Option<crate::audit::AuditReport>,
+}
+
+/// The nodefall process's own peak memory and CPU time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    pub peak_rss_bytes: u64,
+    /// User + system CPU time.
+    pub cpu_ms: u64,
+}
+
+impl Usage {
+    /// This process's figures so far (getrusage); None where unavailable.
+    pub fn of_self() -> Option<Usage> {
+        let u = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF).ok()?;
+        let ms = |t: nix::sys::time::TimeVal| {
+            u64::try_from(t.tv_sec()).unwrap_or(0) * 1000
+                + u64::try_from(t.tv_usec()).unwrap_or(0) / 1000
+        };
+        Some(Usage {
+            // Linux reports ru_maxrss in KiB.
+            peak_rss_bytes: u64::try_from(u.max_rss()).unwrap_or(0) * 1024,
+            cpu_ms: ms(u.user_time()) + ms(u.system_time()),
+        })
+    }
 }
 
 impl RunResult {

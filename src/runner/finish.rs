@@ -41,6 +41,9 @@ pub fn failed_to_start(plan: &Plan, file: &str, error: &str, verdict: RunVerdict
         guards: Vec::new(),
         aborted: None,
         probes: Vec::new(),
+        observed_from: None,
+        usage: None,
+        audit: None,
     }
 }
 
@@ -152,6 +155,9 @@ impl Run<'_> {
             guards: self.guard_records,
             aborted: self.aborted,
             probes: self.probe_records,
+            observed_from: self.observed_from,
+            usage: crate::report::result::Usage::of_self(),
+            audit: None,
         }
     }
 }

@@ -178,6 +178,7 @@ pub async fn run<B: NodeFaults>(
         manifests: Vec::new(),
         applied: BTreeSet::new(),
         observer: None,
+        observed_from: None,
         progress,
         late: Vec::new(),
         steps_end: None,
@@ -314,6 +315,8 @@ struct Run<'a> {
     /// Objects this run created: (kind, namespace, name).
     applied: BTreeSet<(String, Option<String>, String)>,
     observer: Option<Observer>,
+    /// When the observer had listed everything once (ms since start).
+    observed_from: Option<Ms>,
     progress: &'a Progress,
     /// Expectations that failed unseen: looked at again over the whole run
     /// at the end, to report when (and so by how much) they did hold.

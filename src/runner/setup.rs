@@ -51,6 +51,7 @@ impl Run<'_> {
                 })
             })?;
         self.observer = Some(observer);
+        self.observed_from = Some(self.rec.now());
         let setup = &self.plan.scenario.setup;
         for file in setup
             .apply

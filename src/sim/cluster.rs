@@ -13,12 +13,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::core::v1::{Node, ServiceAccount};
-use kube::api::{Api, ObjectMeta, PostParams};
+use kube::api::Api;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use nix::sys::signal::Signal;
 
 use super::Error;
+use super::agents;
 use super::binaries::Binaries;
 use super::pki::{self, Pki};
 use super::process::{self, Proc, ProcRecord};
@@ -36,8 +37,11 @@ const STAGES: [&str; 6] = [
     include_str!("stages/pod-recover.yaml"),
 ];
 
-/// Marks the Node objects nodefall made, and tells kwok they are fake.
-pub const SIM_NODE_LABEL: &str = "nodefall.dev/sim";
+/// What the API server's audit log records: every write to Nodes and Pods
+/// (status and binding included) with the objects, stamped when the
+/// response completed (microseconds). It is the ground truth the observer
+/// is checked against (`src/audit/`); leases, events and reads stay out.
+const AUDIT_POLICY: &str = include_str!("audit-policy.yaml");
 
 /// How long an invocation waits for another to release a cluster's state
 /// lock (held for a node operation or a teardown).
@@ -60,6 +64,9 @@ pub struct UpOptions {
     /// which takes the cluster down if this process dies without doing so
     /// (see `reaper.rs`); `detach` stops it. None: no reaper.
     pub reaper: Option<PathBuf>,
+    /// Shared kwok processes playing the nodes; 0: one kwok per node (see
+    /// `agents.rs`).
+    pub shards: usize,
     /// Appended to kube-apiserver's flags (tests: e.g. an egress selector
     /// that sends the node proxy's traffic through a loopback proxy).
     pub extra_apiserver_args: Vec<String>,
@@ -70,6 +77,7 @@ impl UpOptions {
         UpOptions {
             name: name.into(),
             nodes: 3,
+            shards: 0,
             profile,
             root: state::default_root(),
             timeout: Duration::from_secs(120),
@@ -118,15 +126,7 @@ impl SimCluster {
 
         let [etcd_client, etcd_peer, api_port] = free_ports()?;
         let server = format!("https://127.0.0.1:{api_port}");
-        let nodes = (1..=opts.nodes)
-            .map(|i| SimNode {
-                name: format!("worker-{i}"),
-                ip: format!("10.89.0.{}", i + 1),
-                pod_cidr: format!("10.244.{i}.0/24"),
-                agent_state: AgentState::Stopped,
-                agent: None,
-            })
-            .collect();
+        let nodes = agents::nodes(opts.nodes, opts.shards);
         let mut cluster = SimCluster {
             layout,
             state: State {
@@ -166,6 +166,8 @@ impl SimCluster {
         write_kubeconfig(&cluster.layout.kubeconfig(), &server, &pki)?;
         std::fs::write(cluster.layout.stages(), STAGES.join("\n---\n"))
             .map_err(|e| Error::io("writing the kwok stages", e))?;
+        std::fs::write(cluster.layout.audit_policy(), AUDIT_POLICY)
+            .map_err(|e| Error::io("writing the audit policy", e))?;
 
         progress("starting etcd and kube-apiserver");
         cluster.spawn_component(
@@ -174,6 +176,7 @@ impl SimCluster {
             etcd_args(&cluster.layout, etcd_client, etcd_peer),
         )?;
         let mut api_args = apiserver_args(&pki, etcd_client, api_port, &opts.profile);
+        api_args.extend(audit_args(&cluster.layout));
         api_args.extend(opts.extra_apiserver_args.iter().cloned());
         cluster.spawn_component("kube-apiserver", &binaries.kube_apiserver, api_args.clone())?;
         let client = cluster.client().await?;
@@ -181,7 +184,15 @@ impl SimCluster {
 
         progress("starting kube-controller-manager and kube-scheduler");
         let kubeconfig = cluster.layout.kubeconfig();
-        let kcm = controller_manager_args(&kubeconfig, &pki, &opts.profile);
+        let mut kcm = controller_manager_args(&kubeconfig, &pki, &opts.profile);
+        let mut sched = scheduler_args(&kubeconfig);
+        if opts.shards > 0 {
+            // Thousands of pods: the clients' default 20 QPS would make the
+            // ReplicaSet controller and the scheduler the bottleneck (kwokctl
+            // lifts the same limits).
+            kcm.extend(unlimited_qps());
+            sched.extend(unlimited_qps());
+        }
         // What the processes really run with, where kubeadm would say it.
         let version = client
             .apiserver_version()
@@ -205,7 +216,6 @@ impl SimCluster {
             &binaries.kube_controller_manager,
             kcm,
         )?;
-        let sched = scheduler_args(&kubeconfig);
         cluster.spawn_component("kube-scheduler", &binaries.kube_scheduler, sched)?;
 
         progress(&format!(
@@ -213,8 +223,19 @@ impl SimCluster {
             opts.nodes
         ));
         let names: Vec<String> = cluster.state.nodes.iter().map(|n| n.name.clone()).collect();
-        for name in &names {
-            cluster.start_agent(&client, name).await?;
+        if opts.shards == 0 {
+            for name in &names {
+                cluster.start_agent(&client, name).await?;
+            }
+        } else {
+            agents::register_all(&client, &cluster.state.nodes).await?;
+            for k in 0..opts.shards {
+                let args = agents::shard_args(&cluster.layout, k, &opts.profile);
+                cluster.spawn_component(&agents::shard_name(k), &binaries.kwok, args)?;
+            }
+            for node in &mut cluster.state.nodes {
+                node.agent_state = AgentState::Running;
+            }
         }
         cluster.save()?;
 
@@ -366,6 +387,11 @@ impl SimCluster {
     pub fn dir(&self) -> &Path {
         &self.layout.dir
     }
+    /// The API server's audit log (clusters started before nodefall wrote
+    /// one have none).
+    pub fn audit_log_path(&self) -> PathBuf {
+        self.layout.audit_log()
+    }
     pub fn kubeconfig_path(&self) -> PathBuf {
         self.layout.kubeconfig()
     }
@@ -409,9 +435,14 @@ impl SimCluster {
     // ----- node faults -----
 
     /// `pause-vm` / `drop-nic`: freezes the node's agent (SIGSTOP), so it
-    /// neither renews its lease nor touches its pods.
-    pub fn freeze_node(&mut self, node: &str) -> Result<(), Error> {
-        self.agent(node)?.signal(Signal::SIGSTOP)?;
+    /// neither renews its lease nor touches its pods. A shared node is taken
+    /// out of its shard's managed set instead, with the same effect.
+    pub async fn freeze_node(&mut self, node: &str) -> Result<(), Error> {
+        if self.is_shared(node)? {
+            self.take_out(node, "running or frozen").await?;
+        } else {
+            self.agent(node)?.signal(Signal::SIGSTOP)?;
+        }
         self.set_agent_state(node, AgentState::Frozen)
     }
 
@@ -419,7 +450,9 @@ impl SimCluster {
     /// replaced by a fresh one rather than thawed with SIGCONT: a thawed
     /// kwok acts on its stale cache and deletes pods by name without a UID
     /// precondition, so it would delete a StatefulSet's replacement pod that
-    /// reused the name on another node, which a real kubelet never does.
+    /// reused the name on another node, which a real kubelet never does. A
+    /// shared node goes back into its shard's managed set, whose kwok never
+    /// stopped and lists the node's pods afresh.
     pub async fn thaw_node(&mut self, node: &str) -> Result<(), Error> {
         let state = self.node_state(node)?.agent_state;
         if state != AgentState::Frozen {
@@ -429,19 +462,31 @@ impl SimCluster {
                 wanted: "frozen",
             });
         }
+        if self.is_shared(node)? {
+            self.bring_back(node).await?;
+            return self.set_agent_state(node, AgentState::Running);
+        }
         self.agent(node)?.kill();
         self.forget_agent(node)?;
         self.start_node(node).await
     }
 
     /// `poweroff`: kills the agent at once (SIGKILL), like pulling the plug.
-    pub fn kill_node(&mut self, node: &str) -> Result<(), Error> {
+    pub async fn kill_node(&mut self, node: &str) -> Result<(), Error> {
+        if self.is_shared(node)? {
+            self.take_out(node, "running or frozen").await?;
+            return self.set_agent_state(node, AgentState::Stopped);
+        }
         self.agent(node)?.kill();
         self.forget_agent(node)
     }
 
     /// `stop-kubelet`: stops the agent cleanly (SIGTERM).
-    pub fn stop_node(&mut self, node: &str) -> Result<(), Error> {
+    pub async fn stop_node(&mut self, node: &str) -> Result<(), Error> {
+        if self.is_shared(node)? {
+            self.take_out(node, "running or frozen").await?;
+            return self.set_agent_state(node, AgentState::Stopped);
+        }
         self.agent(node)?.stop(STOP_GRACE);
         self.forget_agent(node)
     }
@@ -458,9 +503,65 @@ impl SimCluster {
                 wanted: "stopped",
             });
         }
+        if state.shard.is_some() {
+            self.bring_back(node).await?;
+            return self.set_agent_state(node, AgentState::Running);
+        }
         let client = self.client().await?;
         self.start_agent(&client, node).await?;
         self.save()
+    }
+
+    /// Whether a shard (not its own kwok) plays the node.
+    fn is_shared(&self, node: &str) -> Result<bool, Error> {
+        Ok(self.node_state(node)?.shard.is_some())
+    }
+
+    /// Takes a shared node out of its shard's managed set; its agent must
+    /// not be stopped already (as a per-node agent must exist).
+    async fn take_out(&mut self, node: &str, wanted: &'static str) -> Result<(), Error> {
+        let spec = self.node_state(node)?.clone();
+        if spec.agent_state == AgentState::Stopped {
+            return Err(Error::AgentState {
+                node: node.to_owned(),
+                state: spec.agent_state,
+                wanted,
+            });
+        }
+        self.check_shard(&spec)?;
+        let client = self.client().await?;
+        agents::set_managed(&client, &spec, false).await
+    }
+
+    /// Puts a shared node back in its shard's managed set.
+    async fn bring_back(&mut self, node: &str) -> Result<(), Error> {
+        let spec = self.node_state(node)?.clone();
+        self.check_shard(&spec)?;
+        let client = self.client().await?;
+        agents::set_managed(&client, &spec, true).await
+    }
+
+    /// A fault on a shared node needs its shard's kwok running (else a node
+    /// put back would stay NotReady with nobody to say why).
+    fn check_shard(&mut self, node: &SimNode) -> Result<(), Error> {
+        let Some(k) = node.shard else { return Ok(()) };
+        let name = agents::shard_name(k);
+        match self.procs.get_mut(&name) {
+            Some(p) => {
+                if p.is_alive() {
+                    Ok(())
+                } else {
+                    Err(Error::NotRunning {
+                        component: name,
+                        pid: p.record.pid,
+                    })
+                }
+            }
+            None => Err(Error::io_msg(format!(
+                "cluster `{}` records no {name} for node {}",
+                self.state.name, node.name
+            ))),
+        }
     }
 
     /// Restarts a control-plane component with the same arguments (for tests
@@ -581,10 +682,10 @@ impl SimCluster {
 
     async fn start_agent(&mut self, client: &kube::Client, node: &str) -> Result<(), Error> {
         let spec = self.node_state(node)?.clone();
-        register_node(client, &spec).await?;
+        agents::register(client, &spec).await?;
         let binaries = Binaries::at(&super::binaries::cache_root(), self.state.versions.clone());
         let name = format!("kwok/{node}");
-        let args = kwok_args(&self.layout, &spec, &self.state.profile);
+        let args = agents::single_args(&self.layout, &spec, &self.state.profile);
         let proc = Proc::spawn(&name, &binaries.kwok, &args, &self.layout.log(&name))?;
         let record = proc.record.clone();
         self.procs.insert(name, proc);
@@ -705,7 +806,11 @@ impl SimCluster {
             match next {
                 Err(_) => {
                     let what = format!("nodes Ready (still waiting for {})", join(&pending));
-                    return Err(self.timeout(&what, "kwok-worker-1"));
+                    let agent = names
+                        .first()
+                        .and_then(|n| self.state.node(n))
+                        .map_or_else(|| "kwok/worker-1".to_owned(), agents::agent_log_component);
+                    return Err(self.timeout(&what, &agent));
                 }
                 // The watcher retries on its own; a component may have died.
                 Ok(Err(_)) => self.check_components()?,
@@ -818,54 +923,6 @@ fn prepare_dir(layout: &Layout, name: &str) -> Result<(), Error> {
             .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
     }
     Ok(())
-}
-
-async fn register_node(client: &kube::Client, node: &SimNode) -> Result<(), Error> {
-    let api: Api<Node> = Api::all(client.clone());
-    if api
-        .get_opt(&node.name)
-        .await
-        .map_err(|source| Error::Kube {
-            what: format!("reading node {}", node.name),
-            source,
-        })?
-        .is_some()
-    {
-        return Ok(());
-    }
-    let labels = [
-        ("kubernetes.io/hostname", node.name.as_str()),
-        ("kubernetes.io/os", "linux"),
-        ("kubernetes.io/arch", "amd64"),
-        ("type", "kwok"),
-        (SIM_NODE_LABEL, "true"),
-    ];
-    let object = Node {
-        metadata: ObjectMeta {
-            name: Some(node.name.clone()),
-            labels: Some(
-                labels
-                    .iter()
-                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                    .collect(),
-            ),
-            annotations: Some([("kwok.x-k8s.io/node".to_owned(), "fake".to_owned())].into()),
-            ..ObjectMeta::default()
-        },
-        spec: Some(k8s_openapi::api::core::v1::NodeSpec {
-            pod_cidr: Some(node.pod_cidr.clone()),
-            ..Default::default()
-        }),
-        status: None,
-    };
-    match api.create(&PostParams::default(), &object).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-        Err(source) => Err(Error::Kube {
-            what: format!("registering node {}", node.name),
-            source,
-        }),
-    }
 }
 
 async fn config_for(kubeconfig: &Path) -> Result<kube::Config, Error> {
@@ -1054,24 +1111,23 @@ fn scheduler_args(kubeconfig: &Path) -> Vec<String> {
     ])
 }
 
-fn kwok_args(layout: &Layout, node: &SimNode, profile: &TimingProfile) -> Vec<String> {
-    let kc = layout.kubeconfig().display().to_string();
-    let stages = layout.stages().display().to_string();
-    let lease = secs(profile.node_lease_duration);
-    strings([
-        "--kubeconfig",
-        &kc,
-        "--config",
-        &stages,
-        "--manage-single-node",
-        &node.name,
-        "--node-lease-duration-seconds",
-        &lease,
-        "--node-ip",
-        &node.ip,
-        "--cidr",
-        &node.pod_cidr,
-        "--server-address",
-        "127.0.0.1:0",
-    ])
+fn audit_args(layout: &Layout) -> Vec<String> {
+    vec![
+        "--audit-policy-file".to_owned(),
+        layout.audit_policy().display().to_string(),
+        "--audit-log-path".to_owned(),
+        layout.audit_log().display().to_string(),
+        "--audit-log-format".to_owned(),
+        "json".to_owned(),
+        // Written before the response is sent: complete when read.
+        "--audit-log-mode".to_owned(),
+        "blocking".to_owned(),
+    ]
+}
+
+fn unlimited_qps() -> [String; 2] {
+    [
+        "--kube-api-qps=5000".to_owned(),
+        "--kube-api-burst=10000".to_owned(),
+    ]
 }

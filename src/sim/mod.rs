@@ -1,7 +1,9 @@
 //! The `sim` backend's cluster: a real Kubernetes control plane (etcd,
 //! kube-apiserver, kube-controller-manager, kube-scheduler) on loopback, with
-//! nodes played by one kwok process each. See `docs/sim-backend.md`.
+//! nodes played by one kwok process each, or by a few shared ones for large
+//! clusters (`agents.rs`). See `docs/sim-backend.md`.
 
+mod agents;
 pub mod binaries;
 mod cluster;
 mod kubeadm_config;
@@ -13,7 +15,8 @@ pub mod state;
 use std::path::PathBuf;
 use std::process::ExitStatus;
 
-pub use cluster::{CONTEXT, SIM_NODE_LABEL, SimCluster, UpOptions, is_ready};
+pub use agents::{MAX_NODES, SHARD_LABEL, SIM_NODE_LABEL, auto_shards};
+pub use cluster::{CONTEXT, SimCluster, UpOptions, is_ready};
 pub use state::{AgentState, State, default_root};
 
 #[derive(Debug, thiserror::Error)]

@@ -52,8 +52,13 @@ pub struct SimNode {
     /// The range kwok hands pod IPs out of.
     pub pod_cidr: String,
     pub agent_state: AgentState,
-    /// The node's kwok process while one exists.
+    /// The node's own kwok process while one exists (per-node mode).
     pub agent: Option<ProcRecord>,
+    /// The shared kwok that manages the node (shared mode, see
+    /// `agents.rs`); `agent_state` then says whether it is in the shard's
+    /// managed set (running) or taken out (frozen or stopped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<usize>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -111,6 +116,13 @@ impl Layout {
     pub fn log(&self, component: &str) -> PathBuf {
         self.logs()
             .join(format!("{}.log", component.replace('/', "-")))
+    }
+    pub fn audit_policy(&self) -> PathBuf {
+        self.dir.join("audit-policy.yaml")
+    }
+    /// The API server's audit log (JSON lines; see `cluster.rs`).
+    pub fn audit_log(&self) -> PathBuf {
+        self.logs().join("audit.log")
     }
     pub fn stages(&self) -> PathBuf {
         self.dir.join("kwok-stages.yaml")

@@ -1,0 +1,294 @@
+//! Reads the API server's audit log into the ground truth: every change of
+//! a Node or Pod, at the moment its write completed.
+//!
+//! Each audited write carries the object as stored (`responseObject`), so
+//! the same folds as the observer's (`observe::kinds`) turn the sequence of
+//! stored states into the same typed changes nodefall records, each stamped
+//! with the event's `stageTimestamp` (ResponseComplete, microseconds).
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::BufRead;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::runtime::watcher::Event as WatchEvent;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{Error, Seen};
+use crate::observe::fold::Fold;
+use crate::observe::kinds::{NodeDiff, PodDiff};
+
+/// Which objects the truth covers: every Node, and the Pods of one
+/// namespace (what a run's observer watches) or of all.
+#[derive(Debug, Clone, Default)]
+pub struct Scope {
+    pub namespace: Option<String>,
+}
+
+/// The ground truth read from one audit log.
+#[derive(Debug, Default)]
+pub struct Truth {
+    /// In the order the writes completed.
+    pub transitions: Vec<Seen>,
+    /// Audit events read (every line).
+    pub events: usize,
+    /// Writes to Nodes and Pods in scope that were folded in.
+    pub writes: usize,
+    /// When the log starts and ends.
+    pub first: Option<Timestamp>,
+    pub last: Option<Timestamp>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Event {
+    stage: String,
+    verb: String,
+    #[serde(default)]
+    object_ref: Option<ObjectRefJson>,
+    #[serde(default)]
+    response_status: Option<StatusJson>,
+    #[serde(default)]
+    request_object: Option<Value>,
+    #[serde(default)]
+    response_object: Option<Value>,
+    stage_timestamp: Timestamp,
+}
+
+#[derive(Debug, Deserialize)]
+struct ObjectRefJson {
+    #[serde(default)]
+    resource: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    subresource: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct StatusJson {
+    #[serde(default)]
+    code: Option<u16>,
+}
+
+/// One write, decoded: what it did to which object.
+enum Write {
+    Node(Box<WatchEvent<Node>>),
+    Pod(Box<WatchEvent<Pod>>),
+    /// `pods/binding`: the scheduler set the pod's node (the response is a
+    /// Status, not the pod).
+    Bind {
+        namespace: String,
+        name: String,
+        node: String,
+    },
+}
+
+/// How far back in the log a write may complete before one logged earlier
+/// (the log is written at completion, so nearly in order): writes are held
+/// this long and folded in time order.
+const REORDER_US: i64 = 2_000_000;
+
+/// Reads a whole audit log, folding as it goes (memory: the objects' last
+/// states, not the log). `path` only names the file in errors.
+pub fn read(reader: impl BufRead, path: &std::path::Path, scope: &Scope) -> Result<Truth, Error> {
+    let mut truth = Truth::default();
+    let mut folder = Folder::default();
+    // Writes not folded yet, by (completion time, position in the log).
+    let mut pending: BTreeMap<(Timestamp, usize), Write> = BTreeMap::new();
+    for (i, line) in reader.lines().enumerate() {
+        let line = line.map_err(|source| Error::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let event: Event = serde_json::from_str(&line).map_err(|source| Error::Parse {
+            path: path.to_owned(),
+            line: i + 1,
+            source,
+        })?;
+        truth.events += 1;
+        truth.first.get_or_insert(event.stage_timestamp);
+        let newest = truth
+            .last
+            .map_or(event.stage_timestamp, |l| l.max(event.stage_timestamp));
+        truth.last = Some(newest);
+        if let Some((at, write)) = decode(event, scope) {
+            truth.writes += 1;
+            pending.insert((at, i), write);
+        }
+        let horizon = newest
+            .checked_sub(jiff::SignedDuration::from_micros(REORDER_US))
+            .unwrap_or(newest);
+        while let Some(entry) = pending.first_entry() {
+            if entry.key().0 >= horizon {
+                break;
+            }
+            let ((at, _), write) = entry.remove_entry();
+            folder.fold(at, write, &mut truth.transitions);
+        }
+    }
+    for ((at, _), write) in pending {
+        folder.fold(at, write, &mut truth.transitions);
+    }
+    Ok(truth)
+}
+
+fn decode(e: Event, scope: &Scope) -> Option<(Timestamp, Write)> {
+    let at = e.stage_timestamp;
+    if e.stage != "ResponseComplete" {
+        return None;
+    }
+    let code = e.response_status.as_ref().and_then(|s| s.code).unwrap_or(0);
+    if !(200..300).contains(&code) {
+        return None;
+    }
+    let r = e.object_ref?;
+    let resource = r.resource.as_deref()?;
+    let sub = r.subresource.as_deref().unwrap_or("");
+    match (resource, sub) {
+        ("nodes", "" | "status") => {
+            let mut node: Node = serde_json::from_value(e.response_object?).ok()?;
+            node.metadata.managed_fields = None;
+            Some((
+                at,
+                Write::Node(Box::new(watch_event(&e.verb, node, is_gone_node)?)),
+            ))
+        }
+        ("pods", "" | "status") => {
+            if !in_scope(scope, r.namespace.as_deref()) {
+                return None;
+            }
+            let mut pod: Pod = serde_json::from_value(e.response_object?).ok()?;
+            // Most of a stored pod, and of no use here.
+            pod.metadata.managed_fields = None;
+            Some((
+                at,
+                Write::Pod(Box::new(watch_event(&e.verb, pod, is_gone_pod)?)),
+            ))
+        }
+        ("pods", "binding") => {
+            if !in_scope(scope, r.namespace.as_deref()) {
+                return None;
+            }
+            let node = e
+                .request_object?
+                .pointer("/target/name")?
+                .as_str()?
+                .to_owned();
+            Some((
+                at,
+                Write::Bind {
+                    namespace: r.namespace.unwrap_or_default(),
+                    name: r.name?,
+                    node,
+                },
+            ))
+        }
+        _ => None,
+    }
+}
+
+fn in_scope(scope: &Scope, namespace: Option<&str>) -> bool {
+    scope
+        .namespace
+        .as_deref()
+        .is_none_or(|ns| Some(ns) == namespace)
+}
+
+fn watch_event<K>(verb: &str, obj: K, gone: fn(&K) -> bool) -> Option<WatchEvent<K>> {
+    match verb {
+        "create" | "update" | "patch" => Some(WatchEvent::Apply(obj)),
+        // A DELETE answers with the object in both cases: removed, or only
+        // marked for graceful deletion (a pod with a grace period).
+        "delete" if gone(&obj) => Some(WatchEvent::Delete(obj)),
+        "delete" => Some(WatchEvent::Apply(obj)),
+        _ => None,
+    }
+}
+
+/// A Node has no graceful deletion: a successful DELETE removed it unless
+/// a finalizer holds it.
+fn is_gone_node(n: &Node) -> bool {
+    n.metadata.finalizers.as_ref().is_none_or(Vec::is_empty)
+}
+
+/// A pod DELETE removed the pod when no grace period is left (force, or a
+/// pod never scheduled or finished) and no finalizer holds it.
+fn is_gone_pod(p: &Pod) -> bool {
+    let m = &p.metadata;
+    let no_grace = m.deletion_timestamp.is_none() || m.deletion_grace_period_seconds == Some(0);
+    no_grace && m.finalizers.as_ref().is_none_or(Vec::is_empty)
+}
+
+/// The truth's folds: the observer's own, fed the stored states in order.
+struct Folder {
+    nodes: Fold<Node, NodeDiff>,
+    pods: Fold<Pod, PodDiff>,
+    /// The last stored state of each live pod, by namespace/name: a binding
+    /// changes it without returning it.
+    last_pod: HashMap<(String, String), Pod>,
+}
+
+impl Default for Folder {
+    fn default() -> Self {
+        Folder {
+            nodes: Fold::new(NodeDiff),
+            pods: Fold::new(PodDiff),
+            last_pod: HashMap::new(),
+        }
+    }
+}
+
+impl Folder {
+    fn fold(&mut self, at: Timestamp, write: Write, out: &mut Vec<Seen>) {
+        let batch = match write {
+            Write::Node(e) => self.nodes.handle(*e),
+            Write::Pod(e) => {
+                let key = |p: &Pod| {
+                    (
+                        p.metadata.namespace.clone().unwrap_or_default(),
+                        p.metadata.name.clone().unwrap_or_default(),
+                    )
+                };
+                let e = *e;
+                match &e {
+                    WatchEvent::Apply(p) => {
+                        self.last_pod.insert(key(p), p.clone());
+                    }
+                    WatchEvent::Delete(p) => {
+                        self.last_pod.remove(&key(p));
+                    }
+                    _ => {}
+                }
+                self.pods.handle(e)
+            }
+            Write::Bind {
+                namespace,
+                name,
+                node,
+            } => {
+                let Some(pod) = self.last_pod.get_mut(&(namespace, name)) else {
+                    return;
+                };
+                pod.spec.get_or_insert_default().node_name = Some(node);
+                let pod = pod.clone();
+                self.pods.handle(WatchEvent::Apply(pod))
+            }
+        };
+        for (object, changes) in batch {
+            for (_, change) in changes {
+                out.push(Seen {
+                    at,
+                    object: object.clone(),
+                    change,
+                });
+            }
+        }
+    }
+}

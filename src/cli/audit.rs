@@ -1,0 +1,336 @@
+//! `nodefall audit ...`: check what an observer saw against the API
+//! server's audit log, and the two baselines the check is compared with (a
+//! poller, and `kubectl get -w` with arrival times).
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use clap::{Args, Subcommand, ValueEnum};
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, ListParams};
+use kube::runtime::watcher::Event;
+use serde_json::Value;
+
+use super::run_scenario::InvalidFlag;
+use crate::audit::{self, Seen};
+use crate::exit;
+use crate::observe::fold::{Differ, Fold};
+use crate::observe::kinds::{NodeDiff, PodDiff};
+use crate::report;
+
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Compare a run's observed transitions (and baselines) with an audit log.
+    #[command(after_help = concat!(
+        "Every Node and Pod write in the audit log (JSON lines of audit.k8s.io/v1 events at\n",
+        "level RequestResponse, as the sim's API server writes them to logs/audit.log) is\n",
+        "folded into transitions; each is matched to the observer's first equal report of the\n",
+        "same object, between the observer's first list and the cleanup.\n",
+        "\n",
+        "Exit codes: 0 nodefall missed, duplicated and reordered nothing; 1 it did;\n",
+        "2 bad input (unreadable file, no observer start in the result)."
+    ))]
+    Check(CheckArgs),
+    /// Baseline: list Nodes and Pods every INTERVAL, as most tools do, and write the
+    /// changes each list shows (JSON lines) until SIGINT/SIGTERM or --duration.
+    Poll(PollArgs),
+    /// Baseline: stamp `kubectl get -w -o json --output-watch-events` output (stdin) with
+    /// its arrival time and write the changes it shows (JSON lines).
+    Stamp(StampArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The run's result.json.
+    pub result: PathBuf,
+    /// The API server's audit log.
+    #[arg(long)]
+    pub audit_log: PathBuf,
+    /// A baseline's observations, NAME=FILE (from `audit poll` or `audit stamp`);
+    /// repeat a NAME to merge files (e.g. kubectl's node and pod watches).
+    #[arg(long = "baseline", value_name = "NAME=FILE")]
+    pub baselines: Vec<String>,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Also store the check in result.json and re-render report.md beside it.
+    #[arg(long)]
+    pub update: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct PollArgs {
+    /// The cluster's kubeconfig (default: KUBECONFIG, then ~/.kube/config).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Namespace of the pods to poll (every Node is polled).
+    #[arg(long)]
+    pub namespace: String,
+    /// Seconds between two lists.
+    #[arg(long, default_value_t = 5.0)]
+    pub interval: f64,
+    /// Stop after this many seconds (default: at SIGINT/SIGTERM).
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Where to write the observations (JSON lines).
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct StampArgs {
+    /// Where to write the observations (JSON lines).
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+pub fn run(cmd: AuditCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        AuditCommand::Check(args) => check(&args),
+        AuditCommand::Poll(args) => poll(&args),
+        AuditCommand::Stamp(args) => stamp(&args),
+    }
+}
+
+fn check(args: &CheckArgs) -> anyhow::Result<ExitCode> {
+    let mut baselines: Vec<(String, Vec<PathBuf>)> = Vec::new();
+    for b in &args.baselines {
+        let Some((name, file)) = b
+            .split_once('=')
+            .filter(|(n, f)| !n.is_empty() && !f.is_empty())
+        else {
+            return Err(InvalidFlag(format!(
+                "--baseline `{b}`: expected NAME=FILE, e.g. --baseline poller-5s=poll.jsonl"
+            ))
+            .into());
+        };
+        match baselines.iter_mut().find(|(n, _)| n == name) {
+            Some((_, files)) => files.push(file.into()),
+            None => baselines.push((name.to_owned(), vec![file.into()])),
+        }
+    }
+    let mut observed = Vec::new();
+    for (name, files) in baselines {
+        let mut seen = Vec::new();
+        for f in &files {
+            seen.extend(audit::read_observations(f)?);
+        }
+        seen.sort_by_key(|s| s.at);
+        observed.push((name, seen));
+    }
+    let result = report::read_result(&args.result)?;
+    let report = audit::check_run(&result, &args.result, &args.audit_log, &observed)?;
+    match args.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        Format::Text => {
+            println!(
+                "audit log {}: {} events, {} Node/Pod writes in scope; window {} .. {}",
+                report.log, report.events, report.writes, report.window.from, report.window.to
+            );
+            for c in &report.checks {
+                println!("{:<16} {}", c.source, report::audit_line(c));
+                for m in c.missed_examples.iter().take(5) {
+                    println!("  missed {:?} {:?} at {}", m.object, m.change, m.at);
+                }
+            }
+        }
+    }
+    let clean = report
+        .checks
+        .first()
+        .is_some_and(|c| c.missed == 0 && c.duplicated == 0 && c.out_of_order == 0);
+    if args.update {
+        let mut result = result;
+        result.audit = Some(report);
+        let dir = args.result.parent().unwrap_or(Path::new("."));
+        report::write_rendered(dir, &result)
+            .with_context(|| format!("writing the reports in {}", dir.display()))?;
+    }
+    Ok(exit::code(if clean {
+        exit::PASS
+    } else {
+        exit::EXPECTATION_FAILED
+    }))
+}
+
+// ----- baselines -----
+
+/// Writes observations as JSON lines, flushed per batch.
+struct Sink {
+    out: std::io::BufWriter<std::fs::File>,
+    path: PathBuf,
+}
+
+impl Sink {
+    fn create(path: &Path) -> anyhow::Result<Sink> {
+        let file =
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+        Ok(Sink {
+            out: std::io::BufWriter::new(file),
+            path: path.to_owned(),
+        })
+    }
+
+    fn write(
+        &mut self,
+        at: Timestamp,
+        batch: Vec<(crate::timeline::ObjectRef, crate::observe::fold::Changes)>,
+    ) -> anyhow::Result<()> {
+        for (object, changes) in batch {
+            for (_, change) in changes {
+                let seen = Seen {
+                    at,
+                    object: object.clone(),
+                    change,
+                };
+                serde_json::to_writer(&mut self.out, &seen)?;
+                self.out.write_all(b"\n")?;
+            }
+        }
+        self.out
+            .flush()
+            .with_context(|| format!("writing {}", self.path.display()))
+    }
+}
+
+fn poll(args: &PollArgs) -> anyhow::Result<ExitCode> {
+    if !(args.interval > 0.0 && args.interval.is_finite()) {
+        return Err(InvalidFlag(format!(
+            "--interval {}: must be more than 0 seconds",
+            args.interval
+        ))
+        .into());
+    }
+    let mut sink = Sink::create(&args.out)?;
+    let rt = super::runtime()?;
+    rt.block_on(async {
+        let client = client(args.kubeconfig.as_deref()).await?;
+        let nodes: Api<Node> = Api::all(client.clone());
+        let pods: Api<Pod> = Api::namespaced(client, &args.namespace);
+        let mut node_fold = Fold::new(NodeDiff);
+        let mut pod_fold = Fold::new(PodDiff);
+        let interval = Duration::from_secs_f64(args.interval);
+        let started = Instant::now();
+        let mut ticks = tokio::time::interval(interval);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        loop {
+            tokio::select! {
+                _ = ticks.tick() => {}
+                _ = tokio::signal::ctrl_c() => break,
+                _ = term.recv() => break,
+            }
+            if args
+                .duration
+                .is_some_and(|d| started.elapsed().as_secs_f64() >= d)
+            {
+                break;
+            }
+            let listed = list_all(&nodes).await?;
+            let at = Timestamp::now();
+            sink.write(at, relist(&mut node_fold, listed))?;
+            let listed = list_all(&pods).await?;
+            let at = Timestamp::now();
+            sink.write(at, relist(&mut pod_fold, listed))?;
+        }
+        anyhow::Ok(())
+    })?;
+    Ok(exit::code(exit::PASS))
+}
+
+/// One complete list, in pages of 500.
+async fn list_all<K>(api: &Api<K>) -> anyhow::Result<Vec<K>>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    let mut out = Vec::new();
+    let mut params = ListParams::default().limit(500);
+    loop {
+        let page = api.list(&params).await.context("listing")?;
+        out.extend(page.items);
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => return Ok(out),
+        }
+    }
+}
+
+/// Feeds a complete list to a fold as a relist: changes and deletions since
+/// the last one.
+fn relist<K, D: Differ<K>>(
+    fold: &mut Fold<K, D>,
+    items: Vec<K>,
+) -> Vec<(crate::timeline::ObjectRef, crate::observe::fold::Changes)> {
+    let mut out = fold.handle(Event::Init);
+    for item in items {
+        out.extend(fold.handle(Event::InitApply(item)));
+    }
+    out.extend(fold.handle(Event::InitDone));
+    out
+}
+
+fn stamp(args: &StampArgs) -> anyhow::Result<ExitCode> {
+    let mut sink = Sink::create(&args.out)?;
+    let mut node_fold = Fold::new(NodeDiff);
+    let mut pod_fold = Fold::new(PodDiff);
+    let stdin = std::io::stdin().lock();
+    let stream =
+        serde_json::Deserializer::from_reader(std::io::BufReader::new(stdin)).into_iter::<Value>();
+    for value in stream {
+        // Stamped as soon as the whole event has arrived.
+        let at = Timestamp::now();
+        let value =
+            value.context("reading kubectl's output (expected -o json --output-watch-events)")?;
+        let kind = value
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        let Some(object) = value.get("object").cloned() else {
+            continue;
+        };
+        let batch = match object.get("kind").and_then(Value::as_str) {
+            Some("Node") => watch_event::<Node>(&kind, object).map(|e| node_fold.handle(e)),
+            Some("Pod") => watch_event::<Pod>(&kind, object).map(|e| pod_fold.handle(e)),
+            _ => None,
+        };
+        if let Some(batch) = batch {
+            sink.write(at, batch)?;
+        }
+    }
+    Ok(exit::code(exit::PASS))
+}
+
+fn watch_event<K: serde::de::DeserializeOwned>(kind: &str, object: Value) -> Option<Event<K>> {
+    let obj: K = serde_json::from_value(object).ok()?;
+    match kind {
+        "ADDED" | "MODIFIED" => Some(Event::Apply(obj)),
+        "DELETED" => Some(Event::Delete(obj)),
+        _ => None,
+    }
+}
+
+async fn client(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .with_context(|| format!("loading {}", path.display()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .context("finding a kubeconfig")?,
+    };
+    kube::Client::try_from(config).context("building a kube client")
+}

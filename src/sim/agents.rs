@@ -1,0 +1,283 @@
+//! Who plays each node's kubelet.
+//!
+//! - **Per node** (the default up to [`PER_NODE_MAX`] nodes): one kwok
+//!   process per node (`--manage-single-node`). A node fault is a signal to
+//!   that process, as close as kwok gets to a real kubelet going away.
+//! - **Shared** (shards): a few kwok processes, each managing every Node that
+//!   carries its [`SHARD_LABEL`] value (`--manage-nodes-with-label-selector`).
+//!   A node fault takes the node out of its shard's managed set by removing
+//!   the label: the shard's watch sees the Node leave, cancels its pending
+//!   status updates and stops renewing its lease and touching its pods, so
+//!   the control plane sees what it sees of a frozen or dead kubelet. Putting
+//!   the label back makes the shard take the node over again: it renews the
+//!   lease and lists the node's pods afresh (Terminating ones are finalised,
+//!   Running ones reported Ready), like the fresh kwok of the per-node mode.
+//!   This is what lets `sim up --nodes 1000` run on a 2-core machine.
+
+use futures::StreamExt as _;
+use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeSpec, NodeStatus};
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+
+use super::Error;
+use super::state::{Layout, SimNode};
+use crate::profile::TimingProfile;
+
+/// The label that puts a Node in a shard's managed set (value: the shard).
+pub const SHARD_LABEL: &str = "nodefall.dev/kwok-shard";
+/// Marks the Node objects nodefall made, and tells kwok they are fake.
+pub const SIM_NODE_LABEL: &str = "nodefall.dev/sim";
+/// The most nodes `sim up` starts (the address scheme's limit).
+pub const MAX_NODES: usize = 3000;
+/// Up to this many nodes, each node gets its own kwok by default.
+pub const PER_NODE_MAX: usize = 50;
+/// Nodes per shard when the shard count is chosen automatically.
+const NODES_PER_SHARD: usize = 500;
+/// Registrations in flight at once when a cluster comes up.
+const REGISTER_PARALLELISM: usize = 32;
+
+/// The default shard count: 0 (one kwok per node) up to [`PER_NODE_MAX`]
+/// nodes, else one shard per 500 nodes.
+pub fn auto_shards(nodes: usize) -> usize {
+    if nodes <= PER_NODE_MAX {
+        0
+    } else {
+        nodes.div_ceil(NODES_PER_SHARD)
+    }
+}
+
+/// The node records of a new cluster: `worker-1` .. `worker-N`, each with its
+/// shard when `shards > 0`.
+pub fn nodes(count: usize, shards: usize) -> Vec<SimNode> {
+    (1..=count)
+        .map(|i| SimNode {
+            name: format!("worker-{i}"),
+            ip: node_ip(i),
+            pod_cidr: pod_cidr(i),
+            agent_state: super::AgentState::Stopped,
+            agent: None,
+            shard: (shards > 0).then(|| (i - 1) % shards),
+        })
+        .collect()
+}
+
+/// 10.89.0.2 for worker-1, on through 10.89.11.185 for worker-3000.
+fn node_ip(i: usize) -> String {
+    format!("10.89.{}.{}", (i + 1) / 256, (i + 1) % 256)
+}
+
+/// 10.244.1.0/24 for worker-1, through 10.255.184.0/24 for worker-3000.
+fn pod_cidr(i: usize) -> String {
+    format!("10.{}.{}.0/24", 244 + i / 256, i % 256)
+}
+
+/// The component name of shard `k`'s kwok process (its log is
+/// `logs/kwok-shard-K.log`).
+pub fn shard_name(k: usize) -> String {
+    format!("kwok/shard-{k}")
+}
+
+/// The arguments of shard `k`'s kwok.
+pub fn shard_args(layout: &Layout, k: usize, profile: &TimingProfile) -> Vec<String> {
+    let selector = format!("{SHARD_LABEL}={k}");
+    let mut args = common_args(layout, profile);
+    args.extend([
+        "--manage-nodes-with-label-selector".to_owned(),
+        selector,
+        // Nodes carry their own addresses and pod CIDRs; these are fallbacks.
+        "--node-ip".to_owned(),
+        format!("10.90.0.{}", k + 1),
+        "--cidr".to_owned(),
+        format!("10.{}.0.0/16", 128 + k),
+        // At info level a shard logs every lease renewal (hundreds a second).
+        "-v".to_owned(),
+        "WARN".to_owned(),
+    ]);
+    args
+}
+
+/// The arguments of the per-node kwok of `node`.
+pub fn single_args(layout: &Layout, node: &SimNode, profile: &TimingProfile) -> Vec<String> {
+    let mut args = common_args(layout, profile);
+    args.extend([
+        "--manage-single-node".to_owned(),
+        node.name.clone(),
+        "--node-ip".to_owned(),
+        node.ip.clone(),
+        "--cidr".to_owned(),
+        node.pod_cidr.clone(),
+    ]);
+    args
+}
+
+fn common_args(layout: &Layout, profile: &TimingProfile) -> Vec<String> {
+    vec![
+        "--kubeconfig".to_owned(),
+        layout.kubeconfig().display().to_string(),
+        "--config".to_owned(),
+        layout.stages().display().to_string(),
+        "--node-lease-duration-seconds".to_owned(),
+        profile.node_lease_duration.as_secs().max(1).to_string(),
+        "--server-address".to_owned(),
+        "127.0.0.1:0".to_owned(),
+    ]
+}
+
+/// Registers the Node unless it exists (a kubelet does so on start). A
+/// shared node is created with its shard label and its addresses.
+pub async fn register(client: &kube::Client, node: &SimNode) -> Result<(), Error> {
+    let api: Api<Node> = Api::all(client.clone());
+    let exists = api
+        .get_metadata_opt(&node.name)
+        .await
+        .map_err(|source| Error::Kube {
+            what: format!("reading node {}", node.name),
+            source,
+        })?
+        .is_some();
+    if exists {
+        return Ok(());
+    }
+    create(&api, node).await
+}
+
+/// Registers many nodes, [`REGISTER_PARALLELISM`] at a time.
+pub async fn register_all(client: &kube::Client, nodes: &[SimNode]) -> Result<(), Error> {
+    let api: Api<Node> = Api::all(client.clone());
+    let mut results = futures::stream::iter(nodes)
+        .map(|n| create(&api, n))
+        .buffer_unordered(REGISTER_PARALLELISM);
+    while let Some(r) = results.next().await {
+        r?;
+    }
+    Ok(())
+}
+
+async fn create(api: &Api<Node>, node: &SimNode) -> Result<(), Error> {
+    let mut labels: Vec<(String, String)> = [
+        ("kubernetes.io/hostname", node.name.as_str()),
+        ("kubernetes.io/os", "linux"),
+        ("kubernetes.io/arch", "amd64"),
+        ("type", "kwok"),
+        (SIM_NODE_LABEL, "true"),
+    ]
+    .iter()
+    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+    .collect();
+    if let Some(k) = node.shard {
+        labels.push((SHARD_LABEL.to_owned(), k.to_string()));
+    }
+    // A shared kwok has one --node-ip for all its nodes: each node brings
+    // its own (kwok keeps the addresses it finds).
+    let status = node.shard.map(|_| NodeStatus {
+        addresses: Some(vec![
+            NodeAddress {
+                address: node.ip.clone(),
+                type_: "InternalIP".into(),
+            },
+            NodeAddress {
+                address: node.name.clone(),
+                type_: "Hostname".into(),
+            },
+        ]),
+        ..NodeStatus::default()
+    });
+    let object = Node {
+        metadata: ObjectMeta {
+            name: Some(node.name.clone()),
+            labels: Some(labels.into_iter().collect()),
+            annotations: Some([("kwok.x-k8s.io/node".to_owned(), "fake".to_owned())].into()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(NodeSpec {
+            pod_cidr: Some(node.pod_cidr.clone()),
+            ..NodeSpec::default()
+        }),
+        status,
+    };
+    match api.create(&PostParams::default(), &object).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(source) => Err(Error::Kube {
+            what: format!("registering node {}", node.name),
+            source,
+        }),
+    }
+}
+
+/// Puts a shared node in its shard's managed set (registering it again if it
+/// was deleted) or takes it out. Taking out a Node that no longer exists is
+/// done already.
+pub async fn set_managed(
+    client: &kube::Client,
+    node: &SimNode,
+    managed: bool,
+) -> Result<(), Error> {
+    let Some(shard) = node.shard else {
+        return Err(Error::io_msg(format!(
+            "node `{}` has its own kwok, not a shard",
+            node.name
+        )));
+    };
+    let api: Api<Node> = Api::all(client.clone());
+    let value = managed.then(|| shard.to_string());
+    let patch = serde_json::json!({ "metadata": { "labels": { SHARD_LABEL: value } } });
+    match api
+        .patch(&node.name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => {
+            if managed {
+                create(&api, node).await
+            } else {
+                Ok(())
+            }
+        }
+        Err(source) => Err(Error::Kube {
+            what: format!(
+                "{} node {} {} kwok shard {shard}",
+                if managed { "returning" } else { "taking" },
+                node.name,
+                if managed { "to" } else { "out of" }
+            ),
+            source,
+        }),
+    }
+}
+
+/// The shard processes' log name for messages about node agents.
+pub fn agent_log_component(first: &SimNode) -> String {
+    match first.shard {
+        Some(k) => shard_name(k),
+        None => format!("kwok/{}", first.name),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_keep_the_small_cluster_scheme_and_stay_distinct() {
+        assert_eq!(node_ip(1), "10.89.0.2");
+        assert_eq!(pod_cidr(1), "10.244.1.0/24");
+        assert_eq!(pod_cidr(255), "10.244.255.0/24");
+        let ips: std::collections::BTreeSet<_> = (1..=MAX_NODES).map(node_ip).collect();
+        let cidrs: std::collections::BTreeSet<_> = (1..=MAX_NODES).map(pod_cidr).collect();
+        assert_eq!(ips.len(), MAX_NODES);
+        assert_eq!(cidrs.len(), MAX_NODES);
+        assert_eq!(pod_cidr(MAX_NODES), "10.255.184.0/24");
+    }
+
+    #[test]
+    fn shards_are_chosen_by_size_and_spread_round_robin() {
+        assert_eq!(auto_shards(3), 0);
+        assert_eq!(auto_shards(50), 0);
+        assert_eq!(auto_shards(51), 1);
+        assert_eq!(auto_shards(1000), 2);
+        let n = nodes(5, 2);
+        let shards: Vec<_> = n.iter().map(|n| n.shard).collect();
+        assert_eq!(shards, [Some(0), Some(1), Some(0), Some(1), Some(0)]);
+        assert!(nodes(3, 0).iter().all(|n| n.shard.is_none()));
+    }
+}
