@@ -148,7 +148,9 @@ async fn actions_flow() {
         "exists now"
     );
     let rec = Recorder::new(Instant::now());
-    let mut observer = Observer::start(&client, NS, &rec);
+    let mut observer = Observer::start(&cluster.config().await.unwrap(), NS, &rec)
+        .await
+        .unwrap();
     observer.synced().await;
 
     // apply: five documents, cluster-scoped and namespaced kinds found by discovery.

@@ -66,7 +66,9 @@ fn watchers_recover_from_an_apiserver_restart_without_losing_transitions() {
         let client = cluster.client().await.unwrap();
 
         let rec = Recorder::new(Instant::now());
-        let mut observer = Observer::start(&client, "default", &rec);
+        let mut observer = Observer::start(&cluster.config().await.unwrap(), "default", &rec)
+            .await
+            .unwrap();
         observer.synced().await;
         let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
         pods.create(&PostParams::default(), &pod("before", "worker-1"))

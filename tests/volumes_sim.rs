@@ -153,7 +153,10 @@ async fn flow() {
     actions::ensure_namespace(&client, NS).await.unwrap();
     let started = jiff::Timestamp::now();
     let rec = Recorder::new(Instant::now());
-    let mut observer = Observer::start_with_reasons(&client, NS, &rec, &[EXTRA_REASON.to_owned()]);
+    let config = cluster.config().await.unwrap();
+    let mut observer = Observer::start_with_reasons(&config, NS, &rec, &[EXTRA_REASON.to_owned()])
+        .await
+        .unwrap();
     observer.synced().await;
 
     // A claim bound to a PersistentVolume (pre-bound both ways, as a

@@ -342,6 +342,39 @@ fn reap(args: ReapArgs) -> anyhow::Result<ExitCode> {
     Ok(exit::code(exit::PASS))
 }
 
+/// One line per node, or for a large cluster the count per agent state
+/// with the nodes that are not running.
+fn node_summary(nodes: &[sim::state::SimNode]) -> String {
+    const LIST_MAX: usize = 12;
+    if nodes.len() <= LIST_MAX {
+        return nodes
+            .iter()
+            .map(|n| format!("{} {}", n.name, n.agent_state))
+            .collect::<Vec<_>>()
+            .join("\n");
+    }
+    let shards = nodes.iter().filter_map(|n| n.shard).max().map_or(0, |k| k + 1);
+    let mut lines = vec![if shards > 0 {
+        format!("{} nodes on {shards} kwok shards", nodes.len())
+    } else {
+        format!("{} nodes", nodes.len())
+    }];
+    for state in [AgentState::Running, AgentState::Frozen, AgentState::Stopped] {
+        let these: Vec<&str> = nodes
+            .iter()
+            .filter(|n| n.agent_state == state)
+            .map(|n| n.name.as_str())
+            .collect();
+        match these.len() {
+            0 => {}
+            n if state == AgentState::Running => lines.push(format!("{n} {state}")),
+            n if n <= LIST_MAX => lines.push(format!("{n} {state}: {}", these.join(", "))),
+            n => lines.push(format!("{n} {state}: {}, ...", these[..LIST_MAX].join(", "))),
+        }
+    }
+    lines.join("\n")
+}
+
 #[derive(Tabled)]
 struct Row {
     cluster: String,
@@ -375,12 +408,7 @@ fn status(root: &std::path::Path) -> anyhow::Result<ExitCode> {
             processes.push_str(&format!(" (gone: {})", dead.join(", ")));
         }
         let state = cluster.state();
-        let nodes = state
-            .nodes
-            .iter()
-            .map(|n| format!("{} {}", n.name, n.agent_state))
-            .collect::<Vec<_>>()
-            .join("\n");
+        let nodes = node_summary(&state.nodes);
         let (server, profile) = (state.server.clone(), state.profile.name.clone());
         let reaper = match cluster.reaper() {
             None => "none".to_owned(),

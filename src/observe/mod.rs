@@ -112,92 +112,96 @@ impl Recorder {
 }
 
 /// The running watchers; they stop when this is dropped.
+///
+/// They run on a thread of their own with its own single-threaded runtime
+/// and kube client (whose connections live on that runtime), so the time
+/// each change is recorded at is taken when it arrives, whatever the run's
+/// own runtime is busy with (a blocking call, thousands of pods to apply).
 #[derive(Debug)]
 pub struct Observer {
-    tasks: Vec<JoinHandle<()>>,
+    /// Dropping it stops the watchers' runtime.
+    _stop: tokio::sync::oneshot::Sender<()>,
     synced: watch::Receiver<usize>,
     total: usize,
 }
 
-impl Drop for Observer {
-    fn drop(&mut self) {
-        for t in &self.tasks {
-            t.abort();
-        }
-    }
+/// The observer could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("starting the observer thread")]
+    Thread(#[source] std::io::Error),
+    #[error("building the observer's kube client")]
+    Client(#[source] kube::Error),
+    #[error("the observer thread ended while starting")]
+    Ended,
 }
 
 impl Observer {
     /// Starts watching Nodes, Pods, PersistentVolumeClaims, Events and
     /// EndpointSlices of `namespace`, Node events, and VolumeAttachments (CSI attach/detach;
     /// none on the sim backend unless a test creates them).
-    pub fn start(client: &kube::Client, namespace: &str, recorder: &Arc<Recorder>) -> Observer {
-        Observer::start_with_reasons(client, namespace, recorder, &[])
+    pub async fn start(
+        config: &kube::Config,
+        namespace: &str,
+        recorder: &Arc<Recorder>,
+    ) -> Result<Observer, Error> {
+        Observer::start_with_reasons(config, namespace, recorder, &[]).await
     }
 
     /// Like [`Observer::start`], also recording events of these reasons (the
     /// ones a scenario's expectations name) besides the built-in list.
-    pub fn start_with_reasons(
-        client: &kube::Client,
+    pub async fn start_with_reasons(
+        config: &kube::Config,
         namespace: &str,
         recorder: &Arc<Recorder>,
         reasons: &[String],
-    ) -> Observer {
+    ) -> Result<Observer, Error> {
         let (synced_tx, synced) = watch::channel(0usize);
-        let synced_tx = Arc::new(synced_tx);
-        let mut tasks = Vec::new();
-        let nodes: Api<Node> = Api::all(client.clone());
-        tasks.push(tokio::spawn(track(
-            nodes,
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (ready_tx, ready) = tokio::sync::oneshot::channel::<Result<usize, Error>>();
+        let (config, namespace, recorder, reasons) = (
+            config.clone(),
+            namespace.to_owned(),
             recorder.clone(),
-            synced_tx.clone(),
-            NodeDiff,
-        )));
-        let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-        tasks.push(tokio::spawn(track(
-            pods,
-            recorder.clone(),
-            synced_tx.clone(),
-            PodDiff,
-        )));
-        for ns in dedup([namespace, "default"]) {
-            let events: Api<KubeEvent> = Api::namespaced(client.clone(), ns);
-            tasks.push(tokio::spawn(track(
-                events,
-                recorder.clone(),
-                synced_tx.clone(),
-                EventDiff {
-                    extra: reasons.to_vec(),
-                },
-            )));
-        }
-        let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
-        tasks.push(tokio::spawn(track(
-            claims,
-            recorder.clone(),
-            synced_tx.clone(),
-            PvcDiff,
-        )));
-        let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), namespace);
-        tasks.push(tokio::spawn(track(
-            slices,
-            recorder.clone(),
-            synced_tx.clone(),
-            endpoints::EndpointSliceDiff,
-        )));
-        let attachments: Api<VolumeAttachment> = Api::all(client.clone());
-        tasks.push(tokio::spawn(track(
-            attachments,
-            recorder.clone(),
-            synced_tx.clone(),
-            AttachmentDiff,
-        )));
-        let total = tasks.len();
-        Observer {
-            tasks,
+            reasons.to_vec(),
+        );
+        std::thread::Builder::new()
+            .name("nodefall-observer".into())
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(Error::Thread(e)));
+                        return;
+                    }
+                };
+                runtime.block_on(async move {
+                    let client = match kube::Client::try_from(config) {
+                        Ok(c) => c,
+                        Err(e) => {
+                            let _ = ready_tx.send(Err(Error::Client(e)));
+                            return;
+                        }
+                    };
+                    let tasks = spawn_watchers(&client, &namespace, &recorder, &reasons, synced_tx);
+                    let _ = ready_tx.send(Ok(tasks.len()));
+                    // Until the Observer is dropped (the sender with it).
+                    let _ = stopped.await;
+                    for t in tasks {
+                        t.abort();
+                    }
+                });
+            })
+            .map_err(Error::Thread)?;
+        let total = ready.await.map_err(|_| Error::Ended)??;
+        Ok(Observer {
+            _stop: stop,
             synced,
             total,
-        }
+        })
     }
 
     /// Waits until every watcher has listed its objects once.
@@ -205,6 +209,65 @@ impl Observer {
         let total = self.total;
         let _ = self.synced.wait_for(|n| *n >= total).await;
     }
+}
+
+/// The watchers, on the observer's runtime.
+fn spawn_watchers(
+    client: &kube::Client,
+    namespace: &str,
+    recorder: &Arc<Recorder>,
+    reasons: &[String],
+    synced_tx: watch::Sender<usize>,
+) -> Vec<JoinHandle<()>> {
+    let synced_tx = Arc::new(synced_tx);
+    let mut tasks = Vec::new();
+    let nodes: Api<Node> = Api::all(client.clone());
+    tasks.push(tokio::spawn(track(
+        nodes,
+        recorder.clone(),
+        synced_tx.clone(),
+        NodeDiff,
+    )));
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    tasks.push(tokio::spawn(track(
+        pods,
+        recorder.clone(),
+        synced_tx.clone(),
+        PodDiff,
+    )));
+    for ns in dedup([namespace, "default"]) {
+        let events: Api<KubeEvent> = Api::namespaced(client.clone(), ns);
+        tasks.push(tokio::spawn(track(
+            events,
+            recorder.clone(),
+            synced_tx.clone(),
+            EventDiff {
+                extra: reasons.to_vec(),
+            },
+        )));
+    }
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
+    tasks.push(tokio::spawn(track(
+        claims,
+        recorder.clone(),
+        synced_tx.clone(),
+        PvcDiff,
+    )));
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), namespace);
+    tasks.push(tokio::spawn(track(
+        slices,
+        recorder.clone(),
+        synced_tx.clone(),
+        endpoints::EndpointSliceDiff,
+    )));
+    let attachments: Api<VolumeAttachment> = Api::all(client.clone());
+    tasks.push(tokio::spawn(track(
+        attachments,
+        recorder.clone(),
+        synced_tx,
+        AttachmentDiff,
+    )));
+    tasks
 }
 
 fn dedup(names: [&str; 2]) -> Vec<&str> {

@@ -52,6 +52,8 @@ use journal::{Settled, Undo};
 pub enum Error {
     #[error("setup failed")]
     Setup(#[source] Box<actions::Error>),
+    #[error("the observer did not start")]
+    Observer(#[from] crate::observe::Error),
     #[error("{0}")]
     Target(String),
     /// The scenario names something the cluster does not have, or would
@@ -139,6 +141,8 @@ pub async fn run<B: NodeFaults>(
 ) -> Outcome {
     let start = Instant::now();
     let client = kube::Client::try_from(config.clone());
+    // The observer builds its own client from it, on its own runtime.
+    let observer_config = config.clone();
     // Evictions need every 429 seen, not retried away by the client.
     let mut strict_config = config;
     strict_config.default_retry = false;
@@ -164,6 +168,7 @@ pub async fn run<B: NodeFaults>(
         plan,
         client,
         strict,
+        observer_config,
         rec: Recorder::new(start),
         started_at: Timestamp::now(),
         cluster_version: None,
@@ -296,6 +301,7 @@ struct Run<'a> {
     client: kube::Client,
     /// The same API without the client's automatic retries (evictions).
     strict: kube::Client,
+    observer_config: kube::Config,
     rec: Arc<Recorder>,
     started_at: Timestamp,
     cluster_version: Option<String>,

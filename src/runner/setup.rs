@@ -41,7 +41,8 @@ impl Run<'_> {
             }
         }
         let reasons = event_reasons(&self.plan.scenario);
-        let mut observer = Observer::start_with_reasons(&self.client, ns, &self.rec, &reasons);
+        let mut observer =
+            Observer::start_with_reasons(&self.observer_config, ns, &self.rec, &reasons).await?;
         tokio::time::timeout(Duration::from_secs(60), observer.synced())
             .await
             .map_err(|_| {

@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# nodefall at scale: a sim cluster of NODES nodes (shared kwok shards) running
+# PODS pods, FAILED nodes paused at once by a real `nodefall scenario` run,
+# held HOLD seconds, then resumed. In the same run, a 5 s poller
+# (`nodefall audit poll`) and `kubectl get -w` (stamped by `nodefall audit
+# stamp`) watch the same objects. Afterwards `nodefall audit check` compares
+# all three with the API server's audit log.
+#
+# Prints a human summary and, as its last line, one JSON object:
+#   {"nodes":..,"pods":..,"failed":..,"missed":..,"rss_mb":..,"cpu_s":..,
+#    "lag_p50_ms":..,"lag_p95_ms":..,"poller_lag_p95_ms":..,"wall_s":..}
+# (rss_mb, cpu_s: the `nodefall scenario` process's own peak RSS and CPU time.)
+#
+# Usage: scripts/bench-scale.sh            (1000 nodes, 10000 pods, 50 failed)
+#        NODES=200 PODS=2000 FAILED=10 scripts/bench-scale.sh
+# Needs: cargo, python3, kubectl (optional: without it the kubectl baseline is skipped).
+# Keeps everything under $BENCH_DIR (default: a new directory in /tmp).
+set -euo pipefail
+
+NODES=${NODES:-1000}
+PODS=${PODS:-10000}
+FAILED=${FAILED:-50}
+HOLD=${HOLD:-60}
+PROFILE=${PROFILE:-fast}
+BENCH_DIR=${BENCH_DIR:-$(mktemp -d /tmp/nodefall-bench-scale.XXXXXX)}
+NAME=bench-scale
+
+cd "$(dirname "$0")/.."
+cargo build --release --quiet
+bin=$PWD/target/release/nodefall
+mkdir -p "$BENCH_DIR"
+export NODEFALL_STATE_DIR=$BENCH_DIR/state
+say() { printf '[bench-scale %s] %s\n' "$(date -u +%T)" "$*" >&2; }
+
+pids=()
+stampers=()
+cleanup() {
+    for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+    for p in "${pids[@]}" "${stampers[@]}"; do wait "$p" 2>/dev/null || true; done
+    "$bin" sim down --name "$NAME" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+
+started=$(date +%s.%N)
+say "sim up: $NODES nodes ($PROFILE profile)"
+up_start=$(date +%s.%N)
+kubeconfig=$("$bin" sim up --name "$NAME" --nodes "$NODES" --profile "$PROFILE" --timeout 900)
+up_s=$(python3 -c "import time; print(round(time.time() - $up_start, 1))")
+cluster_rss=$("$bin" sim status | grep -o '[0-9]* MiB' | head -1)
+say "cluster ready in ${up_s}s; control plane + kwok RSS $cluster_rss"
+
+# The workload and the scenario: FAILED named targets, paused together.
+cat >"$BENCH_DIR/bench.yaml" <<EOF
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: bench}
+spec:
+  replicas: $PODS
+  selector: {matchLabels: {app: bench}}
+  template:
+    metadata: {labels: {app: bench}}
+    spec:
+      containers: [{name: app, image: registry.k8s.io/pause:3.10}]
+EOF
+{
+    echo "name: bench-scale"
+    echo "description: $FAILED of $NODES nodes paused at once for ${HOLD}s, $PODS pods"
+    echo "namespace: bench-scale"
+    echo "setup:"
+    echo "  apply: bench.yaml"
+    echo "  waitReady: {deployment: bench, replicas: $PODS, timeout: 30m}"
+    echo "targets:"
+    for i in $(seq 1 "$FAILED"); do
+        echo "  n$i: {name: worker-$(( (i - 1) * (NODES / FAILED) + 1 ))}"
+    done
+    echo "steps:"
+    for i in $(seq 1 "$FAILED"); do echo "  - {fault: pause-vm, node: n$i}"; done
+    echo "  - expect: {node: n1, ready: Unknown, within: grace + monitorPeriod + 30s}"
+    echo "  - expect: {node: n$FAILED, ready: Unknown, within: grace + monitorPeriod + 30s}"
+    echo "  - action: {wait: {duration: ${HOLD}s}}"
+    for i in $(seq 1 "$FAILED"); do echo "  - {fault: resume-vm, node: n$i}"; done
+    echo "  - expect: {node: n1, ready: \"True\", within: 2m}"
+    echo "  - expect: {node: n$FAILED, ready: \"True\", within: 2m}"
+    echo "  - expect: {pods: app=bench, ready: $PODS, within: 10m}"
+    echo "cleanup: always"
+} >"$BENCH_DIR/scale.yaml"
+
+# The baselines, watching from before the run.
+"$bin" audit poll --kubeconfig "$kubeconfig" --namespace bench-scale --interval 5 \
+    --out "$BENCH_DIR/poller.jsonl" 2>"$BENCH_DIR/poller.log" &
+pids+=($!)
+baselines=(--baseline "poller-5s=$BENCH_DIR/poller.jsonl")
+if command -v kubectl >/dev/null; then
+    for what in nodes "pods -n bench-scale"; do
+        out=$BENCH_DIR/kubectl-${what%% *}.jsonl
+        fifo=$BENCH_DIR/kubectl-${what%% *}.fifo
+        mkfifo "$fifo"
+        # The stamper reads to EOF, so it ends when its kubectl does.
+        "$bin" audit stamp --out "$out" <"$fifo" &
+        stampers+=($!)
+        # shellcheck disable=SC2086 # $what is two words on purpose
+        kubectl --kubeconfig "$kubeconfig" get $what -w -o json --output-watch-events \
+            >"$fifo" 2>>"$BENCH_DIR/kubectl.log" &
+        pids+=($!)
+        baselines+=(--baseline "kubectl-get-w=$out")
+    done
+else
+    say "kubectl not found: the kubectl baseline is skipped"
+fi
+
+say "scenario: $PODS pods, $FAILED nodes paused for ${HOLD}s, then resumed"
+set +e
+"$bin" scenario "$BENCH_DIR/scale.yaml" --cluster "$NAME" --out "$BENCH_DIR/reports" \
+    2>"$BENCH_DIR/scenario.log"
+code=$?
+set -e
+say "scenario exit code $code (log: $BENCH_DIR/scenario.log)"
+for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+for p in "${pids[@]}" "${stampers[@]}"; do wait "$p" 2>/dev/null || true; done
+pids=()
+stampers=()
+
+result=$(find "$BENCH_DIR/reports" -name result.json | sort | tail -1)
+audit_log=$NODEFALL_STATE_DIR/$NAME/logs/audit.log
+say "audit check: $(du -h "$audit_log" | cut -f1) of audit log"
+set +e
+"$bin" audit check "$result" --audit-log "$audit_log" "${baselines[@]}" --format json \
+    >"$BENCH_DIR/check.json"
+set -e
+wall_s=$(python3 -c "import time; print(round(time.time() - $started, 1))")
+
+python3 - "$result" "$BENCH_DIR/check.json" "$NODES" "$PODS" "$FAILED" "$wall_s" "$up_s" <<'EOF'
+import json, sys
+result = json.load(open(sys.argv[1]))
+check = json.load(open(sys.argv[2]))
+nodes, pods, failed = (int(a) for a in sys.argv[3:6])
+wall_s, up_s = float(sys.argv[6]), float(sys.argv[7])
+by = {c["source"]: c for c in check["checks"]}
+nf, poll = by["nodefall"], by.get("poller-5s", {})
+kw = by.get("kubectl-get-w")
+usage = result.get("usage") or {}
+lag = lambda c, k: round(c["lagMs"][k], 1) if c and c.get("lagMs") else None
+print(f"verdict {result['verdict']}; audit: {check['events']} events, {nf['truth']} transitions "
+      f"from {check['window']['from']} to {check['window']['to']}", file=sys.stderr)
+print(f"{'observer':<15}{'missed':>8}{'dup':>6}{'order':>7}{'extra':>7}{'p50 ms':>10}{'p95 ms':>10}{'max ms':>10}",
+      file=sys.stderr)
+for c in check["checks"]:
+    print(f"{c['source']:<15}{c['missed']:>8}{c['duplicated']:>6}{c['outOfOrder']:>7}{c['unexplained']:>7}"
+          f"{lag(c, 'p50') or '-':>10}{lag(c, 'p95') or '-':>10}{lag(c, 'max') or '-':>10}", file=sys.stderr)
+print(f"nodefall: peak RSS {usage.get('peakRssBytes', 0) / 2**20:.0f} MiB, "
+      f"CPU {usage.get('cpuMs', 0) / 1000:.1f} s; sim up {up_s} s; wall {wall_s} s", file=sys.stderr)
+out = {
+    "nodes": nodes, "pods": pods, "failed": failed,
+    "missed": nf["missed"],
+    "rss_mb": round(usage.get("peakRssBytes", 0) / 2**20, 1),
+    "cpu_s": round(usage.get("cpuMs", 0) / 1000, 1),
+    "lag_p50_ms": lag(nf, "p50"), "lag_p95_ms": lag(nf, "p95"),
+    "poller_lag_p95_ms": lag(poll, "p95"),
+    "wall_s": wall_s,
+}
+if kw:
+    out["kubectl_lag_p95_ms"] = lag(kw, "p95")
+print(json.dumps(out, separators=(",", ":")))
+EOF
