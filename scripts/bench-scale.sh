@@ -20,8 +20,10 @@ set -euo pipefail
 NODES=${NODES:-1000}
 PODS=${PODS:-10000}
 FAILED=${FAILED:-50}
-HOLD=${HOLD:-60}
-PROFILE=${PROFILE:-fast}
+HOLD=${HOLD:-90}
+# `default`: 40 s leases renewed every 10 s, as real kubelets do (`fast` renews
+# every second: 1,000 nodes are then 1,000 lease writes a second).
+PROFILE=${PROFILE:-default}
 BENCH_DIR=${BENCH_DIR:-$(mktemp -d /tmp/nodefall-bench-scale.XXXXXX)}
 NAME=bench-scale
 
@@ -115,6 +117,14 @@ set +e
 code=$?
 set -e
 say "scenario exit code $code (log: $BENCH_DIR/scenario.log)"
+# A kubectl watch that ended by itself lost events from then on (kubectl get -w
+# does not re-establish a watch the API server closed).
+for p in "${pids[@]:1}"; do
+    kill -0 "$p" 2>/dev/null || say "a kubectl watch (pid $p) had ended before the run did"
+done
+cp "$NODEFALL_STATE_DIR/$NAME/logs/kube-apiserver.log" "$BENCH_DIR/" || true
+closed=$(grep -c "unresponsive" "$BENCH_DIR/kube-apiserver.log" || true)
+say "API server: ${closed:-0} watchers closed for being unresponsive (kube-apiserver.log)"
 for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
 for p in "${pids[@]}" "${stampers[@]}"; do wait "$p" 2>/dev/null || true; done
 pids=()
@@ -147,6 +157,9 @@ print(f"{'observer':<15}{'missed':>8}{'dup':>6}{'order':>7}{'extra':>7}{'p50 ms'
 for c in check["checks"]:
     print(f"{c['source']:<15}{c['missed']:>8}{c['duplicated']:>6}{c['outOfOrder']:>7}{c['unexplained']:>7}"
           f"{lag(c, 'p50') or '-':>10}{lag(c, 'p95') or '-':>10}{lag(c, 'max') or '-':>10}", file=sys.stderr)
+if nf.get("lagFromT0Ms"):
+    print(f"nodefall from T0 (the fault and recovery): p50 {nf['lagFromT0Ms']['p50']:.1f} ms, "
+          f"p95 {nf['lagFromT0Ms']['p95']:.1f} ms over {nf['lagFromT0Ms']['n']} transitions", file=sys.stderr)
 print(f"nodefall: peak RSS {usage.get('peakRssBytes', 0) / 2**20:.0f} MiB, "
       f"CPU {usage.get('cpuMs', 0) / 1000:.1f} s; sim up {up_s} s; wall {wall_s} s", file=sys.stderr)
 out = {
@@ -156,6 +169,7 @@ out = {
     "cpu_s": round(usage.get("cpuMs", 0) / 1000, 1),
     "lag_p50_ms": lag(nf, "p50"), "lag_p95_ms": lag(nf, "p95"),
     "poller_lag_p95_ms": lag(poll, "p95"),
+    "lag_p95_from_t0_ms": round(nf["lagFromT0Ms"]["p95"], 1) if nf.get("lagFromT0Ms") else None,
     "wall_s": wall_s,
 }
 if kw:

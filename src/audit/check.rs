@@ -25,6 +25,10 @@ const LIST_MAX: usize = 20;
 pub struct Window {
     pub from: Timestamp,
     pub to: Timestamp,
+    /// T0 (the first fault), when the run reached it: the lag from then on
+    /// is reported apart from the setup's (a burst of pod creations).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub t0: Option<Timestamp>,
 }
 
 /// One observer against the truth.
@@ -50,6 +54,9 @@ pub struct Check {
     /// ResponseComplete.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lag_ms: Option<Summary>,
+    /// The lag of the transitions from T0 on (the fault and recovery).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lag_from_t0_ms: Option<Summary>,
     /// The lag per kind of change (NodeReady, PodReady, ...).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub lag_by_change_ms: BTreeMap<String, Summary>,
@@ -94,10 +101,12 @@ pub fn compare(source: &str, truth: &[Seen], observed: &[Seen], window: Window) 
         out_of_order: 0,
         unexplained: 0,
         lag_ms: None,
+        lag_from_t0_ms: None,
         lag_by_change_ms: BTreeMap::new(),
         missed_examples: Vec::new(),
     };
     let mut lags: Vec<f64> = Vec::new();
+    let mut after_t0: Vec<f64> = Vec::new();
     let mut by_change: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for (trues, seen) in per_object.values() {
         check.truth += trues.len();
@@ -125,9 +134,18 @@ pub fn compare(source: &str, truth: &[Seen], observed: &[Seen], window: Window) 
             matched_changes.push(&t.change);
             let lag = seen[i].at.duration_since(t.at).as_secs_f64() * 1000.0;
             lags.push(lag);
+            if window.t0.is_some_and(|t0| t.at >= t0) {
+                after_t0.push(lag);
+            }
             by_change.entry(kind(&t.change)).or_default().push(lag);
         }
-        for (o, _) in seen.iter().zip(&used).filter(|(_, u)| !**u) {
+        // Late reports only count when they match: after the window, the
+        // cleanup's own changes are not in the truth.
+        let unmatched = seen
+            .iter()
+            .zip(&used)
+            .filter(|(o, u)| !**u && o.at <= window.to);
+        for (o, _) in unmatched {
             if matched_changes.contains(&&o.change) {
                 check.duplicated += 1;
             } else {
@@ -136,6 +154,7 @@ pub fn compare(source: &str, truth: &[Seen], observed: &[Seen], window: Window) 
         }
     }
     check.lag_ms = Summary::of(&lags);
+    check.lag_from_t0_ms = Summary::of(&after_t0);
     check.lag_by_change_ms = by_change
         .into_iter()
         .filter_map(|(k, v)| Summary::of(&v).map(|s| (k, s)))
@@ -178,6 +197,7 @@ mod tests {
         Window {
             from: at(0),
             to: at(100_000),
+            t0: Some(at(5_000)),
         }
     }
 
@@ -199,6 +219,8 @@ mod tests {
         let lag = c.lag_ms.unwrap();
         assert_eq!((lag.min, lag.p50, lag.max), (2.0, 4.0, 10.0));
         assert_eq!(c.lag_by_change_ms["nodeReady"].n, 3);
+        // Only the return to Ready came after T0.
+        assert_eq!(c.lag_from_t0_ms.unwrap().n, 1);
     }
 
     #[test]
@@ -247,6 +269,8 @@ mod tests {
             seen(0, node("a"), ready("True")),
             seen(50_300, node("a"), ready("Unknown")),
             seen(200_001, node("a"), Change::NodeDeleted),
+            // Cleanup's changes, just after the window: not in the truth.
+            seen(100_500, node("b"), Change::NodeDeleted),
         ];
         let c = compare("nodefall", &truth, &observed, window());
         assert!(c.clean(), "{c:?}");

@@ -110,6 +110,7 @@ pub fn observed_in_run(result: &RunResult) -> Option<(Vec<Seen>, Window)> {
     let window = Window {
         from: result.wall_clock(from),
         to: result.wall_clock(end),
+        t0: result.t0.map(|t0| result.wall_clock(t0)),
     };
     Some((seen, window))
 }

@@ -353,7 +353,11 @@ fn node_summary(nodes: &[sim::state::SimNode]) -> String {
             .collect::<Vec<_>>()
             .join("\n");
     }
-    let shards = nodes.iter().filter_map(|n| n.shard).max().map_or(0, |k| k + 1);
+    let shards = nodes
+        .iter()
+        .filter_map(|n| n.shard)
+        .max()
+        .map_or(0, |k| k + 1);
     let mut lines = vec![if shards > 0 {
         format!("{} nodes on {shards} kwok shards", nodes.len())
     } else {
@@ -369,7 +373,10 @@ fn node_summary(nodes: &[sim::state::SimNode]) -> String {
             0 => {}
             n if state == AgentState::Running => lines.push(format!("{n} {state}")),
             n if n <= LIST_MAX => lines.push(format!("{n} {state}: {}", these.join(", "))),
-            n => lines.push(format!("{n} {state}: {}, ...", these[..LIST_MAX].join(", "))),
+            n => lines.push(format!(
+                "{n} {state}: {}, ...",
+                these[..LIST_MAX].join(", ")
+            )),
         }
     }
     lines.join("\n")

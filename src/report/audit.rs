@@ -68,6 +68,7 @@ pub(super) fn section(out: &mut String, r: &RunResult) {
                 opt(lag, |s| s.p50),
                 opt(lag, |s| s.p95),
                 opt(lag, |s| s.max),
+                opt(c.lag_from_t0_ms.as_ref(), |s| s.p95),
             ]
         })
         .collect();
@@ -82,6 +83,7 @@ pub(super) fn section(out: &mut String, r: &RunResult) {
             "lag p50",
             "lag p95",
             "lag max",
+            "lag p95 from T0",
         ],
         rows,
     ));

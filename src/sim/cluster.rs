@@ -187,11 +187,12 @@ impl SimCluster {
         let mut kcm = controller_manager_args(&kubeconfig, &pki, &opts.profile);
         let mut sched = scheduler_args(&kubeconfig);
         if opts.shards > 0 {
-            // Thousands of pods: the clients' default 20 QPS would make the
-            // ReplicaSet controller and the scheduler the bottleneck (kwokctl
-            // lifts the same limits).
-            kcm.extend(unlimited_qps());
-            sched.extend(unlimited_qps());
+            // Thousands of pods: the clients' default 20 (controllers) and
+            // 50 (scheduler) QPS would take minutes to create and bind them.
+            // Not unlimited (as kwokctl does): a storm of creations saturates
+            // a small machine's API server and every watch lags behind it.
+            kcm.extend(raised_qps());
+            sched.extend(raised_qps());
         }
         // What the processes really run with, where kubeadm would say it.
         let version = client
@@ -1125,9 +1126,9 @@ fn audit_args(layout: &Layout) -> Vec<String> {
     ]
 }
 
-fn unlimited_qps() -> [String; 2] {
+fn raised_qps() -> [String; 2] {
     [
-        "--kube-api-qps=5000".to_owned(),
-        "--kube-api-burst=10000".to_owned(),
+        "--kube-api-qps=200".to_owned(),
+        "--kube-api-burst=400".to_owned(),
     ]
 }
