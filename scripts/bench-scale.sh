@@ -13,7 +13,8 @@
 #
 # Usage: scripts/bench-scale.sh            (1000 nodes, 10000 pods, 50 failed)
 #        NODES=200 PODS=2000 FAILED=10 scripts/bench-scale.sh
-# Needs: cargo, python3, kubectl (optional: without it the kubectl baseline is skipped).
+# Needs: cargo, python3, kubectl (optional: without it, or with KUBECTL=0, the
+# kubectl baseline is skipped).
 # Keeps everything under $BENCH_DIR (default: a new directory in /tmp).
 set -euo pipefail
 
@@ -92,7 +93,7 @@ EOF
     --out "$BENCH_DIR/poller.jsonl" 2>"$BENCH_DIR/poller.log" &
 pids+=($!)
 baselines=(--baseline "poller-5s=$BENCH_DIR/poller.jsonl")
-if command -v kubectl >/dev/null; then
+if [ "${KUBECTL:-1}" = 1 ] && command -v kubectl >/dev/null; then
     for what in nodes "pods -n bench-scale"; do
         out=$BENCH_DIR/kubectl-${what%% *}.jsonl
         fifo=$BENCH_DIR/kubectl-${what%% *}.fifo
@@ -101,7 +102,8 @@ if command -v kubectl >/dev/null; then
         "$bin" audit stamp --out "$out" <"$fifo" &
         stampers+=($!)
         # shellcheck disable=SC2086 # $what is two words on purpose
-        kubectl --kubeconfig "$kubeconfig" get $what -w -o json --output-watch-events \
+        # -v=6: its requests and why its watch ended, in kubectl.log.
+        kubectl --kubeconfig "$kubeconfig" get $what -w -o json --output-watch-events -v=6 \
             >"$fifo" 2>>"$BENCH_DIR/kubectl.log" &
         pids+=($!)
         baselines+=(--baseline "kubectl-get-w=$out")
@@ -123,6 +125,7 @@ for p in "${pids[@]:1}"; do
     kill -0 "$p" 2>/dev/null || say "a kubectl watch (pid $p) had ended before the run did"
 done
 cp "$NODEFALL_STATE_DIR/$NAME/logs/kube-apiserver.log" "$BENCH_DIR/" || true
+[ "${KEEP_AUDIT:-0}" = 1 ] && cp "$NODEFALL_STATE_DIR/$NAME/logs/audit.log" "$BENCH_DIR/"
 closed=$(grep -c "unresponsive" "$BENCH_DIR/kube-apiserver.log" || true)
 say "API server: ${closed:-0} watchers closed for being unresponsive (kube-apiserver.log)"
 for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
@@ -135,7 +138,7 @@ audit_log=$NODEFALL_STATE_DIR/$NAME/logs/audit.log
 say "audit check: $(du -h "$audit_log" | cut -f1) of audit log"
 set +e
 "$bin" audit check "$result" --audit-log "$audit_log" "${baselines[@]}" --format json \
-    >"$BENCH_DIR/check.json"
+    --matches "$BENCH_DIR/matches.jsonl" >"$BENCH_DIR/check.json"
 set -e
 wall_s=$(python3 -c "import time; print(round(time.time() - $started, 1))")
 

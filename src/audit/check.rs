@@ -63,6 +63,17 @@ pub struct Check {
     /// The first missed transitions, for a person to look at.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub missed_examples: Vec<Seen>,
+    /// Every match (not serialized: `audit check --matches FILE` writes them).
+    #[serde(skip)]
+    pub matches: Vec<Match>,
+}
+
+/// One true transition and the report matched to it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Match {
+    pub truth: Seen,
+    pub seen_at: Timestamp,
+    pub lag_ms: f64,
 }
 
 impl Check {
@@ -104,6 +115,7 @@ pub fn compare(source: &str, truth: &[Seen], observed: &[Seen], window: Window) 
         lag_from_t0_ms: None,
         lag_by_change_ms: BTreeMap::new(),
         missed_examples: Vec::new(),
+        matches: Vec::new(),
     };
     let mut lags: Vec<f64> = Vec::new();
     let mut after_t0: Vec<f64> = Vec::new();
@@ -134,6 +146,11 @@ pub fn compare(source: &str, truth: &[Seen], observed: &[Seen], window: Window) 
             matched_changes.push(&t.change);
             let lag = seen[i].at.duration_since(t.at).as_secs_f64() * 1000.0;
             lags.push(lag);
+            check.matches.push(Match {
+                truth: (*t).clone(),
+                seen_at: seen[i].at,
+                lag_ms: lag,
+            });
             if window.t0.is_some_and(|t0| t.at >= t0) {
                 after_t0.push(lag);
             }

@@ -11,6 +11,7 @@ use std::io::BufRead;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::watcher::Event as WatchEvent;
 use serde::Deserialize;
 use serde_json::Value;
@@ -194,6 +195,36 @@ fn decode(e: Event, scope: &Scope) -> Option<(Timestamp, Write)> {
     }
 }
 
+impl Folder {
+    /// A write whose response holds an older version of the object than one
+    /// already folded in: a no-op write answers with the object as it was
+    /// read, which can be older than a write completed meanwhile (seen: a
+    /// kwok status patch answered with resourceVersion 7006 after 7015).
+    fn is_stale(&mut self, meta: &ObjectMeta) -> bool {
+        let (Some(uid), Some(rv)) = (
+            meta.uid.as_ref(),
+            meta.resource_version.as_deref().and_then(|v| v.parse::<u64>().ok()),
+        ) else {
+            return false;
+        };
+        match self.newest.get(uid) {
+            Some(newest) if rv <= *newest => true,
+            _ => {
+                self.newest.insert(uid.clone(), rv);
+                false
+            }
+        }
+    }
+}
+
+/// The metadata of an object a write stored (not of a deletion).
+fn applied_meta<K: kube::Resource>(e: &WatchEvent<K>) -> Option<&ObjectMeta> {
+    match e {
+        WatchEvent::Apply(o) => Some(o.meta()),
+        _ => None,
+    }
+}
+
 fn in_scope(scope: &Scope, namespace: Option<&str>) -> bool {
     scope
         .namespace
@@ -233,6 +264,8 @@ struct Folder {
     /// The last stored state of each live pod, by namespace/name: a binding
     /// changes it without returning it.
     last_pod: HashMap<(String, String), Pod>,
+    /// The newest resourceVersion folded in per object (UID).
+    newest: HashMap<String, u64>,
 }
 
 impl Default for Folder {
@@ -241,12 +274,23 @@ impl Default for Folder {
             nodes: Fold::new(NodeDiff),
             pods: Fold::new(PodDiff),
             last_pod: HashMap::new(),
+            newest: HashMap::new(),
         }
     }
 }
 
 impl Folder {
     fn fold(&mut self, at: Timestamp, write: Write, out: &mut Vec<Seen>) {
+        let meta = match &write {
+            Write::Node(e) => applied_meta(e),
+            Write::Pod(e) => applied_meta(e),
+            Write::Bind { .. } => None,
+        };
+        if let Some(meta) = meta
+            && self.is_stale(meta)
+        {
+            return;
+        }
         let batch = match write {
             Write::Node(e) => self.nodes.handle(*e),
             Write::Pod(e) => {

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-pub use check::{Check, Window, compare};
+pub use check::{Check, Match, Window, compare};
 pub use log::{Scope, Truth};
 
 use crate::report::RunResult;

@@ -27,6 +27,18 @@ impl NodeFaults for SimBackend {
     }
 
     fn describe(&self, node: &str, fault: FaultKind) -> String {
+        let shard = self.cluster.node_state(node).ok().and_then(|n| n.shard);
+        if let Some(k) = shard {
+            let what = match fault {
+                FaultKind::ResumeVm
+                | FaultKind::RestoreNic
+                | FaultKind::Poweron
+                | FaultKind::StartKubelet => format!("back into kwok shard {k}"),
+                FaultKind::Shutdown => "unsupported".to_owned(),
+                _ => format!("out of kwok shard {k}"),
+            };
+            return format!("{} {node} ({what})", fault.name());
+        }
         let what = match fault {
             FaultKind::PauseVm | FaultKind::DropNic => "SIGSTOP the node's kwok",
             FaultKind::ResumeVm | FaultKind::RestoreNic => "replace the frozen kwok by a fresh one",

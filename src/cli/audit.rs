@@ -56,6 +56,10 @@ pub struct CheckArgs {
     pub baselines: Vec<String>,
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// Write every match of nodefall's reports (true transition, when seen, lag) to
+    /// this file, as JSON lines in the order they happened.
+    #[arg(long)]
+    pub matches: Option<PathBuf>,
     /// Also store the check in result.json and re-render report.md beside it.
     #[arg(long)]
     pub update: bool,
@@ -129,6 +133,18 @@ fn check(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     }
     let result = report::read_result(&args.result)?;
     let report = audit::check_run(&result, &args.result, &args.audit_log, &observed)?;
+    if let (Some(path), Some(ours)) = (&args.matches, report.checks.first()) {
+        let mut sink = std::io::BufWriter::new(
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+        );
+        let mut matches: Vec<&audit::Match> = ours.matches.iter().collect();
+        matches.sort_by_key(|m| m.truth.at);
+        for m in matches {
+            serde_json::to_writer(&mut sink, m)?;
+            sink.write_all(b"\n")?;
+        }
+        sink.flush()?;
+    }
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
         Format::Text => {

@@ -88,6 +88,14 @@ pub(super) fn section(out: &mut String, r: &RunResult) {
         rows,
     ));
     out.push('\n');
+    if r.watch_errors > 0 {
+        let _ = writeln!(
+            out,
+            "nodefall's watchers recovered from {} watch error(s) by relisting; changes made \
+             meanwhile were seen late, at the relist.\n",
+            r.watch_errors
+        );
+    }
     if let Some(c) = a.checks.first() {
         for m in &c.missed_examples {
             let _ = writeln!(

@@ -88,12 +88,20 @@ pub struct RunResult {
     /// observer's transitions from then on are live.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_from: Option<Ms>,
+    /// Watch errors the observer's watchers recovered from by relisting
+    /// (each a moment where changes were seen late, never lost).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub watch_errors: u64,
     /// nodefall's own resource use over the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
     /// The observer checked against the API server's audit log (sim).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audit: Option<crate::audit::AuditReport>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The nodefall process's own peak memory and CPU time.

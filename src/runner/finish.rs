@@ -42,6 +42,7 @@ pub fn failed_to_start(plan: &Plan, file: &str, error: &str, verdict: RunVerdict
         aborted: None,
         probes: Vec::new(),
         observed_from: None,
+        watch_errors: 0,
         usage: None,
         audit: None,
     }
@@ -156,6 +157,7 @@ impl Run<'_> {
             aborted: self.aborted,
             probes: self.probe_records,
             observed_from: self.observed_from,
+            watch_errors: self.rec.watch_errors(),
             usage: crate::report::result::Usage::of_self(),
             audit: None,
         }

@@ -139,7 +139,9 @@ pub async fn run<B: NodeFaults>(
     signals: &mut Signals,
     limits: Limits,
 ) -> Outcome {
-    let start = Instant::now();
+    // Taken together: `at` (ms since `start`) + `started_at` is the wall
+    // clock of a transition, compared with the audit log's.
+    let (start, started_at) = (Instant::now(), Timestamp::now());
     let client = kube::Client::try_from(config.clone());
     // The observer builds its own client from it, on its own runtime.
     let observer_config = config.clone();
@@ -170,7 +172,7 @@ pub async fn run<B: NodeFaults>(
         strict,
         observer_config,
         rec: Recorder::new(start),
-        started_at: Timestamp::now(),
+        started_at,
         cluster_version: None,
         targets: BTreeMap::new(),
         steps: Vec::new(),
