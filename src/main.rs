@@ -7,6 +7,9 @@ use clap::Parser as _;
 use nodefall::cli::{self, Cli};
 use nodefall::{exit, report, scenario};
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli::run(cli) {

@@ -78,7 +78,7 @@ fn a_run_on_shared_kwok_is_checked_against_the_audit_log() {
 
     // The baseline: a 5 s poller of the same Nodes and Pods.
     let poll_out = d.out.path().join("poller.jsonl");
-    let mut poller = d
+    let poller = d
         .command(&[
             "audit",
             "poll",

@@ -12,7 +12,7 @@
 pub mod check;
 pub mod log;
 
-use std::io::BufRead as _;
+use std::io::{BufRead as _, Read as _};
 use std::path::{Path, PathBuf};
 
 use jiff::Timestamp;
@@ -77,13 +77,60 @@ pub struct AuditReport {
     pub checks: Vec<Check>,
 }
 
-/// Reads an audit log.
+/// Reads an audit log, after the files the API server rotated it into
+/// (`audit-<time>.log` beside `audit.log`, oldest first).
 pub fn read_truth(path: &Path, scope: &Scope) -> Result<Truth, Error> {
-    let file = std::fs::File::open(path).map_err(|source| Error::Read {
-        path: path.to_owned(),
-        source,
-    })?;
-    log::read(std::io::BufReader::new(file), path, scope)
+    let files = with_rotated(path);
+    let mut readers: Vec<Box<dyn std::io::Read>> = Vec::new();
+    for f in &files {
+        let file = std::fs::File::open(f).map_err(|source| Error::Read {
+            path: f.clone(),
+            source,
+        })?;
+        readers.push(Box::new(file));
+    }
+    let chained = readers
+        .into_iter()
+        .reduce(|a, b| Box::new(a.chain(b)))
+        .ok_or_else(|| Error::Read {
+            path: path.to_owned(),
+            source: std::io::ErrorKind::NotFound.into(),
+        })?;
+    log::read(std::io::BufReader::new(chained), path, scope)
+}
+
+/// `path` preceded by its rotated files (lumberjack names them
+/// `<stem>-<UTC time>.<ext>`, which sorts by time).
+fn with_rotated(path: &Path) -> Vec<PathBuf> {
+    let (Some(dir), Some(stem), ext) = (
+        path.parent(),
+        path.file_stem().and_then(|s| s.to_str()),
+        path.extension().and_then(|e| e.to_str()).unwrap_or(""),
+    ) else {
+        return vec![path.to_owned()];
+    };
+    let prefix = format!("{stem}-");
+    let suffix = format!(".{ext}");
+    let mut rotated: Vec<PathBuf> = std::fs::read_dir(if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    })
+    .map(|entries| {
+        entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(&suffix))
+            })
+            .collect()
+    })
+    .unwrap_or_default();
+    rotated.sort();
+    rotated.push(path.to_owned());
+    rotated
 }
 
 /// What nodefall's observer reported in a run (Nodes and Pods only, the
@@ -167,4 +214,35 @@ pub fn read_observations(path: &Path) -> Result<Vec<Seen>, Error> {
         );
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rotated_files_are_read_first_oldest_first() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in [
+            "audit.log",
+            "audit-2026-11-22T19-15-11.123.log",
+            "audit-2026-11-22T19-14-02.001.log",
+            "audit-policy.yaml",
+            "kube-apiserver.log",
+        ] {
+            std::fs::write(dir.path().join(name), "").unwrap();
+        }
+        let names: Vec<String> = with_rotated(&dir.path().join("audit.log"))
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "audit-2026-11-22T19-14-02.001.log",
+                "audit-2026-11-22T19-15-11.123.log",
+                "audit.log"
+            ]
+        );
+    }
 }

@@ -107,7 +107,9 @@ pub async fn revert<B: NodeFaults>(
                 (None, _) => Ok(()),
                 // Recreated by someone else since: not ours.
                 (Some(now), Some(uid)) if now != *uid => Ok(()),
-                _ => actions::delete_namespace(client, name, Duration::from_secs(60))
+                // Thousands of pods take minutes to go; the cleanup deadline
+                // (180 s by default) bounds it anyway.
+                _ => actions::delete_namespace(client, name, Duration::from_secs(170))
                     .await
                     .map_err(kube),
             }

@@ -9,13 +9,24 @@ use tokio::sync::watch;
 
 use crate::timeline::Ms;
 
-/// Sleeps until `rx` reports a change or `deadline` (ms on the run clock,
-/// now being `now`) has passed; returns at once when it already has.
+/// After a change, how long more changes are let in before the caller looks
+/// again: a burst (thousands of pods at once) is judged once, not once per
+/// transition. Decisions use the transitions' own times, so this delays only
+/// when the runner moves on, never what it measures.
+const SETTLE: Duration = Duration::from_millis(20);
+
+/// Sleeps until `rx` reports a change (and [`SETTLE`] more) or `deadline`
+/// (ms on the run clock, now being `now`) has passed; returns at once when
+/// it already has.
 pub(super) async fn change_or_deadline(rx: &mut watch::Receiver<u64>, now: Ms, deadline: Ms) {
-    let left = u64::try_from((deadline - now).max(0) + 1).unwrap_or(1);
+    let left = Duration::from_millis(u64::try_from((deadline - now).max(0) + 1).unwrap_or(1));
+    let start = tokio::time::Instant::now();
     // Err: the recorder is gone or the deadline passed; either way the
     // caller looks again and decides.
-    let _ = tokio::time::timeout(Duration::from_millis(left), rx.changed()).await;
+    if let Ok(Ok(())) = tokio::time::timeout(left, rx.changed()).await {
+        let settle = SETTLE.min(left.saturating_sub(start.elapsed()));
+        tokio::time::sleep(settle).await;
+    }
 }
 
 #[cfg(test)]
@@ -33,7 +44,7 @@ mod tests {
             tokio::time::sleep(Duration::from_secs(10)).await;
         });
         change_or_deadline(&mut rx, 0, 5_000).await;
-        assert_eq!(start.elapsed(), Duration::from_millis(300));
+        assert_eq!(start.elapsed(), Duration::from_millis(300) + SETTLE);
     }
 
     #[tokio::test(start_paused = true)]

@@ -1123,6 +1123,10 @@ fn audit_args(layout: &Layout) -> Vec<String> {
         // Written before the response is sent: complete when read.
         "--audit-log-mode".to_owned(),
         "blocking".to_owned(),
+        // Rotated at 100 MB by default; a 10,000-pod run writes more. The
+        // reader also reads rotated files (audit-<time>.log) before it.
+        "--audit-log-maxsize".to_owned(),
+        "4096".to_owned(),
     ]
 }
 
