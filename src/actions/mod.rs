@@ -410,3 +410,24 @@ pub async fn server_version(client: &kube::Client) -> Result<String> {
         .map_err(kube_err("reading the server version"))?;
     Ok(info.git_version)
 }
+
+/// Every object of a list, a page of 500 at a time, each reduced by `keep`
+/// as it arrives (None: left out): 10,000 pods never sit in memory whole.
+pub async fn list_paged<K, T>(
+    api: &Api<K>,
+    keep: impl Fn(K) -> Option<T>,
+) -> Result<Vec<T>, kube::Error>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    let mut out = Vec::new();
+    let mut params = kube::api::ListParams::default().limit(500);
+    loop {
+        let page = api.list(&params).await?;
+        out.extend(page.items.into_iter().filter_map(&keep));
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => return Ok(out),
+        }
+    }
+}

@@ -203,7 +203,9 @@ impl Folder {
     fn is_stale(&mut self, meta: &ObjectMeta) -> bool {
         let (Some(uid), Some(rv)) = (
             meta.uid.as_ref(),
-            meta.resource_version.as_deref().and_then(|v| v.parse::<u64>().ok()),
+            meta.resource_version
+                .as_deref()
+                .and_then(|v| v.parse::<u64>().ok()),
         ) else {
             return false;
         };

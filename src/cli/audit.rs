@@ -11,11 +11,12 @@ use anyhow::Context as _;
 use clap::{Args, Subcommand, ValueEnum};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use kube::runtime::watcher::Event;
 use serde_json::Value;
 
 use super::run_scenario::InvalidFlag;
+use crate::actions;
 use crate::audit::{self, Seen};
 use crate::exit;
 use crate::observe::fold::{Differ, Fold};
@@ -251,33 +252,20 @@ fn poll(args: &PollArgs) -> anyhow::Result<ExitCode> {
             {
                 break;
             }
-            let listed = list_all(&nodes).await?;
+            let listed = actions::list_paged(&nodes, Some)
+                .await
+                .context("listing nodes")?;
             let at = Timestamp::now();
             sink.write(at, relist(&mut node_fold, listed))?;
-            let listed = list_all(&pods).await?;
+            let listed = actions::list_paged(&pods, Some)
+                .await
+                .context("listing pods")?;
             let at = Timestamp::now();
             sink.write(at, relist(&mut pod_fold, listed))?;
         }
         anyhow::Ok(())
     })?;
     Ok(exit::code(exit::PASS))
-}
-
-/// One complete list, in pages of 500.
-async fn list_all<K>(api: &Api<K>) -> anyhow::Result<Vec<K>>
-where
-    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
-{
-    let mut out = Vec::new();
-    let mut params = ListParams::default().limit(500);
-    loop {
-        let page = api.list(&params).await.context("listing")?;
-        out.extend(page.items);
-        match page.metadata.continue_ {
-            Some(token) if !token.is_empty() => params = params.continue_token(&token),
-            _ => return Ok(out),
-        }
-    }
 }
 
 /// Feeds a complete list to a fold as a relist: changes and deletions since

@@ -81,20 +81,39 @@ impl Run<'_> {
     /// returns the cluster's nodes as listed for it.
     pub(super) async fn resolve_targets(&mut self) -> Result<Vec<Node>, Error> {
         let api: Api<Node> = Api::all(self.client.clone());
-        let nodes = api
-            .list(&Default::default())
-            .await
-            .map_err(|source| Error::Target(format!("listing nodes: {source}")))?;
-        let mut names: Vec<String> = nodes.items.iter().map(|n| n.name_any()).collect();
+        let nodes = actions::list_paged(&api, |mut n: Node| {
+            n.metadata.managed_fields = None;
+            Some(n)
+        })
+        .await
+        .map_err(|source| Error::Target(format!("listing nodes: {source}")))?;
+        let mut names: Vec<String> = nodes.iter().map(|n| n.name_any()).collect();
         names.sort();
         // Read pods from the API, not the recorder: right after setup the
-        // watch may not have delivered the last pods yet.
-        let pods: Api<k8s_openapi::api::core::v1::Pod> =
-            Api::namespaced(self.client.clone(), &self.plan.scenario.namespace);
-        let pods = pods
-            .list(&Default::default())
+        // watch may not have delivered the last pods yet. Only what
+        // `mostPods` needs of each (its node and labels), only if a target
+        // uses it.
+        let most_pods = self
+            .plan
+            .scenario
+            .targets
+            .iter()
+            .any(|t| matches!(t.selector, TargetSelector::MostPods(_)));
+        let pods = if most_pods {
+            let api: Api<k8s_openapi::api::core::v1::Pod> =
+                Api::namespaced(self.client.clone(), &self.plan.scenario.namespace);
+            actions::list_paged(&api, |p: k8s_openapi::api::core::v1::Pod| {
+                let node = p.spec.and_then(|s| s.node_name)?;
+                p.metadata
+                    .deletion_timestamp
+                    .is_none()
+                    .then(|| (node, p.metadata.labels.unwrap_or_default()))
+            })
             .await
-            .map_err(|source| Error::Target(format!("listing pods: {source}")))?;
+            .map_err(|source| Error::Target(format!("listing pods: {source}")))?
+        } else {
+            Vec::new()
+        };
         for target in &self.plan.scenario.targets {
             let excluded: Vec<&String> = target
                 .exclude
@@ -102,7 +121,6 @@ impl Run<'_> {
                 .filter_map(|t| self.targets.get(t))
                 .collect();
             let candidates: Vec<&Node> = nodes
-                .items
                 .iter()
                 .filter(|n| !excluded.contains(&&n.name_any()))
                 .collect();
@@ -130,11 +148,8 @@ impl Run<'_> {
                 TargetSelector::MostPods(sel) => {
                     let mut counts: BTreeMap<String, usize> =
                         candidates.iter().map(|n| (n.name_any(), 0)).collect();
-                    for pod in pods.items.iter().filter(|p| {
-                        p.metadata.deletion_timestamp.is_none() && sel.matches(p.labels())
-                    }) {
-                        let node = pod.spec.as_ref().and_then(|s| s.node_name.as_ref());
-                        if let Some(c) = node.and_then(|n| counts.get_mut(n)) {
+                    for (node, _) in pods.iter().filter(|(_, labels)| sel.matches(labels)) {
+                        if let Some(c) = counts.get_mut(node) {
                             *c += 1;
                         }
                     }
@@ -158,7 +173,7 @@ impl Run<'_> {
                 .log(&format!("target {} = node {node}", target.name));
             self.targets.insert(target.name.clone(), node);
         }
-        Ok(nodes.items)
+        Ok(nodes)
     }
 
     /// The backend finds each target node's machine and checks it is that
