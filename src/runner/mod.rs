@@ -416,6 +416,8 @@ impl Run<'_> {
 
         let nodes = self.resolve_targets().await?;
         self.resolve_machines(backend, &nodes).await?;
+        // Not kept through the steps (a thousand Nodes).
+        drop(nodes);
         self.check_namespaces().await?;
         self.graceful_shutdown_preflight(backend).await;
         self.setup_end = self.now();
