@@ -37,7 +37,7 @@ spec:
 ";
 
 const SCENARIO: &str = "name: audit-pause\nnamespace: audit-pause\nsetup:\n  apply: web.yaml\n\
-  waitReady: {deployment: web, replicas: 12, timeout: 2m}\ntarget: {mostPods: app=web}\nsteps:\n\
+  \x20 waitReady: {deployment: web, replicas: 12, timeout: 2m}\ntarget: {mostPods: app=web}\nsteps:\n\
   \x20 - fault: pause-vm\n\
   \x20 - expect: {node: target, ready: Unknown, within: \"grace - 5s .. grace + 10s\"}\n\
   \x20 - fault: resume-vm\n  - expect: {node: target, ready: \"True\", within: 1m}\n\
@@ -77,7 +77,8 @@ fn a_run_on_shared_kwok_is_checked_against_the_audit_log() {
     let kubeconfig = sim.kubeconfig_path();
 
     // The baseline: a 5 s poller of the same Nodes and Pods.
-    let poll_out = d.out.path().join("poller.jsonl");
+    let scratch = tempfile::tempdir().unwrap();
+    let poll_out = scratch.path().join("poller.jsonl");
     let poller = d
         .command(&[
             "audit",
@@ -199,7 +200,8 @@ fn a_run_on_shared_kwok_is_checked_against_the_audit_log() {
 #[test]
 fn stamp_folds_kubectl_watch_events_and_bad_input_is_named() {
     let d = Dirs::new();
-    let out = d.out.path().join("stamped.jsonl");
+    let scratch = tempfile::tempdir().unwrap();
+    let out = scratch.path().join("stamped.jsonl");
     let mut stamp = d
         .command(&["audit", "stamp", "--out", out.to_str().unwrap()])
         .stdin(Stdio::piped())
