@@ -100,40 +100,34 @@ pub fn read(reader: impl BufRead, path: &std::path::Path, scope: &Scope) -> Resu
     let mut folder = Folder::default();
     // Writes not folded yet, by (completion time, position in the log).
     let mut pending: BTreeMap<(Timestamp, usize), Write> = BTreeMap::new();
-    for (i, line) in reader.lines().enumerate() {
-        let line = line.map_err(|source| Error::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let event: Event = serde_json::from_str(&line).map_err(|source| Error::Parse {
-            path: path.to_owned(),
-            line: i + 1,
-            source,
-        })?;
-        truth.events += 1;
-        truth.first.get_or_insert(event.stage_timestamp);
-        let newest = truth
-            .last
-            .map_or(event.stage_timestamp, |l| l.max(event.stage_timestamp));
-        truth.last = Some(newest);
-        if let Some((at, write)) = decode(event, scope) {
-            truth.writes += 1;
-            pending.insert((at, i), write);
-        }
-        let horizon = newest
-            .checked_sub(jiff::SignedDuration::from_micros(REORDER_US))
-            .unwrap_or(newest);
-        while let Some(entry) = pending.first_entry() {
-            if entry.key().0 >= horizon {
-                break;
+    super::json_lines(
+        reader,
+        path,
+        |path, line, source| Error::Parse { path, line, source },
+        |line, event: Event| {
+            truth.events += 1;
+            truth.first.get_or_insert(event.stage_timestamp);
+            let newest = truth
+                .last
+                .map_or(event.stage_timestamp, |l| l.max(event.stage_timestamp));
+            truth.last = Some(newest);
+            if let Some((at, write)) = decode(event, scope) {
+                truth.writes += 1;
+                pending.insert((at, line), write);
             }
-            let ((at, _), write) = entry.remove_entry();
-            folder.fold(at, write, &mut truth.transitions);
-        }
-    }
+            let horizon = newest
+                .checked_sub(jiff::SignedDuration::from_micros(REORDER_US))
+                .unwrap_or(newest);
+            while let Some(entry) = pending.first_entry() {
+                if entry.key().0 >= horizon {
+                    break;
+                }
+                let ((at, _), write) = entry.remove_entry();
+                folder.fold(at, write, &mut truth.transitions);
+            }
+            Ok(())
+        },
+    )?;
     for ((at, _), write) in pending {
         folder.fold(at, write, &mut truth.transitions);
     }

@@ -12,7 +12,7 @@
 pub mod check;
 pub mod log;
 
-use std::io::{BufRead as _, Read as _};
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use jiff::Timestamp;
@@ -197,7 +197,27 @@ pub fn read_observations(path: &Path) -> Result<Vec<Seen>, Error> {
         source,
     })?;
     let mut out = Vec::new();
-    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+    json_lines(
+        std::io::BufReader::new(file),
+        path,
+        |path, line, source| Error::Observation { path, line, source },
+        |_, seen| {
+            out.push(seen);
+            Ok(())
+        },
+    )?;
+    Ok(out)
+}
+
+/// Calls `each` with every non-blank line of `reader` parsed as JSON, and
+/// its line number (from 1); `bad` names a line that does not parse.
+fn json_lines<T: serde::de::DeserializeOwned>(
+    reader: impl std::io::BufRead,
+    path: &Path,
+    bad: fn(PathBuf, usize, serde_json::Error) -> Error,
+    mut each: impl FnMut(usize, T) -> Result<(), Error>,
+) -> Result<(), Error> {
+    for (i, line) in reader.lines().enumerate() {
         let line = line.map_err(|source| Error::Read {
             path: path.to_owned(),
             source,
@@ -205,15 +225,11 @@ pub fn read_observations(path: &Path) -> Result<Vec<Seen>, Error> {
         if line.trim().is_empty() {
             continue;
         }
-        out.push(
-            serde_json::from_str(&line).map_err(|source| Error::Observation {
-                path: path.to_owned(),
-                line: i + 1,
-                source,
-            })?,
-        );
+        let value =
+            serde_json::from_str(&line).map_err(|source| bad(path.to_owned(), i + 1, source))?;
+        each(i + 1, value)?;
     }
-    Ok(out)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -324,17 +324,9 @@ fn watch_event<K: serde::de::DeserializeOwned>(kind: &str, object: Value) -> Opt
 }
 
 async fn client(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Client> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-                .await
-                .with_context(|| format!("loading {}", path.display()))?
-        }
-        None => kube::Config::infer()
-            .await
-            .context("finding a kubeconfig")?,
-    };
+    let config = super::cluster::kube_config_at(kubeconfig, None)
+        .await
+        .map_err(anyhow::Error::msg)
+        .context("reading the kubeconfig")?;
     kube::Client::try_from(config).context("building a kube client")
 }

@@ -2,6 +2,8 @@
 //! (checked against the scenario's `cluster:` pins) and its timing profile
 //! (discovered, unless `--profile` says otherwise).
 
+use std::path::Path;
+
 use anyhow::Context as _;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
@@ -27,6 +29,26 @@ pub async fn kube_config(
         })?;
     let name = context.or_else(|| Kubeconfig::read().ok().and_then(|k| k.current_context));
     Ok((config, name))
+}
+
+/// The kube config of a kubeconfig file (`None`: KUBECONFIG, then
+/// ~/.kube/config) and context (`None`: the file's current one).
+pub async fn kube_config_at(
+    kubeconfig: Option<&Path>,
+    context: Option<String>,
+) -> Result<kube::Config, String> {
+    let options = KubeConfigOptions {
+        context,
+        ..KubeConfigOptions::default()
+    };
+    let r = match kubeconfig {
+        Some(path) => {
+            let kc = Kubeconfig::read_from(path).map_err(|e| e.to_string())?;
+            kube::Config::from_custom_kubeconfig(kc, &options).await
+        }
+        None => kube::Config::from_kubeconfig(&options).await,
+    };
+    r.map_err(|e| e.to_string())
 }
 
 /// What an existing cluster is and what its timings are.

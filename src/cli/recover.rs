@@ -6,14 +6,13 @@
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
-use kube::config::KubeConfigOptions;
 
 use super::runtime;
 use crate::backend::NodeFaults;
 use crate::backend::any::AnyBackend;
 use crate::backend::sim::SimBackend;
 use crate::exit;
-use crate::runner::journal::{self, BackendRef, Header, KubeRef, Settled, Undo};
+use crate::runner::journal::{self, BackendRef, Header, Settled, Undo};
 use crate::runner::{self, Journal, undo};
 use crate::scenario::model::Cleanup;
 use crate::sim::SimCluster;
@@ -162,7 +161,19 @@ async fn recover_one(header: &Header, journal: &mut Journal) -> bool {
             // holds its domain's UUID, or its revert's command line). Faults
             // are reverted even when the cluster cannot be reached.
             match AnyBackend::open(other) {
-                Ok(mut b) => revert(journal, kube_config(&header.kube).await, &mut b, keep).await,
+                Ok(mut b) => {
+                    revert(
+                        journal,
+                        super::cluster::kube_config_at(
+                            header.kube.kubeconfig.as_deref(),
+                            header.kube.context.clone(),
+                        )
+                        .await,
+                        &mut b,
+                        keep,
+                    )
+                    .await
+                }
                 Err(e) => {
                     print(
                         format!("open the {} backend", other.kind()),
@@ -205,19 +216,4 @@ async fn revert<B: NodeFaults>(
     )
     .await;
     ok
-}
-
-async fn kube_config(k: &KubeRef) -> Result<kube::Config, String> {
-    let options = KubeConfigOptions {
-        context: k.context.clone(),
-        ..KubeConfigOptions::default()
-    };
-    let r = match &k.kubeconfig {
-        Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| e.to_string())?;
-            kube::Config::from_custom_kubeconfig(kc, &options).await
-        }
-        None => kube::Config::from_kubeconfig(&options).await,
-    };
-    r.map_err(|e| e.to_string())
 }
