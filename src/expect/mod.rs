@@ -8,14 +8,17 @@ pub use guard::{Held, held_for};
 
 pub mod probe;
 pub mod toleration;
+mod truth;
 mod volumes;
+
+pub use truth::{Truth, truth_series};
 
 use crate::scenario::checked::Condition;
 use crate::scenario::duration::format_millis;
 use crate::scenario::expr::Window;
 use crate::scenario::model::{NodeReady, Terminating};
 use crate::selector::Selector;
-use crate::timeline::{Ms, PodView, Transition, World};
+use crate::timeline::{Ms, PodView, World};
 
 /// A subject with its target names resolved to node names.
 #[derive(Debug, Clone, PartialEq)]
@@ -132,39 +135,6 @@ fn pods_condition(pods: &[&PodView], c: &Condition) -> bool {
         }
         _ => false,
     }
-}
-
-/// When the condition's truth changed: `(time, holds)` pairs, the first at
-/// time `from` with the truth then, each later one a flip.
-pub fn truth_series(
-    transitions: &[Transition],
-    subject: &Subject,
-    conditions: &[Condition],
-    from: Ms,
-) -> Vec<(Ms, bool)> {
-    let mut world = World::default();
-    let mut series: Vec<(Ms, bool)> = Vec::new();
-    let mut i = 0;
-    while i < transitions.len() && transitions[i].at <= from {
-        world.apply(&transitions[i]);
-        i += 1;
-    }
-    // Event conditions count occurrences from the series start on.
-    world.forget_events();
-    series.push((from, holds(&world, subject, conditions)));
-    while i < transitions.len() {
-        // Apply every transition of the same instant before judging.
-        let at = transitions[i].at;
-        while i < transitions.len() && transitions[i].at == at {
-            world.apply(&transitions[i]);
-            i += 1;
-        }
-        let now = holds(&world, subject, conditions);
-        if series.last().is_some_and(|&(_, last)| last != now) {
-            series.push((at, now));
-        }
-    }
-    series
 }
 
 /// The verdict on a window, once it can be given.
@@ -316,7 +286,7 @@ fn fmt_rel(ms: Ms) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::timeline::{Change, ObjectRef};
+    use crate::timeline::{Change, ObjectRef, Transition};
 
     fn ready(at: Ms, status: &str) -> Transition {
         Transition {

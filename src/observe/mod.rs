@@ -93,12 +93,51 @@ impl Recorder {
         self.push(vec![(object, vec![(None, change)])]);
     }
 
+    /// A copy of the whole record, for the run's result.
     pub fn transitions(&self) -> Vec<Transition> {
         self.lock().transitions.clone()
     }
 
+    /// Hands the transitions recorded since `*cursor` to `f` a bounded chunk
+    /// at a time, advancing the cursor: a follower copies only what is new,
+    /// and the watchers wait for the lock at most one chunk's copy.
+    pub fn follow(&self, cursor: &mut usize, mut f: impl FnMut(&[Transition])) {
+        const CHUNK: usize = 2048;
+        loop {
+            let chunk = {
+                let inner = self.lock();
+                let from = (*cursor).min(inner.transitions.len());
+                let to = (from + CHUNK).min(inner.transitions.len());
+                inner.transitions[from..to].to_vec()
+            };
+            if chunk.is_empty() {
+                return;
+            }
+            *cursor += chunk.len();
+            f(&chunk);
+        }
+    }
+
+    /// The world as the transitions recorded by `at` describe it.
+    pub fn world_at(&self, at: Ms) -> World {
+        let mut world = World::default();
+        let mut cursor = 0;
+        self.follow(&mut cursor, |chunk| {
+            for t in chunk.iter().take_while(|t| t.at <= at) {
+                world.apply(t);
+            }
+        });
+        world
+    }
+
+    /// A copy of the current world.
     pub fn world(&self) -> World {
         self.lock().world.clone()
+    }
+
+    /// Reads the current world in place (under the lock: keep `f` short).
+    pub fn with_world<R>(&self, f: impl FnOnce(&World) -> R) -> R {
+        f(&self.lock().world)
     }
 
     pub fn watch_errors(&self) -> u64 {

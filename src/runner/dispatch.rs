@@ -154,7 +154,7 @@ impl Run<'_> {
                 let deadline = self.now() + after;
                 let mut rx = self.rec.subscribe();
                 loop {
-                    if expect::holds(&self.rec.world(), &subject, conditions) {
+                    if self.rec.with_world(|w| expect::holds(w, &subject, conditions)) {
                         break;
                     }
                     let left = deadline - self.now();

@@ -2,13 +2,13 @@
 //! watched on the recorded timeline until it can be decided.
 
 use super::{Error, Run};
-use crate::expect::{self, Decision, Subject};
+use crate::expect::{self, Decision, Subject, Truth};
 use crate::plan::time;
 use crate::profile::Var;
 use crate::report::result::{ExpectationResult, Verdict};
 use crate::scenario::checked::{Anchor, Condition, Expectation, Subject as CheckedSubject};
 use crate::scenario::expr::Window;
-use crate::timeline::{Ms, Toleration, World};
+use crate::timeline::{Ms, Toleration};
 
 pub(super) struct Late {
     pub(super) result: usize,
@@ -213,15 +213,18 @@ impl Run<'_> {
             result.anchor_at = window_start;
         }
         let mut rx = self.rec.subscribe();
+        let mut truth = Truth::new(
+            subject.clone(),
+            exp.conditions.clone(),
+            anchor_at.min(window_start),
+        );
+        let mut cursor = 0;
         loop {
             rx.borrow_and_update();
+            // `now` first: whatever is recorded after it is later than it.
             let now = self.now();
-            let series = expect::truth_series(
-                &self.rec.transitions(),
-                &subject,
-                &exp.conditions,
-                anchor_at.min(window_start),
-            );
+            self.rec.follow(&mut cursor, |chunk| truth.extend(chunk));
+            let series = truth.series(now);
             match expect::decide(&series, window, anchor_at, window_start, now) {
                 Decision::Pending => {
                     let left = (deadline - now).max(0) + 1;
@@ -303,7 +306,7 @@ impl Run<'_> {
         if own.is_empty() {
             return (planned, notes);
         }
-        let world = World::at(&self.rec.transitions(), anchor_at);
+        let world = self.rec.world_at(anchor_at);
         let pods = expect::selected_pods(&world, subject);
         let mut p = profile.clone();
         for var in own {

@@ -62,17 +62,14 @@ impl Run<'_> {
         let t0 = self.t0;
         let targets: Vec<String> = self.targets.values().cloned().collect();
         let steps_end = self.steps_end.unwrap_or(finished);
-        let before_cleanup: Vec<_> = transitions
-            .iter()
-            .filter(|t| t.at <= steps_end)
-            .cloned()
-            .collect();
+        // Recorded in order of `at`: cleanup's transitions are a tail.
+        let before_cleanup = &transitions[..transitions.partition_point(|t| t.at <= steps_end)];
         let metrics = t0
             .map(|t0| {
                 let mut m = metrics::compute(&transitions, t0, &targets, finished, self.started_at);
                 // What clients were routed to while the steps ran (cleanup
                 // deletes the Services).
-                m.endpoints = endpoints::metrics(&before_cleanup, t0, &targets);
+                m.endpoints = endpoints::metrics(before_cleanup, t0, &targets);
                 m.error_window = self
                     .probe_records
                     .iter()
@@ -87,7 +84,7 @@ impl Run<'_> {
         for late in &self.late {
             let e = &mut expectations[late.result];
             let series = expect::truth_series(
-                &before_cleanup,
+                before_cleanup,
                 &late.subject,
                 &late.conditions,
                 late.anchor,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::expectation::describe_conditions;
 use super::{Error, Run};
-use crate::expect::{self, Held, Subject};
+use crate::expect::{self, Held, Subject, Truth};
 use crate::observe::Recorder;
 use crate::report::result::{AbortRecord, GuardRecord, StepOutcome};
 use crate::scenario::checked::{Condition, Guard};
@@ -130,14 +130,24 @@ pub(super) async fn watch(rec: Arc<Recorder>, guards: Vec<Armed>, from: Ms) -> F
         return std::future::pending().await;
     }
     let mut rx = rec.subscribe();
+    let mut truths: Vec<Truth> = guards
+        .iter()
+        .map(|g| Truth::new(g.subject.clone(), g.conditions.clone(), from))
+        .collect();
+    let mut cursor = 0;
     loop {
         rx.borrow_and_update();
+        // `now` first: whatever is recorded after it is later than it.
         let now = rec.now();
-        let transitions = rec.transitions();
+        rec.follow(&mut cursor, |chunk| {
+            for truth in &mut truths {
+                truth.extend(chunk);
+            }
+        });
         // When to look again without a change: the earliest pending hold.
         let mut next: Option<Ms> = None;
-        for g in &guards {
-            let series = expect::truth_series(&transitions, &g.subject, &g.conditions, from);
+        for (g, truth) in guards.iter().zip(&mut truths) {
+            let series = truth.series(now);
             match expect::held_for(&series, g.hold, now) {
                 Held::Fired(at) => return Fired { index: g.index, at },
                 Held::Pending(Some(t)) => next = Some(next.map_or(t, |n| n.min(t))),
