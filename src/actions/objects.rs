@@ -68,19 +68,19 @@ pub async fn resolve_manifest(
     })?;
     let text = crate::scenario::load::strip_bom(&text);
     let mut out = Vec::new();
-    for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
+    for (i, doc) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
         let manifest = |message: String| Error::Manifest {
             path: path.to_owned(),
             doc: i + 1,
             message,
         };
-        let value = <serde_yaml::Value as serde::Deserialize>::deserialize(doc)
+        let value = <serde_yaml_ng::Value as serde::Deserialize>::deserialize(doc)
             .map_err(|e| manifest(e.to_string()))?;
         if value.is_null() {
             continue;
         }
         let object: DynamicObject =
-            serde_yaml::from_value(value).map_err(|e| manifest(e.to_string()))?;
+            serde_yaml_ng::from_value(value).map_err(|e| manifest(e.to_string()))?;
         let types = object
             .types
             .clone()

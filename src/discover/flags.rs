@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde_yaml::Value;
+use serde_yaml_ng::Value;
 
 use crate::profile::Var;
 
@@ -195,7 +195,7 @@ pub struct ClusterConfiguration {
 /// kubeadm's API versions: `extraArgs` as a map up to v1beta3, as a list of
 /// `{name, value}` from v1beta4).
 pub fn cluster_configuration(text: &str) -> Result<ClusterConfiguration, String> {
-    let doc: Value = serde_yaml::from_str(text).map_err(|e| format!("not YAML: {e}"))?;
+    let doc: Value = serde_yaml_ng::from_str(text).map_err(|e| format!("not YAML: {e}"))?;
     if !doc.is_mapping() {
         return Err("not a YAML mapping".into());
     }
@@ -253,7 +253,7 @@ fn scalar(v: &Value) -> Option<String> {
 /// The settings of a `KubeletConfiguration` document (kubeadm's
 /// `kubelet-config` ConfigMap), as field name -> value.
 pub fn kubelet_configuration(text: &str) -> Result<BTreeMap<String, String>, String> {
-    let doc: Value = serde_yaml::from_str(text).map_err(|e| format!("not YAML: {e}"))?;
+    let doc: Value = serde_yaml_ng::from_str(text).map_err(|e| format!("not YAML: {e}"))?;
     let Value::Mapping(m) = doc else {
         return Err("not a YAML mapping".into());
     };

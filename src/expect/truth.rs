@@ -169,7 +169,10 @@ mod tests {
             &[Condition::NodeReady(NodeReady::Unknown)],
             10,
         );
-        assert_eq!(whole, vec![(10, false), (15, true), (20, false), (30, true)]);
+        assert_eq!(
+            whole,
+            vec![(10, false), (15, true), (20, false), (30, true)]
+        );
         // Every way of cutting the record in two or three pieces.
         for a in 0..=all.len() {
             for b in a..=all.len() {

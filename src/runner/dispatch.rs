@@ -154,7 +154,10 @@ impl Run<'_> {
                 let deadline = self.now() + after;
                 let mut rx = self.rec.subscribe();
                 loop {
-                    if self.rec.with_world(|w| expect::holds(w, &subject, conditions)) {
+                    if self
+                        .rec
+                        .with_world(|w| expect::holds(w, &subject, conditions))
+                    {
                         break;
                     }
                     let left = deadline - self.now();

@@ -83,12 +83,8 @@ impl Run<'_> {
         // A window missed unseen: did it hold later, before cleanup began?
         for late in &self.late {
             let e = &mut expectations[late.result];
-            let series = expect::truth_series(
-                before_cleanup,
-                &late.subject,
-                &late.conditions,
-                late.anchor,
-            );
+            let series =
+                expect::truth_series(before_cleanup, &late.subject, &late.conditions, late.anchor);
             if let Decision::Fail {
                 observed: Some(o),
                 missed_by,

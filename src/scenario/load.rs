@@ -135,20 +135,20 @@ pub fn load_str(file: &str, dir: &Path, text: &str) -> Result<Loaded> {
             help: Some("a scenario needs at least `name`, `namespace` and `steps`; see docs/scenario-format.md".into()),
         }])));
     }
-    match serde_yaml::from_str::<Scenario>(text) {
+    match serde_yaml_ng::from_str::<Scenario>(text) {
         Ok(scenario) => Ok(Loaded { source, scenario }),
         Err(e) => Err(Error::Invalid(Diagnostics(vec![from_serde(file, &e)]))),
     }
 }
 
-/// Turns a serde_yaml error into a diagnostic: position, a plainer message,
+/// Turns a YAML (serde_yaml_ng) error into a diagnostic: position, a plainer message,
 /// and a "did you mean" for misspelt fields and names.
-pub(crate) fn from_serde(file: &str, e: &serde_yaml::Error) -> Diagnostic {
+pub(crate) fn from_serde(file: &str, e: &serde_yaml_ng::Error) -> Diagnostic {
     let pos = e.location().map(|l| Pos {
         line: l.line(),
         col: l.column(),
     });
-    // serde_yaml writes " at line L column C" into messages; we print the position up front.
+    // serde_yaml_ng writes " at line L column C" into messages; we print the position up front.
     let full = strip_positions(&e.to_string());
     let text = full.as_str();
     let (path, msg) = match text.split_once(": ") {
@@ -169,7 +169,7 @@ pub(crate) fn from_serde(file: &str, e: &serde_yaml::Error) -> Diagnostic {
     }
 }
 
-/// Drops serde_yaml's " at line L column C" from a message (the position is printed up front).
+/// Drops serde_yaml_ng's " at line L column C" from a message (the position is printed up front).
 pub(crate) fn strip_positions(msg: &str) -> String {
     let mut out = String::new();
     let mut rest = msg;

@@ -201,7 +201,7 @@ impl Doc<'_> {
     /// A required string field; reports it missing, of the wrong type, or empty.
     fn string(
         &mut self,
-        value: &serde_yaml::Value,
+        value: &serde_yaml_ng::Value,
         path: &str,
         what: &str,
         example: &str,
@@ -214,17 +214,17 @@ impl Doc<'_> {
             "every object needs `apiVersion`, `kind` and `metadata.name`, e.g. `{example}`"
         );
         match v {
-            None | Some(serde_yaml::Value::Null) => {
+            None | Some(serde_yaml_ng::Value::Null) => {
                 // point at the parent mapping when it exists, else the document
                 let parent = path.rsplit_once('.').map_or("", |(p, _)| p);
                 self.err(parent, format!("{what} has no `{path}`"), help);
                 None
             }
-            Some(serde_yaml::Value::String(s)) if s.is_empty() => {
+            Some(serde_yaml_ng::Value::String(s)) if s.is_empty() => {
                 self.err(path, format!("{what}: `{path}` is empty"), help);
                 None
             }
-            Some(serde_yaml::Value::String(s)) => Some(s.clone()),
+            Some(serde_yaml_ng::Value::String(s)) => Some(s.clone()),
             Some(_) => {
                 self.err(
                     path,
@@ -250,7 +250,7 @@ pub fn parse(
     let none = Spans::default();
     let mut docs = Vec::new();
     let mut diags = Vec::new();
-    for (i, de) in serde_yaml::Deserializer::from_str(text).enumerate() {
+    for (i, de) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
         let n = i + 1;
         let spans = spans.get(i).unwrap_or(&none);
         let mut cx = Doc {
@@ -259,7 +259,7 @@ pub fn parse(
             root: spans.value(""),
             diags: Vec::new(),
         };
-        let value = match <serde_yaml::Value as serde::Deserialize>::deserialize(de) {
+        let value = match <serde_yaml_ng::Value as serde::Deserialize>::deserialize(de) {
             Ok(v) => v,
             Err(e) => {
                 let pos = e.location().map(|l| Pos {
@@ -289,7 +289,12 @@ pub fn parse(
     (docs, diags)
 }
 
-fn check(cx: &mut Doc<'_>, n: usize, value: &serde_yaml::Value, ns: &str) -> Option<ManifestDoc> {
+fn check(
+    cx: &mut Doc<'_>,
+    n: usize,
+    value: &serde_yaml_ng::Value,
+    ns: &str,
+) -> Option<ManifestDoc> {
     if value.is_null() {
         return None; // an empty document: apply_file skips it too
     }
@@ -355,8 +360,8 @@ fn check(cx: &mut Doc<'_>, n: usize, value: &serde_yaml::Value, ns: &str) -> Opt
         }
     }
     let namespace = match metadata.and_then(|m| m.get("namespace")) {
-        None | Some(serde_yaml::Value::Null) => None,
-        Some(serde_yaml::Value::String(s)) => Some(s.clone()),
+        None | Some(serde_yaml_ng::Value::Null) => None,
+        Some(serde_yaml_ng::Value::String(s)) => Some(s.clone()),
         Some(_) => {
             cx.err(
                 "metadata.namespace",
@@ -407,7 +412,7 @@ fn check(cx: &mut Doc<'_>, n: usize, value: &serde_yaml::Value, ns: &str) -> Opt
 }
 
 /// `metadata.labels`: keys are qualified names, values label values.
-fn labels(cx: &mut Doc<'_>, metadata: Option<&serde_yaml::Value>, object: &str) {
+fn labels(cx: &mut Doc<'_>, metadata: Option<&serde_yaml_ng::Value>, object: &str) {
     let Some(labels) = metadata.and_then(|m| m.get("labels")) else {
         return;
     };
@@ -434,7 +439,7 @@ fn labels(cx: &mut Doc<'_>, metadata: Option<&serde_yaml::Value>, object: &str) 
             );
         }
         let problem = match value {
-            serde_yaml::Value::String(s) => names::label_value(s)
+            serde_yaml_ng::Value::String(s) => names::label_value(s)
                 .err()
                 .map(|e| format!("{object}: label `{key}` has an invalid value `{s}`: {e}")),
             _ => Some(format!("{object}: label `{key}` must have a string value")),

@@ -187,7 +187,7 @@ pub struct Probe {
     /// Statuses counted as success: codes, `2xx` classes or `200-299`
     /// ranges (default 200-399).
     #[serde(default)]
-    pub status: OneOrMany<serde_yaml::Value>,
+    pub status: OneOrMany<serde_yaml_ng::Value>,
     /// The probe stops after this many requests (all URLs together).
     pub max_requests: Option<u64>,
     /// The probe stops after this long whatever happens.
@@ -811,13 +811,13 @@ pub struct Guard {
     pub service: Option<String>,
     pub ready_endpoints: Option<u32>,
     // refused by validation, see above
-    pub graceful_shutdown: Option<serde_yaml::Value>,
-    pub within: Option<serde_yaml::Value>,
-    pub after: Option<serde_yaml::Value>,
-    pub not_before: Option<serde_yaml::Value>,
-    pub holds_for: Option<serde_yaml::Value>,
-    pub never: Option<serde_yaml::Value>,
-    pub since: Option<serde_yaml::Value>,
+    pub graceful_shutdown: Option<serde_yaml_ng::Value>,
+    pub within: Option<serde_yaml_ng::Value>,
+    pub after: Option<serde_yaml_ng::Value>,
+    pub not_before: Option<serde_yaml_ng::Value>,
+    pub holds_for: Option<serde_yaml_ng::Value>,
+    pub never: Option<serde_yaml_ng::Value>,
+    pub since: Option<serde_yaml_ng::Value>,
 }
 
 impl Guard {

@@ -14,28 +14,28 @@ use crate::discover::{KUBE_SYSTEM, KUBEADM_CONFIG, KUBELET_CONFIG, flags};
 
 /// The `ClusterConfiguration` document of the given command lines.
 pub fn cluster_configuration(version: &str, api_server: &[String], kcm: &[String]) -> String {
-    let list = |args: &[String]| -> serde_yaml::Value {
+    let list = |args: &[String]| -> serde_yaml_ng::Value {
         let items = flags::command_line(args)
             .into_iter()
             .map(|(name, value)| {
-                let mut m = serde_yaml::Mapping::new();
+                let mut m = serde_yaml_ng::Mapping::new();
                 m.insert("name".into(), name.into());
                 m.insert("value".into(), value.into());
-                serde_yaml::Value::Mapping(m)
+                serde_yaml_ng::Value::Mapping(m)
             })
             .collect();
-        let mut section = serde_yaml::Mapping::new();
-        section.insert("extraArgs".into(), serde_yaml::Value::Sequence(items));
-        serde_yaml::Value::Mapping(section)
+        let mut section = serde_yaml_ng::Mapping::new();
+        section.insert("extraArgs".into(), serde_yaml_ng::Value::Sequence(items));
+        serde_yaml_ng::Value::Mapping(section)
     };
-    let mut doc = serde_yaml::Mapping::new();
+    let mut doc = serde_yaml_ng::Mapping::new();
     doc.insert("apiVersion".into(), "kubeadm.k8s.io/v1beta4".into());
     doc.insert("kind".into(), "ClusterConfiguration".into());
     doc.insert("clusterName".into(), "nodefall-sim".into());
     doc.insert("kubernetesVersion".into(), version.into());
     doc.insert("apiServer".into(), list(api_server));
     doc.insert("controllerManager".into(), list(kcm));
-    serde_yaml::to_string(&serde_yaml::Value::Mapping(doc)).unwrap_or_default()
+    serde_yaml_ng::to_string(&serde_yaml_ng::Value::Mapping(doc)).unwrap_or_default()
 }
 
 /// The `KubeletConfiguration` document of the node agents.

@@ -188,8 +188,8 @@ fn kwok_args(node: &str, pod_cidr: &str, lease: Duration) -> Vec<String> {
 /// Server URL, CA file and token of the sim cluster's kubeconfig.
 fn read_kubeconfig(path: &Path) -> Result<(String, String, String), String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let doc: serde_yaml::Value =
-        serde_yaml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let doc: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
     let get = |section: &str, inner: &str, key: &str| {
         doc[section][0][inner][key]
             .as_str()

@@ -102,11 +102,11 @@ pub struct SshSpec {
 }
 
 fn scalar_map<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
-    let raw = BTreeMap::<String, serde_yaml::Value>::deserialize(d)?;
+    let raw = BTreeMap::<String, serde_yaml_ng::Value>::deserialize(d)?;
     raw.into_iter()
         .map(|(k, v)| match v {
-            serde_yaml::Value::String(s) => Ok((k, s)),
-            serde_yaml::Value::Number(n) => Ok((k, n.to_string())),
+            serde_yaml_ng::Value::String(s) => Ok((k, s)),
+            serde_yaml_ng::Value::Number(n) => Ok((k, n.to_string())),
             _ => Err(serde::de::Error::custom(format!(
                 "machines.{k}: a machine id is a string or a number"
             ))),
@@ -239,7 +239,7 @@ pub fn load_str(file: &str, text: &str) -> Result<Loaded, load::Error> {
             .unwrap_or_default(),
         spans: Spans::index(text),
     };
-    let spec: CommandFile = serde_yaml::from_str(text)
+    let spec: CommandFile = serde_yaml_ng::from_str(text)
         .map_err(|e| load::Error::Invalid(Diagnostics(vec![load::from_serde(file, &e)])))?;
     let (errors, warnings) = check(&source, "", &spec);
     if !errors.is_empty() {
@@ -255,8 +255,10 @@ pub fn load_str(file: &str, text: &str) -> Result<Loaded, load::Error> {
 /// True when a YAML text looks like a backend file rather than a scenario
 /// (for `nodefall validate`): a top-level `faults` and no `steps`.
 pub fn looks_like_backend_file(text: &str) -> bool {
-    match serde_yaml::from_str::<serde_yaml::Value>(load::strip_bom(text)) {
-        Ok(serde_yaml::Value::Mapping(m)) => m.contains_key("faults") && !m.contains_key("steps"),
+    match serde_yaml_ng::from_str::<serde_yaml_ng::Value>(load::strip_bom(text)) {
+        Ok(serde_yaml_ng::Value::Mapping(m)) => {
+            m.contains_key("faults") && !m.contains_key("steps")
+        }
         _ => false,
     }
 }

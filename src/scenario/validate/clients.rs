@@ -182,15 +182,15 @@ pub(crate) fn check_url(url: &str) -> Result<(), String> {
 
 /// `status:` codes (`200`), classes (`2xx`) or ranges (`200-299`);
 /// default 200-399.
-fn statuses(cx: &mut Ctx<'_>, p: &str, given: &[serde_yaml::Value]) -> Vec<(u16, u16)> {
+fn statuses(cx: &mut Ctx<'_>, p: &str, given: &[serde_yaml_ng::Value]) -> Vec<(u16, u16)> {
     if given.is_empty() {
         return vec![(200, 399)];
     }
     let mut out = Vec::new();
     for v in given {
         let text = match v {
-            serde_yaml::Value::Number(n) => n.to_string(),
-            serde_yaml::Value::String(s) => s.trim().to_owned(),
+            serde_yaml_ng::Value::Number(n) => n.to_string(),
+            serde_yaml_ng::Value::String(s) => s.trim().to_owned(),
             other => format!("{other:?}"),
         };
         match status_range(&text) {
