@@ -38,6 +38,19 @@ k8s_dir="$CACHE/bin/kubernetes-$K8S_VERSION"
 etcd_dir="$CACHE/bin/etcd-$ETCD_VERSION"
 kwok_dir="$CACHE/bin/kwok-$KWOK_VERSION"
 
+# One provisioner at a time: a second one (parallel tests, two runs started
+# together) waits for the first, then finds its binaries built. Without the
+# lock both built into the same temporary names and one moved the other's
+# file away (seen: `mv .../etcd.tmp` failing).
+mkdir -p "$CACHE"
+if command -v flock >/dev/null; then
+  exec 9>"$CACHE/.provision.lock"
+  if ! flock -n 9; then
+    log "another provisioning is running (lock $CACHE/.provision.lock): waiting for it"
+    flock 9
+  fi
+fi
+
 need_k8s=0 need_etcd=0 need_kwok=0
 for b in kube-apiserver kube-controller-manager kube-scheduler; do
   have "$k8s_dir/$b" || need_k8s=1

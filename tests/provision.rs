@@ -12,8 +12,8 @@ use tempfile::TempDir;
 /// replaced by a local path but not required (as k8s.io/sample-cli-plugin in
 /// k8s.io/kubernetes) and prints the JSON the script parses; `mod tidy` keeps a
 /// copy of the wrapper go.mod for the test to read; `build` and `install`
-/// write an executable where asked, or `build` fails when FAKE_GO_FAIL_BUILD
-/// is set. Anything else is an error, so a new go command in the script shows.
+/// write an executable where asked (a second later with FAKE_GO_SLOW_BUILD),
+/// or `build` fails when FAKE_GO_FAIL_BUILD is set. Anything else is an error, so a new go command in the script shows.
 const FAKE_GO: &str = r#"#!/usr/bin/env bash
 set -eu
 case "$1 ${2:-}" in
@@ -45,6 +45,9 @@ MOD
     if [[ -n "${FAKE_GO_HANG_BUILD:-}" ]]; then
       echo $$ >"$FAKE_GO_DIR/hang.pid"
       exec sleep 600
+    fi
+    if [[ -n "${FAKE_GO_SLOW_BUILD:-}" ]]; then
+      sleep 1
     fi
     if [[ -n "${FAKE_GO_FAIL_BUILD:-}" ]]; then
       echo "fake go: cannot build ${*: -1}: undefined: frobnicate" >&2
@@ -294,5 +297,58 @@ fn sigterm_during_the_first_build_stops_the_build_and_exits_143() {
             nix::sys::signal::Signal::SIGKILL,
         );
         panic!("the build ({build}) outlived nodefall");
+    }
+}
+
+#[test]
+fn a_second_provisioner_waits_for_the_first_and_finds_its_binaries() {
+    let machine = Machine::new();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/provision-binaries.sh");
+    let start = || {
+        let mut command = Command::new("bash");
+        command.arg(&script);
+        machine
+            .env(command)
+            .env("FAKE_GO_SLOW_BUILD", "1")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("bash runs")
+    };
+    let first = start();
+    // The first one holds the lock once it tidies its first wrapper module.
+    let tidied = machine.path("fake-go/tidied-kubernetes.go.mod");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !tidied.is_file() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let second = start();
+    let (first, second) = (
+        first.wait_with_output().expect("first ends"),
+        second.wait_with_output().expect("second ends"),
+    );
+    assert!(tidied.is_file(), "the first never started building");
+    for (which, out) in [("first", &first), ("second", &second)] {
+        assert!(
+            out.status.success(),
+            "{which}: {:?}\n{}",
+            out.status,
+            text(&out.stderr)
+        );
+    }
+    let err = text(&second.stderr);
+    assert!(
+        err.contains("another provisioning is running") && err.contains("all binaries cached"),
+        "the second did not wait and reuse: {err}"
+    );
+    for bin in [
+        "kubernetes-v1.35.4/kube-apiserver",
+        "etcd-v3.5.35/etcd",
+        "kwok-v0.8.0/kwok",
+    ] {
+        assert!(
+            machine.cache().join("bin").join(bin).is_file(),
+            "{bin} missing"
+        );
     }
 }

@@ -219,7 +219,7 @@ fn junit_counts_cases_and_failures() {
     assert_eq!(count(&xml, "<testcase "), 8);
     assert_eq!(count(&xml, "<failure "), 1);
     assert!(xml.contains(
-        "<testsuite name=\"nodefall.vm-halt-deployment\" tests=\"8\" failures=\"1\" errors=\"0\" skipped=\"0\""
+        "<testsuite name=\"nodefall.vm-halt-deployment\" tests=\"8\" skipped=\"0\" errors=\"0\" failures=\"1\""
     ));
     assert!(xml.contains("missed by 14.882s (too late)"), "{xml}");
 
@@ -228,7 +228,10 @@ fn junit_counts_cases_and_failures() {
     assert_eq!(count(&xml, "<testcase "), 9);
     assert_eq!(count(&xml, "<skipped "), 3);
     assert_eq!(count(&xml, "<error "), 1);
-    assert!(xml.contains("tests=\"9\" failures=\"0\" errors=\"1\" skipped=\"3\""));
+    assert!(
+        xml.contains("tests=\"9\" skipped=\"3\" errors=\"1\" failures=\"0\""),
+        "{xml}"
+    );
     assert!(xml.contains("name=\"run\""));
     assert!(xml.contains(
         "message=\"observing pods in namespace seed-002: the watch stream ended\" type=\"error\""

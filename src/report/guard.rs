@@ -60,50 +60,33 @@ fn for_text(g: &GuardRecord) -> String {
     }
 }
 
-/// `junit.xml`: how many guard cases there are and how many failed.
-pub(super) fn junit_counts(r: &RunResult) -> (usize, usize) {
-    let fired = r.guards.iter().filter(|g| g.fired_at.is_some()).count();
-    (r.guards.len(), fired)
-}
-
 /// `junit.xml`: one case per guard; a fired one fails, naming when.
-pub(super) fn junit_cases(
-    out: &mut String,
-    suite: &str,
-    r: &RunResult,
-    attr: impl Fn(&str) -> String,
-) {
-    for g in &r.guards {
-        let name = attr(&format!("abort guard {}: {}", g.label, g.description));
-        let Some(at) = g.fired_at else {
-            let _ = writeln!(
-                out,
-                "    <testcase classname=\"{}\" name=\"{name}\" time=\"0.000\"/>",
-                attr(suite)
-            );
-            continue;
-        };
-        let message = format!(
-            "abort guard `{}` fired at {}: {} held for {}",
-            g.label,
-            rel(r, at),
-            g.description,
-            for_text(g)
-        );
-        let _ = writeln!(
-            out,
-            "    <testcase classname=\"{}\" name=\"{name}\" time=\"0.000\">",
-            attr(suite)
-        );
-        let _ = writeln!(
-            out,
-            "      <failure message=\"{}\" type=\"aborted\">{}</failure>",
-            attr(&message),
-            attr(&format!(
-                "the steps stopped at {}; the run restored the cluster",
-                rel(r, at)
-            ))
-        );
-        let _ = writeln!(out, "    </testcase>");
-    }
+pub(super) fn junit_cases(suite: &str, r: &RunResult) -> Vec<quick_junit::TestCase> {
+    use quick_junit::{NonSuccessKind, TestCaseStatus};
+    r.guards
+        .iter()
+        .map(|g| {
+            let name = format!("abort guard {}: {}", g.label, g.description);
+            let status = match g.fired_at {
+                None => TestCaseStatus::success(),
+                Some(at) => {
+                    let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                    s.set_message(format!(
+                        "abort guard `{}` fired at {}: {} held for {}",
+                        g.label,
+                        rel(r, at),
+                        g.description,
+                        for_text(g)
+                    ))
+                    .set_type("aborted")
+                    .set_description(format!(
+                        "the steps stopped at {}; the run restored the cluster",
+                        rel(r, at)
+                    ));
+                    s
+                }
+            };
+            super::junit::case(suite, &name, 0, status)
+        })
+        .collect()
 }

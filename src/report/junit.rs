@@ -1,37 +1,25 @@
 //! `junit.xml`: a run result as JUnit XML for CI, one test case per
 //! expectation, one per abort guard (failed when it fired), plus an errored
-//! `run` case when the run stopped early.
+//! `run` case when the run stopped early. Written with `quick-junit`, which
+//! counts the totals and escapes the text.
 
-use std::fmt::Write as _;
+use std::time::Duration;
 
-use super::format::{secs, signed_secs, t0_rel, utc_full};
+use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
+
+use super::format::{secs, signed_secs, t0_rel};
 use super::result::{ExpectationResult, RunResult, RunVerdict, Verdict};
 use crate::timeline::Ms;
 
 /// Renders `junit.xml`.
 pub fn render(result: &RunResult) -> String {
     let r = result;
-    let suite = format!("nodefall.{}", r.scenario);
-    let run_error = r.verdict.is_partial();
-    let (guards, fired) = super::guard::junit_counts(r);
-    let tests = r.expectations.len() + usize::from(run_error) + guards;
-    let failures = r.count(Verdict::Fail) + fired;
-    let errors = usize::from(run_error);
-    let skipped = r.count(Verdict::NotRun);
-    let counts = format!(
-        "tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"{skipped}\" time=\"{}\"",
-        seconds(r.finished)
-    );
-
-    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    let _ = writeln!(out, "<testsuites name=\"nodefall\" {counts}>");
-    let _ = writeln!(
-        out,
-        "  <testsuite name=\"{}\" {counts} timestamp=\"{}\">",
-        attr(&suite),
-        utc_full(r.started_at)
-    );
-    let _ = writeln!(out, "    <properties>");
+    let suite_name = format!("nodefall.{}", r.scenario);
+    let mut suite = TestSuite::new(&suite_name);
+    if let Some(at) = timestamp(r.started_at) {
+        suite.set_timestamp(at);
+    }
+    suite.set_time(duration(r.finished));
     let mut props = vec![
         ("scenario.file", r.file.clone()),
         ("backend", r.backend.clone()),
@@ -43,85 +31,66 @@ pub fn render(result: &RunResult) -> String {
     }
     props.push(("verdict", r.verdict.headline().to_string()));
     for (name, value) in props {
-        let _ = writeln!(
-            out,
-            "      <property name=\"{name}\" value=\"{}\"/>",
-            attr(&value)
-        );
+        suite.add_property(Property::new(name, value));
     }
     for (target, node) in &r.targets {
-        let _ = writeln!(
-            out,
-            "      <property name=\"target.{}\" value=\"{}\"/>",
-            attr(target),
-            attr(node)
-        );
+        suite.add_property(Property::new(format!("target.{target}"), node));
     }
-    let _ = writeln!(out, "    </properties>");
-
     for e in &r.expectations {
-        testcase(&mut out, &suite, e, r);
+        suite.add_test_case(testcase(&suite_name, e, r));
     }
-    super::guard::junit_cases(&mut out, &suite, r, attr);
-    if run_error {
+    suite.add_test_cases(super::guard::junit_cases(&suite_name, r));
+    if r.verdict.is_partial() {
         let (kind, default) = match r.verdict {
             RunVerdict::Interrupted => ("interrupted", "the run was interrupted"),
             _ => ("error", "the run stopped on an error"),
         };
         let text = r.error.as_deref().unwrap_or(default);
-        let message = text.lines().next().unwrap_or(default);
-        let _ = writeln!(
-            out,
-            "    <testcase classname=\"{}\" name=\"run\" time=\"{}\">",
-            attr(&suite),
-            seconds(r.finished)
-        );
-        let _ = writeln!(
-            out,
-            "      <error message=\"{}\" type=\"{kind}\">{}</error>",
-            attr(message),
-            text_node(text)
-        );
-        let _ = writeln!(out, "    </testcase>");
+        let mut status = TestCaseStatus::non_success(NonSuccessKind::Error);
+        status
+            .set_message(text.lines().next().unwrap_or(default))
+            .set_type(kind)
+            .set_description(text);
+        suite.add_test_case(case(&suite_name, "run", r.finished, status));
     }
-    let _ = writeln!(out, "  </testsuite>");
-    let _ = writeln!(out, "</testsuites>");
-    out
+    let mut report = Report::new("nodefall");
+    report.set_time(duration(r.finished));
+    report.add_test_suite(suite);
+    // Serialising into memory cannot fail on I/O; an error here would be a
+    // bug in the XML writer, and the report says so rather than panicking.
+    report
+        .to_string()
+        .unwrap_or_else(|e| format!("<!-- junit.xml could not be written: {e} -->\n"))
 }
 
-fn testcase(out: &mut String, suite: &str, e: &ExpectationResult, r: &RunResult) {
+/// A test case of the run's suite.
+pub(super) fn case(suite: &str, name: &str, time: Ms, status: TestCaseStatus) -> TestCase {
+    let mut case = TestCase::new(name, status);
+    case.set_classname(suite).set_time(duration(time));
+    case
+}
+
+fn testcase(suite: &str, e: &ExpectationResult, r: &RunResult) -> TestCase {
     // How long it was watched: until seen, else the whole window.
     let time = match (e.verdict, e.observed) {
         (_, Some(ms)) => ms,
         (Verdict::NotRun, None) => 0,
         (_, None) => e.window.horizon(),
     };
-    let _ = write!(
-        out,
-        "    <testcase classname=\"{}\" name=\"{}\" time=\"{}\"",
-        attr(suite),
-        attr(&format!("{}: {}", e.label, e.description)),
-        seconds(time.max(0))
-    );
-    match e.verdict {
-        Verdict::Pass => {
-            let _ = writeln!(out, "/>");
-        }
+    let name = format!("{}: {}", e.label, e.description);
+    let status = match e.verdict {
+        Verdict::Pass => TestCaseStatus::success(),
         Verdict::NotRun => {
-            let _ = writeln!(out, ">");
-            let _ = writeln!(
-                out,
-                "      <skipped message=\"the run stopped before this expectation was decided\"/>"
-            );
-            let _ = writeln!(out, "    </testcase>");
+            let mut s = TestCaseStatus::skipped();
+            s.set_message("the run stopped before this expectation was decided");
+            s
         }
         Verdict::Fail => {
             let mut message = e.detail.clone();
             if let Some(m) = e.missed_by {
                 let side = if m < 0 { "too early" } else { "too late" };
-                let _ = write!(
-                    message,
-                    "{}missed by {} ({side})",
+                message = format!(
+                    "{message}{}missed by {} ({side})",
                     if message.is_empty() { "" } else { "; " },
                     secs(m.abs())
                 );
@@ -144,56 +113,25 @@ fn testcase(out: &mut String, suite: &str, e: &ExpectationResult, r: &RunResult)
                 "expected: {} [{}] from {}{ran}\nobserved: {observed}\n{message}",
                 e.window_written, e.window, e.anchor
             );
-            let _ = writeln!(out, ">");
-            let _ = writeln!(
-                out,
-                "      <failure message=\"{}\" type=\"expectation\">{}</failure>",
-                attr(&message),
-                text_node(&body)
-            );
-            let _ = writeln!(out, "    </testcase>");
+            let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+            s.set_message(message)
+                .set_type("expectation")
+                .set_description(body);
+            s
         }
-    }
+    };
+    case(suite, &name, time.max(0), status)
 }
 
-/// Seconds with millisecond precision, as JUnit's `time` wants them.
-fn seconds(ms: Ms) -> String {
-    let sign = if ms < 0 { "-" } else { "" };
-    let abs = ms.unsigned_abs();
-    format!("{sign}{}.{:03}", abs / 1000, abs % 1000)
+/// JUnit's `time`: milliseconds as a duration (negative ones as zero).
+fn duration(ms: Ms) -> Duration {
+    Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }
 
-/// A character XML 1.0 cannot carry at all, even escaped.
-fn forbidden(c: char) -> bool {
-    (c < ' ' && !matches!(c, '\t' | '\n' | '\r')) || matches!(c, '\u{FFFE}' | '\u{FFFF}')
-}
-
-pub(crate) fn escape(text: &str, in_attribute: bool) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            '\r' => out.push_str("&#13;"),
-            // Attribute values would have these normalised to spaces.
-            '\n' if in_attribute => out.push_str("&#10;"),
-            '\t' if in_attribute => out.push_str("&#9;"),
-            c if forbidden(c) => out.push('\u{FFFD}'),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-fn attr(text: &str) -> String {
-    escape(text, true)
-}
-
-fn text_node(text: &str) -> String {
-    escape(text, false)
+/// The suite's start, for JUnit's `timestamp`.
+fn timestamp(at: jiff::Timestamp) -> Option<chrono::DateTime<chrono::FixedOffset>> {
+    chrono::DateTime::from_timestamp(at.as_second(), at.subsec_nanosecond().unsigned_abs())
+        .map(|t| t.fixed_offset())
 }
 
 #[cfg(test)]
@@ -201,17 +139,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn escapes_markup_quotes_and_control_characters() {
-        assert_eq!(
-            attr("a<b & \"c\" 'd'>\nx\u{1}"),
-            "a&lt;b &amp; &quot;c&quot; &apos;d&apos;&gt;&#10;x\u{FFFD}"
-        );
-        assert_eq!(text_node("l1\nl2\r"), "l1\nl2&#13;");
+    fn times_are_milliseconds_and_never_negative() {
+        assert_eq!(duration(28_512), Duration::from_millis(28_512));
+        assert_eq!(duration(-5), Duration::ZERO);
     }
 
     #[test]
-    fn seconds_have_three_decimals() {
-        assert_eq!(seconds(28_512), "28.512");
-        assert_eq!(seconds(0), "0.000");
+    fn the_timestamp_keeps_the_instant() {
+        let at: jiff::Timestamp = "2026-11-22T10:00:01.250Z".parse().unwrap();
+        let t = timestamp(at).unwrap();
+        assert_eq!(t.to_rfc3339(), "2026-11-22T10:00:01.250+00:00");
     }
 }

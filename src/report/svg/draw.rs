@@ -18,9 +18,34 @@ pub const SMALL: f64 = 10.0;
 pub const NORMAL: f64 = 11.0;
 pub const TITLE: f64 = 14.0;
 
-/// XML text or attribute value, escaped (as junit.xml escapes it).
+/// XML text or attribute value, escaped.
 pub fn esc(s: &str) -> String {
-    crate::report::junit::escape(s, true)
+    escape(s, true)
+}
+
+/// A character XML 1.0 cannot carry at all, even escaped.
+fn forbidden(c: char) -> bool {
+    (c < ' ' && !matches!(c, '\t' | '\n' | '\r')) || matches!(c, '\u{FFFE}' | '\u{FFFF}')
+}
+
+fn escape(text: &str, in_attribute: bool) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            '\r' => out.push_str("&#13;"),
+            // Attribute values would have these normalised to spaces.
+            '\n' if in_attribute => out.push_str("&#10;"),
+            '\t' if in_attribute => out.push_str("&#9;"),
+            c if forbidden(c) => out.push('\u{FFFD}'),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// A generous estimate of the width of `s` in a sans-serif font of `size`
@@ -228,6 +253,15 @@ pub fn offset_label(ms: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn escapes_markup_quotes_and_control_characters() {
+        assert_eq!(
+            escape("a<b & \"c\" 'd'>\nx\u{1}", true),
+            "a&lt;b &amp; &quot;c&quot; &apos;d&apos;&gt;&#10;x\u{FFFD}"
+        );
+        assert_eq!(escape("l1\nl2\r", false), "l1\nl2&#13;");
+    }
 
     #[test]
     fn text_is_escaped_and_truncated() {
