@@ -43,6 +43,9 @@ fn classify(err: &anyhow::Error) -> u8 {
             .is_some_and(report::Error::is_bad_input)
         || err.downcast_ref::<nodefall::audit::Error>().is_some()
         || err
+            .downcast_ref::<nodefall::sim::Error>()
+            .is_some_and(nodefall::sim::Error::is_unknown_cluster)
+        || err
             .downcast_ref::<nodefall::stats::Error>()
             .is_some_and(nodefall::stats::Error::is_bad_input)
     {

@@ -284,3 +284,85 @@ fn a_bad_machine_flag_is_bad_input_before_anything_runs() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn a_closed_stdout_ends_the_output_not_the_command() {
+    // `nodefall validate ... | head -0`: the reader is gone before the first line.
+    let mut args = vec!["validate".to_owned()];
+    for _ in 0..20 {
+        args.extend(
+            std::fs::read_dir("scenarios")
+                .expect("scenarios/")
+                .filter_map(|e| e.ok().map(|e| e.path().display().to_string()))
+                .filter(|p| p.ends_with(".yaml")),
+        );
+    }
+    for args in [
+        args,
+        vec!["plan".into(), "scenarios/statefulset-nfs.yaml".into()],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_nodefall"))
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("nodefall runs");
+        drop(child.stdout.take());
+        let out = child.wait_with_output().expect("nodefall ends");
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{} {err}", args[0]);
+        assert!(!err.contains("panicked") && !err.contains("error"), "{err}");
+    }
+}
+
+#[test]
+fn an_unknown_sim_cluster_is_bad_input() {
+    let state = tempfile::tempdir().expect("temp dir");
+    for args in [
+        &[
+            "scenario",
+            "scenarios/statefulset-nfs.yaml",
+            "--cluster",
+            "nosuch",
+        ][..],
+        &[
+            "plan",
+            "scenarios/statefulset-nfs.yaml",
+            "--cluster",
+            "nosuch",
+        ],
+        &["sim", "kubeconfig", "--name", "nosuch"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_nodefall"))
+            .args(args)
+            .env("NODEFALL_STATE_DIR", state.path())
+            .output()
+            .expect("nodefall runs");
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("no simulated cluster named `nosuch`"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn completions_are_generated_for_each_shell() {
+    for (shell, marker) in [
+        ("bash", "complete -F _nodefall"),
+        ("zsh", "#compdef nodefall"),
+        ("fish", "complete -c nodefall "),
+    ] {
+        let out = nodefall(&["completions", shell]);
+        assert_eq!(out.status.code(), Some(0), "{shell}");
+        let script = text(&out.stdout);
+        assert!(script.contains(marker), "{shell}: {script:.200}");
+        // Subcommands and their flags are in it.
+        assert!(
+            script.contains("scenario") && script.contains("repeat"),
+            "{shell}"
+        );
+    }
+    assert_eq!(nodefall(&["completions", "tcsh"]).status.code(), Some(2));
+}

@@ -147,16 +147,20 @@ fn check(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         sink.flush()?;
     }
     match args.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        Format::Json => outln!("{}", serde_json::to_string_pretty(&report)?),
         Format::Text => {
-            println!(
+            outln!(
                 "audit log {}: {} events, {} Node/Pod writes in scope; window {} .. {}",
-                report.log, report.events, report.writes, report.window.from, report.window.to
+                report.log,
+                report.events,
+                report.writes,
+                report.window.from,
+                report.window.to
             );
             for c in &report.checks {
-                println!("{:<16} {}", c.source, report::audit_line(c));
+                outln!("{:<16} {}", c.source, report::audit_line(c));
                 for m in c.missed_examples.iter().take(5) {
-                    println!("  missed {:?} {:?} at {}", m.object, m.change, m.at);
+                    outln!("  missed {:?} {:?} at {}", m.object, m.change, m.at);
                 }
             }
         }

@@ -5,7 +5,15 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory as _, Parser, Subcommand};
+
+/// `println!` for the commands' output: a closed stdout (`nodefall validate |
+/// head`) is not an error (see [`write_stdout`]).
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::cli::write_stdout(&format!("{}\n", format_args!($($arg)*)))
+    };
+}
 
 mod audit;
 mod cluster;
@@ -79,6 +87,12 @@ pub enum Command {
     /// compared with (a poller, `kubectl get -w`).
     #[command(subcommand)]
     Audit(audit::AuditCommand),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell);
+    /// e.g. `nodefall completions bash > ~/.local/share/bash-completion/completions/nodefall`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
     /// Revert what killed runs left behind (paused nodes, taints, cordons,
     /// applied objects, throwaway clusters), from their undo journals.
     Recover {
@@ -199,12 +213,10 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Validate { files } => validate(&files),
         Command::Plan(args) => {
             let (plan, cluster) = load_plan(&args)?;
-            let mut out = std::io::stdout().lock();
             for line in cluster {
-                writeln!(out, "{line}").context("writing the plan")?;
+                outln!("{line}");
             }
-            out.write_all(plan::render_text(&plan).as_bytes())
-                .context("writing the plan")?;
+            write_stdout(&plan::render_text(&plan));
             let ops = match plan.backend {
                 BackendKind::Kind => plan_ops::kind_commands(&plan),
                 BackendKind::Libvirt => plan_ops::libvirt_operations(&plan, &args.machines)?,
@@ -212,7 +224,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 BackendKind::Vagrant => plan_ops::vagrant_operations(&plan, &args)?,
                 BackendKind::Sim => String::new(),
             };
-            out.write_all(ops.as_bytes()).context("writing the plan")?;
+            write_stdout(&ops);
             Ok(exit::code(exit::PASS))
         }
         Command::Sim(cmd) => sim::run(cmd),
@@ -220,6 +232,30 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Audit(cmd) => audit::run(cmd),
         Command::Scenario(args) => run_scenario::run(&args),
         Command::Recover { run } => recover::run(run.as_deref()),
+        Command::Completions { shell } => {
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "nodefall", &mut script);
+            write_stdout(&String::from_utf8_lossy(&script));
+            Ok(exit::code(exit::PASS))
+        }
+    }
+}
+
+/// Writes a command's output to stdout. When the reader has gone (`validate
+/// | head`), the rest is dropped and the command goes on to its own exit
+/// code instead of panicking; any other failure is said once on stderr.
+pub(crate) fn write_stdout(text: &str) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static WARNED: AtomicBool = AtomicBool::new(false);
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        Err(e) => {
+            if !WARNED.swap(true, Ordering::Relaxed) {
+                eprintln!("warning: writing to standard output: {e}");
+            }
+        }
     }
 }
 
@@ -259,7 +295,7 @@ fn validate(files: &[PathBuf]) -> anyhow::Result<ExitCode> {
                     for w in &l.warnings {
                         eprintln!("{w}");
                     }
-                    println!(
+                    outln!(
                         "ok       {} (command backend: {})",
                         file.display(),
                         crate::backend::command::spec::BREAKING
@@ -272,7 +308,7 @@ fn validate(files: &[PathBuf]) -> anyhow::Result<ExitCode> {
                 }
                 Err(e) => {
                     failed += 1;
-                    println!("invalid  {}", file.display());
+                    outln!("invalid  {}", file.display());
                     eprintln!("{e}");
                 }
             }
@@ -283,10 +319,10 @@ fn validate(files: &[PathBuf]) -> anyhow::Result<ExitCode> {
             Ok(checked.steps.len())
         });
         match result {
-            Ok(steps) => println!("ok       {} ({steps} steps)", file.display()),
+            Ok(steps) => outln!("ok       {} ({steps} steps)", file.display()),
             Err(e) => {
                 failed += 1;
-                println!("invalid  {}", file.display());
+                outln!("invalid  {}", file.display());
                 eprintln!("{e}");
             }
         }

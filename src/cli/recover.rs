@@ -37,7 +37,7 @@ pub fn run(only: Option<&str>) -> anyhow::Result<ExitCode> {
                 dir.display()
             );
         }
-        println!("nothing to recover: no unfinished run in {}", dir.display());
+        outln!("nothing to recover: no unfinished run in {}", dir.display());
         return Ok(exit::code(exit::PASS));
     }
     let rt = runtime()?;
@@ -49,24 +49,29 @@ pub fn run(only: Option<&str>) -> anyhow::Result<ExitCode> {
             continue;
         };
         if u.owner_alive {
-            println!(
+            outln!(
                 "{}: still running (pid {}); left alone",
-                header.run, header.pid
+                header.run,
+                header.pid
             );
             continue;
         }
-        println!(
+        outln!(
             "recovering {} (scenario {}, namespace {}, started {}, pid {} gone)",
-            header.run, header.scenario, header.namespace, header.started_at, header.pid
+            header.run,
+            header.scenario,
+            header.namespace,
+            header.started_at,
+            header.pid
         );
         let mut journal = Journal::reopen(&u.path)?;
         let ok = rt.block_on(recover_one(&header, &mut journal));
         if ok && journal.state().pending.is_empty() {
             let closed = journal.close()?;
-            println!("  done; journal closed: {}", closed.display());
+            outln!("  done; journal closed: {}", closed.display());
         } else {
             failed += 1;
-            println!(
+            outln!(
                 "  left unreverted: {}; journal kept: {}",
                 journal
                     .state()
@@ -88,15 +93,15 @@ pub fn run(only: Option<&str>) -> anyhow::Result<ExitCode> {
 
 fn print(description: String, r: Result<(), String>) {
     match r {
-        Ok(()) => println!("  {description}: ok"),
-        Err(e) => println!("  {description}: FAILED: {e}"),
+        Ok(()) => outln!("  {description}: ok"),
+        Err(e) => outln!("  {description}: FAILED: {e}"),
     }
 }
 
 /// The commands a revert ran (command backend), under its line.
 fn print_commands(commands: &[crate::report::result::CommandRecord]) {
     for c in commands {
-        println!("    ran `{}`: {}", c.line, c.status);
+        outln!("    ran `{}`: {}", c.line, c.status);
     }
 }
 

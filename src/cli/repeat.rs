@@ -163,7 +163,7 @@ fn summarize(a: &Aggregate, md: &Path) {
         .iter()
         .filter(|r| r.verdict == report::result::RunVerdict::Pass)
         .count();
-    println!(
+    outln!(
         "REPEAT: {passed}/{counted} runs passed{}; aggregate: {}",
         a.stopped_early
             .as_ref()
@@ -173,7 +173,7 @@ fn summarize(a: &Aggregate, md: &Path) {
     );
     for m in &a.metrics {
         let s = &m.summary;
-        println!(
+        outln!(
             "  {:<28} n={} p50 {} p95 {} max {}",
             m.name,
             s.n,
@@ -183,7 +183,7 @@ fn summarize(a: &Aggregate, md: &Path) {
         );
     }
     for e in a.expectations.iter().filter(|e| e.failed > 0) {
-        println!(
+        outln!(
             "  expectation {} passed {}{}",
             e.label,
             e.rate(),

@@ -82,7 +82,7 @@ pub fn run(cmd: ReportCommand) -> anyhow::Result<ExitCode> {
                 Some(a) => report::aggregate::write(&dir, &a)?,
                 None => report::write_rendered(&dir, &report::read_result(&args.result)?)?,
             };
-            println!("{}", report.display());
+            outln!("{}", report.display());
             Ok(exit::code(exit::PASS))
         }
         ReportCommand::Compare(args) => compare(&args),
@@ -111,7 +111,7 @@ fn compare(args: &CompareArgs) -> anyhow::Result<ExitCode> {
         Format::Markdown => report::compare::render(&c, None),
         Format::Json => report::compare::json(&c)?,
     };
-    print!("{text}");
+    super::write_stdout(&text);
     for r in &c.regressions {
         eprintln!("regression: {r}");
     }

@@ -612,7 +612,7 @@ fn summarize(result: &RunResult, dir: &std::path::Path) {
         .map(|a| format!(" (aborted by guard `{}`)", a.guard))
         .unwrap_or_default();
     // The error itself was printed when the run stopped ("stopping: ...").
-    println!(
+    outln!(
         "{verdict}{aborted}: {passed}/{} expectations held; report: {}",
         result.expectations.len(),
         dir.join("report.md").display()

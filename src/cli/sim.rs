@@ -200,7 +200,7 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
                 }
             })?;
             cluster.detach();
-            println!("{}", cluster.kubeconfig_path().display());
+            outln!("{}", cluster.kubeconfig_path().display());
             eprintln!(
                 "sim: use it with: export KUBECONFIG={}\nsim: stop it with: nodefall sim down --name {}",
                 cluster.kubeconfig_path().display(),
@@ -223,7 +223,7 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
         }
         SimCommand::Kubeconfig(NameArg { name }) => {
             let cluster = SimCluster::open(&root, &name)?;
-            println!("{}", cluster.kubeconfig_path().display());
+            outln!("{}", cluster.kubeconfig_path().display());
             Ok(exit::code(exit::PASS))
         }
         SimCommand::Node(args) => node(&root, &args),
@@ -253,7 +253,7 @@ fn node(root: &Path, args: &NodeArgs) -> anyhow::Result<ExitCode> {
     let line = super::runtime()?
         .block_on(node_action(&mut cluster, args.action, &args.node))
         .map_err(fail)?;
-    println!("{line}");
+    outln!("{line}");
     Ok(exit::code(exit::PASS))
 }
 
@@ -397,7 +397,7 @@ struct Row {
 fn status(root: &std::path::Path) -> anyhow::Result<ExitCode> {
     let names = sim::state::list(root);
     if names.is_empty() {
-        println!("no simulated clusters under {}", root.display());
+        outln!("no simulated clusters under {}", root.display());
         return Ok(exit::code(exit::PASS));
     }
     let mut rows = Vec::new();
@@ -432,6 +432,6 @@ fn status(root: &std::path::Path) -> anyhow::Result<ExitCode> {
             reaper,
         });
     }
-    println!("{}", Table::new(rows).with(Style::sharp()));
+    outln!("{}", Table::new(rows).with(Style::sharp()));
     Ok(exit::code(exit::PASS))
 }

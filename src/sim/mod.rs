@@ -122,6 +122,12 @@ impl Error {
         Error::Other(what.into())
     }
 
+    /// No simulated cluster of that name (`--cluster`, `sim ... --name`):
+    /// bad input, exit 2, whatever the command.
+    pub fn is_unknown_cluster(&self) -> bool {
+        matches!(self, Error::NoCluster { .. })
+    }
+
     /// The request does not fit the cluster: no such cluster or node, or the
     /// node's agent is in the wrong state for the operation (bad input, exit
     /// 2, for `sim node`); nothing was changed.
