@@ -111,6 +111,7 @@ impl System {
     pub fn capture(&self, cmd: &Cmd, timeout: Duration) -> Result<Captured, Error> {
         use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
 
+        tracing::debug!("running `{cmd}`");
         let started = std::time::Instant::now();
         let mut child = Command::new(&cmd.program)
             .args(&cmd.args)

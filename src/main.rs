@@ -12,12 +12,23 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let logging = cli.logging();
+    if let Err(e) = nodefall::logging::init(logging) {
+        eprintln!("error: {e}");
+        return exit::code(exit::INVALID_INPUT);
+    }
     match cli::run(cli) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err}");
-            for cause in err.chain().skip(1) {
-                eprintln!("  caused by: {cause}");
+            // Printed once, here.
+            if logging.format == nodefall::logging::Format::Json {
+                let causes: Vec<String> = err.chain().skip(1).map(ToString::to_string).collect();
+                tracing::error!(causes = ?causes, "{err}");
+            } else {
+                eprintln!("error: {err}");
+                for cause in err.chain().skip(1) {
+                    eprintln!("  caused by: {cause}");
+                }
             }
             exit::code(classify(&err))
         }

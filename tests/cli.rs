@@ -366,3 +366,63 @@ fn completions_are_generated_for_each_shell() {
     }
     assert_eq!(nodefall(&["completions", "tcsh"]).status.code(), Some(2));
 }
+
+#[test]
+fn logs_follow_the_verbosity_and_format_flags() {
+    let plan = ["plan", "scenarios/statefulset-nfs.yaml"];
+    let debug_line = "scenario `statefulset-nfs`";
+    let run = |flags: &[&str], rust_log: Option<&str>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_nodefall"));
+        c.args(flags).args(plan).env_remove("RUST_LOG");
+        if let Some(v) = rust_log {
+            c.env("RUST_LOG", v);
+        }
+        c.output().expect("nodefall runs")
+    };
+    // Default: no debug lines; -v: nodefall's debug lines, as plain text.
+    let quiet_by_default = run(&[], None);
+    assert_eq!(quiet_by_default.status.code(), Some(0));
+    assert!(!text(&quiet_by_default.stderr).contains(debug_line));
+    let verbose = run(&["-v"], None);
+    let err = text(&verbose.stderr);
+    assert!(err.contains(debug_line) && !err.contains("DEBUG"), "{err}");
+    // The same through RUST_LOG, and as JSON objects.
+    assert!(text(&run(&[], Some("nodefall=debug")).stderr).contains(debug_line));
+    let json = run(&["-v", "--log-format", "json"], None);
+    let line = text(&json.stderr)
+        .lines()
+        .find(|l| l.contains(debug_line))
+        .map(str::to_owned)
+        .expect("the debug line");
+    let v: serde_json::Value = serde_json::from_str(&line).expect("a JSON object per line");
+    assert_eq!(v["level"], "DEBUG", "{line}");
+    assert!(
+        v["fields"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(debug_line))
+    );
+    // --quiet and -v contradict each other; a bad RUST_LOG is named.
+    assert_eq!(run(&["-q", "-v"], None).status.code(), Some(2));
+    let bad = run(&[], Some("nodefall=loud"));
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        text(&bad.stderr).contains("RUST_LOG"),
+        "{}",
+        text(&bad.stderr)
+    );
+    // An error in JSON mode is one JSON object, printed once.
+    let out = nodefall(&["--log-format", "json", "plan", "scenarios/nope.yaml"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    let errors: Vec<serde_json::Value> = err
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|v: &serde_json::Value| v["level"] == "ERROR")
+        .collect();
+    assert_eq!(errors.len(), 1, "{err}");
+    assert!(
+        errors[0]["fields"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("nope.yaml"))
+    );
+}

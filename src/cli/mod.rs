@@ -62,6 +62,33 @@ use crate::scenario::{self, model::BackendKind};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// More detail on stderr: -v adds nodefall's debug lines and kube-rs' own
+    /// (watch restarts, retries); -vv everything. RUST_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    /// Only warnings and errors on stderr, no live progress line.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// Log lines as plain text or as one JSON object per line (for CI).
+    #[arg(
+        long,
+        value_enum,
+        default_value_t,
+        global = true,
+        value_name = "FORMAT"
+    )]
+    pub log_format: crate::logging::Format,
+}
+
+impl Cli {
+    /// The logging flags.
+    pub fn logging(&self) -> crate::logging::Options {
+        crate::logging::Options {
+            verbose: self.verbose,
+            quiet: self.quiet,
+            format: self.log_format,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]

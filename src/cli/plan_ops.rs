@@ -62,7 +62,7 @@ pub fn command_lines(plan: &plan::Plan, args: &machines::CommandArgs) -> anyhow:
     let faults: Vec<_> = fault_steps(plan).iter().map(|(_, f, _)| *f).collect();
     let c = args.load(&plan.scenario, &faults)?;
     for w in &c.warnings {
-        eprintln!("{w}");
+        tracing::warn!("{w}");
     }
     let mut out = format!(
         "\nCommands of the command backend ({}; <v of t> is a value of target t's Node, read at \

@@ -44,7 +44,7 @@ pub fn run(only: Option<&str>) -> anyhow::Result<ExitCode> {
     let mut failed = 0usize;
     for u in chosen {
         let Some(header) = u.state.header.clone() else {
-            eprintln!("{}: no header; skipped", u.path.display());
+            tracing::warn!("{}: no header; skipped", u.path.display());
             failed += 1;
             continue;
         };

@@ -68,7 +68,7 @@ pub fn run(
     let dir = args.out.join(report::run_dir_name(&name, started_at));
     let shared_cluster = backend != BackendKind::Sim || args.cluster.is_some();
     if shared_cluster && checked.cleanup != Cleanup::Always {
-        eprintln!(
+        tracing::info!(
             "repeat: runs 1 to {} clean up fully (the scenario says `cleanup: {}`), so each \
              starts from a fresh namespace; the last run follows the scenario",
             n - 1,
@@ -96,7 +96,7 @@ pub fn run(
             code = stop.exit_code();
             break;
         }
-        eprintln!("repeat: run {k} of {n}");
+        tracing::info!("repeat: run {k} of {n}");
         let run_dir = format!("run-{k}");
         let once = Once {
             run: Some(k),

@@ -105,7 +105,7 @@ fn compare(args: &CompareArgs) -> anyhow::Result<ExitCode> {
     let c = stats::compare::compare(base, new, &gate);
     if let Some(dir) = &args.out {
         let md = report::compare::write(dir, &c)?;
-        eprintln!("wrote {}", md.display());
+        tracing::info!("wrote {}", md.display());
     }
     let text = match args.format {
         Format::Markdown => report::compare::render(&c, None),

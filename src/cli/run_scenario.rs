@@ -92,7 +92,7 @@ fn warn_unfinished() {
     if dead.is_empty() {
         return;
     }
-    eprintln!(
+    tracing::warn!(
         "warning: {} earlier run(s) were killed before they could clean up:",
         dead.len()
     );
@@ -103,7 +103,7 @@ fn warn_unfinished() {
             .iter()
             .map(|p| p.undo.describe())
             .collect();
-        eprintln!(
+        tracing::warn!(
             "  {}: still to undo: {}",
             u.path.display(),
             if what.is_empty() {
@@ -113,7 +113,7 @@ fn warn_unfinished() {
             }
         );
     }
-    eprintln!("  run `nodefall recover` to revert what they left");
+    tracing::warn!("  run `nodefall recover` to revert what they left");
 }
 
 fn header(plan: &Plan, file: &str, backend: BackendRef, kube: KubeRef) -> Header {
@@ -232,7 +232,7 @@ fn run_on_sim(
                         sim::binaries::cancel();
                         progress.finish();
                         let why = format!("interrupted by {stop} while starting the simulated cluster");
-                        eprintln!("stopping: {why}");
+                        tracing::warn!("stopping: {why}");
                         let outcome = Outcome {
                             result: runner::failed_to_start(&plan, &file, &why, RunVerdict::Interrupted),
                             invalid_input: false,
@@ -351,7 +351,7 @@ async fn finish_cluster(
     }
     if keep {
         cluster.detach();
-        eprintln!(
+        tracing::info!(
             "sim: kept cluster `{0}`: export KUBECONFIG={1}; stop it with `nodefall sim down --name {0}`",
             cluster.name(),
             cluster.kubeconfig_path().display()
@@ -367,7 +367,7 @@ async fn finish_cluster(
                 return match r {
                     Ok(_) => ClusterEnd::Gone,
                     Err(e) => {
-                        eprintln!("error: removing the throwaway simulated cluster: {e}");
+                        tracing::error!("error: removing the throwaway simulated cluster: {e}");
                         ClusterEnd::Left
                     }
                 };
@@ -434,7 +434,7 @@ fn run_on_machines(
         BackendKind::Command => {
             let c = commands.context("the command backend's file was read above")?;
             for w in &c.warnings {
-                eprintln!("{w}");
+                tracing::warn!("{w}");
             }
             (
                 BackendRef::Command {
@@ -526,7 +526,7 @@ fn run_on_machines(
 /// The discovery's remarks, before the run begins.
 fn tell(notes: &[String]) {
     for n in notes {
-        eprintln!("timing: {n}");
+        tracing::info!("timing: {n}");
     }
 }
 
@@ -557,10 +557,10 @@ fn conclude(
     }
     summarize(result, &dir);
     if let Some(why) = &outcome.abandoned {
-        eprintln!("cleanup abandoned: {why}");
+        tracing::warn!("cleanup abandoned: {why}");
     }
     if !left.is_empty() {
-        eprintln!(
+        tracing::warn!(
             "still not reverted: {}\n  journal: {}\n  run `nodefall recover` to revert it",
             left.join(", "),
             journal_path.display()
@@ -574,7 +574,7 @@ fn conclude(
 
 fn close(journal: Journal) {
     if let Err(e) = journal.close() {
-        eprintln!("warning: {}", runner::chain(&e));
+        tracing::warn!("warning: {}", runner::chain(&e));
     }
 }
 

@@ -192,7 +192,7 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
             );
             let runtime = super::runtime()?;
             let mut cluster = runtime.block_on(async {
-                let mut progress = |msg: &str| eprintln!("sim: {msg}");
+                let mut progress = |msg: &str| tracing::info!("sim: {msg}");
                 tokio::select! {
                     up = SimCluster::up(&opts, &mut progress) => up.map_err(anyhow::Error::from),
                     // Dropping the bring-up future tears down what was started.
@@ -201,7 +201,7 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
             })?;
             cluster.detach();
             outln!("{}", cluster.kubeconfig_path().display());
-            eprintln!(
+            tracing::info!(
                 "sim: use it with: export KUBECONFIG={}\nsim: stop it with: nodefall sim down --name {}",
                 cluster.kubeconfig_path().display(),
                 cluster.name()
@@ -216,9 +216,9 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
                 .down()
                 .with_context(|| format!("stopping simulated cluster `{name}`"))?;
             if !killed.is_empty() {
-                eprintln!("sim: needed SIGKILL for {}", killed.join(", "));
+                tracing::warn!("sim: needed SIGKILL for {}", killed.join(", "));
             }
-            eprintln!("sim: cluster `{name}` stopped and removed");
+            tracing::info!("sim: cluster `{name}` stopped and removed");
             Ok(exit::code(exit::PASS))
         }
         SimCommand::Kubeconfig(NameArg { name }) => {
@@ -233,7 +233,7 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
 }
 
 fn waiting(cluster: &str) {
-    eprintln!("sim: waiting for another nodefall that is changing cluster `{cluster}`");
+    tracing::info!("sim: waiting for another nodefall that is changing cluster `{cluster}`");
 }
 
 /// `sim node ACTION NODE`: one operation on one node's agent of a running

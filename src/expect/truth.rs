@@ -7,7 +7,7 @@ use std::borrow::Cow;
 
 use super::{Subject, holds};
 use crate::scenario::checked::Condition;
-use crate::timeline::{Ms, Transition, World};
+use crate::timeline::{Ms, ObjectRef, Transition, World};
 
 /// The truth of `conditions` for a subject from time `from` on, kept up to
 /// date by [`Truth::extend`] with the transitions in the order they were
@@ -35,6 +35,25 @@ impl Truth {
         }
     }
 
+    /// Whether a transition can bear on the truth. A node's conditions read
+    /// only that node and the events about it, so its world keeps no pods
+    /// (at 10,000 pods, tens of MB per expectation); other subjects read
+    /// the whole world.
+    fn relevant(&self, t: &Transition) -> bool {
+        match (&self.subject, &t.object) {
+            (Subject::Node(name), ObjectRef::Node { name: n }) => n == name,
+            (Subject::Node(_), ObjectRef::Event { .. }) => true,
+            (Subject::Node(_), _) => false,
+            _ => true,
+        }
+    }
+
+    fn apply(&mut self, t: &Transition) {
+        if self.relevant(t) {
+            self.world.apply(t);
+        }
+    }
+
     fn holds(&self) -> bool {
         holds(&self.world, &self.subject, &self.conditions)
     }
@@ -53,7 +72,7 @@ impl Truth {
         let mut i = 0;
         if self.series.is_empty() {
             while i < transitions.len() && transitions[i].at <= self.from {
-                self.world.apply(&transitions[i]);
+                self.apply(&transitions[i]);
                 i += 1;
             }
             if i == transitions.len() {
@@ -64,7 +83,7 @@ impl Truth {
         while i < transitions.len() {
             let at = transitions[i].at;
             while i < transitions.len() && transitions[i].at == at {
-                self.world.apply(&transitions[i]);
+                self.apply(&transitions[i]);
                 i += 1;
             }
             let now = self.holds();
@@ -114,7 +133,7 @@ pub fn truth_series(
 mod tests {
     use super::*;
     use crate::scenario::model::NodeReady;
-    use crate::timeline::{Change, ObjectRef};
+    use crate::timeline::Change;
 
     fn t(at: Ms, change: Change) -> Transition {
         Transition {
@@ -218,5 +237,36 @@ mod tests {
         assert_eq!(truth.series(10).as_ref(), [(10, false)]);
         truth.extend(&[ready(11, "Unknown")]);
         assert_eq!(truth.series(11).as_ref(), [(10, false), (11, true)]);
+    }
+
+    #[test]
+    fn a_node_truth_keeps_no_pods_and_still_sees_its_node() {
+        let pod = Transition {
+            at: 1,
+            server_time: None,
+            object: ObjectRef::Pod {
+                name: "p".into(),
+                uid: "u".into(),
+            },
+            change: Change::PodAdded {
+                labels: Default::default(),
+                owner: None,
+                claims: Vec::new(),
+            },
+        };
+        let other = Transition {
+            at: 2,
+            server_time: None,
+            object: ObjectRef::Node { name: "x".into() },
+            change: Change::NodeAdded,
+        };
+        let mut truth = unknown();
+        truth.extend(&[pod, other]);
+        truth.extend(&record());
+        assert!(truth.world.pods.is_empty() && truth.world.nodes.len() == 1);
+        assert_eq!(
+            truth.series(Ms::MAX).as_ref(),
+            [(10, false), (15, true), (20, false), (30, true)]
+        );
     }
 }

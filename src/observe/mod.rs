@@ -93,9 +93,17 @@ impl Recorder {
         self.push(vec![(object, vec![(None, change)])]);
     }
 
-    /// A copy of the whole record, for the run's result.
+    /// A copy of the whole record.
     pub fn transitions(&self) -> Vec<Transition> {
         self.lock().transitions.clone()
+    }
+
+    /// The whole record, moved out for the run's result (at 10,000 pods a
+    /// copy was the run's peak memory). Taken when the steps have ended and
+    /// nothing follows the record any more; what is recorded afterwards is
+    /// not part of the result.
+    pub fn take_transitions(&self) -> Vec<Transition> {
+        std::mem::take(&mut self.lock().transitions)
     }
 
     /// Hands the transitions recorded since `*cursor` to `f` a bounded chunk
@@ -106,9 +114,12 @@ impl Recorder {
         loop {
             let chunk = {
                 let inner = self.lock();
-                let from = (*cursor).min(inner.transitions.len());
-                let to = (from + CHUNK).min(inner.transitions.len());
-                inner.transitions[from..to].to_vec()
+                let len = inner.transitions.len();
+                if *cursor >= len {
+                    Vec::new()
+                } else {
+                    inner.transitions[*cursor..(*cursor + CHUNK).min(len)].to_vec()
+                }
             };
             if chunk.is_empty() {
                 return;
@@ -335,7 +346,11 @@ where
         let event = match event {
             Ok(e) => e,
             // The watcher restarts by itself (with backoff) and relists.
-            Err(_) => {
+            Err(e) => {
+                tracing::debug!(
+                    kind = std::any::type_name::<K>(),
+                    "watch error, the watcher relists: {e}"
+                );
                 rec.lock().watch_errors += 1;
                 continue;
             }

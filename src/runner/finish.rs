@@ -57,7 +57,7 @@ impl Run<'_> {
     ) -> RunResult {
         self.progress.finish();
         let c = &self.plan.scenario;
-        let transitions = self.rec.transitions();
+        let transitions = self.rec.take_transitions();
         let finished = self.rec.now();
         let t0 = self.t0;
         let targets: Vec<String> = self.targets.values().cloned().collect();

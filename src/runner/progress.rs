@@ -1,5 +1,6 @@
 //! What the user sees while a scenario runs: one live line (step, elapsed,
-//! what is awaited) on a terminal, plain log lines otherwise.
+//! what is awaited) on a terminal, plain log lines otherwise; both through
+//! `tracing` (see `crate::logging`).
 
 use std::io::IsTerminal as _;
 use std::time::{Duration, Instant};
@@ -16,15 +17,18 @@ pub struct Progress {
 }
 
 impl Progress {
-    /// Live line when stderr is a terminal, else plain lines.
+    /// Live line when stderr is a terminal (and the logs are plain text,
+    /// not `--quiet`), else plain lines. Lines go out as `tracing` events.
     pub fn auto() -> Progress {
-        let bar = std::io::stderr().is_terminal().then(|| {
+        let live = std::io::stderr().is_terminal() && crate::logging::live_line_allowed();
+        let bar = live.then(|| {
             let bar = ProgressBar::new_spinner();
             bar.set_style(
                 ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
                     .unwrap_or_else(|_| ProgressStyle::default_spinner()),
             );
             bar.enable_steady_tick(Duration::from_millis(200));
+            crate::logging::set_live(Some(bar.clone()));
             bar
         });
         Progress {
@@ -50,10 +54,10 @@ impl Progress {
         if self.quiet {
             return;
         }
-        let line = format!("[{:>7.1}s] {msg}", self.start.elapsed().as_secs_f64());
-        match &self.bar {
-            Some(bar) => bar.println(line),
-            None => eprintln!("{line}"),
+        let elapsed = self.start.elapsed().as_secs_f64();
+        match crate::logging::format() {
+            crate::logging::Format::Text => tracing::info!("[{elapsed:>7.1}s] {msg}"),
+            crate::logging::Format::Json => tracing::info!(elapsed_s = elapsed, "{msg}"),
         }
     }
 
@@ -79,6 +83,7 @@ impl Progress {
     pub fn finish(&self) {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
+            crate::logging::set_live(None);
         }
     }
 }

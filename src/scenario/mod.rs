@@ -22,5 +22,13 @@ pub use load::{Diagnostic, Diagnostics, Error, Result};
 
 /// Reads and validates a scenario file.
 pub fn load(path: &Path) -> Result<Checked> {
-    validate::validate(load::load(path)?)
+    let checked = validate::validate(load::load(path)?)?;
+    tracing::debug!(
+        "{}: scenario `{}`, {} steps, backend {}",
+        path.display(),
+        checked.name,
+        checked.steps.len(),
+        checked.backend
+    );
+    Ok(checked)
 }

@@ -118,7 +118,7 @@ impl Binaries {
         if binaries.missing().is_empty() {
             return Ok(binaries);
         }
-        eprintln!(
+        tracing::info!(
             "nodefall: provisioning the simulated cluster's binaries into {} (once per version)",
             cache.display()
         );
@@ -181,7 +181,7 @@ pub fn run_provision(mut command: Command, cache: &Path) -> Result<ExitStatus, E
             while matches!(reader.read_until(b'\n', &mut line), Ok(n) if n > 0) {
                 let text = String::from_utf8_lossy(&line);
                 let text = text.trim_end_matches(['\n', '\r']);
-                eprintln!("{text}");
+                tracing::info!("{text}");
                 if tail.len() == STDERR_TAIL_LINES {
                     tail.pop_front();
                 }
