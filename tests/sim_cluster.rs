@@ -356,8 +356,9 @@ fn cli_up_status_kubeconfig_down() {
             p.pid
         );
     }
+    // Gone now: an unknown cluster is bad input.
     let (code, _, stderr) = run(&["sim", "down", "--name", "cli"]);
-    assert_eq!(code, Some(3));
+    assert_eq!(code, Some(2));
     assert!(
         stderr.contains("no simulated cluster named `cli`"),
         "{stderr}"

@@ -85,7 +85,13 @@ impl Check {
 
 /// Compares `observed` (in the order it was recorded) with `truth` (in the
 /// order it happened) over `window`.
-pub fn compare(source: &str, truth: &[Seen], observed: &[Seen], window: Window) -> Check {
+pub fn compare(
+    source: &str,
+    truth: &[Seen],
+    observed: &[Seen],
+    window: Window,
+    keep_matches: bool,
+) -> Check {
     let late = window
         .to
         .checked_add(jiff::SignedDuration::from_micros(LATE_SLACK_US))
@@ -146,11 +152,13 @@ pub fn compare(source: &str, truth: &[Seen], observed: &[Seen], window: Window) 
             matched_changes.push(&t.change);
             let lag = seen[i].at.duration_since(t.at).as_secs_f64() * 1000.0;
             lags.push(lag);
-            check.matches.push(Match {
-                truth: (*t).clone(),
-                seen_at: seen[i].at,
-                lag_ms: lag,
-            });
+            if keep_matches {
+                check.matches.push(Match {
+                    truth: (*t).clone(),
+                    seen_at: seen[i].at,
+                    lag_ms: lag,
+                });
+            }
             if window.t0.is_some_and(|t0| t.at >= t0) {
                 after_t0.push(lag);
             }
@@ -230,7 +238,7 @@ mod tests {
             seen(2010, node("b"), ready("Unknown")),
             seen(9002, node("a"), ready("True")),
         ];
-        let c = compare("nodefall", &truth, &observed, window());
+        let c = compare("nodefall", &truth, &observed, window(), true);
         assert!(c.clean(), "{c:?}");
         assert_eq!((c.truth, c.matched), (3, 3));
         let lag = c.lag_ms.unwrap();
@@ -246,7 +254,7 @@ mod tests {
             seen(1000, node("a"), ready("Unknown")),
             seen(3000, node("a"), ready("True")),
         ];
-        let c = compare("poller-5s", &truth, &[], window());
+        let c = compare("poller-5s", &truth, &[], window(), true);
         assert_eq!((c.missed, c.matched), (2, 0));
         assert_eq!(c.missed_examples.len(), 2);
         assert!(c.lag_ms.is_none());
@@ -265,7 +273,7 @@ mod tests {
             seen(2300, node("a"), ready("Unknown")),
             seen(2400, node("a"), Change::NodeDeleted),
         ];
-        let c = compare("x", &truth, &observed, window());
+        let c = compare("x", &truth, &observed, window(), true);
         assert_eq!(c.matched, 2);
         assert_eq!(c.out_of_order, 1);
         assert_eq!(c.duplicated, 1);
@@ -289,7 +297,7 @@ mod tests {
             // Cleanup's changes, just after the window: not in the truth.
             seen(100_500, node("b"), Change::NodeDeleted),
         ];
-        let c = compare("nodefall", &truth, &observed, window());
+        let c = compare("nodefall", &truth, &observed, window(), true);
         assert!(c.clean(), "{c:?}");
         assert_eq!(c.truth, 1);
     }

@@ -163,12 +163,14 @@ pub fn observed_in_run(result: &RunResult) -> Option<(Vec<Seen>, Window)> {
 }
 
 /// Checks a run against an audit log, with baselines (name, observations
-/// in time order) compared over the same window.
+/// in time order) compared over the same window. `keep_matches`: keep
+/// nodefall's matches (for `audit check --matches`; a copy of the truth).
 pub fn check_run(
     result: &RunResult,
     result_path: &Path,
     audit_log: &Path,
     baselines: &[(String, Vec<Seen>)],
+    keep_matches: bool,
 ) -> Result<AuditReport, Error> {
     let (seen, window) = observed_in_run(result).ok_or_else(|| Error::NoWindow {
         path: result_path.to_owned(),
@@ -177,9 +179,16 @@ pub fn check_run(
         namespace: Some(result.namespace.clone()),
     };
     let truth = read_truth(audit_log, &scope)?;
-    let mut checks = vec![compare("nodefall", &truth.transitions, &seen, window)];
+    let mut checks = vec![compare(
+        "nodefall",
+        &truth.transitions,
+        &seen,
+        window,
+        keep_matches,
+    )];
+    drop(seen);
     for (name, observed) in baselines {
-        checks.push(compare(name, &truth.transitions, observed, window));
+        checks.push(compare(name, &truth.transitions, observed, window, false));
     }
     Ok(AuditReport {
         log: audit_log.display().to_string(),

@@ -133,7 +133,13 @@ fn check(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         observed.push((name, seen));
     }
     let result = report::read_result(&args.result)?;
-    let report = audit::check_run(&result, &args.result, &args.audit_log, &observed)?;
+    let report = audit::check_run(
+        &result,
+        &args.result,
+        &args.audit_log,
+        &observed,
+        args.matches.is_some(),
+    )?;
     if let (Some(path), Some(ours)) = (&args.matches, report.checks.first()) {
         let mut sink = std::io::BufWriter::new(
             std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,

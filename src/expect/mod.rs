@@ -436,7 +436,7 @@ mod tests {
                 format!("u{i}"),
                 PodView {
                     name: format!("p{i}"),
-                    labels: [("app".to_owned(), "web".to_owned())].into(),
+                    labels: std::sync::Arc::new([("app".to_owned(), "web".to_owned())].into()),
                     node: Some(node.into()),
                     ready,
                     terminating: term,

@@ -111,7 +111,7 @@ mod tests {
                 0,
                 pod("old"),
                 Change::PodAdded {
-                    labels: [("app".to_owned(), "web".to_owned())].into(),
+                    labels: std::sync::Arc::new([("app".to_owned(), "web".to_owned())].into()),
                     owner: None,
                     claims: vec!["data-web-0".into()],
                 },
@@ -121,7 +121,7 @@ mod tests {
                 20_000,
                 pod("new"),
                 Change::PodAdded {
-                    labels: [("app".to_owned(), "web".to_owned())].into(),
+                    labels: std::sync::Arc::new([("app".to_owned(), "web".to_owned())].into()),
                     owner: None,
                     claims: vec!["data-web-0".into()],
                 },

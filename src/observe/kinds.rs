@@ -251,7 +251,7 @@ impl Differ<Pod> for PodDiff {
             out.push((
                 time(p.metadata.creation_timestamp.as_ref()),
                 Change::PodAdded {
-                    labels: p.labels().clone(),
+                    labels: p.labels().clone().into(),
                     owner,
                     claims: claims(p),
                 },

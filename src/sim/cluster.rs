@@ -467,7 +467,7 @@ impl SimCluster {
             self.bring_back(node).await?;
             return self.set_agent_state(node, AgentState::Running);
         }
-        self.agent(node)?.kill();
+        self.agent(node)?.kill_async().await;
         self.forget_agent(node)?;
         self.start_node(node).await
     }
@@ -478,7 +478,7 @@ impl SimCluster {
             self.take_out(node, "running or frozen").await?;
             return self.set_agent_state(node, AgentState::Stopped);
         }
-        self.agent(node)?.kill();
+        self.agent(node)?.kill_async().await;
         self.forget_agent(node)
     }
 
@@ -488,7 +488,7 @@ impl SimCluster {
             self.take_out(node, "running or frozen").await?;
             return self.set_agent_state(node, AgentState::Stopped);
         }
-        self.agent(node)?.stop(STOP_GRACE);
+        self.agent(node)?.stop_async(STOP_GRACE).await;
         self.forget_agent(node)
     }
 

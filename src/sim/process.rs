@@ -146,6 +146,51 @@ impl Proc {
         self.wait_gone(Duration::from_secs(10));
     }
 
+    /// [`Proc::stop`] for async callers (a fault on a running scenario): its
+    /// waits yield to the runtime instead of sleeping on a worker.
+    pub async fn stop_async(&mut self, grace: Duration) -> bool {
+        if self.gone() {
+            return false;
+        }
+        let group = Pid::from_raw(self.record.pid);
+        let _ = killpg(group, Signal::SIGTERM);
+        let _ = killpg(group, Signal::SIGCONT);
+        if self.wait_gone_async(grace).await {
+            return false;
+        }
+        let _ = killpg(group, Signal::SIGKILL);
+        self.wait_gone_async(Duration::from_secs(10)).await;
+        true
+    }
+
+    /// [`Proc::kill`] for async callers.
+    pub async fn kill_async(&mut self) {
+        if self.is_alive() {
+            let _ = killpg(Pid::from_raw(self.record.pid), Signal::SIGKILL);
+        }
+        self.wait_gone_async(Duration::from_secs(10)).await;
+    }
+
+    /// Whether the process is gone (reaped if it was our child).
+    fn gone(&mut self) -> bool {
+        if self.is_alive() {
+            return false;
+        }
+        self.reap();
+        true
+    }
+
+    async fn wait_gone_async(&mut self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while !self.gone() {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(POLL_GONE).await;
+        }
+        true
+    }
+
     fn reap(&mut self) {
         if let Some(child) = &mut self.child {
             let _ = child.try_wait();
@@ -156,18 +201,18 @@ impl Proc {
     /// for a process that is not our child, so this checks every 20 ms.
     fn wait_gone(&mut self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
-        loop {
-            if !self.is_alive() {
-                self.reap();
-                return true;
-            }
+        while !self.gone() {
             if Instant::now() >= deadline {
                 return false;
             }
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(POLL_GONE);
         }
+        true
     }
 }
+
+/// How often a stopping process is looked for (it is not always our child).
+const POLL_GONE: Duration = Duration::from_millis(20);
 
 /// Whether the recorded process still runs: same PID and start time, not a zombie.
 pub fn is_alive(record: &ProcRecord) -> bool {

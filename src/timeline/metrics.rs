@@ -303,7 +303,7 @@ mod tests {
     }
     fn added(owner: &str) -> Change {
         Change::PodAdded {
-            labels: BTreeMap::new(),
+            labels: Default::default(),
             owner: Some(owner.into()),
             claims: Vec::new(),
         }

@@ -161,7 +161,7 @@ mod tests {
     }
     fn added() -> Change {
         Change::PodAdded {
-            labels: [("app".to_owned(), "web".to_owned())].into(),
+            labels: std::sync::Arc::new([("app".to_owned(), "web".to_owned())].into()),
             owner: Some("StatefulSet/web".into()),
             claims: vec!["data-web-0".into()],
         }
