@@ -426,3 +426,52 @@ fn logs_follow_the_verbosity_and_format_flags() {
             .is_some_and(|m| m.contains("nope.yaml"))
     );
 }
+
+#[test]
+fn a_flag_of_another_backend_is_bad_input_before_anything_runs() {
+    let state = tempfile::tempdir().expect("temp dir");
+    for (args, flag) in [
+        (
+            &[
+                "scenario",
+                "scenarios/statefulset-nfs.yaml",
+                "--backend",
+                "kind",
+                "--cluster",
+                "c",
+            ][..],
+            "--cluster is for the sim backend, and this run uses `kind` (from --backend)",
+        ),
+        (
+            &[
+                "scenario",
+                "scenarios/statefulset-nfs.yaml",
+                "--keep",
+                "--domain",
+                "w1=vm1",
+            ],
+            "--domain is for the libvirt or vagrant backends, and this run uses `sim`",
+        ),
+        (
+            &[
+                "scenario",
+                "scenarios/statefulset-nfs.yaml",
+                "--context",
+                "prod",
+            ],
+            "--context is for the kind, libvirt, command or vagrant backends",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_nodefall"))
+            .args(args)
+            .env("NODEFALL_STATE_DIR", state.path())
+            .env("NODEFALL_JOURNAL_DIR", state.path().join("runs"))
+            .output()
+            .expect("nodefall runs");
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(flag), "{args:?}: {err}");
+        // Refused before anything ran: no journal, no cluster.
+        assert!(!state.path().join("runs").exists(), "{args:?}");
+    }
+}

@@ -257,8 +257,9 @@ fn is_gone_pod(p: &Pod) -> bool {
 struct Folder {
     nodes: Fold<Node, NodeDiff>,
     pods: Fold<Pod, PodDiff>,
-    /// The last stored state of each live pod, by namespace/name: a binding
-    /// changes it without returning it.
+    /// The last stored state of each live pod, by namespace/name, as far as
+    /// the fold reads it ([`trimmed`]): a binding changes it without
+    /// returning it.
     last_pod: HashMap<(String, String), Pod>,
     /// The newest resourceVersion folded in per object (UID).
     newest: HashMap<String, u64>,
@@ -299,7 +300,7 @@ impl Folder {
                 let e = *e;
                 match &e {
                     WatchEvent::Apply(p) => {
-                        self.last_pod.insert(key(p), p.clone());
+                        self.last_pod.insert(key(p), trimmed(p));
                     }
                     WatchEvent::Delete(p) => {
                         self.last_pod.remove(&key(p));
@@ -330,5 +331,37 @@ impl Folder {
                 });
             }
         }
+    }
+}
+
+/// What of a pod the observer's fold reads (metadata, node, tolerations,
+/// claims, phase, reason, conditions): 10,000 whole pods kept for bindings
+/// were most of the check's memory.
+fn trimmed(p: &Pod) -> Pod {
+    use k8s_openapi::api::core::v1::{PodSpec, PodStatus};
+    let mut metadata = p.metadata.clone();
+    metadata.annotations = None;
+    metadata.managed_fields = None;
+    let spec = p.spec.as_ref().map(|s| PodSpec {
+        node_name: s.node_name.clone(),
+        tolerations: s.tolerations.clone(),
+        volumes: s.volumes.as_ref().map(|vs| {
+            vs.iter()
+                .filter(|v| v.persistent_volume_claim.is_some())
+                .cloned()
+                .collect()
+        }),
+        ..PodSpec::default()
+    });
+    let status = p.status.as_ref().map(|s| PodStatus {
+        phase: s.phase.clone(),
+        reason: s.reason.clone(),
+        conditions: s.conditions.clone(),
+        ..PodStatus::default()
+    });
+    Pod {
+        metadata,
+        spec,
+        status,
     }
 }

@@ -17,6 +17,7 @@ macro_rules! outln {
 
 mod audit;
 mod cluster;
+mod flags;
 mod machines;
 mod plan_ops;
 mod recover;
@@ -156,7 +157,8 @@ pub struct ScenarioArgs {
     /// kind: container runtime CLI (default: docker, or podman when docker is absent).
     #[arg(long, value_name = "docker|podman")]
     pub container_runtime: Option<String>,
-    /// kind: kubeconfig context (default: kind-<kind-cluster>).
+    /// kubeconfig context of a kind, libvirt, command or vagrant cluster
+    /// (default: kind-<kind-cluster> on kind, else the current context).
     #[arg(long)]
     pub context: Option<String>,
     /// Run the scenario N times and aggregate the runs (min/p50/p95/max of

@@ -30,6 +30,7 @@ pub fn run(args: &ScenarioArgs) -> anyhow::Result<ExitCode> {
     // Everything about the input is checked before any cluster is touched.
     let checked = scenario::load(&args.file)?;
     let backend = args.backend.unwrap_or(checked.backend);
+    super::flags::check(args, backend)?;
     warn_unfinished();
     if args.repeat > 1 {
         return super::repeat::run(args, checked, backend);
