@@ -111,10 +111,36 @@ if [ "${KUBECTL:-1}" = 1 ] && command -v kubectl >/dev/null; then
 else
     say "kubectl not found: the kubectl baseline is skipped"
 fi
+# The API server's own delivery, with no client library: a raw watch by curl,
+# each line stamped as it arrives. Lag seen here is the server's, not a client's.
+if [ "${RAW:-1}" = 1 ] && command -v curl >/dev/null; then
+    server=$(sed -n 's/^ *server: //p' "$kubeconfig" | head -1)
+    ca=$(sed -n 's/^ *certificate-authority: //p' "$kubeconfig" | head -1)
+    token=$(sed -n 's/^ *token: //p' "$kubeconfig" | head -1)
+    for what in nodes pods; do
+        path=/api/v1/nodes
+        [ "$what" = pods ] && path=/api/v1/namespaces/bench-scale/pods
+        out=$BENCH_DIR/raw-$what.jsonl
+        fifo=$BENCH_DIR/raw-$what.fifo
+        mkfifo "$fifo"
+        "$bin" audit stamp --out "$out" <"$fifo" &
+        stampers+=($!)
+        curl -sSN --cacert "$ca" -H "Authorization: Bearer $token" \
+            "$server$path?watch=1&allowWatchBookmarks=false" >"$fifo" 2>>"$BENCH_DIR/raw.log" &
+        pids+=($!)
+        baselines+=(--baseline "raw-watch=$out")
+    done
+else
+    say "curl not found: the raw watch baseline is skipped"
+fi
 
 say "scenario: $PODS pods, $FAILED nodes paused for ${HOLD}s, then resumed"
 set +e
-"$bin" scenario "$BENCH_DIR/scale.yaml" --cluster "$NAME" --out "$BENCH_DIR/reports" \
+# /usr/bin/time: the process's peak RSS over its whole life, the report and
+# the in-process audit check included (rss_mb is the run's, up to its result).
+timer=()
+[ -x /usr/bin/time ] && timer=(/usr/bin/time -f %M -o "$BENCH_DIR/scenario.maxrss")
+"${timer[@]}" "$bin" scenario "$BENCH_DIR/scale.yaml" --cluster "$NAME" --out "$BENCH_DIR/reports" \
     2>"$BENCH_DIR/scenario.log"
 code=$?
 set -e
@@ -122,7 +148,7 @@ say "scenario exit code $code (log: $BENCH_DIR/scenario.log)"
 # A kubectl watch that ended by itself lost events from then on (kubectl get -w
 # does not re-establish a watch the API server closed).
 for p in "${pids[@]:1}"; do
-    kill -0 "$p" 2>/dev/null || say "a kubectl watch (pid $p) had ended before the run did"
+    kill -0 "$p" 2>/dev/null || say "a watch (pid $p) had ended before the run did"
 done
 cp "$NODEFALL_STATE_DIR/$NAME/logs/kube-apiserver.log" "$BENCH_DIR/" || true
 [ "${KEEP_AUDIT:-0}" = 1 ] && cp "$NODEFALL_STATE_DIR/$NAME/logs/audit.log" "$BENCH_DIR/"
@@ -142,7 +168,8 @@ set +e
 set -e
 wall_s=$(python3 -c "import time; print(round(time.time() - $started, 1))")
 
-python3 - "$result" "$BENCH_DIR/check.json" "$NODES" "$PODS" "$FAILED" "$wall_s" "$up_s" <<'EOF'
+process_kb=$(cat "$BENCH_DIR/scenario.maxrss" 2>/dev/null || echo 0)
+python3 - "$result" "$BENCH_DIR/check.json" "$NODES" "$PODS" "$FAILED" "$wall_s" "$up_s" "$process_kb" <<'EOF'
 import json, sys
 result = json.load(open(sys.argv[1]))
 check = json.load(open(sys.argv[2]))
@@ -151,6 +178,8 @@ wall_s, up_s = float(sys.argv[6]), float(sys.argv[7])
 by = {c["source"]: c for c in check["checks"]}
 nf, poll = by["nodefall"], by.get("poller-5s", {})
 kw = by.get("kubectl-get-w")
+raw = by.get("raw-watch")
+process_mb = round(int(sys.argv[8]) / 1024, 1)
 usage = result.get("usage") or {}
 lag = lambda c, k: round(c["lagMs"][k], 1) if c and c.get("lagMs") else None
 print(f"verdict {result['verdict']}; audit: {check['events']} events, {nf['truth']} transitions "
@@ -163,6 +192,13 @@ for c in check["checks"]:
 if nf.get("lagFromT0Ms"):
     print(f"nodefall from T0 (the fault and recovery): p50 {nf['lagFromT0Ms']['p50']:.1f} ms, "
           f"p95 {nf['lagFromT0Ms']['p95']:.1f} ms over {nf['lagFromT0Ms']['n']} transitions", file=sys.stderr)
+for c in (raw, kw):
+    if c and c.get("lagFromT0Ms"):
+        print(f"{c['source']} from T0: p50 {c['lagFromT0Ms']['p50']:.1f} ms, "
+              f"p95 {c['lagFromT0Ms']['p95']:.1f} ms over {c['lagFromT0Ms']['n']} transitions", file=sys.stderr)
+if process_mb:
+    print(f"nodefall scenario process, whole life (report and audit check included): "
+          f"peak RSS {process_mb} MiB", file=sys.stderr)
 print(f"nodefall: peak RSS {usage.get('peakRssBytes', 0) / 2**20:.0f} MiB, "
       f"CPU {usage.get('cpuMs', 0) / 1000:.1f} s; sim up {up_s} s; wall {wall_s} s", file=sys.stderr)
 out = {
@@ -177,5 +213,9 @@ out = {
 }
 if kw:
     out["kubectl_lag_p95_ms"] = lag(kw, "p95")
+if raw:
+    out["raw_watch_lag_p95_ms"] = lag(raw, "p95")
+if process_mb:
+    out["process_rss_mb"] = process_mb
 print(json.dumps(out, separators=(",", ":")))
 EOF

@@ -7,7 +7,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Node;
 
 use super::{Error, NodeFaults};
-use crate::exec::{Cmd, Exec};
+use crate::exec::{self, Cmd, Exec};
 use crate::scenario::model::FaultKind;
 
 /// kind's label naming a node container's cluster.
@@ -120,20 +120,22 @@ impl<E: Exec> KindBackend<E> {
             .unwrap_or_else(|| "<its address before the fault>".into());
         Ok(fault_commands(&self.runtime, &self.network, c, &ip, fault))
     }
+}
 
+impl<E: Exec + Clone + 'static> KindBackend<E> {
     /// The node's current address on the kind network, if it has one.
-    fn address(&self, container: &str) -> Option<String> {
+    async fn address(&self, container: &str) -> Option<String> {
         let format = format!(
             "{{{{with index .NetworkSettings.Networks \"{}\"}}}}{{{{.IPAddress}}}}{{{{end}}}}",
             self.network
         );
         let cmd = Cmd::new(&self.runtime, &["inspect", "--format", &format, container]);
-        let ip = self.exec.run(&cmd, TIMEOUT).ok()?.trim().to_owned();
+        let ip = run_blocking(&self.exec, cmd).await.ok()?.trim().to_owned();
         (!ip.is_empty()).then_some(ip)
     }
 }
 
-impl<E: Exec> NodeFaults for KindBackend<E> {
+impl<E: Exec + Clone + 'static> NodeFaults for KindBackend<E> {
     fn name(&self) -> &'static str {
         "kind"
     }
@@ -187,7 +189,7 @@ impl<E: Exec> NodeFaults for KindBackend<E> {
         if matches!(
             fault,
             FaultKind::Poweroff | FaultKind::Shutdown | FaultKind::DropNic
-        ) && let Some(ip) = self.address(&container)
+        ) && let Some(ip) = self.address(&container).await
         {
             self.addresses.insert(container.clone(), ip);
         }
@@ -246,17 +248,25 @@ pub fn fault_commands(rt: &str, net: &str, c: &str, ip: &str, fault: FaultKind) 
     }
 }
 
-async fn run_blocking<E: Exec>(exec: &E, cmd: Cmd) -> Result<String, Error> {
-    // Commands are short; run them on this thread's blocking budget.
-    tokio::task::block_in_place(|| exec.run(&cmd, TIMEOUT)).map_err(Error::Exec)
+/// Runs `cmd` on tokio's blocking pool, never on a runtime worker (the
+/// workers carry the watchers whose timestamps are the measurement).
+async fn run_blocking<E: Exec + Clone + 'static>(exec: &E, cmd: Cmd) -> Result<String, Error> {
+    let exec = exec.clone();
+    let shown = cmd.clone();
+    match tokio::task::spawn_blocking(move || exec.run(&cmd, TIMEOUT)).await {
+        Ok(r) => r.map_err(Error::Exec),
+        Err(e) => Err(Error::Exec(exec::Error::Spawn {
+            cmd: shown,
+            source: std::io::Error::other(e.to_string()),
+        })),
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
+    use std::sync::{Arc, Mutex};
 
     use super::*;
-    use crate::exec;
 
     /// Records commands and answers from a script.
     #[derive(Default)]
@@ -265,7 +275,7 @@ mod tests {
         answers: Vec<(&'static str, &'static str)>,
     }
 
-    impl Exec for &Fake {
+    impl Exec for Arc<Fake> {
         fn run(&self, cmd: &Cmd, _t: Duration) -> Result<String, exec::Error> {
             let line = cmd.to_string();
             self.ran.lock().unwrap().push(line.clone());
@@ -278,8 +288,8 @@ mod tests {
         }
     }
 
-    fn fake() -> Fake {
-        Fake {
+    fn fake() -> Arc<Fake> {
+        Arc::new(Fake {
             ran: Mutex::default(),
             answers: vec![
                 (
@@ -288,13 +298,13 @@ mod tests {
                 ),
                 ("docker inspect", "172.18.0.3\n"),
             ],
-        }
+        })
     }
 
     #[test]
     fn finds_nodes_by_kind_labels_and_maps_faults_to_commands() {
         let f = fake();
-        let b = KindBackend::discover("kind", "docker", &f).unwrap();
+        let b = KindBackend::discover("kind", "docker", Arc::clone(&f)).unwrap();
         assert_eq!(
             b.nodes.keys().collect::<Vec<_>>(),
             ["kind-control-plane", "kind-worker", "kind-worker2"]
@@ -327,7 +337,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread")]
     async fn the_nodes_shell_is_docker_exec() {
         let f = fake();
-        let b = KindBackend::discover("kind", "docker", &f).unwrap();
+        let b = KindBackend::discover("kind", "docker", Arc::clone(&f)).unwrap();
         let (via, out) = b
             .shell("kind-worker", "systemd-inhibit --list")
             .await
@@ -344,7 +354,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread")]
     async fn poweron_gives_the_node_its_old_address_back() {
         let f = fake();
-        let mut b = KindBackend::discover("kind", "docker", &f).unwrap();
+        let mut b = KindBackend::discover("kind", "docker", Arc::clone(&f)).unwrap();
         b.inject("kind-worker", FaultKind::Poweroff).await.unwrap();
         b.inject("kind-worker", FaultKind::Poweron).await.unwrap();
         let ran = f.ran.lock().unwrap().clone();
