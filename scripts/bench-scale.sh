@@ -2,14 +2,17 @@
 # nodefall at scale: a sim cluster of NODES nodes (shared kwok shards) running
 # PODS pods, FAILED nodes paused at once by a real `nodefall scenario` run,
 # held HOLD seconds, then resumed. In the same run, a 5 s poller
-# (`nodefall audit poll`) and `kubectl get -w` (stamped by `nodefall audit
-# stamp`) watch the same objects. Afterwards `nodefall audit check` compares
-# all three with the API server's audit log.
+# (`nodefall audit poll`), `kubectl get -w` and a raw watch without any client
+# library (scripts/lib/raw-watch.py; both stamped by `nodefall audit stamp`)
+# watch the same objects. Afterwards `nodefall audit check` compares them all
+# with the API server's audit log.
 #
 # Prints a human summary and, as its last line, one JSON object:
 #   {"nodes":..,"pods":..,"failed":..,"missed":..,"rss_mb":..,"cpu_s":..,
 #    "lag_p50_ms":..,"lag_p95_ms":..,"poller_lag_p95_ms":..,"wall_s":..}
-# (rss_mb, cpu_s: the `nodefall scenario` process's own peak RSS and CPU time.)
+# (rss_mb, cpu_s: the `nodefall scenario` process's own peak RSS and CPU time
+# up to its result; then kubectl_lag_p95_ms, raw_watch_lag_p95_ms, and
+# process_rss_mb: the process's peak over its whole life, from /usr/bin/time.)
 #
 # Usage: scripts/bench-scale.sh            (1000 nodes, 10000 pods, 50 failed)
 #        NODES=200 PODS=2000 FAILED=10 scripts/bench-scale.sh
@@ -111,9 +114,11 @@ if [ "${KUBECTL:-1}" = 1 ] && command -v kubectl >/dev/null; then
 else
     say "kubectl not found: the kubectl baseline is skipped"
 fi
-# The API server's own delivery, with no client library: a raw watch by curl,
-# each line stamped as it arrives. Lag seen here is the server's, not a client's.
-if [ "${RAW:-1}" = 1 ] && command -v curl >/dev/null; then
+# The API server's own delivery, with no client library: a raw watch
+# (scripts/lib/raw-watch.py, which watches again from the last
+# resourceVersion when the server ends a watch), each line stamped as it
+# arrives. Lag seen here is the server's, not a client's.
+if [ "${RAW:-1}" = 1 ]; then
     server=$(sed -n 's/^ *server: //p' "$kubeconfig" | head -1)
     ca=$(sed -n 's/^ *certificate-authority: //p' "$kubeconfig" | head -1)
     token=$(sed -n 's/^ *token: //p' "$kubeconfig" | head -1)
@@ -125,13 +130,13 @@ if [ "${RAW:-1}" = 1 ] && command -v curl >/dev/null; then
         mkfifo "$fifo"
         "$bin" audit stamp --out "$out" <"$fifo" &
         stampers+=($!)
-        curl -sSN --cacert "$ca" -H "Authorization: Bearer $token" \
-            "$server$path?watch=1&allowWatchBookmarks=false" >"$fifo" 2>>"$BENCH_DIR/raw.log" &
+        python3 scripts/lib/raw-watch.py "$server" "$path" "$ca" "$token" \
+            >"$fifo" 2>>"$BENCH_DIR/raw.log" &
         pids+=($!)
         baselines+=(--baseline "raw-watch=$out")
     done
 else
-    say "curl not found: the raw watch baseline is skipped"
+say "RAW=0: the raw watch baseline is skipped"
 fi
 
 say "scenario: $PODS pods, $FAILED nodes paused for ${HOLD}s, then resumed"

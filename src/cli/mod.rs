@@ -23,6 +23,7 @@ mod plan_ops;
 mod recover;
 mod repeat;
 mod report;
+mod resolve;
 mod run_scenario;
 mod sim;
 

@@ -16,11 +16,11 @@ use anyhow::Context as _;
 use jiff::Timestamp;
 
 use super::ScenarioArgs;
+use super::resolve::{On, Resolved};
 use super::run_scenario::{Once, run_once};
 use crate::exit;
 use crate::report::{self, RunResult};
-use crate::scenario::model::{BackendKind, Cleanup};
-use crate::scenario::{self};
+use crate::scenario::model::Cleanup;
 use crate::shutdown::{self, Signals, Stop};
 use crate::stats::aggregate::{self, Aggregate, Series};
 
@@ -50,23 +50,13 @@ impl Watch {
     }
 }
 
-pub fn run(
-    args: &ScenarioArgs,
-    checked: scenario::Checked,
-    backend: BackendKind,
-) -> anyhow::Result<ExitCode> {
+pub(super) fn run(args: &ScenarioArgs, resolved: &Resolved) -> anyhow::Result<ExitCode> {
     let n = args.repeat;
-    if args.keep {
-        anyhow::bail!(super::InvalidFlag(
-            "--keep keeps a run's throwaway cluster, and --repeat starts one per run: start one \
-             with `nodefall sim up --name NAME` and pass --cluster NAME instead"
-                .into()
-        ));
-    }
+    let (checked, backend) = (&resolved.checked, resolved.backend);
     let started_at = Timestamp::now();
     let name = format!("{}-x{n}", checked.name);
     let dir = args.out.join(report::run_dir_name(&name, started_at));
-    let shared_cluster = backend != BackendKind::Sim || args.cluster.is_some();
+    let shared_cluster = !matches!(resolved.on, On::Sim { cluster: None, .. });
     if shared_cluster && checked.cleanup != Cleanup::Always {
         tracing::info!(
             "repeat: runs 1 to {} clean up fully (the scenario says `cleanup: {}`), so each \
@@ -104,7 +94,7 @@ pub fn run(
             cleanup: (shared_cluster && k < last).then_some(Cleanup::Always),
             signals: Some(watch.signals.clone()),
         };
-        let done = match run_once(args, checked.clone(), backend, &once) {
+        let done = match run_once(args, resolved, &once) {
             Ok(done) => done,
             Err(e) => {
                 stopped_early = Some(format!("run {k} could not run: {}", chain(&e)));

@@ -9,12 +9,12 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use jiff::Timestamp;
 
+use super::resolve::{On, Resolved};
 use super::{ScenarioArgs, default_profile, runtime};
 use crate::backend::any::AnyBackend;
-use crate::backend::kind;
 use crate::backend::sim::SimBackend;
 use crate::exit;
 use crate::plan::{self, Plan};
@@ -28,14 +28,12 @@ use crate::sim::{self, SimCluster, UpOptions};
 
 pub fn run(args: &ScenarioArgs) -> anyhow::Result<ExitCode> {
     // Everything about the input is checked before any cluster is touched.
-    let checked = scenario::load(&args.file)?;
-    let backend = args.backend.unwrap_or(checked.backend);
-    super::flags::check(args, backend)?;
+    let resolved = super::resolve::resolve(args)?;
     warn_unfinished();
     if args.repeat > 1 {
-        return super::repeat::run(args, checked, backend);
+        return super::repeat::run(args, &resolved);
     }
-    let done = run_once(args, checked, backend, &Once::default())?;
+    let done = run_once(args, &resolved, &Once::default())?;
     Ok(exit::code(done.code))
 }
 
@@ -71,17 +69,45 @@ pub(super) struct Done {
     pub result: RunResult,
 }
 
-/// One run on `backend`.
+/// One run of the resolved scenario.
 pub(super) fn run_once(
     args: &ScenarioArgs,
-    checked: scenario::Checked,
-    backend: BackendKind,
+    resolved: &Resolved,
     once: &Once,
 ) -> anyhow::Result<Done> {
-    match backend {
-        BackendKind::Sim => run_on_sim(args, checked, once),
-        other => run_on_machines(args, checked, other, once),
+    let checked = resolved.checked.clone();
+    match &resolved.on {
+        On::Sim {
+            cluster,
+            nodes,
+            shards,
+            keep,
+        } => {
+            let sim = SimRun {
+                cluster: cluster.as_deref(),
+                nodes: *nodes,
+                shards: *shards,
+                keep: *keep,
+            };
+            run_on_sim(args, checked, &sim, once)
+        }
+        On::Machines { backend, context } => run_on_machines(
+            args,
+            checked,
+            resolved.backend,
+            backend,
+            context.clone(),
+            once,
+        ),
     }
+}
+
+/// A run's simulated cluster, as resolved.
+struct SimRun<'a> {
+    cluster: Option<&'a str>,
+    nodes: usize,
+    shards: usize,
+    keep: bool,
 }
 
 /// Unfinished journals of killed runs: their faults may still be in place.
@@ -138,12 +164,12 @@ fn header(plan: &Plan, file: &str, backend: BackendRef, kube: KubeRef) -> Header
 fn run_on_sim(
     args: &ScenarioArgs,
     checked: scenario::Checked,
+    sim_run: &SimRun<'_>,
     once: &Once,
 ) -> anyhow::Result<Done> {
     let root = sim::default_root();
-    let existing = args
+    let existing = sim_run
         .cluster
-        .as_deref()
         .map(|name| SimCluster::open(&root, name))
         .transpose()?;
     let profile = match &existing {
@@ -221,8 +247,8 @@ fn run_on_sim(
             None => {
                 let mut opts = UpOptions::new(name.clone(), profile.clone());
                 opts.root = root.clone();
-                opts.nodes = usize::from(args.nodes);
-                opts.shards = args.shards.map_or_else(|| sim::auto_shards(opts.nodes), usize::from);
+                opts.nodes = sim_run.nodes;
+                opts.shards = sim_run.shards;
                 opts.reaper = Some(std::env::current_exe().context("locating the nodefall executable (the cluster's reaper runs it)")?);
                 let mut log = |m: &str| progress.log(&format!("sim: {m}"));
                 tokio::select! {
@@ -265,7 +291,7 @@ fn run_on_sim(
         // further signal can still cut it short: the cluster's reaper and
         // `nodefall recover` finish the job then).
         let end = if outcome.abandoned.is_none() {
-            finish_cluster(cluster, !throwaway, args.keep, &mut signals, &mut outcome).await
+            finish_cluster(cluster, !throwaway, sim_run.keep, &mut signals, &mut outcome).await
         } else {
             // Dropped here: a cluster this process started is torn down on
             // drop; the journal keeps it for `nodefall recover` in case.
@@ -395,76 +421,10 @@ fn run_on_machines(
     args: &ScenarioArgs,
     checked: scenario::Checked,
     kind: BackendKind,
+    backend_ref: &BackendRef,
+    context: Option<String>,
     once: &Once,
 ) -> anyhow::Result<Done> {
-    // Faults the backend cannot inject are bad input, known before the
-    // cluster is read.
-    plan::check_backend(&checked, kind)?;
-    let machines = checked.libvirt.clone();
-    let commands = match kind {
-        BackendKind::Command => {
-            let faults: Vec<_> = super::planned_faults(&checked);
-            Some(args.machines.command.load(&checked, &faults)?)
-        }
-        _ => None,
-    };
-    let (backend_ref, context) = match kind {
-        BackendKind::Kind => (
-            BackendRef::Kind {
-                cluster: args.kind_cluster.clone(),
-                runtime: kind::pick_runtime(args.container_runtime.as_deref()),
-            },
-            Some(
-                args.context
-                    .clone()
-                    .unwrap_or_else(|| format!("kind-{}", args.kind_cluster)),
-            ),
-        ),
-        BackendKind::Libvirt => (
-            BackendRef::Libvirt {
-                uri: args.machines.uri(&machines),
-                settings: Box::new(
-                    args.machines
-                        .libvirt_settings(&machines)
-                        .map_err(|e| anyhow::anyhow!(InvalidFlag(e)))?,
-                ),
-            },
-            args.context.clone(),
-        ),
-        BackendKind::Command => {
-            let c = commands.context("the command backend's file was read above")?;
-            for w in &c.warnings {
-                tracing::warn!("{w}");
-            }
-            (
-                BackendRef::Command {
-                    source: c.source,
-                    spec: Box::new(c.spec),
-                },
-                args.context.clone(),
-            )
-        }
-        BackendKind::Vagrant => {
-            let project = args
-                .machines
-                .vagrant
-                .project(&args.file)
-                .map_err(crate::backend::Error::from)?;
-            let settings = args
-                .machines
-                .vagrant_settings(&machines)
-                .map_err(|e| anyhow::anyhow!(InvalidFlag(e)))?;
-            (
-                BackendRef::Vagrant {
-                    root: project.root,
-                    data: project.data,
-                    settings: Box::new(settings),
-                },
-                args.context.clone(),
-            )
-        }
-        BackendKind::Sim => bail!("the sim backend runs on a simulated cluster, not on machines"),
-    };
     // Which cluster this is and its timings, before anything is touched.
     let rt = runtime()?;
     let (config, found) = rt.block_on(async {
@@ -478,7 +438,7 @@ fn run_on_machines(
         plan.scenario.cleanup = c;
     }
     let file = args.file.display().to_string();
-    let mut backend = AnyBackend::open(&backend_ref)?;
+    let mut backend = AnyBackend::open(backend_ref)?;
     let kubeconfig = std::env::var_os("KUBECONFIG")
         .and_then(|v| std::env::split_paths(&v).next())
         .filter(|p| !p.as_os_str().is_empty());
@@ -487,7 +447,7 @@ fn run_on_machines(
         header(
             &plan,
             &file,
-            backend_ref,
+            backend_ref.clone(),
             KubeRef {
                 kubeconfig,
                 context: context.clone(),

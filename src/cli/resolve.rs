@@ -1,0 +1,240 @@
+//! The `scenario` command's raw flags (clap's [`ScenarioArgs`]) and its
+//! scenario file resolved into one configuration before any I/O on a
+//! cluster or machine, as ripgrep turns its low-level arguments into
+//! high-level ones: the backend is chosen once, every flag is checked
+//! against it, and a machine backend's settings and files are read and
+//! checked. Whatever is wrong here is bad input (exit 2), and nothing has
+//! been touched yet. A series (`--repeat`) resolves once for all its runs.
+
+use anyhow::bail;
+
+use super::ScenarioArgs;
+use super::run_scenario::InvalidFlag;
+use crate::backend::kind;
+use crate::plan;
+use crate::runner::journal::BackendRef;
+use crate::scenario::{self, model::BackendKind};
+use crate::sim;
+
+/// What a `nodefall scenario` invocation runs, and where.
+#[derive(Debug)]
+pub(super) struct Resolved {
+    pub checked: scenario::Checked,
+    pub backend: BackendKind,
+    pub on: On,
+}
+
+/// Where the runs go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum On {
+    /// A simulated cluster: the running one named `cluster`, else a
+    /// throwaway one of `nodes` nodes played by `shards` kwok processes
+    /// (0: one kwok per node), kept afterwards with `keep`.
+    Sim {
+        cluster: Option<String>,
+        nodes: usize,
+        shards: usize,
+        keep: bool,
+    },
+    /// An existing cluster whose nodes are machines, reached the way the
+    /// undo journal records it (so `nodefall recover` reaches them too),
+    /// through this kubeconfig context (None: the current one).
+    Machines {
+        backend: BackendRef,
+        context: Option<String>,
+    },
+}
+
+/// Loads and checks the scenario, then the flags against it.
+pub(super) fn resolve(args: &ScenarioArgs) -> anyhow::Result<Resolved> {
+    let checked = scenario::load(&args.file)?;
+    let backend = args.backend.unwrap_or(checked.backend);
+    super::flags::check(args, backend)?;
+    if args.repeat > 1 && args.keep {
+        bail!(InvalidFlag(
+            "--keep keeps a run's throwaway cluster, and --repeat starts one per run: start one \
+             with `nodefall sim up --name NAME` and pass --cluster NAME instead"
+                .into()
+        ));
+    }
+    let on = match backend {
+        BackendKind::Sim => {
+            let nodes = usize::from(args.nodes);
+            On::Sim {
+                cluster: args.cluster.clone(),
+                nodes,
+                shards: args
+                    .shards
+                    .map_or_else(|| sim::auto_shards(nodes), usize::from),
+                keep: args.keep,
+            }
+        }
+        machines => on_machines(args, &checked, machines)?,
+    };
+    Ok(Resolved {
+        checked,
+        backend,
+        on,
+    })
+}
+
+/// A machine backend's settings, from its flags and the scenario's
+/// `libvirt:` section; the command backend's file is read and checked.
+fn on_machines(
+    args: &ScenarioArgs,
+    checked: &scenario::Checked,
+    backend: BackendKind,
+) -> anyhow::Result<On> {
+    // Faults the backend cannot inject are bad input.
+    plan::check_backend(checked, backend)?;
+    let machines = &checked.libvirt;
+    let invalid = |e: String| anyhow::anyhow!(InvalidFlag(e));
+    let (backend, context) = match backend {
+        BackendKind::Kind => (
+            BackendRef::Kind {
+                cluster: args.kind_cluster.clone(),
+                runtime: kind::pick_runtime(args.container_runtime.as_deref()),
+            },
+            Some(
+                args.context
+                    .clone()
+                    .unwrap_or_else(|| format!("kind-{}", args.kind_cluster)),
+            ),
+        ),
+        BackendKind::Libvirt => (
+            BackendRef::Libvirt {
+                uri: args.machines.uri(machines),
+                settings: Box::new(args.machines.libvirt_settings(machines).map_err(invalid)?),
+            },
+            args.context.clone(),
+        ),
+        BackendKind::Command => {
+            let faults: Vec<_> = super::planned_faults(checked);
+            let c = args.machines.command.load(checked, &faults)?;
+            for w in &c.warnings {
+                tracing::warn!("{w}");
+            }
+            (
+                BackendRef::Command {
+                    source: c.source,
+                    spec: Box::new(c.spec),
+                },
+                args.context.clone(),
+            )
+        }
+        BackendKind::Vagrant => {
+            let project = args
+                .machines
+                .vagrant
+                .project(&args.file)
+                .map_err(crate::backend::Error::from)?;
+            let settings = args.machines.vagrant_settings(machines).map_err(invalid)?;
+            (
+                BackendRef::Vagrant {
+                    root: project.root,
+                    data: project.data,
+                    settings: Box::new(settings),
+                },
+                args.context.clone(),
+            )
+        }
+        BackendKind::Sim => bail!("the sim backend runs on a simulated cluster, not on machines"),
+    };
+    Ok(On::Machines { backend, context })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use clap::Parser as _;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn scenario_args(argv: &[&str]) -> ScenarioArgs {
+        let cli = Cli::try_parse_from(argv).expect("the flags parse");
+        match cli.command {
+            Command::Scenario(a) => a,
+            _ => panic!("not the scenario command"),
+        }
+    }
+
+    fn repo(path: &str) -> String {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join(path)
+            .display()
+            .to_string()
+    }
+
+    #[test]
+    fn a_sim_run_resolves_its_cluster_size_and_shards() {
+        let file = repo("scenarios/statefulset-nfs.yaml");
+        let r = resolve(&scenario_args(&["nodefall", "scenario", &file])).unwrap();
+        assert_eq!(r.backend, BackendKind::Sim);
+        assert!(matches!(
+            r.on,
+            On::Sim {
+                cluster: None,
+                keep: false,
+                ..
+            }
+        ));
+        let big = resolve(&scenario_args(&[
+            "nodefall", "scenario", &file, "--nodes", "1000",
+        ]))
+        .unwrap();
+        assert_eq!(
+            big.on,
+            On::Sim {
+                cluster: None,
+                nodes: 1000,
+                shards: sim::auto_shards(1000),
+                keep: false
+            }
+        );
+    }
+
+    #[test]
+    fn a_kind_run_resolves_the_journal_s_backend_and_the_context() {
+        let file = repo("scenarios/kind-pause-worker.yaml");
+        let r = resolve(&scenario_args(&[
+            "nodefall",
+            "scenario",
+            &file,
+            "--kind-cluster",
+            "lab",
+            "--container-runtime",
+            "podman",
+        ]))
+        .unwrap();
+        assert_eq!(r.backend, BackendKind::Kind);
+        assert_eq!(
+            r.on,
+            On::Machines {
+                backend: BackendRef::Kind {
+                    cluster: "lab".into(),
+                    runtime: "podman".into()
+                },
+                context: Some("kind-lab".into()),
+            }
+        );
+    }
+
+    #[test]
+    fn flags_and_combinations_the_run_would_ignore_are_refused() {
+        let file = repo("scenarios/statefulset-nfs.yaml");
+        let err = |argv: &[&str]| {
+            let e = resolve(&scenario_args(argv)).unwrap_err();
+            assert!(e.downcast_ref::<InvalidFlag>().is_some(), "{e:#}");
+            e.to_string()
+        };
+        let keep = err(&["nodefall", "scenario", &file, "--keep", "--repeat", "3"]);
+        assert!(keep.contains("--cluster NAME"), "{keep}");
+        let domain = err(&["nodefall", "scenario", &file, "--domain", "w1=vm1"]);
+        assert!(
+            domain.starts_with("--domain is for the libvirt or vagrant backends"),
+            "{domain}"
+        );
+    }
+}
