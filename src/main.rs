@@ -40,6 +40,7 @@ fn classify(err: &anyhow::Error) -> u8 {
         exit::INTERRUPTED
     } else if err.downcast_ref::<scenario::Error>().is_some()
         || err.downcast_ref::<cli::InvalidFlag>().is_some()
+        || err.downcast_ref::<cli::ProfileMismatch>().is_some()
         || err
             .downcast_ref::<nodefall::discover::identity::Error>()
             .is_some()

@@ -127,6 +127,58 @@ fn a_running_sim_is_discovered_pinned_and_pods_keep_their_own_toleration() {
     assert!(d.unfinished().is_empty());
     assert!(d.results().is_empty(), "a refused run wrote a report");
 
+    // --profile default on a cluster that runs the fast timings: exit 2,
+    // each contradiction named, nothing created; --profile fast agrees
+    for args in [
+        vec!["plan", own.to_str().unwrap(), "--cluster", "found"],
+        vec![
+            "scenario",
+            own.to_str().unwrap(),
+            "--cluster",
+            "found",
+            "--out",
+            out_dir,
+        ],
+    ] {
+        let mut args = args;
+        args.extend(["--profile", "default"]);
+        let out = d.command(&args).output().unwrap();
+        let err = words(&String::from_utf8_lossy(&out.stderr));
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        for part in [
+            "--profile default contradicts what this cluster runs:",
+            "grace is 50s in `default`, 8s on the cluster (ConfigMap kube-system/kubeadm-config: --node-monitor-grace-period=8000ms)",
+            "drop --profile to use the cluster's own timings",
+        ] {
+            assert!(err.contains(part), "`{part}` not in: {err}");
+        }
+    }
+    let agrees = d
+        .command(&[
+            "plan",
+            own.to_str().unwrap(),
+            "--cluster",
+            "found",
+            "--profile",
+            "fast",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        agrees.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&agrees.stderr)
+    );
+    let ns = rt.block_on(async {
+        Api::<Namespace>::all(client.clone())
+            .get_opt("own")
+            .await
+            .unwrap()
+    });
+    assert!(ns.is_none(), "the refused run created its namespace");
+    assert!(d.results().is_empty(), "a refused run wrote a report");
+
     // the pods' own 40 s, not the cluster's 20 s: eviction at grace + 40 s
     let out = d
         .command(&[

@@ -59,9 +59,23 @@ pub struct Inspected {
     pub notes: Vec<String>,
 }
 
+/// `--profile` names timings the cluster is set to run otherwise (bad
+/// input, exit 2: the run's windows would be wrong from the start).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "--profile {profile} contradicts what this cluster runs:\n  - {}\n  drop --profile to use the \
+     cluster's own timings, or set the value under the scenario's `timing:`; nothing was changed",
+    .mismatches.join("\n  - ")
+)]
+pub struct ProfileMismatch {
+    pub profile: ProfileName,
+    pub mismatches: Vec<String>,
+}
+
 /// Reads the cluster's identity and checks it against `pins` (an error
-/// there is bad input: exit 2, nothing touched), then its timings: with
-/// `explicit` the named profile as given, else what discovery finds.
+/// there is bad input: exit 2, nothing touched), then its timings: what
+/// discovery finds, or with `explicit` the named profile, refused
+/// ([`ProfileMismatch`]) where it contradicts a discovered value.
 pub async fn inspect(
     config: &kube::Config,
     context: Option<String>,
@@ -76,22 +90,35 @@ pub async fn inspect(
     let (profile, notes) = match explicit {
         None => (found.profile, found.notes),
         Some(p) => {
-            // As given, but a value the cluster is known to run otherwise is said.
             let named = TimingProfile::named(p).set_by(&format!("--profile {p}"));
-            let notes = Var::ALL
+            let differs = |v: &Var| {
+                found.profile.origin(*v).word() == "discovered"
+                    && found.profile.get(*v) != named.get(*v)
+            };
+            let say = |v: Var| {
+                format!(
+                    "{} is {} in `{p}`, {} on the cluster ({})",
+                    v.alias().unwrap_or(v.name()),
+                    format_duration(named.get(v)),
+                    format_duration(found.profile.get(v)),
+                    found.profile.origin(v).detail()
+                )
+            };
+            // A value the cluster sets contradicts --profile: refused. One
+            // only taken from the version's default (nothing sets it there;
+            // the nodes may run otherwise) is said.
+            let (set, defaults): (Vec<Var>, Vec<Var>) = Var::ALL
                 .into_iter()
-                .filter(|v| found.profile.origin(*v).word() == "discovered")
-                .filter(|v| found.profile.get(*v) != named.get(*v))
-                .map(|v| {
-                    format!(
-                        "--profile {p} has {} = {} but the cluster runs {} ({})",
-                        v.alias().unwrap_or(v.name()),
-                        format_duration(named.get(v)),
-                        format_duration(found.profile.get(v)),
-                        found.profile.origin(v).detail()
-                    )
-                })
-                .collect();
+                .filter(differs)
+                .partition(|v| discover::set_on_the_cluster(&found.profile.origin(*v)));
+            if !set.is_empty() {
+                return Err(ProfileMismatch {
+                    profile: p,
+                    mismatches: set.into_iter().map(say).collect(),
+                }
+                .into());
+            }
+            let notes = defaults.into_iter().map(say).collect();
             (named, notes)
         }
     };

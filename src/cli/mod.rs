@@ -27,6 +27,7 @@ mod resolve;
 mod run_scenario;
 mod sim;
 
+pub use cluster::ProfileMismatch;
 pub use run_scenario::InvalidFlag;
 pub use sim::NodeError as SimNodeError;
 

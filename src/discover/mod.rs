@@ -74,6 +74,22 @@ fn component_of(var: Var) -> Option<Component> {
     }
 }
 
+/// Whether a discovered value was read from a setting the cluster has (a
+/// flag, a configuration field), not taken from the version's default
+/// because nothing sets it.
+pub fn set_on_the_cluster(origin: &Origin) -> bool {
+    match origin {
+        Origin::Discovered { from } => {
+            !from.starts_with(VERSION_DEFAULT) && !from.starts_with(UPSTREAM_DEFAULT)
+        }
+        _ => false,
+    }
+}
+
+/// How a value taken from the server version's default is introduced.
+const VERSION_DEFAULT: &str = "the default of ";
+const UPSTREAM_DEFAULT: &str = "the upstream default ";
+
 /// Builds the profile from what was found (pure).
 pub fn build(f: &Findings) -> Discovery {
     let mut profile = TimingProfile::upstream_default();
@@ -84,8 +100,8 @@ pub fn build(f: &Findings) -> Discovery {
         profile.node_monitor_grace_period = default_grace((major, minor));
     }
     let vtext = match (&f.version, version) {
-        (Some(v), Some((major, minor))) => format!("the default of {major}.{minor} (server {v})"),
-        _ => "the upstream default (1.32+; the server version was not readable)".into(),
+        (Some(v), Some((major, minor))) => format!("{VERSION_DEFAULT}{major}.{minor} (server {v})"),
+        _ => format!("{UPSTREAM_DEFAULT}(1.32+; the server version was not readable)"),
     };
     // Each place's settings, parsed once; what is there but unusable is said.
     let mut unusable = Vec::new();

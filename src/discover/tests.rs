@@ -95,6 +95,13 @@ fn a_mirror_pod_flag_is_discovered_and_wins_over_the_config_map() {
     let o = p.origin(Var::NotReadyTolerationSeconds);
     assert_eq!(o.word(), "discovered");
     assert!(o.detail().contains("not set in ConfigMap"), "{o:?}");
+    // only a value the cluster sets can contradict --profile
+    assert!(set_on_the_cluster(&p.origin(Var::NodeMonitorGracePeriod)));
+    assert!(set_on_the_cluster(
+        &p.origin(Var::UnreachableTolerationSeconds)
+    ));
+    assert!(!set_on_the_cluster(&o));
+    assert!(!set_on_the_cluster(&p.origin(Var::NodeLeaseDuration)));
     // no kubelet configuration was read: assumed
     assert_eq!(p.origin(Var::NodeLeaseDuration).word(), "assumed");
     assert_eq!(p.origin(Var::PodGcPeriod).word(), "assumed");
