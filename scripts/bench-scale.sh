@@ -96,20 +96,25 @@ EOF
     --out "$BENCH_DIR/poller.jsonl" 2>"$BENCH_DIR/poller.log" &
 pids+=($!)
 baselines=(--baseline "poller-5s=$BENCH_DIR/poller.jsonl")
+# stamped NAME FILE LOG CMD...: runs a watch command whose output goes through
+# a fifo to `nodefall audit stamp` (FILE.jsonl), as baseline NAME; its stderr
+# to LOG. The stamper reads to EOF, so it ends when its watch does.
+stamped() {
+    local name=$1 out=$BENCH_DIR/$2.jsonl fifo=$BENCH_DIR/$2.fifo log=$BENCH_DIR/$3
+    shift 3
+    mkfifo "$fifo"
+    "$bin" audit stamp --out "$out" <"$fifo" &
+    stampers+=($!)
+    "$@" >"$fifo" 2>>"$log" &
+    pids+=($!)
+    baselines+=(--baseline "$name=$out")
+}
 if [ "${KUBECTL:-1}" = 1 ] && command -v kubectl >/dev/null; then
     for what in nodes "pods -n bench-scale"; do
-        out=$BENCH_DIR/kubectl-${what%% *}.jsonl
-        fifo=$BENCH_DIR/kubectl-${what%% *}.fifo
-        mkfifo "$fifo"
-        # The stamper reads to EOF, so it ends when its kubectl does.
-        "$bin" audit stamp --out "$out" <"$fifo" &
-        stampers+=($!)
-        # shellcheck disable=SC2086 # $what is two words on purpose
         # -v=6: its requests and why its watch ended, in kubectl.log.
-        kubectl --kubeconfig "$kubeconfig" get $what -w -o json --output-watch-events -v=6 \
-            >"$fifo" 2>>"$BENCH_DIR/kubectl.log" &
-        pids+=($!)
-        baselines+=(--baseline "kubectl-get-w=$out")
+        # shellcheck disable=SC2086 # $what is two words on purpose
+        stamped kubectl-get-w "kubectl-${what%% *}" kubectl.log \
+            kubectl --kubeconfig "$kubeconfig" get $what -w -o json --output-watch-events -v=6
     done
 else
     say "kubectl not found: the kubectl baseline is skipped"
@@ -122,21 +127,12 @@ if [ "${RAW:-1}" = 1 ]; then
     server=$(sed -n 's/^ *server: //p' "$kubeconfig" | head -1)
     ca=$(sed -n 's/^ *certificate-authority: //p' "$kubeconfig" | head -1)
     token=$(sed -n 's/^ *token: //p' "$kubeconfig" | head -1)
-    for what in nodes pods; do
-        path=/api/v1/nodes
-        [ "$what" = pods ] && path=/api/v1/namespaces/bench-scale/pods
-        out=$BENCH_DIR/raw-$what.jsonl
-        fifo=$BENCH_DIR/raw-$what.fifo
-        mkfifo "$fifo"
-        "$bin" audit stamp --out "$out" <"$fifo" &
-        stampers+=($!)
-        python3 scripts/lib/raw-watch.py "$server" "$path" "$ca" "$token" \
-            >"$fifo" 2>>"$BENCH_DIR/raw.log" &
-        pids+=($!)
-        baselines+=(--baseline "raw-watch=$out")
-    done
+    stamped raw-watch raw-nodes raw.log \
+        python3 scripts/lib/raw-watch.py "$server" /api/v1/nodes "$ca" "$token"
+    stamped raw-watch raw-pods raw.log \
+        python3 scripts/lib/raw-watch.py "$server" /api/v1/namespaces/bench-scale/pods "$ca" "$token"
 else
-say "RAW=0: the raw watch baseline is skipped"
+    say "RAW=0: the raw watch baseline is skipped"
 fi
 
 say "scenario: $PODS pods, $FAILED nodes paused for ${HOLD}s, then resumed"

@@ -136,12 +136,7 @@ mod tests {
     use crate::timeline::Change;
 
     fn t(at: Ms, change: Change) -> Transition {
-        Transition {
-            at,
-            server_time: None,
-            object: ObjectRef::Node { name: "w".into() },
-            change,
-        }
+        crate::timeline::node_change(at, "w", change)
     }
 
     fn ready(at: Ms, status: &str) -> Transition {

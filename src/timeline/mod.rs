@@ -422,17 +422,23 @@ impl World {
     }
 }
 
+/// A change of node `name` at `at`, for tests.
+#[cfg(test)]
+pub(crate) fn node_change(at: Ms, name: &str, change: Change) -> Transition {
+    Transition {
+        at,
+        server_time: None,
+        object: ObjectRef::Node { name: name.into() },
+        change,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn node(at: Ms, change: Change) -> Transition {
-        Transition {
-            at,
-            server_time: None,
-            object: ObjectRef::Node { name: "w1".into() },
-            change,
-        }
+        node_change(at, "w1", change)
     }
 
     #[test]
