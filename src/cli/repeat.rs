@@ -56,7 +56,7 @@ pub(super) fn run(args: &ScenarioArgs, resolved: &Resolved) -> anyhow::Result<Ex
     let started_at = Timestamp::now();
     let name = format!("{}-x{n}", checked.name);
     let dir = args.out.join(report::run_dir_name(&name, started_at));
-    let shared_cluster = !matches!(resolved.on, On::Sim { cluster: None, .. });
+    let shared_cluster = !matches!(&resolved.on, On::Sim(sim) if sim.cluster.is_none());
     if shared_cluster && checked.cleanup != Cleanup::Always {
         tracing::info!(
             "repeat: runs 1 to {} clean up fully (the scenario says `cleanup: {}`), so each \

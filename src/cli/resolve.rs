@@ -27,15 +27,7 @@ pub(super) struct Resolved {
 /// Where the runs go.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum On {
-    /// A simulated cluster: the running one named `cluster`, else a
-    /// throwaway one of `nodes` nodes played by `shards` kwok processes
-    /// (0: one kwok per node), kept afterwards with `keep`.
-    Sim {
-        cluster: Option<String>,
-        nodes: usize,
-        shards: usize,
-        keep: bool,
-    },
+    Sim(SimTarget),
     /// An existing cluster whose nodes are machines, reached the way the
     /// undo journal records it (so `nodefall recover` reaches them too),
     /// through this kubeconfig context (None: the current one).
@@ -43,6 +35,17 @@ pub(super) enum On {
         backend: BackendRef,
         context: Option<String>,
     },
+}
+
+/// A simulated cluster: the running one named `cluster`, else a throwaway
+/// one of `nodes` nodes played by `shards` kwok processes (0: one kwok per
+/// node), kept afterwards with `keep`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct SimTarget {
+    pub cluster: Option<String>,
+    pub nodes: usize,
+    pub shards: usize,
+    pub keep: bool,
 }
 
 /// Loads and checks the scenario, then the flags against it.
@@ -60,14 +63,14 @@ pub(super) fn resolve(args: &ScenarioArgs) -> anyhow::Result<Resolved> {
     let on = match backend {
         BackendKind::Sim => {
             let nodes = usize::from(args.nodes);
-            On::Sim {
+            On::Sim(SimTarget {
                 cluster: args.cluster.clone(),
                 nodes,
                 shards: args
                     .shards
                     .map_or_else(|| sim::auto_shards(nodes), usize::from),
                 keep: args.keep,
-            }
+            })
         }
         machines => on_machines(args, &checked, machines)?,
     };
@@ -174,11 +177,11 @@ mod tests {
         assert_eq!(r.backend, BackendKind::Sim);
         assert!(matches!(
             r.on,
-            On::Sim {
+            On::Sim(SimTarget {
                 cluster: None,
                 keep: false,
                 ..
-            }
+            })
         ));
         let big = resolve(&scenario_args(&[
             "nodefall", "scenario", &file, "--nodes", "1000",
@@ -186,12 +189,12 @@ mod tests {
         .unwrap();
         assert_eq!(
             big.on,
-            On::Sim {
+            On::Sim(SimTarget {
                 cluster: None,
                 nodes: 1000,
                 shards: sim::auto_shards(1000),
                 keep: false
-            }
+            })
         );
     }
 

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use jiff::Timestamp;
 
-use super::resolve::{On, Resolved};
+use super::resolve::{On, Resolved, SimTarget};
 use super::{ScenarioArgs, default_profile, runtime};
 use crate::backend::any::AnyBackend;
 use crate::backend::sim::SimBackend;
@@ -77,20 +77,7 @@ pub(super) fn run_once(
 ) -> anyhow::Result<Done> {
     let checked = resolved.checked.clone();
     match &resolved.on {
-        On::Sim {
-            cluster,
-            nodes,
-            shards,
-            keep,
-        } => {
-            let sim = SimRun {
-                cluster: cluster.as_deref(),
-                nodes: *nodes,
-                shards: *shards,
-                keep: *keep,
-            };
-            run_on_sim(args, checked, &sim, once)
-        }
+        On::Sim(sim) => run_on_sim(args, checked, sim, once),
         On::Machines { backend, context } => run_on_machines(
             args,
             checked,
@@ -100,14 +87,6 @@ pub(super) fn run_once(
             once,
         ),
     }
-}
-
-/// A run's simulated cluster, as resolved.
-struct SimRun<'a> {
-    cluster: Option<&'a str>,
-    nodes: usize,
-    shards: usize,
-    keep: bool,
 }
 
 /// Unfinished journals of killed runs: their faults may still be in place.
@@ -164,12 +143,13 @@ fn header(plan: &Plan, file: &str, backend: BackendRef, kube: KubeRef) -> Header
 fn run_on_sim(
     args: &ScenarioArgs,
     checked: scenario::Checked,
-    sim_run: &SimRun<'_>,
+    sim_run: &SimTarget,
     once: &Once,
 ) -> anyhow::Result<Done> {
     let root = sim::default_root();
     let existing = sim_run
         .cluster
+        .as_deref()
         .map(|name| SimCluster::open(&root, name))
         .transpose()?;
     let profile = match &existing {
