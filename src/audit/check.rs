@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use super::Seen;
+use super::{Report, Seen};
 use crate::stats::aggregate::Summary;
 use crate::timeline::{Change, ObjectRef};
 
@@ -88,7 +88,7 @@ impl Check {
 pub fn compare(
     source: &str,
     truth: &[Seen],
-    observed: &[Seen],
+    observed: &[Report<'_>],
     window: Window,
     keep_matches: bool,
 ) -> Check {
@@ -96,7 +96,7 @@ pub fn compare(
         .to
         .checked_add(jiff::SignedDuration::from_micros(LATE_SLACK_US))
         .unwrap_or(window.to);
-    let mut per_object: BTreeMap<&ObjectRef, (Vec<&Seen>, Vec<&Seen>)> = BTreeMap::new();
+    let mut per_object: BTreeMap<&ObjectRef, (Vec<&Seen>, Vec<&Report<'_>>)> = BTreeMap::new();
     for t in truth
         .iter()
         .filter(|t| t.at >= window.from && t.at <= window.to)
@@ -107,7 +107,7 @@ pub fn compare(
         .iter()
         .filter(|o| o.at > window.from && o.at <= late)
     {
-        per_object.entry(&o.object).or_default().1.push(o);
+        per_object.entry(o.object).or_default().1.push(o);
     }
     let mut check = Check {
         source: source.to_owned(),
@@ -135,7 +135,7 @@ pub fn compare(
             let found = seen
                 .iter()
                 .enumerate()
-                .position(|(i, o)| !used[i] && o.change == t.change);
+                .position(|(i, o)| !used[i] && *o.change == t.change);
             let Some(i) = found else {
                 check.missed += 1;
                 if check.missed_examples.len() < LIST_MAX {
@@ -171,7 +171,7 @@ pub fn compare(
             .zip(&used)
             .filter(|(o, u)| !**u && o.at <= window.to);
         for (o, _) in unmatched {
-            if matched_changes.contains(&&o.change) {
+            if matched_changes.contains(&o.change) {
                 check.duplicated += 1;
             } else {
                 check.unexplained += 1;
@@ -218,6 +218,10 @@ mod tests {
             change,
         }
     }
+    fn reports(seen: &[Seen]) -> Vec<Report<'_>> {
+        seen.iter().map(Report::from).collect()
+    }
+
     fn window() -> Window {
         Window {
             from: at(0),
@@ -238,7 +242,7 @@ mod tests {
             seen(2010, node("b"), ready("Unknown")),
             seen(9002, node("a"), ready("True")),
         ];
-        let c = compare("nodefall", &truth, &observed, window(), true);
+        let c = compare("nodefall", &truth, &reports(&observed), window(), true);
         assert!(c.clean(), "{c:?}");
         assert_eq!((c.truth, c.matched), (3, 3));
         let lag = c.lag_ms.unwrap();
@@ -273,7 +277,7 @@ mod tests {
             seen(2300, node("a"), ready("Unknown")),
             seen(2400, node("a"), Change::NodeDeleted),
         ];
-        let c = compare("x", &truth, &observed, window(), true);
+        let c = compare("x", &truth, &reports(&observed), window(), true);
         assert_eq!(c.matched, 2);
         assert_eq!(c.out_of_order, 1);
         assert_eq!(c.duplicated, 1);
@@ -297,7 +301,7 @@ mod tests {
             // Cleanup's changes, just after the window: not in the truth.
             seen(100_500, node("b"), Change::NodeDeleted),
         ];
-        let c = compare("nodefall", &truth, &observed, window(), true);
+        let c = compare("nodefall", &truth, &reports(&observed), window(), true);
         assert!(c.clean(), "{c:?}");
         assert_eq!(c.truth, 1);
     }

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::BufRead;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod, PodCondition, PodSpec, PodStatus, Toleration, Volume};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::watcher::Event as WatchEvent;
 use serde::Deserialize;
@@ -258,9 +258,9 @@ struct Folder {
     nodes: Fold<Node, NodeDiff>,
     pods: Fold<Pod, PodDiff>,
     /// The last stored state of each live pod, by namespace/name, as far as
-    /// the fold reads it ([`trimmed`]): a binding changes it without
+    /// the fold reads it ([`Kept`]): a binding changes it without
     /// returning it.
-    last_pod: HashMap<(String, String), Pod>,
+    last_pod: HashMap<(String, String), Kept>,
     /// The newest resourceVersion folded in per object (UID).
     newest: HashMap<String, u64>,
 }
@@ -300,7 +300,7 @@ impl Folder {
                 let e = *e;
                 match &e {
                     WatchEvent::Apply(p) => {
-                        self.last_pod.insert(key(p), trimmed(p));
+                        self.last_pod.insert(key(p), Kept::of(p));
                     }
                     WatchEvent::Delete(p) => {
                         self.last_pod.remove(&key(p));
@@ -314,12 +314,11 @@ impl Folder {
                 name,
                 node,
             } => {
-                let Some(pod) = self.last_pod.get_mut(&(namespace, name)) else {
+                let Some(kept) = self.last_pod.get_mut(&(namespace, name)) else {
                     return;
                 };
-                pod.spec.get_or_insert_default().node_name = Some(node);
-                let pod = pod.clone();
-                self.pods.handle(WatchEvent::Apply(pod))
+                kept.node_name = Some(node);
+                self.pods.handle(WatchEvent::Apply(kept.pod()))
             }
         };
         for (object, changes) in batch {
@@ -335,33 +334,66 @@ impl Folder {
 }
 
 /// What of a pod the observer's fold reads (metadata, node, tolerations,
-/// claims, phase, reason, conditions): 10,000 whole pods kept for bindings
-/// were most of the check's memory.
-fn trimmed(p: &Pod) -> Pod {
-    use k8s_openapi::api::core::v1::{PodSpec, PodStatus};
-    let mut metadata = p.metadata.clone();
-    metadata.annotations = None;
-    metadata.managed_fields = None;
-    let spec = p.spec.as_ref().map(|s| PodSpec {
-        node_name: s.node_name.clone(),
-        tolerations: s.tolerations.clone(),
-        volumes: s.volumes.as_ref().map(|vs| {
-            vs.iter()
-                .filter(|v| v.persistent_volume_claim.is_some())
-                .cloned()
-                .collect()
-        }),
-        ..PodSpec::default()
-    });
-    let status = p.status.as_ref().map(|s| PodStatus {
-        phase: s.phase.clone(),
-        reason: s.reason.clone(),
-        conditions: s.conditions.clone(),
-        ..PodStatus::default()
-    });
-    Pod {
-        metadata,
-        spec,
-        status,
+/// claims, phase, reason, conditions), kept for bindings: 10,000 whole pods
+/// were most of the check's memory, and a `Pod` holds 2.4 kB inline even
+/// when trimmed (its whole spec and status); this is about 500 bytes.
+struct Kept {
+    metadata: ObjectMeta,
+    has_spec: bool,
+    node_name: Option<String>,
+    tolerations: Option<Vec<Toleration>>,
+    claims: Option<Vec<Volume>>,
+    has_status: bool,
+    phase: Option<String>,
+    reason: Option<String>,
+    conditions: Option<Vec<PodCondition>>,
+}
+
+impl Kept {
+    fn of(p: &Pod) -> Kept {
+        let mut metadata = p.metadata.clone();
+        metadata.annotations = None;
+        metadata.managed_fields = None;
+        let spec = p.spec.as_ref();
+        let status = p.status.as_ref();
+        Kept {
+            metadata,
+            has_spec: spec.is_some(),
+            node_name: spec.and_then(|s| s.node_name.clone()),
+            tolerations: spec.and_then(|s| s.tolerations.clone()),
+            claims: spec.and_then(|s| {
+                s.volumes.as_ref().map(|vs| {
+                    vs.iter()
+                        .filter(|v| v.persistent_volume_claim.is_some())
+                        .cloned()
+                        .collect()
+                })
+            }),
+            has_status: status.is_some(),
+            phase: status.and_then(|s| s.phase.clone()),
+            reason: status.and_then(|s| s.reason.clone()),
+            conditions: status.and_then(|s| s.conditions.clone()),
+        }
+    }
+
+    /// The pod as the fold reads it (a binding gives it a spec).
+    fn pod(&self) -> Pod {
+        let spec = (self.has_spec || self.node_name.is_some()).then(|| PodSpec {
+            node_name: self.node_name.clone(),
+            tolerations: self.tolerations.clone(),
+            volumes: self.claims.clone(),
+            ..PodSpec::default()
+        });
+        let status = self.has_status.then(|| PodStatus {
+            phase: self.phase.clone(),
+            reason: self.reason.clone(),
+            conditions: self.conditions.clone(),
+            ..PodStatus::default()
+        });
+        Pod {
+            metadata: self.metadata.clone(),
+            spec,
+            status,
+        }
     }
 }

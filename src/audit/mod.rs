@@ -62,6 +62,25 @@ pub struct Seen {
     pub change: Change,
 }
 
+/// An observer's report, borrowed from where it is kept (the run's record,
+/// a baseline's file): the check copies none of them.
+#[derive(Debug, Clone, Copy)]
+pub struct Report<'a> {
+    pub at: Timestamp,
+    pub object: &'a ObjectRef,
+    pub change: &'a Change,
+}
+
+impl<'a> From<&'a Seen> for Report<'a> {
+    fn from(s: &'a Seen) -> Report<'a> {
+        Report {
+            at: s.at,
+            object: &s.object,
+            change: &s.change,
+        }
+    }
+}
+
 /// A run's observer against its cluster's audit log (in result.json and
 /// report.md).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -136,7 +155,7 @@ fn with_rotated(path: &Path) -> Vec<PathBuf> {
 /// What nodefall's observer reported in a run (Nodes and Pods only, the
 /// kinds the audit log covers), and the window to compare: from when its
 /// watchers had listed to when the cleanup began.
-pub fn observed_in_run(result: &RunResult) -> Option<(Vec<Seen>, Window)> {
+pub fn observed_in_run(result: &RunResult) -> Option<(Vec<Report<'_>>, Window)> {
     let from = result.observed_from?;
     let end = result
         .cleanup
@@ -148,10 +167,10 @@ pub fn observed_in_run(result: &RunResult) -> Option<(Vec<Seen>, Window)> {
         .transitions
         .iter()
         .filter(|t| matches!(t.object, ObjectRef::Node { .. } | ObjectRef::Pod { .. }))
-        .map(|t| Seen {
+        .map(|t| Report {
             at: result.wall_clock(t.at),
-            object: t.object.clone(),
-            change: t.change.clone(),
+            object: &t.object,
+            change: &t.change,
         })
         .collect();
     let window = Window {
@@ -188,7 +207,8 @@ pub fn check_run(
     )];
     drop(seen);
     for (name, observed) in baselines {
-        checks.push(compare(name, &truth.transitions, observed, window, false));
+        let observed: Vec<Report<'_>> = observed.iter().map(Report::from).collect();
+        checks.push(compare(name, &truth.transitions, &observed, window, false));
     }
     Ok(AuditReport {
         log: audit_log.display().to_string(),

@@ -20,6 +20,7 @@ pub mod svg;
 mod timing;
 mod volumes;
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use jiff::Timestamp;
@@ -132,12 +133,19 @@ pub fn write_rendered(dir: &Path, result: &RunResult) -> Result<PathBuf, Error> 
 pub fn write_all(dir: &Path, result: &RunResult) -> Result<(), Error> {
     create_dir(dir)?;
     let path = dir.join(RESULT_JSON);
-    let mut json = serde_json::to_string_pretty(result).map_err(|source| Error::Serialize {
+    // Streamed to the file: a 10,000-pod run's record is tens of MB as text.
+    let write_error = |source| Error::Write {
+        path: path.clone(),
+        source,
+    };
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&path).map_err(write_error)?);
+    serde_json::to_writer_pretty(&mut out, result).map_err(|source| Error::Serialize {
         path: path.clone(),
         source,
     })?;
-    json.push('\n');
-    write(path, &json)?;
+    out.write_all(b"\n")
+        .and_then(|()| out.flush())
+        .map_err(write_error)?;
     write_rendered(dir, result)?;
     Ok(())
 }
