@@ -218,6 +218,7 @@ mod tests {
             change,
         }
     }
+
     fn reports(seen: &[Seen]) -> Vec<Report<'_>> {
         seen.iter().map(Report::from).collect()
     }

@@ -397,3 +397,40 @@ impl Kept {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kept_pod_holds_what_the_fold_reads_and_takes_its_binding() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web-0", "namespace": "ns", "uid": "u1",
+                         "labels": {"app": "web"}, "annotations": {"big": "x"}},
+            "spec": {"containers": [{"name": "c", "image": "i"}],
+                     "tolerations": [{"key": "k", "operator": "Exists"}],
+                     "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "d"}},
+                                 {"name": "tmp", "emptyDir": {}}]},
+            "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False"}]}
+        }))
+        .unwrap();
+        let mut kept = Kept::of(&pod);
+        let back = kept.pod();
+        assert_eq!(back.metadata.labels, pod.metadata.labels);
+        assert_eq!(back.metadata.annotations, None);
+        let spec = back.spec.unwrap();
+        assert_eq!(spec.tolerations, pod.spec.as_ref().unwrap().tolerations);
+        assert_eq!(spec.volumes.unwrap().len(), 1, "only the claim");
+        assert!(spec.containers.is_empty());
+        assert_eq!(back.status.unwrap().conditions.unwrap().len(), 1);
+        // a binding: the node is set on the kept state
+        kept.node_name = Some("worker-3".into());
+        assert_eq!(
+            kept.pod().spec.unwrap().node_name.as_deref(),
+            Some("worker-3")
+        );
+        // a pod stored without spec or status stays without them
+        let bare = Kept::of(&Pod::default()).pod();
+        assert!(bare.spec.is_none() && bare.status.is_none());
+    }
+}
