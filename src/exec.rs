@@ -80,6 +80,25 @@ pub trait Exec: Send + Sync {
     fn run(&self, cmd: &Cmd, timeout: Duration) -> Result<String, Error>;
 }
 
+/// Runs `cmd` through `exec` on tokio's blocking pool, never on a runtime
+/// worker (the workers carry the watchers whose timestamps are the
+/// measurement).
+pub async fn run_blocking<E: Exec + Clone + 'static>(
+    exec: &E,
+    cmd: Cmd,
+    timeout: Duration,
+) -> Result<String, Error> {
+    let exec = exec.clone();
+    let shown = cmd.clone();
+    match tokio::task::spawn_blocking(move || exec.run(&cmd, timeout)).await {
+        Ok(r) => r,
+        Err(e) => Err(Error::Spawn {
+            cmd: shown,
+            source: std::io::Error::other(e.to_string()),
+        }),
+    }
+}
+
 /// Runs commands for real, each in its own process group (stdin closed),
 /// reaped always; on timeout the whole group is killed.
 #[derive(Debug, Clone, Copy, Default)]

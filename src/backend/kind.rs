@@ -248,18 +248,10 @@ pub fn fault_commands(rt: &str, net: &str, c: &str, ip: &str, fault: FaultKind) 
     }
 }
 
-/// Runs `cmd` on tokio's blocking pool, never on a runtime worker (the
-/// workers carry the watchers whose timestamps are the measurement).
 async fn run_blocking<E: Exec + Clone + 'static>(exec: &E, cmd: Cmd) -> Result<String, Error> {
-    let exec = exec.clone();
-    let shown = cmd.clone();
-    match tokio::task::spawn_blocking(move || exec.run(&cmd, TIMEOUT)).await {
-        Ok(r) => r.map_err(Error::Exec),
-        Err(e) => Err(Error::Exec(exec::Error::Spawn {
-            cmd: shown,
-            source: std::io::Error::other(e.to_string()),
-        })),
-    }
+    exec::run_blocking(exec, cmd, TIMEOUT)
+        .await
+        .map_err(Error::Exec)
 }
 
 #[cfg(test)]

@@ -162,15 +162,7 @@ pub async fn run<E: Exec + Clone + 'static>(
     target: &SshTarget,
     remote: &str,
 ) -> Result<String, exec::Error> {
-    let cmd = command(settings, target, remote);
-    let exec = exec.clone();
-    match tokio::task::spawn_blocking(move || exec.run(&cmd, TIMEOUT)).await {
-        Ok(r) => r,
-        Err(e) => Err(exec::Error::Spawn {
-            cmd: command(settings, target, remote),
-            source: std::io::Error::other(e.to_string()),
-        }),
-    }
+    exec::run_blocking(exec, command(settings, target, remote), TIMEOUT).await
 }
 
 #[cfg(test)]

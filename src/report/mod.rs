@@ -150,6 +150,33 @@ pub fn write_all(dir: &Path, result: &RunResult) -> Result<(), Error> {
     Ok(())
 }
 
+/// What a JSON file of nodefall's says it is (`kind`, `schemaVersion`),
+/// read alone: a whole 10,000-pod result as a `Value` took about 120 MB.
+#[derive(Debug, serde::Deserialize)]
+pub struct Head {
+    kind: Option<serde_json::Value>,
+    #[serde(rename = "schemaVersion")]
+    schema_version: Option<serde_json::Value>,
+}
+
+impl Head {
+    pub fn of(text: &str) -> Result<Head, serde_json::Error> {
+        serde_json::from_str(text)
+    }
+
+    /// `kind`, when it is a string.
+    pub fn kind(&self) -> Option<&str> {
+        self.kind.as_ref().and_then(serde_json::Value::as_str)
+    }
+
+    /// `schemaVersion`, when it is a whole number.
+    pub fn schema_version(&self) -> Option<u64> {
+        self.schema_version
+            .as_ref()
+            .and_then(serde_json::Value::as_u64)
+    }
+}
+
 /// Reads a `result.json` of this schema version or an older one (version 1
 /// upgraded with [`RunResult::upgrade_from_v1`]; version 2 needs nothing),
 /// refusing others by name.
@@ -163,18 +190,9 @@ pub fn read_result(path: &Path) -> Result<RunResult, Error> {
         source,
     };
     // The version first, so a newer layout is reported as such, not as a
-    // field error; read alone (a whole result as a `Value` took several
-    // times the file's size: 150 MB for a 10,000-pod run).
-    #[derive(serde::Deserialize)]
-    struct Version {
-        #[serde(rename = "schemaVersion")]
-        schema_version: Option<serde_json::Value>,
-    }
-    let version: Version = serde_json::from_str(&text).map_err(parse_error)?;
-    if let Some(found) = version
-        .schema_version
-        .as_ref()
-        .and_then(serde_json::Value::as_u64)
+    // field error.
+    let head = Head::of(&text).map_err(parse_error)?;
+    if let Some(found) = head.schema_version()
         && found != u64::from(SCHEMA_VERSION)
         && !(1..SCHEMA_VERSION).contains(&u32::try_from(found).unwrap_or(u32::MAX))
     {

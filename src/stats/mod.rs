@@ -74,23 +74,11 @@ pub fn read_aggregate(path: &Path) -> Result<Option<Aggregate>, Error> {
         path: path.to_owned(),
         source,
     };
-    // What the file is, read alone: a run's result.json of 10,000 pods as
-    // a whole `Value` took about 120 MB.
-    #[derive(serde::Deserialize)]
-    struct Head {
-        kind: Option<serde_json::Value>,
-        #[serde(rename = "schemaVersion")]
-        schema_version: Option<serde_json::Value>,
-    }
-    let head: Head = serde_json::from_str(&text).map_err(parse_error)?;
-    if head.kind.as_ref().and_then(serde_json::Value::as_str) != Some(aggregate::KIND) {
+    let head = crate::report::Head::of(&text).map_err(parse_error)?;
+    if head.kind() != Some(aggregate::KIND) {
         return Ok(None);
     }
-    let found = head
-        .schema_version
-        .as_ref()
-        .and_then(serde_json::Value::as_u64)
-        .unwrap_or(0);
+    let found = head.schema_version().unwrap_or(0);
     if found != u64::from(aggregate::SCHEMA_VERSION) {
         return Err(Error::SchemaVersion {
             path: path.to_owned(),
