@@ -40,6 +40,18 @@ fn words(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// `plan` and `scenario` of `file` on the cluster `found`, with `extra` flags.
+fn plan_and_run<'a>(file: &'a str, out: &'a str, extra: &[&'a str]) -> [Vec<&'a str>; 2] {
+    [
+        vec!["plan", file, "--cluster", "found"],
+        vec!["scenario", file, "--cluster", "found", "--out", out],
+    ]
+    .map(|mut args| {
+        args.extend(extra);
+        args
+    })
+}
+
 #[test]
 fn a_running_sim_is_discovered_pinned_and_pods_keep_their_own_toleration() {
     let d = Dirs::new();
@@ -95,20 +107,23 @@ fn a_running_sim_is_discovered_pinned_and_pods_keep_their_own_toleration() {
     }
     assert!(flat.contains(&format!("uid {uid}")), "{text}");
 
+    let out_dir = d.out.path().to_str().unwrap();
+    // a refused run created nothing, left nothing to undo, wrote no report
+    let left_nothing = |namespace: &str| {
+        let ns = rt.block_on(async {
+            Api::<Namespace>::all(client.clone())
+                .get_opt(namespace)
+                .await
+                .unwrap()
+        });
+        assert!(ns.is_none(), "the refused run created its namespace");
+        assert!(d.unfinished().is_empty());
+        assert!(d.results().is_empty(), "a refused run wrote a report");
+    };
+
     // a scenario pinned to another cluster: exit 2, nothing created
     let pinned = scenario("pinned", "cluster: {context: kind-nodefall}");
-    let out_dir = d.out.path().to_str().unwrap();
-    for args in [
-        vec!["plan", pinned.to_str().unwrap(), "--cluster", "found"],
-        vec![
-            "scenario",
-            pinned.to_str().unwrap(),
-            "--cluster",
-            "found",
-            "--out",
-            out_dir,
-        ],
-    ] {
+    for args in plan_and_run(pinned.to_str().unwrap(), out_dir, &[]) {
         let out = d.command(&args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
@@ -117,31 +132,12 @@ fn a_running_sim_is_discovered_pinned_and_pods_keep_their_own_toleration() {
             "{err}"
         );
     }
-    let ns = rt.block_on(async {
-        Api::<Namespace>::all(client.clone())
-            .get_opt("pinned")
-            .await
-            .unwrap()
-    });
-    assert!(ns.is_none(), "the refused run created its namespace");
-    assert!(d.unfinished().is_empty());
-    assert!(d.results().is_empty(), "a refused run wrote a report");
+    left_nothing("pinned");
 
     // --profile default on a cluster that runs the fast timings: exit 2,
     // each contradiction named, nothing created; --profile fast agrees
-    for args in [
-        vec!["plan", own.to_str().unwrap(), "--cluster", "found"],
-        vec![
-            "scenario",
-            own.to_str().unwrap(),
-            "--cluster",
-            "found",
-            "--out",
-            out_dir,
-        ],
-    ] {
-        let mut args = args;
-        args.extend(["--profile", "default"]);
+    let own_file = own.to_str().unwrap();
+    for args in plan_and_run(own_file, out_dir, &["--profile", "default"]) {
         let out = d.command(&args).output().unwrap();
         let err = words(&String::from_utf8_lossy(&out.stderr));
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
@@ -153,31 +149,15 @@ fn a_running_sim_is_discovered_pinned_and_pods_keep_their_own_toleration() {
             assert!(err.contains(part), "`{part}` not in: {err}");
         }
     }
-    let agrees = d
-        .command(&[
-            "plan",
-            own.to_str().unwrap(),
-            "--cluster",
-            "found",
-            "--profile",
-            "fast",
-        ])
-        .output()
-        .unwrap();
+    let [plan_fast, _] = plan_and_run(own_file, out_dir, &["--profile", "fast"]);
+    let agrees = d.command(&plan_fast).output().unwrap();
     assert_eq!(
         agrees.status.code(),
         Some(0),
         "{}",
         String::from_utf8_lossy(&agrees.stderr)
     );
-    let ns = rt.block_on(async {
-        Api::<Namespace>::all(client.clone())
-            .get_opt("own")
-            .await
-            .unwrap()
-    });
-    assert!(ns.is_none(), "the refused run created its namespace");
-    assert!(d.results().is_empty(), "a refused run wrote a report");
+    left_nothing("own");
 
     // the pods' own 40 s, not the cluster's 20 s: eviction at grace + 40 s
     let out = d
