@@ -151,6 +151,10 @@ impl NodeFaults for AnyBackend {
         each!(self, b => b.inject(node, fault).await)
     }
 
+    async fn restore(&mut self, node: &str, revert: FaultKind) -> Result<String, Error> {
+        each!(self, b => b.restore(node, revert).await)
+    }
+
     async fn shell(&self, node: &str, command: &str) -> Option<(String, Result<String, String>)> {
         each!(self, b => b.shell(node, command).await)
     }

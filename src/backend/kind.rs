@@ -123,6 +123,16 @@ impl<E: Exec> KindBackend<E> {
 }
 
 impl<E: Exec + Clone + 'static> KindBackend<E> {
+    /// The container's state as the runtime says it (`running`, `paused`,
+    /// `exited`, `created`, ...).
+    async fn status(&self, container: &str) -> Result<String, Error> {
+        let cmd = Cmd::new(
+            &self.runtime,
+            &["inspect", "--format", "{{.State.Status}}", container],
+        );
+        Ok(run_blocking(&self.exec, cmd).await?.trim().to_owned())
+    }
+
     /// The node's current address on the kind network, if it has one.
     async fn address(&self, container: &str) -> Option<String> {
         let format = format!(
@@ -182,6 +192,42 @@ impl<E: Exec + Clone + 'static> NodeFaults for KindBackend<E> {
             ),
             Err(e) => format!("{} {node} ({e})", fault.name()),
         }
+    }
+
+    /// The container is brought to running from whatever state a fault, or
+    /// a run cut short in one, left it in (paused: unpaused; stopped:
+    /// started on its old address), then the revert's own part is done (the
+    /// network reconnected if it is off it, the kubelet started).
+    async fn restore(&mut self, node: &str, revert: FaultKind) -> Result<String, Error> {
+        let container = self.container(node)?.to_owned();
+        let status = self.status(&container).await?;
+        let mut did = Vec::new();
+        match status.as_str() {
+            "running" => {}
+            "paused" => {
+                self.inject(node, FaultKind::ResumeVm).await?;
+                did.push("unpaused it");
+            }
+            _ => {
+                self.inject(node, FaultKind::Poweron).await?;
+                did.push("started it");
+            }
+        }
+        match revert {
+            FaultKind::StartKubelet => {
+                self.inject(node, revert).await?;
+                did.push("started the kubelet");
+            }
+            FaultKind::RestoreNic if self.address(&container).await.is_none() => {
+                self.inject(node, revert).await?;
+                did.push("reconnected it");
+            }
+            _ => {}
+        }
+        if did.is_empty() {
+            did.push("nothing to do");
+        }
+        Ok(format!("found container {status}; {}", did.join(", ")))
     }
 
     async fn inject(&mut self, node: &str, fault: FaultKind) -> Result<(), Error> {
@@ -358,6 +404,58 @@ mod tests {
                 "docker network disconnect --force kind kind-worker",
                 "docker network connect --ip 172.18.0.3 kind kind-worker",
                 "docker start kind-worker",
+            ]
+        );
+    }
+
+    /// A backend whose node containers report `status` to `docker inspect`.
+    fn in_state(status: &'static str) -> (Arc<Fake>, KindBackend<Arc<Fake>>) {
+        let mut f = fake();
+        Arc::get_mut(&mut f)
+            .expect("not shared yet")
+            .answers
+            .insert(0, ("docker inspect --format '{{.State.Status}}'", status));
+        let b = KindBackend::discover("kind", "docker", Arc::clone(&f)).unwrap();
+        (f, b)
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_revert_brings_the_container_back_from_whatever_state_it_is_in() {
+        // A resume cut short: the container is not paused but stopped.
+        let (f, mut b) = in_state("exited\n");
+        b.remember("kind-worker", "172.18.0.3");
+        let found = b.restore("kind-worker", FaultKind::ResumeVm).await.unwrap();
+        assert_eq!(found, "found container exited; started it");
+        assert!(
+            f.ran
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|l| l == "docker start kind-worker"),
+            "{:?}",
+            f.ran.lock().unwrap()
+        );
+        // Powered on by the interrupted revert already: nothing to undo.
+        let (f, mut b) = in_state("running\n");
+        let found = b.restore("kind-worker", FaultKind::Poweron).await.unwrap();
+        assert_eq!(found, "found container running; nothing to do");
+        assert_eq!(f.ran.lock().unwrap().len(), 2, "ps and inspect only");
+        // A stop-kubelet whose node was also paused: unpaused, then the kubelet.
+        let (f, mut b) = in_state("paused\n");
+        let found = b
+            .restore("kind-worker", FaultKind::StartKubelet)
+            .await
+            .unwrap();
+        assert_eq!(
+            found,
+            "found container paused; unpaused it, started the kubelet"
+        );
+        let ran = f.ran.lock().unwrap().clone();
+        assert_eq!(
+            ran[2..],
+            [
+                "docker unpause kind-worker",
+                "docker exec kind-worker systemctl start kubelet"
             ]
         );
     }

@@ -278,6 +278,19 @@ pub trait NodeFaults: Send {
         node: &str,
         fault: FaultKind,
     ) -> impl Future<Output = Result<(), Error>> + Send;
+    /// Reverts a fault (`revert` is its revert, e.g. `resume-vm`) from
+    /// whatever state the machine was left in: a run cut short in an inject
+    /// or in an earlier revert leaves it half-way, and cleanup or `nodefall
+    /// recover` must still bring it back. Returns what it found, in words
+    /// (empty: nothing to say). The default injects `revert`, for backends
+    /// whose reverts are already the same act from any state.
+    fn restore(
+        &mut self,
+        node: &str,
+        revert: FaultKind,
+    ) -> impl Future<Output = Result<String, Error>> + Send {
+        async move { self.inject(node, revert).await.map(|()| String::new()) }
+    }
     /// What the backend must keep to revert `fault` on `node` from another
     /// process (`nodefall recover` after the run was killed): the undo
     /// journal stores it with the fault, before the fault is injected. kind

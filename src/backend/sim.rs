@@ -71,4 +71,15 @@ impl NodeFaults for SimBackend {
             source: Box::new(source),
         })
     }
+
+    async fn restore(&mut self, node: &str, revert: FaultKind) -> Result<String, Error> {
+        self.cluster
+            .restore_node(node)
+            .await
+            .map_err(|source| Error::Sim {
+                fault: revert.name(),
+                node: node.to_owned(),
+                source: Box::new(source),
+            })
+    }
 }

@@ -13,7 +13,7 @@ use super::Interrupted;
 use crate::exit;
 use crate::profile::{ProfileName, TimingProfile};
 use crate::sim::reaper::{self, Outcome, ReapOptions};
-use crate::sim::{self, AgentState, SimCluster, UpOptions};
+use crate::sim::{self, AgentState, SimCluster, UpOptions, state};
 
 #[derive(Debug, Subcommand)]
 pub enum SimCommand {
@@ -52,7 +52,7 @@ pub enum SimCommand {
 #[derive(Debug, Args)]
 pub struct ReapArgs {
     /// Cluster name.
-    #[arg(long)]
+    #[arg(long, value_parser = state::parse_name)]
     pub name: String,
     /// Directory holding one directory per cluster.
     #[arg(long)]
@@ -72,8 +72,8 @@ pub struct NodeArgs {
     pub action: NodeAction,
     /// The node (as `kubectl get nodes` names it, e.g. worker-1).
     pub node: String,
-    /// Cluster name.
-    #[arg(long, default_value = "nodefall")]
+    /// Cluster name (1-63 of a-z, 0-9 and `-`: a name, never a path).
+    #[arg(long, default_value = "nodefall", value_parser = state::parse_name)]
     pub name: String,
 }
 
@@ -147,28 +147,28 @@ fn hint(source: &sim::Error) -> &'static str {
 
 #[derive(Debug, Args)]
 pub struct NameArg {
-    /// Cluster name.
-    #[arg(long, default_value = "nodefall")]
+    /// Cluster name (1-63 of a-z, 0-9 and `-`: a name, never a path).
+    #[arg(long, default_value = "nodefall", value_parser = state::parse_name)]
     pub name: String,
 }
 
 #[derive(Debug, Args)]
 pub struct UpArgs {
-    /// Cluster name.
-    #[arg(long, default_value = "nodefall")]
+    /// Cluster name (1-63 of a-z, 0-9 and `-`: a name, never a path).
+    #[arg(long, default_value = "nodefall", value_parser = state::parse_name)]
     pub name: String,
     /// Number of (worker) nodes (more than 50 are played by shared kwok processes).
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=3000))]
+    #[arg(long, default_value_t = 3, value_parser = super::values::whole(1u16, 3000))]
     pub nodes: u16,
     /// Shared kwok processes playing the nodes; 0 gives each node its own kwok.
     /// Default: 0 up to 50 nodes, else one per 500 nodes (docs/sim-backend.md).
-    #[arg(long, value_parser = clap::value_parser!(u16).range(0..=64))]
+    #[arg(long, value_parser = super::values::whole(0u16, 64))]
     pub shards: Option<u16>,
     /// Timing profile of the control plane.
     #[arg(long, value_enum, default_value_t = ProfileName::Fast)]
     pub profile: ProfileName,
-    /// Give up when the cluster is not ready after this many seconds.
-    #[arg(long, default_value_t = 120)]
+    /// Give up when the cluster is not ready after this many seconds (1 to 86400).
+    #[arg(long, default_value_t = 120, value_parser = super::values::whole(1u64, 86_400))]
     pub timeout: u64,
 }
 

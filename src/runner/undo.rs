@@ -25,29 +25,31 @@ fn controller_owned(key: &str) -> bool {
 
 /// Reverts one change. An object or node already gone counts as reverted.
 /// Without a client (`nodefall recover` could not reach the cluster) only
-/// faults can be reverted: they go through the backend alone.
+/// faults can be reverted: they go through the backend alone. Returns what
+/// the revert found, in words (empty: nothing to say).
 pub async fn revert<B: NodeFaults>(
     undo: &Undo,
     client: Result<&kube::Client, &str>,
     backend: &mut B,
-) -> Result<(), String> {
-    let kube = |e: actions::Error| super::chain(&e);
-    if let (Err(why), false) = (client, matches!(undo, Undo::Fault { .. })) {
-        return Err(format!("the cluster could not be reached: {why}"));
+) -> Result<String, String> {
+    match (undo, client) {
+        (
+            Undo::Fault {
+                node, revert, memo, ..
+            },
+            _,
+        ) => revert_fault(backend, node, *revert, memo.as_deref()).await,
+        (_, Err(why)) => Err(format!("the cluster could not be reached: {why}")),
+        (_, Ok(client)) => revert_change(undo, client).await.map(|()| String::new()),
     }
-    let Ok(client) = client else {
-        let Undo::Fault {
-            node, revert, memo, ..
-        } = undo
-        else {
-            return Ok(());
-        };
-        return revert_fault(backend, node, *revert, memo.as_deref()).await;
-    };
+}
+
+/// Reverts a change that is not a fault, through the API server.
+async fn revert_change(undo: &Undo, client: &kube::Client) -> Result<(), String> {
+    let kube = |e: actions::Error| super::chain(&e);
     match undo {
-        Undo::Fault {
-            node, revert, memo, ..
-        } => revert_fault(backend, node, *revert, memo.as_deref()).await,
+        // Reverted through the backend by `revert`.
+        Undo::Fault { .. } => Ok(()),
         Undo::Taint {
             node,
             key,
@@ -144,12 +146,12 @@ async fn revert_fault<B: NodeFaults>(
     node: &str,
     revert: crate::scenario::model::FaultKind,
     memo: Option<&str>,
-) -> Result<(), String> {
+) -> Result<String, String> {
     if let Some(m) = memo {
         backend.remember(node, m);
     }
     backend
-        .inject(node, revert)
+        .restore(node, revert)
         .await
         .map_err(|e| super::chain(&e))
 }
@@ -188,11 +190,15 @@ pub async fn revert_all<B: NodeFaults>(
         }
         let r = revert(&p.undo, client, backend).await;
         let commands = backend.take_commands();
-        let r = r.and_then(|()| {
+        let description = match &r {
+            Ok(found) if !found.is_empty() => format!("{} ({found})", p.undo.describe()),
+            _ => p.undo.describe(),
+        };
+        let r = r.and_then(|_| {
             journal
                 .settle(p.id, Settled::Reverted)
                 .map_err(|e| super::chain(&e))
         });
-        report(p.undo.describe(), r, commands);
+        report(description, r, commands);
     }
 }

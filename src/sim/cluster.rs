@@ -115,13 +115,14 @@ pub type Progress<'a> = &'a mut (dyn FnMut(&str) + Send);
 impl SimCluster {
     /// Starts a cluster and waits until every node is Ready.
     pub async fn up(opts: &UpOptions, progress: Progress<'_>) -> Result<SimCluster, Error> {
+        // A bad name is refused before anything is built or started.
+        let layout = Layout::new(&opts.root, &opts.name)?;
         let started = Instant::now();
         // Provisioning may build for minutes: off the runtime's workers, so
         // a signal is still heard (it cancels the build, see binaries::cancel).
         let binaries = tokio::task::spawn_blocking(Binaries::ensure)
             .await
             .map_err(|e| Error::Other(format!("provisioning stopped: {e}")))??;
-        let layout = Layout::new(&opts.root, &opts.name);
         prepare_dir(&layout, &opts.name)?;
 
         let [etcd_client, etcd_peer, api_port] = free_ports()?;
@@ -255,7 +256,7 @@ impl SimCluster {
 
     /// Opens a running cluster recorded under `root`.
     pub fn open(root: &Path, name: &str) -> Result<SimCluster, Error> {
-        let layout = Layout::new(root, name);
+        let layout = Layout::new(root, name)?;
         if !layout.state().is_file() {
             return Err(Error::NoCluster {
                 name: name.to_owned(),
@@ -298,7 +299,7 @@ impl SimCluster {
         name: &str,
         waiting: impl FnOnce(),
     ) -> Result<SimCluster, Error> {
-        let layout = Layout::new(root, name);
+        let layout = Layout::new(root, name)?;
         let no_cluster = || Error::NoCluster {
             name: name.to_owned(),
             root: root.to_owned(),
@@ -478,6 +479,10 @@ impl SimCluster {
             self.take_out(node, "running or frozen").await?;
             return self.set_agent_state(node, AgentState::Stopped);
         }
+        // Recorded before the wait, so a run cut short in it leaves a state
+        // that says where the node was going (see `restore_node`).
+        self.agent(node)?;
+        self.set_agent_state(node, AgentState::Stopped)?;
         self.agent(node)?.kill_async().await;
         self.forget_agent(node)
     }
@@ -488,8 +493,43 @@ impl SimCluster {
             self.take_out(node, "running or frozen").await?;
             return self.set_agent_state(node, AgentState::Stopped);
         }
+        self.agent(node)?;
+        self.set_agent_state(node, AgentState::Stopped)?;
         self.agent(node)?.stop_async(STOP_GRACE).await;
         self.forget_agent(node)
+    }
+
+    /// The revert of every node fault: brings the node's agent back to
+    /// running from whatever state it was left in, including one an inject
+    /// or a revert cut short by a signal left half-way (a frozen agent
+    /// killed but no new one started yet, an agent recorded frozen that is
+    /// gone, a fresh one already running). Says what it found.
+    pub async fn restore_node(&mut self, node: &str) -> Result<String, Error> {
+        let spec = self.node_state(node)?.clone();
+        if spec.shard.is_some() {
+            // Putting the shard label back is the same act from any state.
+            self.bring_back(node).await?;
+            self.set_agent_state(node, AgentState::Running)?;
+            return Ok(format!("found it {}", spec.agent_state));
+        }
+        let found = match &spec.agent {
+            None => format!("found it {} with no agent", spec.agent_state),
+            Some(record) => {
+                let pid = record.pid;
+                let alive = self.agent(node)?.is_alive();
+                if alive && spec.agent_state == AgentState::Running {
+                    return Ok(format!("found it running (kwok pid {pid}); nothing to do"));
+                }
+                // A frozen kwok is replaced, never thawed (see `thaw_node`);
+                // one cut short on its way down is finished off.
+                self.agent(node)?.kill_async().await;
+                let was = if alive { "" } else { " but gone" };
+                format!("found it {}{was} (kwok pid {pid})", spec.agent_state)
+            }
+        };
+        self.forget_agent(node)?;
+        self.start_node(node).await?;
+        Ok(format!("{found}; started a new kwok"))
     }
 
     /// `poweron` / `start-kubelet`: starts a new agent for the node,
@@ -916,6 +956,16 @@ fn prepare_dir(layout: &Layout, name: &str) -> Result<(), Error> {
         }
     }
     if layout.dir.exists() {
+        // Only what a cluster's bring-up writes is removed: a directory
+        // holding anything else is not ours to delete.
+        if let Some(stranger) = foreign_entry(layout) {
+            return Err(Error::io_msg(format!(
+                "{} holds {}, which no simulated cluster writes; nodefall deletes only its own \
+                 files: move it away or pick another --name",
+                layout.dir.display(),
+                stranger.display()
+            )));
+        }
         std::fs::remove_dir_all(&layout.dir)
             .map_err(|e| Error::io(format!("removing stale {}", layout.dir.display()), e))?;
     }
@@ -924,6 +974,34 @@ fn prepare_dir(layout: &Layout, name: &str) -> Result<(), Error> {
             .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
     }
     Ok(())
+}
+
+/// The first entry of a cluster directory that a bring-up does not write
+/// (top level only: what a cluster writes lives in its own subdirectories).
+fn foreign_entry(layout: &Layout) -> Option<PathBuf> {
+    let ours = |name: &str| {
+        matches!(
+            name,
+            "state.json"
+                | "state.json.tmp"
+                | "state.lock"
+                | "kubeconfig"
+                | "audit-policy.yaml"
+                | "kwok-stages.yaml"
+                | "pki"
+                | "etcd"
+                | "logs"
+        )
+    };
+    let entries = match std::fs::read_dir(&layout.dir) {
+        Ok(entries) => entries,
+        // Not a directory (a file of that name): not ours either.
+        Err(_) => return Some(layout.dir.clone()),
+    };
+    entries
+        .filter_map(Result::ok)
+        .find(|e| !e.file_name().to_str().is_some_and(ours))
+        .map(|e| e.path())
 }
 
 async fn config_for(kubeconfig: &Path) -> Result<kube::Config, Error> {
@@ -1135,4 +1213,62 @@ fn raised_qps() -> [String; 2] {
         "--kube-api-qps=200".to_owned(),
         "--kube-api-burst=400".to_owned(),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stale_directory_is_removed_only_when_all_it_holds_is_a_clusters() {
+        let root = tempfile::tempdir().unwrap();
+        let layout = Layout::new(root.path(), "c1").unwrap();
+        // A cluster's own leftovers (no state.json: a start that failed).
+        for dir in [layout.logs(), layout.etcd_data(), layout.pki()] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        std::fs::write(layout.kubeconfig(), "").unwrap();
+        std::fs::write(layout.log("etcd"), "old").unwrap();
+        prepare_dir(&layout, "c1").unwrap();
+        assert!(!layout.log("etcd").exists(), "the stale log went");
+        assert!(layout.logs().is_dir() && layout.etcd_data().is_dir());
+        // Something no cluster writes: refused, and left as it was.
+        std::fs::write(layout.dir.join("notes.txt"), "mine").unwrap();
+        let e = prepare_dir(&layout, "c1").unwrap_err().to_string();
+        assert!(
+            e.contains("notes.txt") && e.contains("deletes only its own"),
+            "{e}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(layout.dir.join("notes.txt")).unwrap(),
+            "mine"
+        );
+        // A file where the directory would be: refused too.
+        let file = Layout::new(root.path(), "c2").unwrap();
+        std::fs::write(&file.dir, "a file").unwrap();
+        assert!(prepare_dir(&file, "c2").is_err());
+        assert_eq!(std::fs::read_to_string(&file.dir).unwrap(), "a file");
+    }
+
+    #[test]
+    fn names_are_dns_labels_never_paths() {
+        let root = Path::new("/nonexistent-root");
+        for bad in [
+            "", ".", "..", "../x", "a/b", "/abs", "A", "-a", "a-", "a.b", "a b",
+        ] {
+            let e = Layout::new(root, bad).unwrap_err();
+            assert!(matches!(e, Error::BadName { .. }), "{bad:?}: {e}");
+            assert!(e.is_unknown_cluster() && e.is_bad_input());
+        }
+        let long = "x".repeat(64);
+        assert!(
+            Layout::new(root, &long)
+                .unwrap_err()
+                .to_string()
+                .contains("64 characters long, over 63")
+        );
+        for good in ["a", "0", "nodefall", "scenario-3182", &"x".repeat(63)] {
+            assert_eq!(Layout::new(root, good).unwrap().dir, root.join(good));
+        }
+    }
 }

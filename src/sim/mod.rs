@@ -87,6 +87,11 @@ pub enum Error {
         root: PathBuf,
         known: Vec<String>,
     },
+    #[error(
+        "`{name}` cannot name a simulated cluster: {why}; {}",
+        state::NAME_RULE
+    )]
+    BadName { name: String, why: String },
     #[error("node `{node}` is not in simulated cluster `{cluster}` (its nodes: {})", .known.join(", "))]
     UnknownNode {
         node: String,
@@ -125,7 +130,7 @@ impl Error {
     /// No simulated cluster of that name (`--cluster`, `sim ... --name`):
     /// bad input, exit 2, whatever the command.
     pub fn is_unknown_cluster(&self) -> bool {
-        matches!(self, Error::NoCluster { .. })
+        matches!(self, Error::NoCluster { .. } | Error::BadName { .. })
     }
 
     /// The request does not fit the cluster: no such cluster or node, or the
@@ -134,7 +139,10 @@ impl Error {
     pub fn is_bad_input(&self) -> bool {
         matches!(
             self,
-            Error::NoCluster { .. } | Error::UnknownNode { .. } | Error::AgentState { .. }
+            Error::NoCluster { .. }
+                | Error::BadName { .. }
+                | Error::UnknownNode { .. }
+                | Error::AgentState { .. }
         )
     }
 }

@@ -175,7 +175,7 @@ pub enum Outcome {
 /// deadline of its own: it lives exactly as long as its parent's run.
 pub fn run(opts: &ReapOptions, log: &mut dyn FnMut(&str)) -> Result<Outcome, Error> {
     let (me, my_start) = process::current()?;
-    let layout = Layout::new(&opts.root, &opts.name);
+    let layout = Layout::new(&opts.root, &opts.name)?;
     log(&format!(
         "watching nodefall pid {} (start {}) for cluster `{}` in {}",
         opts.parent,

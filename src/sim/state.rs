@@ -92,11 +92,66 @@ pub struct Layout {
     pub dir: PathBuf,
 }
 
+/// The longest cluster name: a DNS label's limit, which kind's names share.
+pub const NAME_MAX: usize = 63;
+
+/// Why `name` cannot name a simulated cluster, if it cannot. A cluster's
+/// name is a name, never a path: it becomes one directory right under the
+/// state root, so it must be a DNS label (1-63 of `a-z`, `0-9` and `-`,
+/// starting and ending with a letter or digit). That excludes `/`, `.` and
+/// `..`, so no name reaches outside the root or onto another cluster's files.
+pub fn name_problem(name: &str) -> Option<String> {
+    let len = name.chars().count();
+    if name.is_empty() {
+        return Some("it is empty".to_owned());
+    }
+    if len > NAME_MAX {
+        return Some(format!("it is {len} characters long, over {NAME_MAX}"));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-'))
+    {
+        return Some(format!("`{}` is not allowed", c.escape_debug()));
+    }
+    if name.starts_with('-') || name.ends_with('-') {
+        return Some("it starts or ends with `-`".to_owned());
+    }
+    None
+}
+
+/// [`name_problem`] as an error ([`Error::BadName`], bad input).
+pub fn check_name(name: &str) -> Result<(), Error> {
+    match name_problem(name) {
+        None => Ok(()),
+        Some(why) => Err(Error::BadName {
+            name: name.to_owned(),
+            why,
+        }),
+    }
+}
+
+/// A clap value parser for `--name`/`--cluster`: the same rule, refused
+/// before anything runs.
+pub fn parse_name(name: &str) -> Result<String, String> {
+    match name_problem(name) {
+        None => Ok(name.to_owned()),
+        Some(why) => Err(format!("{why}; {NAME_RULE}")),
+    }
+}
+
+/// The rule, as error messages give it.
+pub const NAME_RULE: &str = "a cluster name is 1-63 lowercase letters, digits and `-`, \
+     starting and ending with a letter or digit (a name, never a path)";
+
 impl Layout {
-    pub fn new(root: &Path, name: &str) -> Layout {
-        Layout {
+    /// The directory of cluster `name` under `root`; refused unless `name`
+    /// is a valid cluster name ([`check_name`]).
+    pub fn new(root: &Path, name: &str) -> Result<Layout, Error> {
+        check_name(name)?;
+        Ok(Layout {
             dir: root.join(name),
-        }
+        })
     }
     pub fn state(&self) -> PathBuf {
         self.dir.join("state.json")

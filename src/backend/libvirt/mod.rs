@@ -437,6 +437,62 @@ impl<H: Hypervisor, E: Exec + Clone + 'static> NodeFaults for LibvirtBackend<H, 
             }
         }
     }
+
+    /// The domain is brought to running from whatever state a fault, or a
+    /// run cut short in one, left it in (paused: resumed; in shutdown:
+    /// forced off and started; off or crashed: started), then the revert's
+    /// own part is done on a guest that did not boot afresh (its link set
+    /// up, its kubelet started; a booted guest comes up with both).
+    async fn restore(&mut self, node: &str, revert: FaultKind) -> Result<String, Error> {
+        let m = self.resolved(node)?;
+        let info = self.lookup(node, &m).await?;
+        let found = info.state;
+        let mut did = Vec::new();
+        let booted = match found {
+            DomState::Running | DomState::Blocked => false,
+            DomState::Paused => {
+                self.act(node, &m, Op::Resume).await?;
+                did.push("resumed it");
+                false
+            }
+            DomState::Shutdown => {
+                self.act(node, &m, Op::Destroy).await?;
+                self.act(node, &m, Op::Create).await?;
+                did.push("forced it off and started it");
+                true
+            }
+            DomState::Shutoff | DomState::Crashed | DomState::NoState => {
+                self.act(node, &m, Op::Create).await?;
+                did.push("started it");
+                true
+            }
+            DomState::PmSuspended => {
+                return Err(Error::NotRunning {
+                    node: node.to_owned(),
+                    machine: format!("domain `{}`", info.name),
+                    state: found.to_string(),
+                });
+            }
+        };
+        if !booted {
+            match revert {
+                FaultKind::RestoreNic => {
+                    self.set_link(node, &m, &info, true).await?;
+                    did.push("set its link up");
+                }
+                FaultKind::StartKubelet => {
+                    let cmd = self.settings.ssh.start_kubelet.clone();
+                    self.over_ssh(node, &m, &cmd).await?;
+                    did.push("started the kubelet");
+                }
+                _ => {}
+            }
+        }
+        if did.is_empty() {
+            did.push("nothing to do");
+        }
+        Ok(format!("found domain {found}; {}", did.join(", ")))
+    }
 }
 
 #[cfg(test)]

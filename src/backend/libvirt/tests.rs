@@ -285,3 +285,67 @@ fn plan_lines_name_the_call_and_its_virsh_equivalent() {
         "{shutdown}"
     );
 }
+
+#[tokio::test]
+async fn a_revert_brings_the_domain_back_from_whatever_state_it_is_in() {
+    let (mut b, fake, ran) = backend();
+    b.resolve(&node("node-a"), &[FaultKind::PauseVm])
+        .await
+        .expect("resolves");
+    let set = |s| *fake.state.lock().expect("lock") = s;
+    // A resume cut short by a poweroff in between: started, not resumed.
+    set(DomState::Shutoff);
+    let found = b
+        .restore("node-a", FaultKind::ResumeVm)
+        .await
+        .expect("restore");
+    assert_eq!(found, "found domain shut off; started it");
+    // A shutdown cut short half-way: forced off, then started.
+    set(DomState::Shutdown);
+    let found = b
+        .restore("node-a", FaultKind::Poweron)
+        .await
+        .expect("restore");
+    assert_eq!(
+        found,
+        "found domain in shutdown; forced it off and started it"
+    );
+    // Running already (the revert had finished): nothing.
+    let found = b
+        .restore("node-a", FaultKind::ResumeVm)
+        .await
+        .expect("restore");
+    assert_eq!(found, "found domain running; nothing to do");
+    // A node whose kubelet was stopped, then paused: resumed, and its
+    // kubelet started (a resumed guest does not boot).
+    set(DomState::Paused);
+    let found = b
+        .restore("node-a", FaultKind::StartKubelet)
+        .await
+        .expect("restore");
+    assert_eq!(
+        found,
+        "found domain paused; resumed it, started the kubelet"
+    );
+    assert_eq!(*fake.state.lock().expect("lock"), DomState::Running);
+    let ops: Vec<&str> = fake
+        .ops
+        .lock()
+        .expect("lock")
+        .iter()
+        .map(Op::call)
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            "virDomainCreate",
+            "virDomainDestroy",
+            "virDomainCreate",
+            "virDomainResume"
+        ]
+    );
+    assert_eq!(
+        ran.0.lock().expect("lock").as_slice(),
+        ["ssh -o BatchMode=yes -o ConnectTimeout=10 -- 10.0.2.15 'systemctl start kubelet'"]
+    );
+}

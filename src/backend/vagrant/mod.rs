@@ -189,6 +189,19 @@ impl VagrantBackend {
         self.placed.get(node)
     }
 
+    /// Where a target node's machine was found (by `resolve`, or read back
+    /// from the journal's memo).
+    fn placed_or_err(&self, node: &str) -> Result<Placed, Error> {
+        self.placed
+            .get(node)
+            .cloned()
+            .ok_or_else(|| Error::UnknownNode {
+                node: node.to_owned(),
+                what: "nodes whose Vagrant machine was resolved",
+                known: self.placed.keys().cloned().collect(),
+            })
+    }
+
     async fn libvirt(&mut self) -> Result<&mut Libvirt, Error> {
         if self.libvirt.is_none() {
             let uri = self.settings.libvirt_uri.clone();
@@ -554,17 +567,29 @@ impl NodeFaults for VagrantBackend {
         }
     }
 
+    /// A VirtualBox VM is first brought to running from any state (what
+    /// poweron does: a paused VM resumed, a stopped one started, one still
+    /// stopping waited for), then the revert's own part is done; a libvirt
+    /// domain is restored as the libvirt backend does.
+    async fn restore(&mut self, node: &str, revert: FaultKind) -> Result<String, Error> {
+        if let Placed::Libvirt { domain, .. } = self.placed_or_err(node)? {
+            let lv = self.libvirt().await?;
+            if lv.machine(node).is_none()
+                && let Ok(memo) = serde_json::to_string(&domain)
+            {
+                lv.remember(node, &memo);
+            }
+            return lv.restore(node, revert).await;
+        }
+        self.inject(node, FaultKind::Poweron).await?;
+        if matches!(revert, FaultKind::RestoreNic | FaultKind::StartKubelet) {
+            self.inject(node, revert).await?;
+        }
+        Ok(String::new())
+    }
+
     async fn inject(&mut self, node: &str, fault: FaultKind) -> Result<(), Error> {
-        let placed = self
-            .placed
-            .get(node)
-            .cloned()
-            .ok_or_else(|| Error::UnknownNode {
-                node: node.to_owned(),
-                what: "nodes whose Vagrant machine was resolved",
-                known: self.placed.keys().cloned().collect(),
-            })?;
-        match placed {
+        match self.placed_or_err(node)? {
             Placed::Virtualbox { ssh, .. } if kubelet(fault) => {
                 self.over_ssh(node, fault, ssh).await
             }
