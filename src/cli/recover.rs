@@ -3,6 +3,7 @@
 //! back on, puts taints and cordons back, deletes what the runs applied,
 //! tears down their throwaway clusters, and prints what it did.
 
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
@@ -19,17 +20,39 @@ use crate::sim::SimCluster;
 
 pub fn run(only: Option<&str>) -> anyhow::Result<ExitCode> {
     let dir = journal::default_dir();
-    let found = journal::unfinished(&dir)
+    let scan = journal::unfinished(&dir)
         .with_context(|| format!("reading the journals in {}", dir.display()))?;
-    let chosen: Vec<_> = found
-        .into_iter()
-        .filter(|u| {
-            only.is_none_or(|r| {
-                u.path.to_string_lossy() == r || u.state.header.as_ref().is_some_and(|h| h.run == r)
-            })
+    let named = |path: &Path, run: Option<&str>| {
+        only.is_none_or(|r| {
+            path.to_string_lossy() == r
+                || path.file_stem().is_some_and(|s| s.to_string_lossy() == r)
+                || run == Some(r)
         })
+    };
+    // A damaged journal is named and skipped; it neither stops the others
+    // nor hides behind them (the exit code says something is left).
+    let damaged: Vec<_> = scan
+        .damaged
+        .iter()
+        .filter(|e| named(e.path(), None))
+        .collect();
+    for e in &damaged {
+        outln!(
+            "damaged {}; skipped: what its run changed cannot be read (check it by hand, then \
+             move it out of {})",
+            runner::chain(*e),
+            dir.display()
+        );
+    }
+    let chosen: Vec<_> = scan
+        .runs
+        .into_iter()
+        .filter(|u| named(&u.path, Some(&u.header.run)))
         .collect();
     if chosen.is_empty() {
+        if !damaged.is_empty() {
+            return Ok(exit::code(exit::INFRASTRUCTURE));
+        }
         if let Some(r) = only {
             bail!(
                 "no unfinished run `{r}` in {} (see `ls {}`)",
@@ -41,13 +64,9 @@ pub fn run(only: Option<&str>) -> anyhow::Result<ExitCode> {
         return Ok(exit::code(exit::PASS));
     }
     let rt = runtime()?;
-    let mut failed = 0usize;
+    let mut failed = damaged.len();
     for u in chosen {
-        let Some(header) = u.state.header.clone() else {
-            tracing::warn!("{}: no header; skipped", u.path.display());
-            failed += 1;
-            continue;
-        };
+        let header = u.header;
         if u.owner_alive {
             outln!(
                 "{}: still running (pid {}); left alone",

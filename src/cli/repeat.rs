@@ -17,9 +17,10 @@ use jiff::Timestamp;
 
 use super::ScenarioArgs;
 use super::resolve::{On, Resolved};
-use super::run_scenario::{Once, run_once};
+use super::run_scenario::{Once, Written, run_once, write_or_fallback};
 use crate::exit;
 use crate::report::{self, RunResult};
+use crate::runner::journal;
 use crate::scenario::model::Cleanup;
 use crate::shutdown::{self, Signals, Stop};
 use crate::stats::aggregate::{self, Aggregate, Series};
@@ -128,8 +129,22 @@ pub(super) fn run(args: &ScenarioArgs, resolved: &Resolved) -> anyhow::Result<Ex
         };
         let refs: Vec<&RunResult> = results.iter().collect();
         let a = aggregate::build(&series, entries, &refs, stopped_early);
-        let md = report::aggregate::write(&dir, &a)
-            .with_context(|| format!("writing the aggregate to {}", dir.display()))?;
+        // Like a run's report: elsewhere, named, if not where asked.
+        let fallback = journal::fallback_reports_dir().join(dir.file_name().unwrap_or_default());
+        let md = match write_or_fallback(&dir, &fallback, |d| report::aggregate::write(d, &a))? {
+            Written::Asked(md) => md,
+            Written::Fallback { value, at, why } => {
+                tracing::error!(
+                    "error: the aggregate could not be written where asked: {why}; it was \
+                     written to {} instead",
+                    at.display()
+                );
+                if matches!(code, exit::PASS | exit::EXPECTATION_FAILED) {
+                    code = exit::INFRASTRUCTURE;
+                }
+                value
+            }
+        };
         summarize(&a, &md);
     }
     match failure {

@@ -6,6 +6,8 @@
 //! checked. Whatever is wrong here is bad input (exit 2), and nothing has
 //! been touched yet. A series (`--repeat`) resolves once for all its runs.
 
+use std::path::Path;
+
 use anyhow::bail;
 
 use super::ScenarioArgs;
@@ -79,6 +81,35 @@ pub(super) fn resolve(args: &ScenarioArgs) -> anyhow::Result<Resolved> {
         backend,
         on,
     })
+}
+
+/// Makes sure a run can write its reports under `out` before anything
+/// starts: creates the directory (as the end of the run would) and writes
+/// and removes a file in it. A path that is a file, lies under one, cannot
+/// be created or is read-only is bad input, named with why: refused before
+/// any cluster starts, not after a whole run whose results would be lost.
+/// (A series' directory and each run's lie under `out`.)
+pub(super) fn prepare_out(out: &Path) -> Result<(), InvalidFlag> {
+    let bad = |why: String| InvalidFlag(format!("--out {}: {why}", out.display()));
+    if out.exists() && !out.is_dir() {
+        return Err(bad(
+            "is not a directory (the reports go into a directory)".into()
+        ));
+    }
+    std::fs::create_dir_all(out)
+        .map_err(|e| bad(format!("cannot create the report directory: {e}")))?;
+    let probe = out.join(format!(".nodefall-probe-{}", std::process::id()));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+        .map_err(|e| bad(format!("cannot write in the report directory: {e}")))?;
+    std::fs::remove_file(&probe).map_err(|e| {
+        bad(format!(
+            "cannot remove a file from the report directory: {e}"
+        ))
+    })?;
+    Ok(())
 }
 
 /// A machine backend's settings, from its flags and the scenario's
@@ -238,6 +269,34 @@ mod tests {
         assert!(
             domain.starts_with("--domain is for the libvirt or vagrant backends"),
             "{domain}"
+        );
+    }
+
+    #[test]
+    fn the_report_directory_is_created_or_refused_with_why() {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let fresh = tmp.path().join("a").join("b");
+        prepare_out(&fresh).expect("created");
+        assert!(fresh.is_dir());
+        assert_eq!(std::fs::read_dir(&fresh).expect("listed").count(), 0);
+        prepare_out(&fresh).expect("an existing directory is fine");
+        let file = tmp.path().join("f");
+        std::fs::write(&file, "x").expect("written");
+        let e = prepare_out(&file).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!(
+                "--out {}: is not a directory (the reports go into a directory)",
+                file.display()
+            )
+        );
+        let e = prepare_out(&file.join("sub")).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!(
+                "--out {}: cannot create the report directory: ",
+                file.join("sub").display()
+            )),
+            "{e}"
         );
     }
 }

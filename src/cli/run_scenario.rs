@@ -29,6 +29,8 @@ use crate::sim::{self, SimCluster, UpOptions};
 pub fn run(args: &ScenarioArgs) -> anyhow::Result<ExitCode> {
     // Everything about the input is checked before any cluster is touched.
     let resolved = super::resolve::resolve(args)?;
+    // So is where the reports go: not found out after a whole run.
+    super::resolve::prepare_out(&args.out)?;
     warn_unfinished();
     if args.repeat > 1 {
         return super::repeat::run(args, &resolved);
@@ -90,17 +92,27 @@ pub(super) fn run_once(
 }
 
 /// Unfinished journals of killed runs: their faults may still be in place.
+/// A damaged journal is one of them (its run left it unfinished, and what
+/// it changed cannot be read), named with what is wrong with it.
 fn warn_unfinished() {
-    let Ok(found) = journal::unfinished(&journal::default_dir()) else {
-        return;
+    let dir = journal::default_dir();
+    let scan = match journal::unfinished(&dir) {
+        Ok(scan) => scan,
+        Err(e) => {
+            tracing::warn!(
+                "warning: cannot check for earlier runs killed before they could clean up: {}",
+                runner::chain(&e)
+            );
+            return;
+        }
     };
-    let dead: Vec<_> = found.iter().filter(|u| !u.owner_alive).collect();
-    if dead.is_empty() {
+    let dead: Vec<_> = scan.runs.iter().filter(|u| !u.owner_alive).collect();
+    if dead.is_empty() && scan.damaged.is_empty() {
         return;
     }
     tracing::warn!(
         "warning: {} earlier run(s) were killed before they could clean up:",
-        dead.len()
+        dead.len() + scan.damaged.len()
     );
     for u in dead {
         let what: Vec<String> = u
@@ -117,6 +129,12 @@ fn warn_unfinished() {
             } else {
                 what.join(", ")
             }
+        );
+    }
+    for e in &scan.damaged {
+        tracing::warn!(
+            "  damaged {}: what its run left cannot be read",
+            runner::chain(e)
         );
     }
     tracing::warn!("  run `nodefall recover` to revert what they left");
@@ -203,7 +221,7 @@ fn run_on_sim(
                 throwaway,
             },
             KubeRef {
-                kubeconfig: Some(sim::state::Layout::new(&root, &name).kubeconfig()),
+                kubeconfig: Some(sim::state::Layout::new(&root, &name)?.kubeconfig()),
                 context: None,
             },
         ),
@@ -475,8 +493,11 @@ fn tell(notes: &[String]) {
 #[error("{0}")]
 pub struct InvalidFlag(pub String);
 
-/// Writes the reports, closes the journal when nothing is left to undo (or
-/// says what is), prints the verdict, maps it to the exit code.
+/// Writes the reports (elsewhere if they cannot go where asked), closes
+/// the journal when nothing is left to undo (or says what is), prints the
+/// verdict, maps it to the exit code. The journal's fate does not hang on
+/// the report's: a run whose changes were all reverted closes it, report
+/// written or not, so later runs do not take it for a killed one.
 fn conclude(
     out: &std::path::Path,
     once: &Once,
@@ -488,13 +509,34 @@ fn conclude(
         .dir
         .clone()
         .unwrap_or_else(|| out.join(report::run_dir_name(&result.scenario, result.started_at)));
-    report::write_all(&dir, result)
-        .with_context(|| format!("writing the report to {}", dir.display()))?;
+    let run_id = journal.state().header.as_ref().map_or_else(
+        || report::run_dir_name(&result.scenario, result.started_at),
+        |h| h.run.clone(),
+    );
+    let fallback = journal::fallback_reports_dir().join(run_id);
+    let written = write_or_fallback(&dir, &fallback, |d| report::write_all(d, result));
     let left = outcome.unreverted.clone();
     let journal_path = journal.path().to_owned();
     if journal.state().pending.is_empty() {
         close(journal);
     }
+    let mut code = exit_code(outcome);
+    let dir = match written {
+        Ok(Written::Asked(())) => dir,
+        Ok(Written::Fallback { value: (), at, why }) => {
+            tracing::error!(
+                "error: the report could not be written where asked: {why}; it was written to {} \
+                 instead",
+                at.display()
+            );
+            // The reports are not where the caller looks for them.
+            if matches!(code, exit::PASS | exit::EXPECTATION_FAILED) {
+                code = exit::INFRASTRUCTURE;
+            }
+            at
+        }
+        Err(e) => return Err(e.into()),
+    };
     summarize(result, &dir);
     if let Some(why) = &outcome.abandoned {
         tracing::warn!("cleanup abandoned: {why}");
@@ -507,9 +549,56 @@ fn conclude(
         );
     }
     Ok(Done {
-        code: exit_code(outcome),
+        code,
         result: result.clone(),
     })
+}
+
+/// Where reports went.
+#[derive(Debug)]
+pub(super) enum Written<T> {
+    /// Where asked.
+    Asked(T),
+    /// Into the fallback directory `at`, because of `why`.
+    Fallback {
+        value: T,
+        at: PathBuf,
+        why: report::Error,
+    },
+}
+
+/// Reports that could be written neither where asked nor in the fallback
+/// directory.
+#[derive(Debug, thiserror::Error)]
+#[error("the report could not be written: {asked}; nor in the fallback directory: {fallback}")]
+pub struct ReportNotWritten {
+    asked: Box<report::Error>,
+    fallback: Box<report::Error>,
+}
+
+/// Writes with `write` into `asked`, else into `fallback` (the run's
+/// results are not lost because the directory went away or became
+/// read-only while it ran).
+pub(super) fn write_or_fallback<T>(
+    asked: &Path,
+    fallback: &Path,
+    write: impl Fn(&Path) -> Result<T, report::Error>,
+) -> Result<Written<T>, ReportNotWritten> {
+    let why = match write(asked) {
+        Ok(v) => return Ok(Written::Asked(v)),
+        Err(e) => e,
+    };
+    match write(fallback) {
+        Ok(value) => Ok(Written::Fallback {
+            value,
+            at: fallback.to_owned(),
+            why,
+        }),
+        Err(fallback) => Err(ReportNotWritten {
+            asked: Box::new(why),
+            fallback: Box::new(fallback),
+        }),
+    }
 }
 
 fn close(journal: Journal) {
@@ -557,4 +646,58 @@ fn summarize(result: &RunResult, dir: &std::path::Path) {
         result.expectations.len(),
         dir.join("report.md").display()
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write_marker(dir: &Path) -> Result<PathBuf, report::Error> {
+        std::fs::create_dir_all(dir).map_err(|source| report::Error::CreateDir {
+            path: dir.to_owned(),
+            source,
+        })?;
+        let path = dir.join("result.json");
+        std::fs::write(&path, "{}").map_err(|source| report::Error::Write {
+            path: path.clone(),
+            source,
+        })?;
+        Ok(path)
+    }
+
+    #[test]
+    fn a_report_goes_where_asked_else_to_the_fallback_else_both_are_named() {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let asked = tmp.path().join("out").join("run");
+        let fallback = tmp.path().join("state").join("reports").join("run-1");
+        let w = write_or_fallback(&asked, &fallback, write_marker).expect("written");
+        assert!(matches!(w, Written::Asked(p) if p == asked.join("result.json")));
+        assert!(!fallback.exists());
+
+        // The directory was replaced by a file during the run.
+        std::fs::remove_dir_all(tmp.path().join("out")).expect("removed");
+        std::fs::write(tmp.path().join("out"), "x").expect("written");
+        match write_or_fallback(&asked, &fallback, write_marker).expect("written") {
+            Written::Fallback { value, at, why } => {
+                assert_eq!(value, fallback.join("result.json"));
+                assert_eq!(at, fallback);
+                assert!(
+                    why.to_string().starts_with(&format!(
+                        "cannot create report directory {}",
+                        asked.display()
+                    )),
+                    "{why}"
+                );
+            }
+            Written::Asked(_) => panic!("written under a file"),
+        }
+        assert!(fallback.join("result.json").is_file());
+
+        // Neither: both are named.
+        let nowhere = tmp.path().join("out").join("fallback");
+        let e = write_or_fallback(&asked, &nowhere, write_marker).unwrap_err();
+        let e = e.to_string();
+        assert!(e.contains(&asked.display().to_string()), "{e}");
+        assert!(e.contains(&nowhere.display().to_string()), "{e}");
+    }
 }

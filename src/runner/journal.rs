@@ -9,7 +9,7 @@
 //! unfinished run.
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead as _, BufReader, Write as _};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use jiff::Timestamp;
@@ -33,6 +33,25 @@ pub enum Error {
         line: usize,
         message: String,
     },
+    /// No `begin` record: an empty file, or one whose first line is not a
+    /// journal's header.
+    #[error("journal {}: {what}", .path.display())]
+    NoHeader { path: PathBuf, what: &'static str },
+    /// Something else under a journal's name (a directory, a device).
+    #[error("journal {}: not a regular file", .path.display())]
+    NotAFile { path: PathBuf },
+}
+
+impl Error {
+    /// The file (or directory) the error is about.
+    pub fn path(&self) -> &Path {
+        match self {
+            Error::Io { path, .. }
+            | Error::Corrupt { path, .. }
+            | Error::NoHeader { path, .. }
+            | Error::NotAFile { path } => path,
+        }
+    }
 }
 
 type Result<T, E = Error> = std::result::Result<T, E>;
@@ -40,19 +59,32 @@ type Result<T, E = Error> = std::result::Result<T, E>;
 /// Where journals live: `$NODEFALL_JOURNAL_DIR`, else
 /// `$XDG_STATE_HOME/nodefall/runs`, else `~/.local/state/nodefall/runs`.
 pub fn default_dir() -> PathBuf {
-    let env = |name: &str| {
-        std::env::var_os(name)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    if let Some(dir) = env("NODEFALL_JOURNAL_DIR") {
-        return dir;
+    match env_dir("NODEFALL_JOURNAL_DIR") {
+        Some(dir) => dir,
+        None => state_dir().join("runs"),
     }
-    let home = env("HOME").unwrap_or_else(|| PathBuf::from("/tmp"));
-    env("XDG_STATE_HOME")
+}
+
+/// Where a run's reports go when they cannot be written where asked (the
+/// `--out` directory went away or became read-only during the run):
+/// `$XDG_STATE_HOME/nodefall/reports`, else `~/.local/state/nodefall/reports`.
+pub fn fallback_reports_dir() -> PathBuf {
+    state_dir().join("reports")
+}
+
+/// nodefall's state: `$XDG_STATE_HOME/nodefall`, else
+/// `~/.local/state/nodefall`.
+fn state_dir() -> PathBuf {
+    let home = env_dir("HOME").unwrap_or_else(|| PathBuf::from("/tmp"));
+    env_dir("XDG_STATE_HOME")
         .unwrap_or_else(|| home.join(".local").join("state"))
         .join("nodefall")
-        .join("runs")
+}
+
+fn env_dir(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
 }
 
 /// Which machines the run's faults went to, enough to reach them again.
@@ -355,7 +387,10 @@ pub struct Journal {
 }
 
 impl Journal {
-    /// Creates `<dir>/<header.run>.jsonl` and writes the header.
+    /// Creates `<dir>/<header.run>.jsonl` and writes the header. The file
+    /// appears under its name with its header already in it (written to a
+    /// hidden file first, then renamed), so a journal without a header is
+    /// always a damaged one, never a run that is just starting.
     pub fn create(dir: &Path, header: Header) -> Result<Journal> {
         let io = |what| {
             let path = dir.to_owned();
@@ -363,22 +398,34 @@ impl Journal {
         };
         std::fs::create_dir_all(dir).map_err(io("creating the journal directory"))?;
         let path = dir.join(format!("{}.jsonl", header.run));
+        let creating = |source| Error::Io {
+            path: path.clone(),
+            what: "creating",
+            source,
+        };
+        if path.exists() {
+            return Err(creating(std::io::ErrorKind::AlreadyExists.into()));
+        }
+        let new = dir.join(format!(".{}.jsonl.new", header.run));
         let file = OpenOptions::new()
             .create_new(true)
             .append(true)
-            .open(&path)
-            .map_err(|source| Error::Io {
-                path: path.clone(),
-                what: "creating",
-                source,
-            })?;
+            .open(&new)
+            .map_err(creating)?;
         let mut journal = Journal {
-            path,
+            path: new.clone(),
             file,
             next: 1,
             state: State::new(),
         };
-        journal.append(Record::Begin(Box::new(header)))?;
+        let begun = journal
+            .append(Record::Begin(Box::new(header)))
+            .and_then(|()| std::fs::rename(&new, &path).map_err(creating));
+        if let Err(e) = begun {
+            std::fs::remove_file(&new).ok();
+            return Err(e);
+        }
+        journal.path = path;
         Ok(journal)
     }
 
@@ -484,35 +531,37 @@ impl Journal {
 }
 
 /// Reads and folds a journal file. A torn last line (the process died
-/// mid-write) is ignored: its side effect had not started.
+/// mid-write) is ignored: its side effect had not started. Any other line
+/// that is not a record (not UTF-8, not JSON) makes the file corrupt.
 pub fn read(path: &Path) -> Result<State> {
-    let file = File::open(path).map_err(|source| Error::Io {
+    let bytes = std::fs::read(path).map_err(|source| Error::Io {
         path: path.to_owned(),
-        what: "opening",
+        what: "reading",
         source,
     })?;
-    let lines: Vec<String> = BufReader::new(file)
-        .lines()
-        .collect::<std::io::Result<_>>()
-        .map_err(|source| Error::Io {
-            path: path.to_owned(),
-            what: "reading",
-            source,
-        })?;
+    let lines: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();
+    // The last line with anything on it is the one a kill may have torn.
+    let last = lines
+        .iter()
+        .rposition(|l| !l.trim_ascii().is_empty())
+        .map_or(0, |i| i + 1);
     let mut state = State::new();
-    let last = lines.len();
-    for (i, line) in lines.iter().enumerate() {
-        if line.trim().is_empty() {
+    for (i, line) in lines.iter().enumerate().take(last) {
+        let line = line.trim_ascii();
+        if line.is_empty() {
             continue;
         }
-        match serde_json::from_str::<Record>(line) {
+        let record = std::str::from_utf8(line)
+            .map_err(|e| format!("not UTF-8 text ({e})"))
+            .and_then(|text| serde_json::from_str::<Record>(text).map_err(|e| e.to_string()));
+        match record {
             Ok(r) => state.apply(r),
             Err(_) if i + 1 == last => break,
-            Err(e) => {
+            Err(message) => {
                 return Err(Error::Corrupt {
                     path: path.to_owned(),
                     line: i + 1,
-                    message: e.to_string(),
+                    message,
                 });
             }
         }
@@ -524,16 +573,31 @@ pub fn read(path: &Path) -> Result<State> {
 #[derive(Debug, Clone)]
 pub struct Unfinished {
     pub path: PathBuf,
+    pub header: Header,
     pub state: State,
     /// The owner process still runs: not to be touched.
     pub owner_alive: bool,
 }
 
-/// Every journal in `dir` without a `close` record, oldest first.
-pub fn unfinished(dir: &Path) -> Result<Vec<Unfinished>> {
+/// What the journal directory holds that is not closed: the runs' journals,
+/// and the files under a journal's name that cannot be read as one.
+#[derive(Debug, Default)]
+pub struct Scan {
+    /// Readable journals without a `close` record, oldest first.
+    pub runs: Vec<Unfinished>,
+    /// Files named like journals that are not readable ones (each error
+    /// names its path and what is wrong); what their runs left is unknown.
+    pub damaged: Vec<Error>,
+}
+
+/// Every journal in `dir` without a `close` record, oldest first. A damaged
+/// one (unreadable, not UTF-8, a corrupt line, no header, a directory) is
+/// listed apart and does not hide the others; only a directory that cannot
+/// be listed is an error.
+pub fn unfinished(dir: &Path) -> Result<Scan> {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Scan::default()),
         Err(source) => {
             return Err(Error::Io {
                 path: dir.to_owned(),
@@ -547,23 +611,53 @@ pub fn unfinished(dir: &Path) -> Result<Vec<Unfinished>> {
         .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
         .collect();
     paths.sort();
-    let mut found = Vec::new();
+    let mut scan = Scan::default();
     for path in paths {
-        let state = read(&path)?;
-        if state.closed {
-            continue;
+        match read_unfinished(&path) {
+            Ok(Some(u)) => scan.runs.push(u),
+            Ok(None) => {}
+            Err(e) => scan.damaged.push(e),
         }
-        let owner_alive = state
-            .header
-            .as_ref()
-            .is_some_and(|h| crate::sim::process::runs(h.pid, h.pid_start));
-        found.push(Unfinished {
-            path,
-            state,
-            owner_alive,
+    }
+    Ok(scan)
+}
+
+/// One file of the journal directory: None when its run closed it.
+fn read_unfinished(path: &Path) -> Result<Option<Unfinished>> {
+    let is_file = std::fs::metadata(path)
+        .map_err(|source| Error::Io {
+            path: path.to_owned(),
+            what: "reading",
+            source,
+        })?
+        .is_file();
+    if !is_file {
+        return Err(Error::NotAFile {
+            path: path.to_owned(),
         });
     }
-    Ok(found)
+    let state = read(path)?;
+    if state.closed {
+        return Ok(None);
+    }
+    let Some(header) = state.header.clone() else {
+        let empty = std::fs::metadata(path).is_ok_and(|m| m.len() == 0);
+        return Err(Error::NoHeader {
+            path: path.to_owned(),
+            what: if empty {
+                "empty (no `begin` record says whose run it is)"
+            } else {
+                "no `begin` record says whose run it is"
+            },
+        });
+    };
+    let owner_alive = crate::sim::process::runs(header.pid, header.pid_start);
+    Ok(Some(Unfinished {
+        path: path.to_owned(),
+        header,
+        state,
+        owner_alive,
+    }))
 }
 
 /// A run id: `<scenario>-<UTC time>-<pid>`, also the journal's file name.
@@ -642,9 +736,10 @@ mod tests {
             }
         );
         let found = unfinished(dir.path())?;
-        assert_eq!(found.len(), 1);
+        assert_eq!(found.runs.len(), 1);
+        assert!(found.damaged.is_empty());
         // PID 1 with start time 0 is not this header's owner.
-        assert!(!found[0].owner_alive);
+        assert!(!found.runs[0].owner_alive);
         let mut j = Journal::reopen(&path)?;
         // Ids go on after the highest written, the settled one included.
         let again = j.will(pause("w3"))?;
@@ -652,7 +747,7 @@ mod tests {
         j.settle(again, Settled::Reverted)?;
         let closed = j.close()?;
         assert!(closed.ends_with("closed/t-1.jsonl"));
-        assert!(unfinished(dir.path())?.is_empty());
+        assert!(unfinished(dir.path())?.runs.is_empty());
         Ok(())
     }
 
@@ -709,5 +804,82 @@ mod tests {
         })?;
         assert!(matches!(read(&path), Err(Error::Corrupt { line: 1, .. })));
         Ok(())
+    }
+
+    #[test]
+    fn damaged_files_are_listed_apart_and_do_not_hide_the_runs() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let write = |name: &str, bytes: &[u8]| {
+            std::fs::write(dir.path().join(name), bytes).expect("written");
+        };
+        let begin = serde_json::to_string(&Record::Begin(Box::new(header()))).unwrap_or_default();
+        write("a-binary.jsonl", b"\xff\xfe\n\x80\n");
+        write("b-empty.jsonl", b"");
+        write(
+            "c-torn.jsonl",
+            format!("{begin}\n{{\"op\":\"wi\n{begin}\n").as_bytes(),
+        );
+        write(
+            "d-no-header.jsonl",
+            b"{\"op\":\"done\",\"id\":1,\"how\":\"kept\"}\n",
+        );
+        std::fs::create_dir(dir.path().join("e-dir.jsonl")).expect("dir");
+        // A torn last line, even mid-character, is a write cut short.
+        write(
+            "f-run.jsonl",
+            &[begin.as_bytes(), b"\n{\"op\":\"will\",\"undo\":\"\xc3"].concat(),
+        );
+        write("not-a-journal.txt", b"\xff");
+        let scan = unfinished(dir.path()).expect("the directory is listed");
+        let runs: Vec<_> = scan.runs.iter().map(|u| u.path.clone()).collect();
+        assert_eq!(runs, vec![dir.path().join("f-run.jsonl")]);
+        let damaged: Vec<String> = scan.damaged.iter().map(ToString::to_string).collect();
+        let p = |n: &str| dir.path().join(n).display().to_string();
+        assert_eq!(
+            damaged,
+            vec![
+                format!(
+                    "journal {}, line 1: not UTF-8 text (invalid utf-8 sequence of 1 bytes from \
+                     index 0)",
+                    p("a-binary.jsonl")
+                ),
+                format!(
+                    "journal {}: empty (no `begin` record says whose run it is)",
+                    p("b-empty.jsonl")
+                ),
+                format!(
+                    "journal {}, line 2: EOF while parsing a string at line 1 column 9",
+                    p("c-torn.jsonl")
+                ),
+                format!(
+                    "journal {}: no `begin` record says whose run it is",
+                    p("d-no-header.jsonl")
+                ),
+                format!("journal {}: not a regular file", p("e-dir.jsonl")),
+            ]
+        );
+        assert_eq!(scan.damaged[4].path(), dir.path().join("e-dir.jsonl"));
+    }
+
+    #[test]
+    fn a_journal_appears_with_its_header_and_nothing_else_is_left() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let j = Journal::create(dir.path(), header()).expect("created");
+        assert_eq!(j.path(), dir.path().join("t-1.jsonl"));
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("listed")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("t-1.jsonl")]);
+        assert_eq!(read(j.path()).expect("read").header, Some(header()));
+        // The same run id again is refused, the first journal untouched.
+        assert!(matches!(
+            Journal::create(dir.path(), header()),
+            Err(Error::Io {
+                what: "creating",
+                ..
+            })
+        ));
+        assert_eq!(unfinished(dir.path()).expect("listed").runs.len(), 1);
     }
 }
