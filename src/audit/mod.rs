@@ -52,6 +52,24 @@ pub enum Error {
         .path.display()
     )]
     NoWindow { path: PathBuf },
+    #[error(
+        "{} holds no audit events: nothing was checked (expected JSON lines of \
+         audit.k8s.io/v1 events, as the API server writes them at level RequestResponse)",
+        .path.display()
+    )]
+    Empty { path: PathBuf },
+    #[error(
+        "{}: none of its {events} audit events is a change of a Node or of a Pod in namespace \
+         `{namespace}` between {} and {} (the run's observed window): nothing was checked; \
+         is it the audit log of the cluster this run used, written during the run?",
+        .path.display(), .window.from, .window.to
+    )]
+    NothingInWindow {
+        path: PathBuf,
+        events: usize,
+        namespace: String,
+        window: Window,
+    },
 }
 
 /// One transition with its wall-clock time: true (audit) or observed.
@@ -198,6 +216,25 @@ pub fn check_run(
         namespace: Some(result.namespace.clone()),
     };
     let truth = read_truth(audit_log, &scope)?;
+    // Nothing to compare with is no pass: an empty log, or one that is not
+    // this run's, is refused rather than reported as nothing missed.
+    if truth.events == 0 {
+        return Err(Error::Empty {
+            path: audit_log.to_owned(),
+        });
+    }
+    if !truth
+        .transitions
+        .iter()
+        .any(|t| t.at >= window.from && t.at <= window.to)
+    {
+        return Err(Error::NothingInWindow {
+            path: audit_log.to_owned(),
+            events: truth.events,
+            namespace: result.namespace.clone(),
+            window,
+        });
+    }
     let mut checks = vec![compare(
         "nodefall",
         &truth.transitions,

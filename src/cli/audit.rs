@@ -33,7 +33,9 @@ pub enum AuditCommand {
         "same object, between the observer's first list and the cleanup.\n",
         "\n",
         "Exit codes: 0 nodefall missed, duplicated and reordered nothing; 1 it did;\n",
-        "2 bad input (unreadable file, no observer start in the result)."
+        "2 bad input (unreadable file, no observer start in the result) or nothing to check:\n",
+        "an empty audit log, or one without a Node or Pod change in the run's window (not\n",
+        "this run's cluster, or not written during the run) is refused, never a pass."
     ))]
     Check(CheckArgs),
     /// Baseline: list Nodes and Pods every INTERVAL, as most tools do, and write the
@@ -80,12 +82,16 @@ pub struct PollArgs {
     /// Namespace of the pods to poll (every Node is polled).
     #[arg(long)]
     pub namespace: String,
-    /// Seconds between two lists.
-    #[arg(long, default_value_t = 5.0)]
-    pub interval: f64,
-    /// Stop after this many seconds (default: at SIGINT/SIGTERM).
-    #[arg(long)]
-    pub duration: Option<f64>,
+    /// Time between two lists: seconds (`5`, `0.5`) or a duration (`500ms`),
+    /// from 1ms to 1h.
+    #[arg(long, value_name = "SECONDS", default_value = "5",
+          value_parser = super::values::duration(super::values::POLL_INTERVAL))]
+    pub interval: Duration,
+    /// Stop after this long, like --interval, up to 168h (default: at
+    /// SIGINT/SIGTERM).
+    #[arg(long, value_name = "SECONDS",
+          value_parser = super::values::duration(super::values::POLL_DURATION))]
+    pub duration: Option<Duration>,
     /// Where to write the observations (JSON lines).
     #[arg(long)]
     pub out: PathBuf,
@@ -141,9 +147,12 @@ fn check(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         args.matches.is_some(),
     )?;
     if let (Some(path), Some(ours)) = (&args.matches, report.checks.first()) {
-        let mut sink = std::io::BufWriter::new(
-            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
-        );
+        let mut sink = std::io::BufWriter::new(std::fs::File::create(path).map_err(|e| {
+            InvalidFlag(format!(
+                "--matches {}: cannot be created: {e}",
+                path.display()
+            ))
+        })?);
         let mut matches: Vec<&audit::Match> = ours.matches.iter().collect();
         matches.sort_by_key(|m| m.truth.at);
         for m in matches {
@@ -198,9 +207,12 @@ struct Sink {
 }
 
 impl Sink {
+    /// The file of `--out`: one that cannot be created is the flag's fault
+    /// (exit 2).
     fn create(path: &Path) -> anyhow::Result<Sink> {
-        let file =
-            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+        let file = std::fs::File::create(path).map_err(|e| {
+            InvalidFlag(format!("--out {}: cannot be created: {e}", path.display()))
+        })?;
         Ok(Sink {
             out: std::io::BufWriter::new(file),
             path: path.to_owned(),
@@ -230,13 +242,8 @@ impl Sink {
 }
 
 fn poll(args: &PollArgs) -> anyhow::Result<ExitCode> {
-    if !(args.interval > 0.0 && args.interval.is_finite()) {
-        return Err(InvalidFlag(format!(
-            "--interval {}: must be more than 0 seconds",
-            args.interval
-        ))
-        .into());
-    }
+    // --interval and --duration are within their spans (`values`): the
+    // timer below cannot be given a zero period.
     let mut sink = Sink::create(&args.out)?;
     let rt = super::runtime()?;
     rt.block_on(async {
@@ -245,9 +252,8 @@ fn poll(args: &PollArgs) -> anyhow::Result<ExitCode> {
         let pods: Api<Pod> = Api::namespaced(client, &args.namespace);
         let mut node_fold = Fold::new(NodeDiff);
         let mut pod_fold = Fold::new(PodDiff);
-        let interval = Duration::from_secs_f64(args.interval);
         let started = Instant::now();
-        let mut ticks = tokio::time::interval(interval);
+        let mut ticks = tokio::time::interval(args.interval);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         loop {
@@ -256,10 +262,7 @@ fn poll(args: &PollArgs) -> anyhow::Result<ExitCode> {
                 _ = tokio::signal::ctrl_c() => break,
                 _ = term.recv() => break,
             }
-            if args
-                .duration
-                .is_some_and(|d| started.elapsed().as_secs_f64() >= d)
-            {
+            if args.duration.is_some_and(|d| started.elapsed() >= d) {
                 break;
             }
             let listed = actions::list_paged(&nodes, Some)
@@ -333,10 +336,17 @@ fn watch_event<K: serde::de::DeserializeOwned>(kind: &str, object: Value) -> Opt
     }
 }
 
+/// A client from `--kubeconfig` (a file that does not hold one is the
+/// flag's fault, exit 2), else from the environment's.
 async fn client(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Client> {
-    let config = super::cluster::kube_config_at(kubeconfig, None)
-        .await
-        .map_err(anyhow::Error::msg)
-        .context("reading the kubeconfig")?;
+    let config = match super::cluster::kube_config_at(kubeconfig, None).await {
+        Ok(config) => config,
+        Err(e) => {
+            return Err(match kubeconfig {
+                Some(path) => InvalidFlag(format!("--kubeconfig {}: {e}", path.display())).into(),
+                None => anyhow::Error::msg(e).context("reading the kubeconfig"),
+            });
+        }
+    };
     kube::Client::try_from(config).context("building a kube client")
 }

@@ -11,7 +11,6 @@ use crate::backend::libvirt::{self, hypervisor::ShutdownMode};
 use crate::backend::ssh::{SshSettings, SshTarget};
 use crate::backend::vagrant::{self, project::Project};
 use crate::scenario::Checked;
-use crate::scenario::duration::parse_duration;
 use crate::scenario::model::{FaultKind, LibvirtMachines};
 
 #[derive(Debug, Clone, Args)]
@@ -35,7 +34,8 @@ pub struct MachineArgs {
     #[arg(long, value_enum, default_value_t = ShutdownMode::Acpi)]
     pub shutdown_mode: ShutdownMode,
     /// How long the guest may take to power off after the shutdown request.
-    #[arg(long, value_name = "DURATION", default_value = "180s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "180s",
+          value_parser = super::values::duration(super::values::SHUTDOWN_TIMEOUT))]
     pub shutdown_timeout: std::time::Duration,
     #[command(flatten)]
     pub ssh: SshArgs,
@@ -62,7 +62,7 @@ pub struct VagrantArgs {
     /// (where kubeadm/Kubespray labs put the node IP), 1 Vagrant's NAT and
     /// SSH path.
     #[arg(long, value_name = "N", default_value_t = vagrant::NIC,
-          value_parser = clap::value_parser!(u8).range(1..=36))]
+          value_parser = super::values::whole(1u8, 36))]
     pub vagrant_nic: u8,
     /// VirtualBox's CLI.
     #[arg(long, value_name = "PROGRAM", default_value = vagrant::vbox::PROGRAM)]
@@ -171,7 +171,7 @@ pub struct SshArgs {
     #[arg(long, value_name = "FILE")]
     pub ssh_key: Option<String>,
     /// SSH port (default 22).
-    #[arg(long, value_name = "PORT")]
+    #[arg(long, value_name = "PORT", value_parser = super::values::whole(1u16, u16::MAX))]
     pub ssh_port: Option<u16>,
     /// Where a node's SSH server is, when not at the address the Node reports; repeatable.
     #[arg(long = "ssh-host", value_name = "NODE=HOST[:PORT]", value_parser = pair)]

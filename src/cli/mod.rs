@@ -26,6 +26,7 @@ mod report;
 mod resolve;
 mod run_scenario;
 mod sim;
+mod values;
 
 pub use cluster::ProfileMismatch;
 pub use run_scenario::InvalidFlag;
@@ -148,7 +149,7 @@ pub struct ScenarioArgs {
     pub profile: Option<ProfileName>,
     /// sim: run on this running cluster (`nodefall sim up --name NAME`)
     /// instead of a throwaway one.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", value_parser = crate::sim::state::parse_name)]
     pub cluster: Option<String>,
     /// sim: keep the throwaway cluster after the run (prints its kubeconfig).
     #[arg(long)]
@@ -167,14 +168,14 @@ pub struct ScenarioArgs {
     /// each figure, each expectation's pass rate); on sim each run gets a
     /// fresh throwaway cluster, elsewhere the namespace is reset between runs.
     #[arg(long, value_name = "N", default_value_t = 1,
-          value_parser = clap::value_parser!(u32).range(1..=1000))]
+          value_parser = values::whole(1u32, 1000))]
     pub repeat: u32,
     /// sim: number of nodes of the throwaway cluster.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=3000))]
+    #[arg(long, default_value_t = 3, value_parser = values::whole(1u16, 3000))]
     pub nodes: u16,
     /// sim: shared kwok processes playing the nodes; 0 gives each node its own kwok.
     /// Default: 0 up to 50 nodes, else one per 500 nodes (docs/sim-backend.md).
-    #[arg(long, value_parser = clap::value_parser!(u16).range(0..=64))]
+    #[arg(long, value_parser = values::whole(0u16, 64))]
     pub shards: Option<u16>,
     #[command(flatten)]
     pub machines: machines::MachineArgs,
@@ -196,7 +197,7 @@ pub struct PlanArgs {
     #[arg(long, conflicts_with = "cluster")]
     pub context: Option<String>,
     /// Like `--context`, for a running sim cluster (`nodefall sim up --name NAME`).
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", value_parser = crate::sim::state::parse_name)]
     pub cluster: Option<String>,
     #[command(flatten)]
     pub machines: machines::MachineArgs,

@@ -5,6 +5,8 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 
+use super::run_scenario::InvalidFlag;
+use super::values;
 use crate::exit;
 use crate::report;
 
@@ -29,18 +31,23 @@ pub struct CompareArgs {
     #[arg(value_name = "NEW")]
     pub new: PathBuf,
     /// Exit 1 when a recovery figure is more than PCT percent slower than the
-    /// base (`20%`); nodefall's own detection lag is not included.
-    #[arg(long, value_name = "PCT", value_parser = crate::stats::parse_percent)]
+    /// base (`20%`, from 0% to 10000%); nodefall's own detection lag is not
+    /// included.
+    #[arg(long, value_name = "PCT", value_parser = values::percent)]
     pub fail_if_slower: Option<f64>,
     /// A figure's own limit, over --fail-if-slower: `nodeNotReady=10%`,
-    /// `workloadReadyAgain=+5s`, `maxUnavailable=+1`; repeatable.
-    #[arg(long = "threshold", value_name = "NAME=LIMIT")]
-    pub thresholds: Vec<String>,
+    /// `workloadReadyAgain=+5s` (up to 24h), `maxUnavailable=+1`; repeatable.
+    #[arg(long = "threshold", value_name = "NAME=LIMIT", value_parser = values::threshold)]
+    pub thresholds: Vec<(String, crate::stats::Limit)>,
     /// Percentage limits ignore differences up to this (run-to-run noise on
-    /// small figures).
+    /// small figures): a duration (`500ms`, `2s`) or seconds, up to 24h.
     #[arg(long, value_name = "DURATION", default_value = "0s",
-          value_parser = crate::scenario::duration::parse_duration)]
+          value_parser = values::duration(values::COMPARE_DELTA))]
     pub min_delta: std::time::Duration,
+    /// Compare runs of two differently named scenarios anyway (by default
+    /// that is refused with exit 2: their figures may not be comparable).
+    #[arg(long)]
+    pub allow_different_scenarios: bool,
     /// Which statistic of an aggregate stands for it.
     #[arg(long, value_enum, default_value_t = crate::stats::Stat::P50)]
     pub stat: crate::stats::Stat,
@@ -78,9 +85,18 @@ pub fn run(cmd: ReportCommand) -> anyhow::Result<ExitCode> {
                     _ => Path::new(".").to_path_buf(),
                 },
             };
-            let report = match crate::stats::read_aggregate(&args.result)? {
-                Some(a) => report::aggregate::write(&dir, &a)?,
-                None => report::write_rendered(&dir, &report::read_result(&args.result)?)?,
+            // The input is read before anything is written, and a bad --out
+            // is refused by name (exit 2) before the reports are rendered.
+            let input = match crate::stats::read_aggregate(&args.result)? {
+                Some(a) => Err(a),
+                None => Ok(report::read_result(&args.result)?),
+            };
+            if args.out.is_some() {
+                out_dir(&dir)?;
+            }
+            let report = match input {
+                Ok(run) => report::write_rendered(&dir, &run)?,
+                Err(aggregate) => report::aggregate::write(&dir, &aggregate)?,
             };
             outln!("{}", report.display());
             Ok(exit::code(exit::PASS))
@@ -91,19 +107,23 @@ pub fn run(cmd: ReportCommand) -> anyhow::Result<ExitCode> {
 
 fn compare(args: &CompareArgs) -> anyhow::Result<ExitCode> {
     use crate::stats;
-    let mut gate = stats::Gate {
+    let gate = stats::Gate {
         fail_if_slower: args.fail_if_slower,
-        min_delta: args.min_delta.as_millis() as f64,
-        ..stats::Gate::default()
+        min_delta: args.min_delta.as_secs_f64() * 1000.0,
+        per_metric: args.thresholds.iter().cloned().collect(),
     };
-    for t in &args.thresholds {
-        let (name, limit) = stats::parse_threshold(t)?;
-        gate.per_metric.insert(name, limit);
-    }
     let base = stats::read_side(&args.base, args.stat)?;
     let new = stats::read_side(&args.new, args.stat)?;
+    if base.scenario != new.scenario && !args.allow_different_scenarios {
+        return Err(stats::Error::NotComparable {
+            base: base.scenario,
+            new: new.scenario,
+        }
+        .into());
+    }
     let c = stats::compare::compare(base, new, &gate);
     if let Some(dir) = &args.out {
+        out_dir(dir)?;
         let md = report::compare::write(dir, &c)?;
         tracing::info!("wrote {}", md.display());
     }
@@ -120,4 +140,15 @@ fn compare(args: &CompareArgs) -> anyhow::Result<ExitCode> {
     } else {
         exit::EXPECTATION_FAILED
     }))
+}
+
+/// `--out DIR`, created now: a path that cannot be a directory (a file,
+/// `/dev/null`, under a file) is the flag's fault, refused by name (exit 2).
+fn out_dir(dir: &Path) -> Result<(), InvalidFlag> {
+    std::fs::create_dir_all(dir).map_err(|e| {
+        InvalidFlag(format!(
+            "--out {}: cannot be the reports' directory: {e}",
+            dir.display()
+        ))
+    })
 }

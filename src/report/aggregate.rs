@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::format::{cell, utc_full};
+use super::format::{cell, code, inline, link_path, utc_full};
 use super::markdown::table;
 use super::svg::{self, Distribution, Point};
 use crate::report::result::RunVerdict;
@@ -95,20 +95,26 @@ pub fn render(a: &Aggregate) -> String {
         .iter()
         .filter(|r| r.verdict == RunVerdict::Pass)
         .count();
-    let _ = writeln!(out, "# nodefall: {} over {n} runs\n", a.series.scenario);
+    let _ = writeln!(
+        out,
+        "# nodefall: {} over {n} runs\n",
+        inline(&a.series.scenario)
+    );
     let _ = writeln!(
         out,
         "- **Runs**: {passed} of {n} passed ({} requested{})",
         a.series.requested,
         match &a.stopped_early {
-            Some(why) => format!("; stopped early: {why}"),
+            Some(why) => format!("; stopped early: {}", inline(why)),
             None => String::new(),
         }
     );
     let _ = writeln!(
         out,
-        "- **Scenario**: `{}`, backend {}, profile {}",
-        a.series.file, a.series.backend, a.series.profile
+        "- **Scenario**: {}, backend {}, profile {}",
+        code(&a.series.file),
+        inline(&a.series.backend),
+        inline(&a.series.profile)
     );
     let _ = writeln!(out, "- **Started**: {}", utc_full(a.series.started_at));
     if let Some(s) = &a.slowest {
@@ -250,7 +256,7 @@ fn runs(out: &mut String, a: &Aggregate) {
                 })
                 .unwrap_or_else(|| "—".into());
             [
-                format!("[run {}]({}/report.md)", r.run, r.dir),
+                format!("[run {}]({}/report.md)", r.run, link_path(&r.dir)),
                 verdict_word(r.verdict).to_owned(),
                 format!("{}/{}", r.passed, r.expectations),
                 headline,

@@ -46,12 +46,12 @@ pub(super) fn section(out: &mut String, r: &RunResult) {
     let _ = writeln!(
         out,
         "Every Node and Pod transition the API server stored between the observer's first \
-         list and the cleanup ({} audit events, {} writes in scope, from `{}`), matched to what \
+         list and the cleanup ({} audit events, {} writes in scope, from {}), matched to what \
          each observer reported. Lag: reported − audit `stageTimestamp` (ResponseComplete, µs); \
          nodefall's own times have 1 ms resolution.\n",
         a.events,
         a.writes,
-        cell(&a.log)
+        super::format::code(&a.log)
     );
     let rows = a
         .checks

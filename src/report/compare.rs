@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::format::cell;
+use super::format::{cell, code, inline};
 use super::markdown::table;
 use super::svg::{self, Paired, PairedRow};
 use crate::stats::Comparison;
@@ -65,14 +65,15 @@ pub fn chart(c: &Comparison) -> Paired {
 /// The Markdown; `chart` names the SVG to embed, when one is written.
 pub fn render(c: &Comparison, chart: Option<&str>) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "## nodefall compare: {}\n", c.new.scenario);
-    let _ = writeln!(out, "- **Base**: `{}`", c.base.describe());
-    let _ = writeln!(out, "- **New**: `{}`", c.new.describe());
+    let _ = writeln!(out, "## nodefall compare: {}\n", inline(&c.new.scenario));
+    let _ = writeln!(out, "- **Base**: {}", code(&c.base.describe()));
+    let _ = writeln!(out, "- **New**: {}", code(&c.new.describe()));
     if c.base.scenario != c.new.scenario {
         let _ = writeln!(
             out,
-            "- **Note**: different scenarios (`{}` and `{}`): the figures may not be comparable",
-            c.base.scenario, c.new.scenario
+            "- **Note**: different scenarios ({} and {}): the figures may not be comparable",
+            code(&c.base.scenario),
+            code(&c.new.scenario)
         );
     }
     out.push('\n');

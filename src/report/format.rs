@@ -66,6 +66,66 @@ pub fn cell(text: &str) -> String {
     out
 }
 
+/// Free text (a scenario's name or description, as `result.json` holds
+/// it) made safe for running Markdown: a heading, a list item, a quote.
+/// HTML is defused (`<`, `>` and `&` as entities), the punctuation that
+/// starts emphasis, code, links or a heading's end is backslash-escaped,
+/// and a line break becomes a space (it would end the heading and start
+/// Markdown of its own).
+pub fn inline(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.trim().chars() {
+        match c {
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '\\' | '`' | '*' | '_' | '[' | ']' | '#' | '|' | '~' | '!' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if c.is_control() => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Free text as one Markdown code span (HTML inside is shown, not
+/// interpreted): delimited by more backticks than it holds, on one line.
+pub fn code(text: &str) -> String {
+    let text: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let mut longest = 0;
+    let mut run = 0;
+    for c in text.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    let ticks = "`".repeat(longest + 1);
+    if text.starts_with('`') || text.ends_with('`') || text.trim().is_empty() {
+        format!("{ticks} {text} {ticks}")
+    } else {
+        format!("{ticks}{text}{ticks}")
+    }
+}
+
+/// A relative path as a Markdown link's destination: every byte outside
+/// `A-Z a-z 0-9 - . _ ~ /` percent-encoded, so the link cannot end early.
+pub fn link_path(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for b in path.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
+                out.push(char::from(b));
+            }
+            b => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
 /// A Markdown code fence longer than any run of backticks in `text`.
 pub fn fence_for(text: &str) -> String {
     let mut longest = 0;
@@ -108,6 +168,20 @@ mod tests {
     fn cells_escape_pipes_tags_and_newlines() {
         assert_eq!(cell("a|b <none>\nc\r\n"), "a\\|b &lt;none><br>c");
         assert_eq!(cell("2*grace .. 3*grace"), "2\\*grace .. 3\\*grace");
+    }
+
+    #[test]
+    fn inline_text_cannot_open_html_or_markdown() {
+        assert_eq!(
+            inline("<img src=x onerror=alert(1)> & *b* [l](u)\n# h"),
+            "&lt;img src=x onerror=alert(1)&gt; &amp; \\*b\\* \\[l\\](u) \\# h"
+        );
+        assert_eq!(inline("statefulset-nfs"), "statefulset-nfs");
+        assert_eq!(code("a`b"), "``a`b``");
+        assert_eq!(code("`x"), "`` `x ``");
+        assert_eq!(code("s.yaml\n<b>"), "`s.yaml <b>`");
+        assert_eq!(link_path("run-1"), "run-1");
+        assert_eq!(link_path("a) <b"), "a%29%20%3Cb");
     }
 
     #[test]

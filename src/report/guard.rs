@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::format::cell;
+use super::format::{cell, code, inline};
 use super::markdown::{rel, table};
 use super::result::{GuardRecord, RunResult};
 use crate::scenario::duration::format_millis;
@@ -16,11 +16,11 @@ pub(super) fn banner(out: &mut String, r: &RunResult) {
     };
     let _ = writeln!(
         out,
-        "> **Aborted by guard `{}`** at {}: {} held for {}. The steps stopped there; \
+        "> **Aborted by guard {}** at {}: {} held for {}. The steps stopped there; \
          cleanup ran as after any stop, and the expectations not reached are listed as not run.\n",
-        a.guard,
+        code(&a.guard),
         rel(r, a.at),
-        a.description,
+        inline(&a.description),
         format_millis(a.for_ms)
     );
 }

@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use tabled::builder::Builder;
 use tabled::settings::Style;
 
-use super::format::{cell, fence_for, secs, signed_secs, t0_rel, utc_full, utc_time};
+use super::format::{cell, fence_for, inline, secs, signed_secs, t0_rel, utc_full, utc_time};
 use super::result::{ExpectationResult, RunResult, StepOutcome, StepRecord, Verdict};
 use crate::profile::Var;
 use crate::scenario::duration::format_duration;
@@ -25,7 +25,7 @@ const MISSING: &str = "—";
 /// Renders `report.md`.
 pub fn render(result: &RunResult) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "# nodefall report: {}\n", result.scenario);
+    let _ = writeln!(out, "# nodefall report: {}\n", inline(&result.scenario));
     super::guard::banner(&mut out, result);
     summary(&mut out, result);
     super::guard::section(&mut out, result);

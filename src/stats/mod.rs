@@ -35,12 +35,10 @@ pub enum Error {
     #[error(transparent)]
     Result(#[from] crate::report::Error),
     #[error(
-        "`{0}` is not a threshold: write NAME=PERCENT% (`nodeNotReady=20%`) or NAME=+AMOUNT \
-         (`workloadReadyAgain=+5s`, `maxUnavailable=+1`)"
+        "different scenarios (`{base}` and `{new}`): their figures may not be comparable; \
+         compare runs of one scenario, or pass --allow-different-scenarios"
     )]
-    Threshold(String),
-    #[error("--threshold {given}: no figure of that name; the figures are: {known}")]
-    UnknownFigure { given: String, known: String },
+    NotComparable { base: String, new: String },
 }
 
 impl Error {
@@ -88,80 +86,4 @@ pub fn read_aggregate(path: &Path) -> Result<Option<Aggregate>, Error> {
     }
     let a: Aggregate = serde_json::from_str(&text).map_err(parse_error)?;
     Ok(Some(a))
-}
-
-/// `NAME=20%`, `NAME=+5s`, `NAME=+1`: a figure's own limit.
-pub fn parse_threshold(s: &str) -> Result<(String, Limit), Error> {
-    let bad = || Error::Threshold(s.to_owned());
-    let (name, limit) = s.split_once('=').ok_or_else(bad)?;
-    let Some(def) = figures::find(name.trim()) else {
-        return Err(Error::UnknownFigure {
-            given: name.trim().to_owned(),
-            known: figures::DEFS
-                .iter()
-                .map(|d| d.name)
-                .collect::<Vec<_>>()
-                .join(", "),
-        });
-    };
-    let limit = parse_limit(limit.trim(), def.unit).ok_or_else(bad)?;
-    Ok((def.name.to_owned(), limit))
-}
-
-/// `20%` or `20` (percent), `+5s`/`5s` (ms figures), `+1` for counts.
-fn parse_limit(s: &str, unit: figures::Unit) -> Option<Limit> {
-    if let Some(p) = s.strip_suffix('%') {
-        let p: f64 = p.trim().parse().ok()?;
-        return (p >= 0.0 && p.is_finite()).then_some(Limit::Percent(p));
-    }
-    let abs = s.strip_prefix('+')?;
-    let v = match unit {
-        figures::Unit::Ms => crate::scenario::duration::parse_duration(abs)
-            .ok()?
-            .as_millis() as f64,
-        figures::Unit::Count => abs.parse::<u64>().ok()? as f64,
-    };
-    Some(Limit::Absolute(v))
-}
-
-/// `20%` or `20`: `--fail-if-slower`'s percentage.
-pub fn parse_percent(s: &str) -> Result<f64, String> {
-    let p: f64 = s
-        .trim()
-        .trim_end_matches('%')
-        .parse()
-        .map_err(|_| format!("`{s}` is not a percentage (write 20% or 20)"))?;
-    if p < 0.0 || !p.is_finite() {
-        return Err(format!("`{s}`: the percentage must be 0 or more"));
-    }
-    Ok(p)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn thresholds_parse_per_unit() {
-        assert_eq!(
-            parse_threshold("nodeNotReady=20%").unwrap(),
-            ("nodeNotReady".into(), Limit::Percent(20.0))
-        );
-        assert_eq!(
-            parse_threshold("workloadReadyAgain=+5s").unwrap(),
-            ("workloadReadyAgain".into(), Limit::Absolute(5000.0))
-        );
-        assert_eq!(
-            parse_threshold("maxUnavailable=+1").unwrap(),
-            ("maxUnavailable".into(), Limit::Absolute(1.0))
-        );
-        assert!(matches!(
-            parse_threshold("nodeNotReady=5s"),
-            Err(Error::Threshold(_))
-        ));
-        let e = parse_threshold("nodeNotReadyy=5%").unwrap_err().to_string();
-        assert!(e.contains("nodeNotReady, "), "{e}");
-        assert_eq!(parse_percent("20%"), Ok(20.0));
-        assert!(parse_percent("-1").is_err());
-    }
 }
