@@ -147,6 +147,7 @@ fn a_report_that_cannot_be_written_at_the_end_goes_to_the_fallback_and_the_journ
          \x20 - action: {wait: {duration: 4s}}\n  - expect: {node: target, exists: true, within: 5s}\ncleanup: always\n",
     );
     let out = d.files.path().join("reports");
+    std::fs::create_dir(&out).unwrap();
     let mut cmd = d.command(&[
         "scenario",
         scenario.to_str().unwrap(),
@@ -157,9 +158,11 @@ fn a_report_that_cannot_be_written_at_the_end_goes_to_the_fallback_and_the_journ
     let mut run = Running::start(cmd);
     // While the steps run, the report directory is replaced by a file.
     run.wait_for("#2", Duration::from_secs(180));
-    std::fs::remove_dir_all(&out).unwrap();
-    std::fs::write(&out, "not a directory any more\n").unwrap();
+    // (No panic before the run has ended: it cleans up after itself.)
+    let swapped = std::fs::remove_dir_all(&out)
+        .and_then(|()| std::fs::write(&out, "not a directory any more\n"));
     let (code, log) = run.finish(Duration::from_secs(240));
+    swapped.unwrap();
 
     // An error that names both places; the reports are not where asked.
     assert_eq!(code, Some(3), "{log}");
