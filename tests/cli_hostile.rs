@@ -371,7 +371,9 @@ fn numeric_flags(dir: &Path) -> Vec<(&'static str, Vec<String>, &'static str)> {
         ),
         ("--vagrant-nic", scenario.clone(), "cannot read scenario"),
         ("--ssh-port", scenario, "cannot read scenario"),
-        ("--shutdown-timeout", plan, "cannot read scenario"),
+        ("--shutdown-timeout", plan.clone(), "cannot read scenario"),
+        ("--ssh-port", plan.clone(), "cannot read scenario"),
+        ("--vagrant-nic", plan, "cannot read scenario"),
         // `sim up` with a valid value would start a cluster: an unknown
         // profile after the flag stops clap there, after the flag's own
         // value was parsed.
