@@ -25,4 +25,5 @@ pub mod selector;
 pub mod shutdown;
 pub mod sim;
 pub mod stats;
+pub mod testpoint;
 pub mod timeline;

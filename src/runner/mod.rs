@@ -444,6 +444,7 @@ impl Run<'_> {
     async fn steps<B: NodeFaults>(&mut self, backend: &mut B, ns: &str) -> Result<(), Error> {
         let c = &self.plan.scenario;
         for step in &c.steps {
+            crate::testpoint::reached(|| format!("step-{}", step.index + 1)).await;
             let label = step.label();
             match &step.kind {
                 StepKind::Fault { fault, node } => {
@@ -481,6 +482,7 @@ impl Run<'_> {
                 }
             }
         }
+        crate::testpoint::reached(|| "steps-end".to_owned()).await;
         Ok(())
     }
 
@@ -516,7 +518,9 @@ impl Run<'_> {
             })?),
             None => None,
         };
+        crate::testpoint::reached(|| format!("fault-{}:journaled", index + 1)).await;
         let r = backend.inject(node, fault).await;
+        crate::testpoint::reached(|| format!("fault-{}:injected", index + 1)).await;
         self.steps[slot].commands = backend.take_commands();
         self.end(slot, outcome(&r));
         if let (Some(id), Some(memo)) = (entry, backend.memo(node, fault))

@@ -25,6 +25,7 @@ use super::pki::{self, Pki};
 use super::process::{self, Proc, ProcRecord};
 use super::reaper;
 use super::state::{self, AgentState, Layout, SimNode, State};
+use crate::testpoint;
 use crate::profile::TimingProfile;
 
 /// KWOK stages every node agent runs with (see `src/sim/stages/README.md`).
@@ -440,12 +441,23 @@ impl SimCluster {
     /// neither renews its lease nor touches its pods. A shared node is taken
     /// out of its shard's managed set instead, with the same effect.
     pub async fn freeze_node(&mut self, node: &str) -> Result<(), Error> {
+        // The state is recorded before the act, so a process stopped
+        // between the two leaves a record that says where the node was
+        // going (see `restore_node`).
         if self.is_shared(node)? {
-            self.take_out(node, "running or frozen").await?;
-        } else {
-            self.agent(node)?.signal(Signal::SIGSTOP)?;
+            self.check_not_stopped(node, "running or frozen")?;
+            self.set_agent_state(node, AgentState::Frozen)?;
+            testpoint::reached(|| "sim:freeze".to_owned()).await;
+            let spec = self.node_state(node)?.clone();
+            self.check_shard(&spec)?;
+            let client = self.client().await?;
+            return agents::set_managed(&client, &spec, false).await;
         }
-        self.set_agent_state(node, AgentState::Frozen)
+        self.agent(node)?;
+        self.set_agent_state(node, AgentState::Frozen)?;
+        self.agent(node)?.signal(Signal::SIGSTOP)?;
+        testpoint::reached(|| "sim:freeze".to_owned()).await;
+        Ok(())
     }
 
     /// `resume-vm` / `restore-nic`: the node comes back. The frozen agent is
@@ -469,6 +481,7 @@ impl SimCluster {
             return self.set_agent_state(node, AgentState::Running);
         }
         self.agent(node)?.kill_async().await;
+        testpoint::reached(|| "sim:thaw".to_owned()).await;
         self.forget_agent(node)?;
         self.start_node(node).await
     }
@@ -484,6 +497,7 @@ impl SimCluster {
         self.agent(node)?;
         self.set_agent_state(node, AgentState::Stopped)?;
         self.agent(node)?.kill_async().await;
+        testpoint::reached(|| "sim:kill".to_owned()).await;
         self.forget_agent(node)
     }
 
@@ -495,6 +509,7 @@ impl SimCluster {
         }
         self.agent(node)?;
         self.set_agent_state(node, AgentState::Stopped)?;
+        testpoint::reached(|| "sim:stop".to_owned()).await;
         self.agent(node)?.stop_async(STOP_GRACE).await;
         self.forget_agent(node)
     }
@@ -517,13 +532,21 @@ impl SimCluster {
             Some(record) => {
                 let pid = record.pid;
                 let alive = self.agent(node)?.is_alive();
-                if alive && spec.agent_state == AgentState::Running {
+                // Stopped by a signal whatever the record says (a freeze cut
+                // short before its record was written, or someone's SIGSTOP).
+                let stopped = process::is_stopped(record);
+                if alive && !stopped && spec.agent_state == AgentState::Running {
                     return Ok(format!("found it running (kwok pid {pid}); nothing to do"));
                 }
                 // A frozen kwok is replaced, never thawed (see `thaw_node`);
                 // one cut short on its way down is finished off.
                 self.agent(node)?.kill_async().await;
-                let was = if alive { "" } else { " but gone" };
+                testpoint::reached(|| "sim:restore".to_owned()).await;
+                let was = match (alive, stopped) {
+                    (false, _) => " but gone",
+                    (true, true) if spec.agent_state != AgentState::Frozen => " but frozen",
+                    _ => "",
+                };
                 format!("found it {}{was} (kwok pid {pid})", spec.agent_state)
             }
         };
@@ -561,17 +584,24 @@ impl SimCluster {
     /// Takes a shared node out of its shard's managed set; its agent must
     /// not be stopped already (as a per-node agent must exist).
     async fn take_out(&mut self, node: &str, wanted: &'static str) -> Result<(), Error> {
+        self.check_not_stopped(node, wanted)?;
         let spec = self.node_state(node)?.clone();
-        if spec.agent_state == AgentState::Stopped {
-            return Err(Error::AgentState {
-                node: node.to_owned(),
-                state: spec.agent_state,
-                wanted,
-            });
-        }
         self.check_shard(&spec)?;
         let client = self.client().await?;
         agents::set_managed(&client, &spec, false).await
+    }
+
+    /// A shared node's fault needs it in its shard's managed set or frozen.
+    fn check_not_stopped(&self, node: &str, wanted: &'static str) -> Result<(), Error> {
+        let state = self.node_state(node)?.agent_state;
+        if state == AgentState::Stopped {
+            return Err(Error::AgentState {
+                node: node.to_owned(),
+                state,
+                wanted,
+            });
+        }
+        Ok(())
     }
 
     /// Puts a shared node back in its shard's managed set.
@@ -724,6 +754,7 @@ impl SimCluster {
     async fn start_agent(&mut self, client: &kube::Client, node: &str) -> Result<(), Error> {
         let spec = self.node_state(node)?.clone();
         agents::register(client, &spec).await?;
+        testpoint::reached(|| "sim:start".to_owned()).await;
         let binaries = Binaries::at(&super::binaries::cache_root(), self.state.versions.clone());
         let name = format!("kwok/{node}");
         let args = agents::single_args(&self.layout, &spec, &self.state.profile);

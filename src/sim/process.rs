@@ -227,6 +227,11 @@ pub fn runs(pid: i32, start_ticks: u64) -> bool {
     }
 }
 
+/// Whether the recorded process runs but is stopped (SIGSTOP: `T`).
+pub fn is_stopped(record: &ProcRecord) -> bool {
+    stat(record.pid).is_some_and(|s| s.state == 'T' && s.start_ticks == record.start_ticks)
+}
+
 /// The start time of process `pid` in clock ticks since boot, if it exists.
 pub fn start_ticks(pid: i32) -> Option<u64> {
     stat(pid).map(|s| s.start_ticks)
