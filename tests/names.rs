@@ -3,6 +3,11 @@
 //! cluster directories is read, created or deleted, and the refusal comes
 //! before anything is built or started.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test helpers fail the test by panicking"
+)]
+
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
