@@ -148,7 +148,9 @@ impl SimCluster {
             teardown_on_drop: true,
             lock: None,
         };
-        let deadline = started + opts.timeout;
+        // Each stage gets the whole timeout from when it starts: provisioning
+        // (minutes on a fresh machine) never eats the API server's time.
+        let stage_deadline = || Instant::now() + opts.timeout;
         // The state exists before any process, and every process is recorded
         // as soon as it starts, so a reaper always finds what to stop.
         cluster.save()?;
@@ -182,7 +184,7 @@ impl SimCluster {
         api_args.extend(opts.extra_apiserver_args.iter().cloned());
         cluster.spawn_component("kube-apiserver", &binaries.kube_apiserver, api_args.clone())?;
         let client = cluster.client().await?;
-        cluster.wait_apiserver_ready(&client, deadline).await?;
+        cluster.wait_apiserver_ready(&client, stage_deadline()).await?;
 
         progress("starting kube-controller-manager and kube-scheduler");
         let kubeconfig = cluster.layout.kubeconfig();
@@ -243,8 +245,10 @@ impl SimCluster {
         cluster.save()?;
 
         progress("waiting for nodes Ready and the controllers to run");
-        cluster.wait_nodes_ready(&client, &names, deadline).await?;
-        cluster.wait_controllers(&client, deadline).await?;
+        cluster
+            .wait_nodes_ready(&client, &names, stage_deadline())
+            .await?;
+        cluster.wait_controllers(&client, stage_deadline()).await?;
         cluster.state.started_at_ms = unix_ms();
         cluster.save()?;
         progress(&format!(
