@@ -271,6 +271,12 @@ fn a_signal_at_every_point_leaves_every_node_ready_and_no_journal_open() {
         cases.extend(fault_cases(fault, file));
     }
     cases.extend(seed_cases(all));
+    // `NODEFALL_SIGNAL_ONLY=pause.yaml@sim:thaw` replays the cases whose
+    // `FILE@POINTS` contains it.
+    if let Ok(only) = std::env::var("NODEFALL_SIGNAL_ONLY") {
+        cases.retain(|c| format!("{}@{}", c.file, c.points).contains(&only));
+        assert!(!cases.is_empty(), "no case matches {only}");
+    }
     let n = cases.len();
     for c in &cases {
         run_case(&d, name, &client, &rt, c);
