@@ -15,9 +15,10 @@
 //! - `fault-N:journaled`: fault step N is journaled, not yet injected;
 //!   `fault-N:injected`: injected, its journal entry not yet settled;
 //! - `sim:freeze`, `sim:kill`, `sim:stop`, `sim:thaw`, `sim:start`,
-//!   `sim:restore`: half-way through the sim's node operation (the agent
-//!   signalled but its record not saved, the frozen agent killed but no new
-//!   one started, the Node registered but its agent not started, ...).
+//!   `sim:restore`: half-way through the sim's node operation (a fault's
+//!   state recorded and the agent signalled; the frozen agent killed and
+//!   forgotten, no new one started; the Node registered, its agent not
+//!   started; in cleanup's revert, the old agent killed, no new one yet).
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};

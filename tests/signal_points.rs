@@ -80,6 +80,10 @@ fn fault_cases(name: &'static str, file: &'static str) -> Vec<Case> {
     }
     points.push(inject.into());
     points.push(revert.into());
+    if revert == "sim:thaw" {
+        // The thawed node's new agent: its Node registered, not started.
+        points.push("sim:start".into());
+    }
     // Stopped while the fault holds, then again half-way through its
     // revert in cleanup: cleanup is abandoned and `recover` finishes it.
     points.push(format!("step-2,{cleanup}"));

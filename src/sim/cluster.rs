@@ -485,8 +485,9 @@ impl SimCluster {
             return self.set_agent_state(node, AgentState::Running);
         }
         self.agent(node)?.kill_async().await;
-        testpoint::reached(|| "sim:thaw".to_owned()).await;
         self.forget_agent(node)?;
+        // The frozen agent is gone and recorded so; no new one yet.
+        testpoint::reached(|| "sim:thaw".to_owned()).await;
         self.start_node(node).await
     }
 
