@@ -12,8 +12,10 @@ use tempfile::TempDir;
 /// replaced by a local path but not required (as k8s.io/sample-cli-plugin in
 /// k8s.io/kubernetes) and prints the JSON the script parses; `mod tidy` keeps a
 /// copy of the wrapper go.mod for the test to read; `build` and `install`
-/// write an executable where asked (a second later with FAKE_GO_SLOW_BUILD),
-/// or `build` fails when FAKE_GO_FAIL_BUILD is set. Anything else is an error, so a new go command in the script shows.
+/// write an executable where asked (a second later with FAKE_GO_SLOW_BUILD;
+/// with FAKE_GO_REAL_BIN, a copy of the real binary of that name from there,
+/// kube-apiserver's after FAKE_GO_APISERVER_SECS), or `build` fails when
+/// FAKE_GO_FAIL_BUILD is set. Anything else is an error, so a new go command in the script shows.
 const FAKE_GO: &str = r#"#!/usr/bin/env bash
 set -eu
 case "$1 ${2:-}" in
@@ -54,10 +56,20 @@ MOD
       exit 1
     fi
     while [[ "$1" != -o ]]; do shift; done
-    printf '#!/bin/sh\n' >"$2" && chmod +x "$2"
+    if [[ -n "${FAKE_GO_REAL_BIN:-}" ]]; then
+      name="$(basename "$2" .tmp)"
+      [[ "$name" != kube-apiserver ]] || sleep "${FAKE_GO_APISERVER_SECS:-0}"
+      cp "$FAKE_GO_REAL_BIN/$name" "$2"
+    else
+      printf '#!/bin/sh\n' >"$2" && chmod +x "$2"
+    fi
     ;;
   "install "*)
-    printf '#!/bin/sh\n' >"$GOBIN/kwok" && chmod +x "$GOBIN/kwok"
+    if [[ -n "${FAKE_GO_REAL_BIN:-}" ]]; then
+      cp "$FAKE_GO_REAL_BIN/kwok" "$GOBIN/kwok"
+    else
+      printf '#!/bin/sh\n' >"$GOBIN/kwok" && chmod +x "$GOBIN/kwok"
+    fi
     ;;
   *)
     echo "fake go: unexpected arguments: $*" >&2
@@ -351,4 +363,79 @@ fn a_second_provisioner_waits_for_the_first_and_finds_its_binaries() {
             "{bin} missing"
         );
     }
+}
+
+/// The real control-plane binaries of the cache this test process uses (the
+/// one CI provisions), in one flat directory for the fake go to copy.
+fn real_binaries(into: &Path) -> Option<()> {
+    let versions = nodefall::sim::binaries::Versions::from_env();
+    let bin =
+        nodefall::sim::binaries::Binaries::at(&nodefall::sim::binaries::cache_root(), versions);
+    std::fs::create_dir_all(into).ok()?;
+    for p in [
+        &bin.kube_apiserver,
+        &bin.kube_controller_manager,
+        &bin.kube_scheduler,
+        &bin.etcd,
+        &bin.kwok,
+    ] {
+        if !p.is_file() {
+            return None;
+        }
+        std::os::unix::fs::symlink(p, into.join(p.file_name()?)).ok()?;
+    }
+    Some(())
+}
+
+/// Issue 31: provisioning that takes longer than the bring-up timeout must
+/// not eat the API server's time (the deadline once started before it).
+#[test]
+fn a_provisioner_slower_than_the_bring_up_timeout_still_gets_a_cluster() {
+    let machine = Machine::new();
+    if real_binaries(&machine.path("real")).is_none() {
+        assert!(
+            std::env::var("CI").is_err(),
+            "the control-plane binaries are not provisioned (CI provisions them first)"
+        );
+        eprintln!("SKIPPED: no provisioned control-plane binaries to copy");
+        return;
+    }
+    let timeout_secs = 25;
+    let sim = |args: &[&str]| {
+        let mut command = machine.env(Command::new(env!("CARGO_BIN_EXE_nodefall")));
+        command
+            .args(args)
+            .env("FAKE_GO_REAL_BIN", machine.path("real"))
+            .env("FAKE_GO_APISERVER_SECS", (timeout_secs + 3).to_string())
+            .stdin(std::process::Stdio::null());
+        command.output().expect("nodefall runs")
+    };
+    /// Takes the cluster down however the test ends.
+    struct Down<'a>(&'a dyn Fn(&[&str]) -> Output);
+    impl Drop for Down<'_> {
+        fn drop(&mut self) {
+            let _ = (self.0)(&["sim", "down", "--name", "slow"]);
+        }
+    }
+    let started = std::time::Instant::now();
+    let up = sim(&[
+        "sim",
+        "up",
+        "--name",
+        "slow",
+        "--nodes",
+        "1",
+        "--timeout",
+        &timeout_secs.to_string(),
+    ]);
+    let _down = Down(&sim);
+    let took = started.elapsed();
+    let stderr = text(&up.stderr);
+    assert_eq!(up.status.code(), Some(0), "{stderr}");
+    assert!(
+        took > std::time::Duration::from_secs(timeout_secs + 3),
+        "provisioning was slower than the timeout ({took:?})"
+    );
+    let down = sim(&["sim", "down", "--name", "slow"]);
+    assert_eq!(down.status.code(), Some(0), "{}", text(&down.stderr));
 }
