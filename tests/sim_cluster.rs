@@ -649,3 +649,43 @@ fn cli_node_actions_persist_between_processes() {
     let left = processes_naming(root);
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+/// Issue 31: a failed start keeps its evidence where the error says, and
+/// an empty log is called empty.
+#[test]
+fn a_failed_start_keeps_its_logs_where_the_error_says() {
+    let _s = serial();
+    let root = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut opts = options(root.path(), "broken", 1);
+    opts.extra_apiserver_args = vec!["--no-such-flag=1".into()];
+    let mut quiet = |_: &str| {};
+    let e = rt
+        .block_on(SimCluster::up(&opts, &mut quiet))
+        .map(|_| ())
+        .unwrap_err();
+    let text = e.to_string();
+    assert!(text.starts_with("kube-apiserver exited"), "{text}");
+    let failed = root.path().join(".failed");
+    let kept: Vec<PathBuf> = std::fs::read_dir(&failed)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let log = kept[0].join("kube-apiserver.log");
+    assert!(
+        text.contains(&format!("last lines of {}", log.display())),
+        "the error points at the kept log: {text}"
+    );
+    assert!(
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .contains("no-such-flag"),
+        "the kept log holds the cause"
+    );
+    assert!(
+        !root.path().join("broken").exists(),
+        "the cluster directory went"
+    );
+    assert_eq!(processes_naming(root.path()), Vec::<String>::new());
+}

@@ -21,12 +21,13 @@ use nix::sys::signal::Signal;
 use super::Error;
 use super::agents;
 use super::binaries::Binaries;
+use super::evidence;
 use super::pki::{self, Pki};
 use super::process::{self, Proc, ProcRecord};
 use super::reaper;
 use super::state::{self, AgentState, Layout, SimNode, State};
-use crate::testpoint;
 use crate::profile::TimingProfile;
+use crate::testpoint;
 
 /// KWOK stages every node agent runs with (see `src/sim/stages/README.md`).
 const STAGES: [&str; 6] = [
@@ -110,6 +111,13 @@ pub struct SimCluster {
     lock: Option<std::fs::File>,
 }
 
+/// The loopback ports a new cluster's etcd and API server listen on.
+struct Ports {
+    etcd_client: u16,
+    etcd_peer: u16,
+    api: u16,
+}
+
 /// Progress messages of a bring-up, for the CLI to print.
 pub type Progress<'a> = &'a mut (dyn FnMut(&str) + Send);
 
@@ -148,9 +156,51 @@ impl SimCluster {
             teardown_on_drop: true,
             lock: None,
         };
-        // Each stage gets the whole timeout from when it starts: provisioning
-        // (minutes on a fresh machine) never eats the API server's time.
-        let stage_deadline = || Instant::now() + opts.timeout;
+        let ports = Ports {
+            etcd_client,
+            etcd_peer,
+            api: api_port,
+        };
+        match cluster.bring_up(opts, &binaries, ports, progress).await {
+            Ok(()) => {
+                progress(&format!(
+                    "cluster `{}` ready in {:.1}s",
+                    opts.name,
+                    started.elapsed().as_secs_f64()
+                ));
+                Ok(cluster)
+            }
+            Err(e) => {
+                // Its processes stopped, its logs kept where the error says.
+                cluster.teardown_on_drop = false;
+                cluster.stop_all();
+                let (e, kept) = evidence::keep(&cluster.layout, &opts.root, &opts.name, e);
+                if let Some(dir) = kept {
+                    tracing::warn!("the failed start's logs are kept in {}", dir.display());
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Everything of a bring-up after its directory is ready: processes,
+    /// credentials, nodes, and the waits for each stage. Each stage gets the
+    /// whole timeout from when it starts: provisioning (minutes on a fresh
+    /// machine) happened before and never eats the API server's time.
+    async fn bring_up(
+        &mut self,
+        opts: &UpOptions,
+        binaries: &Binaries,
+        ports: Ports,
+        progress: Progress<'_>,
+    ) -> Result<(), Error> {
+        let cluster = self;
+        let Ports {
+            etcd_client,
+            etcd_peer,
+            api: api_port,
+        } = ports;
+        let server = cluster.state.server.clone();
         // The state exists before any process, and every process is recorded
         // as soon as it starts, so a reaper always finds what to stop.
         cluster.save()?;
@@ -184,7 +234,7 @@ impl SimCluster {
         api_args.extend(opts.extra_apiserver_args.iter().cloned());
         cluster.spawn_component("kube-apiserver", &binaries.kube_apiserver, api_args.clone())?;
         let client = cluster.client().await?;
-        cluster.wait_apiserver_ready(&client, stage_deadline()).await?;
+        cluster.wait_apiserver_ready(&client, opts.timeout).await?;
 
         progress("starting kube-controller-manager and kube-scheduler");
         let kubeconfig = cluster.layout.kubeconfig();
@@ -246,17 +296,11 @@ impl SimCluster {
 
         progress("waiting for nodes Ready and the controllers to run");
         cluster
-            .wait_nodes_ready(&client, &names, stage_deadline())
+            .wait_nodes_ready(&client, &names, opts.timeout)
             .await?;
-        cluster.wait_controllers(&client, stage_deadline()).await?;
+        cluster.wait_controllers(&client, opts.timeout).await?;
         cluster.state.started_at_ms = unix_ms();
-        cluster.save()?;
-        progress(&format!(
-            "cluster `{}` ready in {:.1}s",
-            opts.name,
-            started.elapsed().as_secs_f64()
-        ));
-        Ok(cluster)
+        cluster.save()
     }
 
     /// Opens a running cluster recorded under `root`.
@@ -665,7 +709,7 @@ impl SimCluster {
         self.save()?;
         if name == "kube-apiserver" {
             let client = self.client().await?;
-            self.wait_apiserver_ready(&client, Instant::now() + Duration::from_secs(60))
+            self.wait_apiserver_ready(&client, Duration::from_secs(60))
                 .await?;
         }
         Ok(())
@@ -848,8 +892,10 @@ impl SimCluster {
     async fn wait_apiserver_ready(
         &mut self,
         client: &kube::Client,
-        deadline: Instant,
+        limit: Duration,
     ) -> Result<(), Error> {
+        let since = Instant::now();
+        let deadline = since + limit;
         loop {
             self.check_components()?;
             let request = http::Request::get("/readyz")
@@ -861,7 +907,7 @@ impl SimCluster {
                 return Ok(());
             }
             if Instant::now() >= deadline {
-                return Err(self.timeout("kube-apiserver /readyz", "kube-apiserver"));
+                return Err(self.timeout("kube-apiserver /readyz", "kube-apiserver", since, limit));
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -871,8 +917,10 @@ impl SimCluster {
         &mut self,
         client: &kube::Client,
         names: &[String],
-        deadline: Instant,
+        limit: Duration,
     ) -> Result<(), Error> {
+        let since = Instant::now();
+        let deadline = since + limit;
         let api: Api<Node> = Api::all(client.clone());
         let mut pending: BTreeSet<&str> = names.iter().map(String::as_str).collect();
         let mut stream = watcher(api, watcher::Config::default())
@@ -887,7 +935,7 @@ impl SimCluster {
                         .first()
                         .and_then(|n| self.state.node(n))
                         .map_or_else(|| "kwok/worker-1".to_owned(), agents::agent_log_component);
-                    return Err(self.timeout(&what, &agent));
+                    return Err(self.timeout(&what, &agent, since, limit));
                 }
                 // The watcher retries on its own; a component may have died.
                 Ok(Err(_)) => self.check_components()?,
@@ -910,8 +958,10 @@ impl SimCluster {
     async fn wait_controllers(
         &mut self,
         client: &kube::Client,
-        deadline: Instant,
+        limit: Duration,
     ) -> Result<(), Error> {
+        let since = Instant::now();
+        let deadline = since + limit;
         let api: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
         let cond =
             kube::runtime::wait::await_condition(api, "default", |sa: Option<&ServiceAccount>| {
@@ -925,17 +975,21 @@ impl SimCluster {
             Err(_) => Err(self.timeout(
                 "kube-controller-manager to create the default ServiceAccount",
                 "kube-controller-manager",
+                since,
+                limit,
             )),
         }
     }
 
-    fn timeout(&mut self, what: &str, component: &str) -> Error {
+    fn timeout(&mut self, what: &str, component: &str, since: Instant, limit: Duration) -> Error {
         if let Err(exited) = self.check_components() {
             return exited;
         }
         let log = self.layout.log(component);
         Error::Timeout {
             what: what.to_owned(),
+            waited: since.elapsed(),
+            limit,
             tail: process::log_tail(&log, 10),
             log,
         }

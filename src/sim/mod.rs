@@ -6,6 +6,7 @@
 mod agents;
 pub mod binaries;
 mod cluster;
+pub mod evidence;
 mod kubeadm_config;
 mod pki;
 pub mod process;
@@ -44,16 +45,26 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    #[error("{component} exited ({status}); last lines of {}:\n{tail}", .log.display())]
+    #[error("{component} exited ({status}); {}", evidence::said(.log, .tail))]
     Exited {
         component: String,
         status: ExitStatus,
         log: PathBuf,
         tail: String,
     },
-    #[error("timed out waiting for {what}; last lines of {}:\n{tail}", .log.display())]
+    #[error(
+        "timed out waiting for {what}: {:.1}s into this stage, whose deadline is {}s from its \
+         start (--timeout); {}",
+        .waited.as_secs_f64(),
+        .limit.as_secs(),
+        evidence::said(.log, .tail)
+    )]
     Timeout {
         what: String,
+        /// How long this stage waited.
+        waited: std::time::Duration,
+        /// Its deadline, from the stage's start.
+        limit: std::time::Duration,
         log: PathBuf,
         tail: String,
     },
