@@ -320,8 +320,13 @@ fn planned_faults(checked: &scenario::Checked) -> Vec<crate::scenario::model::Fa
 fn validate(files: &[PathBuf]) -> anyhow::Result<ExitCode> {
     let mut failed = 0usize;
     for file in files {
-        let text = std::fs::read_to_string(file).unwrap_or_default();
-        if crate::backend::command::spec::looks_like_backend_file(&text) {
+        // bounded: a huge file is refused by scenario::load below, unread
+        let text = scenario::load::read_text(file, scenario::load::MAX_FILE_BYTES)
+            .unwrap_or_default();
+        // the sniff parses the whole file into a YAML value (about 130 times
+        // its size): only for a file that can be one
+        if text.contains("faults") && crate::backend::command::spec::looks_like_backend_file(&text)
+        {
             match crate::backend::command::spec::load(file) {
                 Ok(l) => {
                     for w in &l.warnings {

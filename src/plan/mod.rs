@@ -263,7 +263,13 @@ pub fn resolve_guards(checked: &Checked, profile: &TimingProfile) -> Result<Vec<
         .guards
         .iter()
         .map(|g| {
-            let ms = g.hold.eval(profile);
+            let ms = match crate::scenario::expr::limited(&g.hold, profile) {
+                Ok(ms) => ms,
+                Err(msg) => {
+                    diags.push(checked.source.diag(&format!("{}.for", g.path), msg, None));
+                    return 0;
+                }
+            };
             if ms < 0 {
                 diags.push(checked.source.diag(
                     &format!("{}.for", g.path),
@@ -286,6 +292,36 @@ pub fn resolve_guards(checked: &Checked, profile: &TimingProfile) -> Result<Vec<
     }
 }
 
+/// A wait's duration or timeout in ms under `profile`; 0 (after saying why)
+/// when it is not positive or too long to add up.
+fn positive_ms(
+    checked: &Checked,
+    path: &str,
+    e: &crate::scenario::expr::Expr,
+    profile: &TimingProfile,
+    what: &str,
+    diags: &mut Vec<Diagnostic>,
+) -> i64 {
+    match crate::scenario::expr::limited(e, profile) {
+        Ok(ms) if ms > 0 => ms,
+        Ok(_) => {
+            diags.push(checked.source.diag(
+                path,
+                format!(
+                    "{what} `{e}` is not positive under the `{}` profile",
+                    profile.name
+                ),
+                None,
+            ));
+            0
+        }
+        Err(msg) => {
+            diags.push(checked.source.diag(path, msg, None));
+            0
+        }
+    }
+}
+
 /// Evaluates every window and duration under `profile` (already including the
 /// scenario's overrides) and lays the steps out on the T0 timeline.
 pub fn resolve_steps(
@@ -300,12 +336,14 @@ pub fn resolve_steps(
     let mut starts: HashMap<usize, Option<Span>> = HashMap::new();
     let mut cursor: Option<Span> = None;
 
+    // T0: the first fault, or the first action of a scenario without one (a
+    // drain). Found once: looking for it at every step made validation
+    // quadratic in the steps of a scenario without faults.
+    let first_fault = checked
+        .steps
+        .iter()
+        .position(|s| matches!(s.kind, StepKind::Fault { .. }));
     for step in &checked.steps {
-        // T0: the first fault, or the first action of a scenario without one (a drain)
-        let first_fault = checked
-            .steps
-            .iter()
-            .position(|s| matches!(s.kind, StepKind::Fault { .. }));
         let is_t0 = match first_fault {
             Some(f) => checked.steps[f].index == step.index,
             None => matches!(step.kind, StepKind::Action(_)),
@@ -333,7 +371,6 @@ pub fn resolve_steps(
             expected: None,
             window_span: None,
         };
-        let eval_ms = |e: &crate::scenario::expr::Expr| e.eval(profile);
         match &step.kind {
             StepKind::Expect(exp) => match exp.window.resolve(profile) {
                 Ok(w) => {
@@ -375,28 +412,28 @@ pub fn resolve_steps(
                 )),
             },
             StepKind::Action(Action::WaitFor { duration }) => {
-                let ms = eval_ms(duration);
-                if ms <= 0 {
-                    diags.push(checked.source.diag(
-                        &format!("{}.action.wait.duration", step.path),
-                        format!("wait duration `{duration}` is not positive under the `{}` profile", profile.name),
-                        None,
-                    ));
-                }
+                let ms = positive_ms(
+                    checked,
+                    &format!("{}.action.wait.duration", step.path),
+                    duration,
+                    profile,
+                    "wait duration",
+                    &mut diags,
+                );
                 planned.blocks_for = Some(ms);
                 cursor = cursor.map(|c| Span { earliest: c.earliest + ms, latest: c.latest + ms });
                 // a wait anchors later steps at its end
                 starts.insert(step.index, cursor);
             }
             StepKind::Action(Action::WaitUntil { timeout, .. }) => {
-                let ms = eval_ms(timeout);
-                if ms <= 0 {
-                    diags.push(checked.source.diag(
-                        &format!("{}.action.wait.timeout", step.path),
-                        format!("wait timeout `{timeout}` is not positive under the `{}` profile", profile.name),
-                        None,
-                    ));
-                }
+                let ms = positive_ms(
+                    checked,
+                    &format!("{}.action.wait.timeout", step.path),
+                    timeout,
+                    profile,
+                    "wait timeout",
+                    &mut diags,
+                );
                 planned.blocks_for = Some(ms);
                 cursor = cursor.map(|c| Span { earliest: c.earliest, latest: c.latest + ms });
                 starts.insert(step.index, cursor);

@@ -5,6 +5,7 @@
 
 pub mod aggregate;
 mod audit;
+pub mod bounds;
 mod clients;
 mod commands;
 pub mod compare;
@@ -76,6 +77,16 @@ pub enum Error {
         found: u64,
         expected: u32,
     },
+    #[error(
+        "{path}: `{field}` is {value}, beyond any figure a run records (they stay within ±{}); \
+         the file is damaged or was not written by nodefall",
+        bounds::MAX_NUMBER
+    )]
+    OutOfRange {
+        path: PathBuf,
+        field: String,
+        value: String,
+    },
 }
 
 impl Error {
@@ -84,7 +95,10 @@ impl Error {
     pub fn is_bad_input(&self) -> bool {
         matches!(
             self,
-            Error::Read { .. } | Error::Parse { .. } | Error::SchemaVersion { .. }
+            Error::Read { .. }
+                | Error::Parse { .. }
+                | Error::SchemaVersion { .. }
+                | Error::OutOfRange { .. }
         )
     }
 }
@@ -181,7 +195,7 @@ impl Head {
 /// upgraded with [`RunResult::upgrade_from_v1`]; version 2 needs nothing),
 /// refusing others by name.
 pub fn read_result(path: &Path) -> Result<RunResult, Error> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+    let text = bounds::read_limited(path).map_err(|source| Error::Read {
         path: path.to_path_buf(),
         source,
     })?;
@@ -203,6 +217,13 @@ pub fn read_result(path: &Path) -> Result<RunResult, Error> {
         });
     }
     let mut result: RunResult = serde_json::from_str(&text).map_err(parse_error)?;
+    if let Some((field, value)) = bounds::out_of_range(&text) {
+        return Err(Error::OutOfRange {
+            path: path.to_path_buf(),
+            field,
+            value,
+        });
+    }
     match result.schema_version {
         1 => result.upgrade_from_v1(),
         // schemas 3 to 6 only added what older files cannot hold

@@ -6,8 +6,17 @@ use std::time::Duration;
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 
+/// The longest time a scenario may name (a window, a wait, a timeout, a
+/// timing override), in ms: 7 days. Longer ones are refused when read, and
+/// windows and waits computed from them when planned, so every sum the plan
+/// and the runner make of them stays far inside an `i64` of milliseconds.
+pub const MAX_MILLIS: i64 = 7 * 24 * 3_600_000;
+
+/// How [`MAX_MILLIS`] is written in messages.
+pub const MAX_WRITTEN: &str = "168h (7 days)";
+
 /// Parses `1h2m3s4ms`-style durations. Every number needs a unit; units must
-/// appear from largest to smallest, each at most once.
+/// appear from largest to smallest, each at most once; at most [`MAX_MILLIS`].
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let s = text.trim();
     if s.is_empty() {
@@ -64,6 +73,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             .and_then(|ms| total.checked_add(ms))
             .ok_or_else(|| format!("`{text}`: duration too large"))?;
         rest = &rest[unit_len..];
+    }
+    if total > MAX_MILLIS.unsigned_abs() {
+        return Err(format!(
+            "`{text}` is longer than the limit of {MAX_WRITTEN}"
+        ));
     }
     Ok(Duration::from_millis(total))
 }
@@ -181,6 +195,11 @@ mod tests {
         ] {
             assert!(parse_duration(bad).is_err(), "{bad:?} should be rejected");
         }
+        assert_eq!(
+            parse_duration("169h"),
+            Err("`169h` is longer than the limit of 168h (7 days)".into())
+        );
+        assert_eq!(parse_duration("168h"), Ok(Duration::from_secs(168 * 3600)));
         assert!(
             parse_duration("5d")
                 .unwrap_err()

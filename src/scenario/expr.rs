@@ -9,7 +9,7 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::duration::{format_millis, parse_duration};
+use super::duration::{MAX_MILLIS, MAX_WRITTEN, format_millis, parse_duration};
 use crate::profile::{TimingProfile, Var};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -332,6 +332,19 @@ impl fmt::Display for Window {
     }
 }
 
+/// `e` under `profile`, when it is no longer than [`MAX_MILLIS`] either way
+/// (so sums of windows, anchors and waits cannot overflow); else why not.
+pub fn limited(e: &Expr, profile: &TimingProfile) -> Result<i64, String> {
+    let v = e.eval(profile);
+    if v.unsigned_abs() > MAX_MILLIS.unsigned_abs() {
+        return Err(format!(
+            "`{e}` is {} under the `{}` profile, longer than the limit of {MAX_WRITTEN}",
+            format_millis(v),
+            profile.name
+        ));
+    }
+    Ok(v)
+}
 impl WindowSpec {
     pub fn parse_within(text: &str) -> Result<WindowSpec, ExprError> {
         match text.split_once("..") {
@@ -373,7 +386,7 @@ impl WindowSpec {
     pub fn resolve(&self, profile: &TimingProfile) -> Result<Window, String> {
         let p = profile;
         let positive = |e: &Expr, what: &str| {
-            let v = e.eval(p);
+            let v = limited(e, p)?;
             if v <= 0 {
                 Err(format!(
                     "{what} `{e}` is {} under the `{}` profile; it must be positive",
@@ -388,7 +401,7 @@ impl WindowSpec {
             WindowSpec::Within { from, to } => {
                 let hi = positive(to, "upper bound")?;
                 let lo = match from {
-                    Some(f) => f.eval(p),
+                    Some(f) => limited(f, p)?,
                     None => 0,
                 };
                 if lo < 0 {
@@ -412,7 +425,7 @@ impl WindowSpec {
             WindowSpec::After { center, tolerance } => {
                 let c = positive(center, "centre")?;
                 let t = match tolerance {
-                    Tolerance::Absolute(e) => e.eval(p),
+                    Tolerance::Absolute(e) => limited(e, p)?,
                     Tolerance::Percent(pct) => (c as f64 * pct / 100.0).round() as i64,
                 };
                 if t < 0 {
@@ -442,7 +455,10 @@ impl WindowSpec {
             }),
             WindowSpec::Preflight => Ok(Window::Preflight),
             WindowSpec::Requests { from, to } => {
-                let from = from.as_ref().map_or(0, |e| e.eval(p));
+                let from = match from {
+                    Some(e) => limited(e, p)?,
+                    None => 0,
+                };
                 if from < 0 {
                     return Err(format!(
                         "the window's start is {} under the `{}` profile; it must not be negative",

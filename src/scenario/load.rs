@@ -5,7 +5,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use super::model::Scenario;
-use super::spans::{Pos, Spans};
+use super::spans::{Limits, Overflow, Pos, Spans};
 use super::suggest::closest;
 
 /// One problem in a scenario file.
@@ -54,8 +54,119 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    #[error(
+        "{path}: {}, over the limit of {} for a scenario file; a scenario is a few kB of YAML: check the path",
+        size_text(*size),
+        size_text(Some(*limit))
+    )]
+    TooLarge {
+        path: PathBuf,
+        /// `None`: more than `limit` bytes could be read from it (a file
+        /// that grows, a device) though its size did not say so.
+        size: Option<u64>,
+        limit: u64,
+    },
     #[error("{0}")]
     Invalid(Diagnostics),
+}
+
+/// The largest scenario file read, in bytes: 4 MiB (the shipped ones are
+/// 1 to 3 kB). Reading YAML takes about a hundred times its size in memory.
+pub const MAX_FILE_BYTES: u64 = 4 << 20;
+
+/// The most steps a scenario may have: far more than a person writes, few
+/// enough to check in well under a second.
+pub const MAX_STEPS: usize = 50_000;
+
+/// The most YAML nodes (keys, scalars, sequences, mappings) read from a
+/// scenario: ten for each of [`MAX_STEPS`] steps.
+pub const MAX_NODES: usize = 500_000;
+
+/// `1.5 MiB (1,572,864 bytes)`; `more than ...` when the size is unknown.
+pub(crate) fn size_text(size: Option<u64>) -> String {
+    let Some(n) = size else {
+        return "it is larger than its size says".into();
+    };
+    let mib = n as f64 / f64::from(1u32 << 20);
+    let exact = n
+        .to_string()
+        .as_bytes()
+        .rchunks(3)
+        .rev()
+        .map(|c| String::from_utf8_lossy(c).into_owned())
+        .collect::<Vec<_>>()
+        .join(",");
+    if n >= 1 << 20 {
+        format!("{mib:.1} MiB ({exact} bytes)")
+    } else {
+        format!("{exact} bytes")
+    }
+}
+
+/// Why a file's text could not be had.
+#[derive(Debug)]
+pub(crate) enum Unreadable {
+    Io(std::io::Error),
+    /// Its size, when known, is over the limit.
+    TooLarge(Option<u64>),
+    /// Not UTF-8: where the first bad byte is, and the byte.
+    NotUtf8 {
+        pos: Pos,
+        byte: u8,
+        offset: usize,
+    },
+}
+
+/// Reads a text file of at most `limit` bytes, never more (a huge file, a
+/// device or a pipe is refused after `limit` bytes).
+pub(crate) fn read_text(path: &Path, limit: u64) -> std::result::Result<String, Unreadable> {
+    use std::io::Read as _;
+    let file = std::fs::File::open(path).map_err(Unreadable::Io)?;
+    let meta = file.metadata().map_err(Unreadable::Io)?;
+    if meta.is_dir() {
+        return Err(Unreadable::Io(std::io::Error::new(
+            std::io::ErrorKind::IsADirectory,
+            "it is a directory",
+        )));
+    }
+    if meta.len() > limit {
+        return Err(Unreadable::TooLarge(Some(meta.len())));
+    }
+    let mut bytes = Vec::new();
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(Unreadable::Io)?;
+    if bytes.len() as u64 > limit {
+        return Err(Unreadable::TooLarge(None));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        let bytes = e.as_bytes();
+        let offset = e.utf8_error().valid_up_to();
+        // the prefix is valid UTF-8; positions count characters, as editors do
+        let before = std::str::from_utf8(&bytes[..offset]).unwrap_or_default();
+        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+        let col = strip_bom(&before[line_start..]).chars().count() + 1;
+        Unreadable::NotUtf8 {
+            pos: Pos {
+                line: before.matches('\n').count() + 1,
+                col,
+            },
+            byte: bytes[offset],
+            offset,
+        }
+    })
+}
+
+/// The diagnostic for a file that is not UTF-8 text.
+pub(crate) fn not_utf8(file: &str, pos: Pos, byte: u8, offset: usize) -> Diagnostic {
+    Diagnostic {
+        file: file.to_string(),
+        pos: Some(pos),
+        message: format!(
+            "the file is not UTF-8 text: byte 0x{byte:02x} (offset {offset}) is not part of a character"
+        ),
+        help: Some("save it as UTF-8 (a binary file is not YAML)".into()),
+    }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -104,9 +215,22 @@ pub struct Loaded {
 }
 
 pub fn load(path: &Path) -> Result<Loaded> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
-        path: path.to_path_buf(),
-        source,
+    let text = read_text(path, MAX_FILE_BYTES).map_err(|e| match e {
+        Unreadable::Io(source) => Error::Read {
+            path: path.to_path_buf(),
+            source,
+        },
+        Unreadable::TooLarge(size) => Error::TooLarge {
+            path: path.to_path_buf(),
+            size,
+            limit: MAX_FILE_BYTES,
+        },
+        Unreadable::NotUtf8 { pos, byte, offset } => Error::Invalid(Diagnostics(vec![not_utf8(
+            &path.display().to_string(),
+            pos,
+            byte,
+            offset,
+        )])),
     })?;
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     load_str(&path.display().to_string(), &dir, &text)
@@ -122,10 +246,38 @@ pub fn strip_bom(text: &str) -> &str {
 /// Parses scenario text. Never panics, whatever the input.
 pub fn load_str(file: &str, dir: &Path, text: &str) -> Result<Loaded> {
     let text = strip_bom(text);
+    let limits = Limits {
+        nodes: MAX_NODES,
+        steps: MAX_STEPS,
+    };
+    // before anything else reads it: no more than the limits is read
+    let spans = Spans::index_limited(text, limits).map_err(|over| {
+        let (at, message) = match over {
+            Overflow::Steps { at } => (
+                at,
+                format!(
+                    "the scenario has more than {MAX_STEPS} steps (step #{} starts here), over the limit",
+                    MAX_STEPS + 1
+                ),
+            ),
+            Overflow::Nodes { at } => (
+                at,
+                format!(
+                    "the file has more than {MAX_NODES} YAML values (keys, scalars, lists, mappings): the one past the limit is here"
+                ),
+            ),
+        };
+        Error::Invalid(Diagnostics(vec![Diagnostic {
+            file: file.to_string(),
+            pos: Some(at),
+            message,
+            help: Some("a scenario this large is not one a person wrote; split it into several".into()),
+        }]))
+    })?;
     let source = Source {
         file: file.to_string(),
         dir: dir.to_path_buf(),
-        spans: Spans::index(text),
+        spans,
     };
     if text.trim().is_empty() {
         return Err(Error::Invalid(Diagnostics(vec![Diagnostic {
@@ -135,10 +287,57 @@ pub fn load_str(file: &str, dir: &Path, text: &str) -> Result<Loaded> {
             help: Some("a scenario needs at least `name`, `namespace` and `steps`; see docs/scenario-format.md".into()),
         }])));
     }
-    match serde_yaml_ng::from_str::<Scenario>(text) {
-        Ok(scenario) => Ok(Loaded { source, scenario }),
-        Err(e) => Err(Error::Invalid(Diagnostics(vec![from_serde(file, &e)]))),
+    if !source.spans.duplicates().is_empty() {
+        return Err(Error::Invalid(Diagnostics(duplicates(&source))));
     }
+    let scenario = match serde_yaml_ng::from_str::<Scenario>(text) {
+        Ok(scenario) => scenario,
+        Err(e) => {
+            let mut d = from_serde(file, &e);
+            if d.pos.is_none()
+                && let Some(at) = Spans::second_document(text)
+            {
+                d.pos = Some(at);
+                d.message = "a scenario is one YAML document, but a second one starts here".into();
+                d.help = Some(
+                    "remove this `---` line and what follows, or put each scenario in its own file"
+                        .into(),
+                );
+            }
+            return Err(Error::Invalid(Diagnostics(vec![d])));
+        }
+    };
+    Ok(Loaded { source, scenario })
+}
+
+/// Every key given twice in its mapping, at the repeat.
+fn duplicates(source: &Source) -> Vec<Diagnostic> {
+    source
+        .spans
+        .duplicates()
+        .iter()
+        .map(|d| {
+            let path = match d.parent.as_str() {
+                "" => d.key.clone(),
+                parent => format!("{parent}.{}", d.key),
+            };
+            let parent = match d.parent.as_str() {
+                "" => String::new(),
+                parent => format!("{parent}: "),
+            };
+            let first = source
+                .spans
+                .key(&path)
+                .map(|p| format!(", already given at line {}", p.line))
+                .unwrap_or_default();
+            Diagnostic {
+                file: source.file.clone(),
+                pos: Some(d.at),
+                message: format!("{parent}duplicate key `{}`{first}", d.key),
+                help: Some("a mapping holds each key once; remove one of them".into()),
+            }
+        })
+        .collect()
 }
 
 /// Turns a YAML (serde_yaml_ng) error into a diagnostic: position, a plainer message,

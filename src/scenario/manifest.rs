@@ -10,6 +10,13 @@ use super::load::{Diagnostic, strip_bom, strip_positions};
 use super::names;
 use super::spans::{Pos, Spans};
 
+/// The largest manifest file read, in bytes: 8 MiB (a bundle of big custom
+/// resource definitions is a few MiB).
+pub const MAX_MANIFEST_BYTES: u64 = 8 << 20;
+
+/// The most documents (objects) one manifest may hold.
+pub const MAX_DOCUMENTS: usize = 10_000;
+
 /// Whether objects of a kind live in a namespace. Known for built-in kinds;
 /// for others (custom resources) only the API server's discovery can tell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -252,6 +259,17 @@ pub fn parse(
     let mut diags = Vec::new();
     for (i, de) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
         let n = i + 1;
+        if n > MAX_DOCUMENTS {
+            diags.push(Diagnostic {
+                file: file.to_string(),
+                pos: spans.get(i).and_then(|s| s.value("")),
+                message: format!(
+                    "the manifest has more than {MAX_DOCUMENTS} documents; nodefall reads no more"
+                ),
+                help: Some("split it into several files".into()),
+            });
+            break;
+        }
         let spans = spans.get(i).unwrap_or(&none);
         let mut cx = Doc {
             file,

@@ -136,9 +136,18 @@ pub fn label_value(s: &str) -> Result<(), NameError> {
     }
 }
 
-/// Namespaces nodefall must never run in: it creates, changes and deletes
-/// objects in its namespace (and deletes the namespace itself on cleanup).
-pub const RESERVED_NAMESPACES: [&str; 3] = ["kube-system", "kube-public", "kube-node-lease"];
+/// The namespaces every cluster has and needs: nodefall never runs in one
+/// (it creates, changes and force-deletes objects in its namespace, and
+/// deletes the namespace on cleanup when the run created it) and never
+/// deletes one (`delete-namespace`).
+pub const SYSTEM_NAMESPACES: [&str; 4] =
+    ["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// Whether `ns` is one of [`SYSTEM_NAMESPACES`]: the one rule for the
+/// scenario's own namespace and for `delete-namespace`.
+pub fn is_system_namespace(ns: &str) -> bool {
+    SYSTEM_NAMESPACES.contains(&ns)
+}
 
 #[cfg(test)]
 mod tests {

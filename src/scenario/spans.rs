@@ -1,7 +1,7 @@
 //! Where each node of a YAML document sits, by path (`steps[2].expect.within`),
 //! so semantic errors found after deserialization can still name a line and column.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
 use yaml_rust2::scanner::Marker;
@@ -17,6 +17,20 @@ pub struct Pos {
 pub struct Spans {
     keys: HashMap<String, Pos>,
     values: HashMap<String, Pos>,
+    /// Keys given a second time in their mapping, in file order. YAML
+    /// forbids them; serde would keep one of the values silently (maps) or
+    /// point at the mapping (structs).
+    duplicates: Vec<Duplicate>,
+}
+
+/// A key repeated in its mapping.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Duplicate {
+    /// The mapping's path (empty at the top level).
+    pub parent: String,
+    pub key: String,
+    /// Where the repeat is.
+    pub at: Pos,
 }
 
 enum Frame {
@@ -24,6 +38,8 @@ enum Frame {
         path: String,
         key: Option<String>,
         pending: Option<String>,
+        /// The keys so far, to find repeats.
+        seen: HashSet<String>,
     },
     Seq {
         path: String,
@@ -39,6 +55,42 @@ struct Builder {
     stack: Vec<Frame>,
     /// Containers whose position is taken from their first child.
     open: Vec<String>,
+    /// Nodes seen (scalars, aliases, mappings, sequences) and items of the
+    /// top-level `steps`, against `limits`.
+    nodes: usize,
+    steps: usize,
+    limits: Limits,
+    over: Option<Overflow>,
+    /// A limit passed at a mapping or sequence, whose position is taken
+    /// from its first scalar (yaml-rust2 marks a block mapping at its `:`).
+    pending: Option<fn(Pos) -> Overflow>,
+}
+
+/// How much of a document [`Spans::index_limited`] reads before it stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Scalars, aliases, mappings and sequences.
+    pub nodes: usize,
+    /// Items of the top-level `steps` sequence.
+    pub steps: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            nodes: usize::MAX,
+            steps: usize::MAX,
+        }
+    }
+}
+
+/// Where a document went past a [`Limits`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overflow {
+    /// The first node past the limit.
+    Nodes { at: Pos },
+    /// The first step past the limit.
+    Steps { at: Pos },
 }
 
 fn pos(m: Marker) -> Pos {
@@ -52,14 +104,26 @@ fn pos(m: Marker) -> Pos {
 impl Builder {
     /// Path of the node that starts now; `None` if it is a mapping key.
     fn next_path(&mut self, at: Pos, scalar_key: Option<&str>) -> Option<String> {
+        let depth = self.stack.len();
         match self.stack.last_mut() {
             None => Some(String::new()),
             Some(Frame::Seq { path, index }) => {
                 let p = format!("{path}[{index}]");
                 *index += 1;
+                if path == "steps" && depth == 2 {
+                    self.steps = *index;
+                    if self.steps > self.limits.steps && self.pending.is_none() {
+                        self.pending = Some(|at| Overflow::Steps { at });
+                    }
+                }
                 Some(p)
             }
-            Some(Frame::Map { path, key, pending }) => {
+            Some(Frame::Map {
+                path,
+                key,
+                pending,
+                seen,
+            }) => {
                 if pending.is_none() {
                     // this node is a key
                     let name = scalar_key.unwrap_or("?").to_string();
@@ -68,6 +132,13 @@ impl Builder {
                     } else {
                         format!("{path}.{name}")
                     };
+                    if scalar_key.is_some() && !seen.insert(name.clone()) {
+                        self.spans.duplicates.push(Duplicate {
+                            parent: path.clone(),
+                            key: name.clone(),
+                            at,
+                        });
+                    }
                     self.spans.keys.entry(p.clone()).or_insert(at);
                     *pending = Some(p);
                     *key = Some(name);
@@ -91,6 +162,20 @@ impl Builder {
 impl MarkedEventReceiver for Builder {
     fn on_event(&mut self, ev: Event, mark: Marker) {
         let at = pos(mark);
+        // events that give a pending overflow its position
+        let settles = !matches!(ev, Event::MappingStart(..) | Event::SequenceStart(..));
+        if matches!(
+            ev,
+            Event::Scalar(..)
+                | Event::Alias(_)
+                | Event::MappingStart(..)
+                | Event::SequenceStart(..)
+        ) {
+            self.nodes += 1;
+            if self.nodes > self.limits.nodes && self.pending.is_none() {
+                self.pending = Some(|at| Overflow::Nodes { at });
+            }
+        }
         match ev {
             Event::Scalar(text, ..) => {
                 let is_key = matches!(self.stack.last(), Some(Frame::Map { pending: None, .. }));
@@ -116,6 +201,7 @@ impl MarkedEventReceiver for Builder {
                         path: p,
                         key: None,
                         pending: None,
+                        seen: HashSet::new(),
                     }
                 } else {
                     Frame::Seq { path: p, index: 0 }
@@ -136,6 +222,9 @@ impl MarkedEventReceiver for Builder {
             }
             _ => {}
         }
+        if settles && let Some(over) = self.pending.take() {
+            self.over = Some(over(at));
+        }
     }
 }
 
@@ -143,12 +232,34 @@ impl Spans {
     /// Indexes a document. A document that does not parse has no spans
     /// (its syntax error is reported by the deserializer with a position).
     pub fn index(text: &str) -> Spans {
-        let mut b = Builder::default();
+        Spans::index_limited(text, Limits::default()).unwrap_or_default()
+    }
+
+    /// Like [`Spans::index`], stopping as soon as the document goes past
+    /// `limits`: no more of a huge document is read than the limit.
+    pub fn index_limited(text: &str, limits: Limits) -> Result<Spans, Overflow> {
+        let mut b = Builder {
+            limits,
+            ..Builder::default()
+        };
         let mut parser = Parser::new_from_str(text);
-        if parser.load(&mut b, false).is_err() {
-            return Spans::default();
+        loop {
+            match parser.next_token() {
+                // broken YAML: no spans (the deserializer reports it)
+                Err(_) => return Ok(Spans::default()),
+                Ok((ev, mark)) => {
+                    let end = matches!(ev, Event::DocumentEnd | Event::StreamEnd);
+                    b.on_event(ev, mark);
+                    if let Some(over) = b.over {
+                        return Err(over);
+                    }
+                    if end {
+                        break;
+                    }
+                }
+            }
         }
-        b.docs.into_iter().next().unwrap_or(b.spans)
+        Ok(b.docs.into_iter().next().unwrap_or(b.spans))
     }
 
     /// Indexes each document of a multi-document stream (`---`-separated),
@@ -162,6 +273,25 @@ impl Spans {
         b.docs
     }
 
+    /// Where a stream's second document starts (its `---`), if it has one.
+    /// Reads no further than that.
+    pub fn second_document(text: &str) -> Option<Pos> {
+        let mut parser = Parser::new_from_str(text);
+        let mut starts = 0;
+        loop {
+            match parser.next_token() {
+                Ok((Event::DocumentStart, mark)) => {
+                    starts += 1;
+                    if starts == 2 {
+                        return Some(pos(mark));
+                    }
+                }
+                Ok((Event::StreamEnd, _)) | Err(_) => return None,
+                Ok(_) => {}
+            }
+        }
+    }
+
     /// Position of the value at `path`, else of its key, else of the nearest ancestor.
     pub fn value(&self, path: &str) -> Option<Pos> {
         let mut p = path;
@@ -171,6 +301,11 @@ impl Spans {
             }
             p = parent(p)?;
         }
+    }
+
+    /// Keys repeated within their mapping: the path and where the repeat is.
+    pub fn duplicates(&self) -> &[Duplicate] {
+        &self.duplicates
     }
 
     /// Whether the file has a node at exactly `path`.
@@ -232,6 +367,71 @@ mod tests {
         assert_eq!(docs[1].value("b.c"), Some(Pos { line: 5, col: 6 }));
         assert_eq!(docs[1].value("a"), Some(Pos { line: 4, col: 1 }));
         assert_eq!(docs[3].key("d"), Some(Pos { line: 8, col: 1 }));
+    }
+
+    #[test]
+    fn a_repeated_key_is_found_where_it_is_repeated() {
+        let s = Spans::index("a: 1\nb:\n  c: 2\n  c: 3\na: 4\nd: {e: 1, e: 2}\n");
+        let found: Vec<(&str, &str, Pos)> = s
+            .duplicates()
+            .iter()
+            .map(|d| (d.parent.as_str(), d.key.as_str(), d.at))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("b", "c", Pos { line: 4, col: 3 }),
+                ("", "a", Pos { line: 5, col: 1 }),
+                ("d", "e", Pos { line: 6, col: 11 }),
+            ]
+        );
+        // the first one is where the key is
+        assert_eq!(s.key("a"), Some(Pos { line: 1, col: 1 }));
+        // items of a sequence are separate mappings
+        assert!(Spans::index("- a: 1\n- a: 2\n").duplicates().is_empty());
+    }
+
+    #[test]
+    fn the_second_document_starts_at_its_marker() {
+        assert_eq!(
+            Spans::second_document("a: 1\nb: 2\n---\nc: 3\n"),
+            Some(Pos { line: 3, col: 1 })
+        );
+        assert_eq!(
+            Spans::second_document("---\na: 1\n...\n# x\n--- \n"),
+            Some(Pos { line: 5, col: 1 })
+        );
+        assert_eq!(Spans::second_document("a: 1\n"), None);
+        assert_eq!(Spans::second_document("---\na: 1\n"), None);
+    }
+
+    #[test]
+    fn indexing_stops_past_its_limits() {
+        let doc = "name: x\nsteps:\n  - {fault: a}\n  - {fault: b}\n  - {fault: c}\nz: [1]\n";
+        let steps = |n| Limits {
+            steps: n,
+            ..Limits::default()
+        };
+        assert!(Spans::index_limited(doc, steps(3)).is_ok());
+        assert_eq!(
+            Spans::index_limited(doc, steps(2)).err(),
+            Some(Overflow::Steps {
+                at: Pos { line: 5, col: 6 }
+            })
+        );
+        // a nested `steps` is not the scenario's
+        assert!(Spans::index_limited("a:\n  steps: [1, 2, 3]\n", steps(2)).is_ok());
+        let nodes = Limits {
+            nodes: 4,
+            ..Limits::default()
+        };
+        assert_eq!(
+            Spans::index_limited(doc, nodes).err(),
+            // the fifth node is the steps' sequence: placed at its first scalar
+            Some(Overflow::Nodes {
+                at: Pos { line: 3, col: 6 }
+            })
+        );
     }
 
     #[test]

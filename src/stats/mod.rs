@@ -64,7 +64,7 @@ pub fn read_side(path: &Path, stat: Stat) -> Result<Side, Error> {
 /// The aggregate in `path`, or `None` when the file is something else (a
 /// `result.json`, to be read as one).
 pub fn read_aggregate(path: &Path) -> Result<Option<Aggregate>, Error> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+    let text = crate::report::bounds::read_limited(path).map_err(|source| Error::Read {
         path: path.to_owned(),
         source,
     })?;

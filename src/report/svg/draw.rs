@@ -224,12 +224,24 @@ pub fn tick_step(span: f64, ticks: f64) -> f64 {
         1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0,
         14_400.0, 43_200.0,
     ];
+    const DAY: f64 = 86_400_000.0;
     let want = span / ticks.max(1.0);
-    STEPS_S
-        .iter()
-        .map(|s| s * 1000.0)
-        .find(|s| *s >= want)
-        .unwrap_or(86_400_000.0)
+    if let Some(s) = STEPS_S.iter().map(|s| s * 1000.0).find(|s| *s >= want) {
+        return s;
+    }
+    // past half a day: 1, 2, 5 x 10^k days, so there are about `ticks` of
+    // them however long the span (a damaged result can say 292 million years)
+    let mut decade = DAY;
+    while decade.is_finite() {
+        for m in [1.0, 2.0, 5.0] {
+            let step = decade * m;
+            if step.is_finite() && step >= want {
+                return step;
+            }
+        }
+        decade *= 10.0;
+    }
+    f64::MAX
 }
 
 /// An axis label for `ms` relative to the origin: `+30s`, `+1m30s`, `-10s`, `+1h`.
@@ -281,6 +293,14 @@ mod tests {
         assert_eq!(tick_step(60_000.0, 8.0), 10_000.0);
         assert_eq!(tick_step(7_200_000.0, 8.0), 900_000.0);
         assert_eq!(tick_step(5_000.0, 8.0), 1_000.0);
+        assert_eq!(tick_step(8.0 * 86_400_000.0, 8.0), 86_400_000.0);
+        assert_eq!(tick_step(9.0 * 86_400_000.0, 8.0), 2.0 * 86_400_000.0);
+        // i64's whole range in ms: a handful of ticks, not billions
+        let span = 2.0 * i64::MAX as f64;
+        let step = tick_step(span, 9.0);
+        assert!(span / step <= 9.0 && span / step >= 1.0, "{step}");
+        assert_eq!(tick_step(f64::INFINITY, 9.0), f64::MAX);
+        assert_eq!(tick_step(f64::NAN, 9.0), f64::MAX);
         assert_eq!(offset_label(90_000.0), "+1m30s");
         assert_eq!(offset_label(-10_000.0), "-10s");
         assert_eq!(offset_label(3_600_000.0), "+1h");

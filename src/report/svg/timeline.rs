@@ -29,11 +29,22 @@ fn colour(t: Tone) -> &'static str {
 struct Scale {
     from: f64,
     to: f64,
+    /// `to - from`, at least a second (also where `from + 1000` is `from`
+    /// in floating point, for times near i64's ends).
+    span: f64,
 }
 
 impl Scale {
+    fn new(from: f64, to: f64) -> Scale {
+        Scale {
+            from,
+            to,
+            span: (to - from).max(1000.0),
+        }
+    }
+
     fn x(&self, ms: f64) -> f64 {
-        let f = ((ms - self.from) / (self.to - self.from)).clamp(0.0, 1.0);
+        let f = ((ms - self.from) / self.span).clamp(0.0, 1.0);
         X0 + f * (X1 - X0)
     }
 }
@@ -67,10 +78,7 @@ pub fn render(lanes: &Lanes) -> String {
         .unwrap_or(0)
         .min(0) as f64;
     let last = (lanes.end as f64).max(first + 1000.0);
-    let scale = Scale {
-        from: first,
-        to: last,
-    };
+    let scale = Scale::new(first, last);
     let bottom = TOP
         + lanes
             .sections
@@ -122,9 +130,14 @@ fn legend(svg: &mut Svg) {
 /// Ticks in seconds from the origin (T0, else the start), grid lines and
 /// the dashed origin line.
 fn axis(svg: &mut Svg, scale: &Scale, origin: f64, has_t0: bool, bottom: f64) {
-    let step = tick_step(scale.to - scale.from, 9.0);
-    let mut t = ((scale.from - origin) / step).ceil() * step;
-    while origin + t <= scale.to {
+    // counted, not stepped: adding `step` to a huge `t` can leave it unchanged
+    let step = tick_step(scale.span, 9.0);
+    let first = ((scale.from - origin) / step).ceil();
+    let last = ((scale.to - origin) / step).floor();
+    // tick_step gives about 9; the cap holds whatever the floats did
+    let count = (last - first + 1.0).clamp(0.0, 20.0) as usize;
+    for i in 0..count {
+        let t = (first + i as f64) * step;
         let x = scale.x(origin + t);
         svg.line((x, TOP - 8.0), (x, bottom), FAINT, false);
         let label = if t == 0.0 {
@@ -137,7 +150,6 @@ fn axis(svg: &mut Svg, scale: &Scale, origin: f64, has_t0: bool, bottom: f64) {
             offset_label(t)
         };
         svg.text((x, TOP - 12.0), &label, SMALL, Anchor::Middle, INK);
-        t += step;
     }
     if has_t0 {
         let x = scale.x(origin);
@@ -283,5 +295,17 @@ mod tests {
         let svg = render(&long);
         assert_inside(&svg);
         assert!(svg.contains(">+1h</text>"), "hour ticks");
+    }
+
+    #[test]
+    fn times_at_the_ends_of_i64_give_a_few_ticks_at_once() {
+        for (from, end) in [(0, i64::MAX), (i64::MIN, 0), (i64::MIN, i64::MAX)] {
+            let mut l = lanes(vec![bar("x", Tone::Ok, from, from, None)]);
+            l.t0 = Some(from);
+            l.end = end;
+            let svg = render(&l);
+            let ticks = svg.matches("text-anchor=\"middle\"").count();
+            assert!((1..=20).contains(&ticks), "{ticks} ticks");
+        }
     }
 }

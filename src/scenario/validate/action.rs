@@ -113,11 +113,54 @@ pub(super) fn action(
         };
         let timeout = d.timeout.map_or(DEFAULT_TIMEOUT, |t| t.0);
         let retry_interval = d.retry_interval.map_or(DEFAULT_RETRY, |t| t.0);
-        if retry_interval >= timeout || retry_interval.is_zero() {
+        // blame what the file says, not a default it does not show
+        let shown = |d| crate::scenario::duration::format_duration(d);
+        if timeout.is_zero() {
+            cx.err(
+                &format!("{p}.timeout"),
+                "a drain's `timeout` must be positive",
+                Some(format!(
+                    "how long to keep evicting before giving up, e.g. `{}` (the default)",
+                    shown(DEFAULT_TIMEOUT)
+                )),
+            );
+        } else if retry_interval.is_zero() {
             cx.err(
                 &format!("{p}.retryInterval"),
-                "`retryInterval` must be positive and shorter than `timeout`",
-                None,
+                "`retryInterval` must be positive",
+                Some(format!("e.g. `{}` (the default)", shown(DEFAULT_RETRY))),
+            );
+        } else if retry_interval >= timeout {
+            let (path, message) = match (d.retry_interval, d.timeout) {
+                (Some(_), Some(_)) => (
+                    "retryInterval",
+                    format!(
+                        "`retryInterval: {}` is not shorter than `timeout: {}`",
+                        shown(retry_interval),
+                        shown(timeout)
+                    ),
+                ),
+                (Some(_), None) => (
+                    "retryInterval",
+                    format!(
+                        "`retryInterval: {}` is not shorter than the default `timeout` of {}",
+                        shown(retry_interval),
+                        shown(timeout)
+                    ),
+                ),
+                (None, _) => (
+                    "timeout",
+                    format!(
+                        "`timeout: {}` is not longer than the default `retryInterval` of {} (the pause between refused evictions)",
+                        shown(timeout),
+                        shown(retry_interval)
+                    ),
+                ),
+            };
+            cx.err(
+                &format!("{p}.{path}"),
+                message,
+                Some("give a longer `timeout` or a shorter `retryInterval`".into()),
             );
         }
         return Some(Action::Drain(Drain {

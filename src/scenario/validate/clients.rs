@@ -36,13 +36,7 @@ pub(super) fn probes(cx: &mut Ctx<'_>, list: &[model::Probe]) -> Vec<Probe> {
         };
         let errors_before = cx.diags.len();
         let name = m.name.clone().unwrap_or_else(|| "probe".into());
-        if !super::is_dns_label(&name) {
-            cx.err(
-                &format!("{p}.name"),
-                format!("probe name `{name}` must be lowercase letters, digits and `-`"),
-                None,
-            );
-        } else if names.contains(&name) {
+        if cx.dns_label(&format!("{p}.name"), "probe name", &name) && names.contains(&name) {
             cx.err(
                 &format!("{p}.name"),
                 format!("a second probe named `{name}`"),

@@ -3,38 +3,65 @@
 //! with the rule it breaks and an example that passes.
 
 use super::Ctx;
-use crate::scenario::names::{self, RESERVED_NAMESPACES};
+use crate::scenario::names::{self, SYSTEM_NAMESPACES};
 
 /// What nodefall does to its namespace, for messages refusing system ones.
-const OWNS_NAMESPACE: &str = "nodefall creates, changes and force-deletes objects in the scenario namespace and deletes the namespace itself on cleanup";
+const OWNS_NAMESPACE: &str = "nodefall creates, changes and force-deletes objects in the scenario namespace, and deletes the namespace on cleanup when the run created it";
 
 impl Ctx<'_> {
-    /// The scenario namespace (already known to be a DNS-1123 label) must not be a system one.
+    /// A name that must be a DNS-1123 label (the scenario's name, its
+    /// namespace, a step id, a probe name): the rule it breaks, its length
+    /// when it is too long. `what` names it (`scenario name`).
+    pub(super) fn dns_label(&mut self, path: &str, what: &str, value: &str) -> bool {
+        match names::dns1123_label(value) {
+            Ok(()) => true,
+            Err(e) => {
+                self.err(
+                    path,
+                    format!("{what} `{value}` is not valid: {e}"),
+                    Some("e.g. `nodefall-test`".into()),
+                );
+                false
+            }
+        }
+    }
+
+    /// A system namespace, as the scenario's own or one `delete-namespace`
+    /// names: one rule ([`names::is_system_namespace`]), one message.
+    /// Returns whether `ns` was refused.
+    fn system_namespace(&mut self, path: &str, ns: &str, help: String) -> bool {
+        if !names::is_system_namespace(ns) {
+            return false;
+        }
+        self.err(
+            path,
+            format!(
+                "`{ns}` is a system namespace ({}); nodefall neither runs in one nor deletes one",
+                SYSTEM_NAMESPACES.join(", ")
+            ),
+            Some(help),
+        );
+        true
+    }
+
+    /// The scenario namespace: a valid name, and not a system one.
     pub(super) fn scenario_namespace(&mut self, ns: &str) {
-        if RESERVED_NAMESPACES.contains(&ns) {
-            self.err(
+        if self.dns_label("namespace", "namespace", ns) {
+            self.system_namespace(
                 "namespace",
-                format!("`{ns}` is a system namespace and cannot be the scenario namespace"),
-                Some(format!(
-                    "{OWNS_NAMESPACE}; use a dedicated one, e.g. `nodefall-test`"
-                )),
+                ns,
+                format!("{OWNS_NAMESPACE}; use a dedicated one, e.g. `nodefall-test`"),
             );
         }
     }
 
     /// `delete-namespace: {name}`: a valid name, and not one the cluster needs.
     pub(super) fn deleted_namespace(&mut self, path: &str, ns: &str) {
-        if let Err(e) = names::dns1123_label(ns) {
-            self.err(
+        if self.dns_label(path, "namespace", ns) {
+            self.system_namespace(
                 path,
-                format!("`{ns}` is not a valid namespace name: {e}"),
-                Some("e.g. `nodefall-test`".into()),
-            );
-        } else if ns == "default" || RESERVED_NAMESPACES.contains(&ns) {
-            self.err(
-                path,
-                format!("`{ns}` is a system namespace; nodefall will not delete it"),
-                Some("delete only namespaces the scenario itself uses".into()),
+                ns,
+                "delete only namespaces the scenario itself uses".into(),
             );
         }
     }

@@ -48,15 +48,6 @@ struct Ctx<'a> {
     probes: Vec<String>,
 }
 
-fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
-
 impl Ctx<'_> {
     fn err(&mut self, path: &str, message: impl Into<String>, help: impl Into<Option<String>>) {
         let d = self.src.diag(path, message, help.into());
@@ -153,25 +144,8 @@ pub fn validate(loaded: Loaded) -> Result<Checked> {
         probes: Vec::new(),
     };
 
-    if !is_dns_label(&s.name) {
-        cx.err(
-            "name",
-            format!(
-                "scenario name `{}` must be lowercase letters, digits and `-`",
-                s.name
-            ),
-            None,
-        );
-    }
-    if !is_dns_label(&s.namespace) {
-        cx.err(
-            "namespace",
-            format!("`{}` is not a valid namespace name", s.namespace),
-            Some("use lowercase letters, digits and `-`, at most 63 characters".into()),
-        );
-    } else {
-        cx.scenario_namespace(&s.namespace);
-    }
+    cx.dns_label("name", "scenario name", &s.name);
+    cx.scenario_namespace(&s.namespace);
 
     cluster_pins(&mut cx, &s.cluster.0);
     let timing = timing_overrides(&mut cx, &s.timing);

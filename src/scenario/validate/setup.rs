@@ -4,7 +4,8 @@ use std::path::Path;
 
 use super::{Ctx, DEFAULT_TIMEOUT, workload};
 use crate::scenario::checked::{ManifestFile, ReadyCheck, Setup, WorkloadKind};
-use crate::scenario::manifest::{self, ManifestDoc};
+use crate::scenario::load::{Unreadable, not_utf8, read_text, size_text};
+use crate::scenario::manifest::{self, MAX_MANIFEST_BYTES, ManifestDoc};
 use crate::scenario::model::{self, ApplyItem};
 
 impl Ctx<'_> {
@@ -13,7 +14,21 @@ impl Ctx<'_> {
         for (i, item) in items.iter().enumerate() {
             let p = format!("{path}[{i}]");
             let resolved = self.src.dir.join(&item.file);
-            let docs = if resolved.is_file() {
+            let docs = if resolved.is_dir() {
+                self.err(
+                    &p,
+                    format!(
+                        "manifest `{}` is a directory ({}), not a file",
+                        item.file,
+                        resolved.display()
+                    ),
+                    Some(format!(
+                        "name each YAML file in it, e.g. `{}/deployment.yaml`",
+                        item.file.trim_end_matches('/')
+                    )),
+                );
+                Vec::new()
+            } else if resolved.exists() {
                 self.manifest_docs(&p, &resolved)
             } else {
                 self.err(
@@ -50,7 +65,7 @@ impl Ctx<'_> {
             Some(p) => format!("{}:{}:{} ({path})", self.src.file, p.line, p.col),
             None => format!("{} ({path})", self.src.file),
         };
-        let docs = match std::fs::read_to_string(file) {
+        let docs = match read_text(file, MAX_MANIFEST_BYTES) {
             Ok(text) => {
                 let (docs, diags) = manifest::parse(&shown, &text, self.namespace);
                 for mut d in diags {
@@ -61,12 +76,31 @@ impl Ctx<'_> {
                 }
                 docs
             }
-            Err(e) => {
+            Err(Unreadable::Io(e)) => {
                 self.err(
                     path,
                     format!("cannot read manifest {shown}: {e}"),
                     Some("a manifest must be a readable UTF-8 YAML file".to_string()),
                 );
+                Vec::new()
+            }
+            Err(Unreadable::TooLarge(size)) => {
+                self.err(
+                    path,
+                    format!(
+                        "manifest {shown}: {}, over the limit of {} for a manifest",
+                        size_text(size),
+                        size_text(Some(MAX_MANIFEST_BYTES))
+                    ),
+                    Some("split it into several files".to_string()),
+                );
+                Vec::new()
+            }
+            Err(Unreadable::NotUtf8 { pos, byte, offset }) => {
+                let mut d = not_utf8(&shown, pos, byte, offset);
+                let help = d.help.take().unwrap_or_default();
+                d.help = Some(format!("{help}; applied by {applied_by}"));
+                self.manifest_diags.push((at, d));
                 Vec::new()
             }
         };

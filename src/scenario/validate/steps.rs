@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::action::action;
 use super::expect::{condition, window};
-use super::{Ctx, is_dns_label, one_of, present};
+use super::{Ctx, one_of, present};
 use crate::scenario::checked::{Anchor, Expectation, Step, StepKind};
 use crate::scenario::model::{self, FaultKind};
 use crate::scenario::suggest::closest;
@@ -35,13 +35,7 @@ pub(super) fn steps(cx: &mut Ctx<'_>, s: &model::Scenario, namespace: &str) -> V
     for (i, st) in s.steps.iter().enumerate() {
         let path = format!("steps[{i}]");
         if let Some(id) = &st.id {
-            if !is_dns_label(id) {
-                cx.err(
-                    &format!("{path}.id"),
-                    format!("step id `{id}` must be lowercase letters, digits and `-`"),
-                    None,
-                );
-            }
+            cx.dns_label(&format!("{path}.id"), "step id", id);
             if ids.insert(id.clone(), i).is_some() {
                 cx.err(
                     &format!("{path}.id"),
