@@ -215,7 +215,15 @@ pub struct Loaded {
 }
 
 pub fn load(path: &Path) -> Result<Loaded> {
-    let text = read_text(path, MAX_FILE_BYTES).map_err(|e| match e {
+    let text = read_file(path)?;
+    load_text(path, text)
+}
+
+/// A scenario-format file (a scenario or a command-backend file) read in
+/// full, bounded by [`MAX_FILE_BYTES`]: too large, not UTF-8 or unreadable
+/// is an error naming the file.
+pub fn read_file(path: &Path) -> Result<String> {
+    read_text(path, MAX_FILE_BYTES).map_err(|e| match e {
         Unreadable::Io(source) => Error::Read {
             path: path.to_path_buf(),
             source,
@@ -231,7 +239,10 @@ pub fn load(path: &Path) -> Result<Loaded> {
             byte,
             offset,
         )])),
-    })?;
+    })
+}
+
+fn load_text(path: &Path, text: String) -> Result<Loaded> {
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     load_str(&path.display().to_string(), &dir, &text)
 }

@@ -222,10 +222,7 @@ pub struct Loaded {
 
 /// Reads and checks a backend file.
 pub fn load(path: &Path) -> Result<Loaded, load::Error> {
-    let text = std::fs::read_to_string(path).map_err(|source| load::Error::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let text = load::read_file(path)?;
     load_str(&path.display().to_string(), &text)
 }
 
@@ -255,12 +252,32 @@ pub fn load_str(file: &str, text: &str) -> Result<Loaded, load::Error> {
 /// True when a YAML text looks like a backend file rather than a scenario
 /// (for `nodefall validate`): a top-level `faults` and no `steps`.
 pub fn looks_like_backend_file(text: &str) -> bool {
-    match serde_yaml_ng::from_str::<serde_yaml_ng::Value>(load::strip_bom(text)) {
-        Ok(serde_yaml_ng::Value::Mapping(m)) => {
-            m.contains_key("faults") && !m.contains_key("steps")
-        }
-        _ => false,
+    let keys = top_level_keys(load::strip_bom(text));
+    keys.contains("faults") && !keys.contains("steps")
+}
+
+/// The keys of a block mapping at the top of a YAML document, read from the
+/// lines that start one (no parse: a sniff must cost no more than a look).
+/// A document written as one flow mapping (`{faults: ...}`) is parsed.
+fn top_level_keys(text: &str) -> std::collections::BTreeSet<String> {
+    let first = text
+        .lines()
+        .map(str::trim_start)
+        .find(|l| !l.is_empty() && !l.starts_with('#') && *l != "---");
+    if first.is_some_and(|l| l.starts_with('{')) {
+        return match serde_yaml_ng::from_str::<serde_yaml_ng::Value>(text) {
+            Ok(serde_yaml_ng::Value::Mapping(m)) => m
+                .keys()
+                .filter_map(|k| k.as_str().map(str::to_owned))
+                .collect(),
+            _ => Default::default(),
+        };
     }
+    text.lines()
+        .filter(|l| !l.starts_with([' ', '\t', '#', '-', '{', '[']) && *l != "---")
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, _)| k.trim().trim_matches(['"', '\'']).to_owned())
+        .collect()
 }
 
 /// Checks a parsed file; `prefix` is where it sits in its YAML document
@@ -530,6 +547,12 @@ mod tests {
         assert!(w[0].starts_with("b.yaml:4:13: warning: faults.drop-nic.revert reaches the node at its own address ({internalIP})"), "{w:?}");
         assert!(w[1].contains("runs ssh to {node}"), "{w:?}");
         assert!(looks_like_backend_file("faults: {}\n"));
+        assert!(looks_like_backend_file(
+            "# a file\n---\n\"faults\":\n  pause-vm: {}\n"
+        ));
+        assert!(looks_like_backend_file("{faults: {}}\n"));
         assert!(!looks_like_backend_file("name: x\nsteps: []\nfaults: {}\n"));
+        // A key named faults further in is not a top-level one.
+        assert!(!looks_like_backend_file("name: x\nsetup:\n  faults: 1\n"));
     }
 }
