@@ -525,8 +525,9 @@ fn conclude(
         Ok(Written::Asked(())) => dir,
         Ok(Written::Fallback { value: (), at, why }) => {
             tracing::error!(
-                "error: the report could not be written where asked: {why}; it was written to {} \
+                "error: the report could not be written where asked: {}; it was written to {} \
                  instead",
+                runner::chain(&why),
                 at.display()
             );
             // The reports are not where the caller looks for them.
@@ -570,7 +571,11 @@ pub(super) enum Written<T> {
 /// Reports that could be written neither where asked nor in the fallback
 /// directory.
 #[derive(Debug, thiserror::Error)]
-#[error("the report could not be written: {asked}; nor in the fallback directory: {fallback}")]
+#[error(
+    "the report could not be written: {}; nor in the fallback directory: {}",
+    runner::chain(&**.asked),
+    runner::chain(&**.fallback)
+)]
 pub struct ReportNotWritten {
     asked: Box<report::Error>,
     fallback: Box<report::Error>,

@@ -42,7 +42,7 @@ pub struct ProbeSpec {
 /// Why a probe's URL could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("probe `{probe}`: `{url}` is not a URL: {source}")]
+    #[error("probe `{probe}`: `{url}` is not a URL")]
     Url {
         probe: String,
         url: String,

@@ -38,31 +38,31 @@ pub const TIMELINE_SVG: &str = "timeline.svg";
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("cannot create report directory {path}: {source}")]
+    #[error("cannot create report directory {path}")]
     CreateDir {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("cannot write {path}: {source}")]
+    #[error("cannot write {path}")]
     Write {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("cannot serialise the run result for {path}: {source}")]
+    #[error("cannot serialise the run result for {path}")]
     Serialize {
         path: PathBuf,
         #[source]
         source: serde_json::Error,
     },
-    #[error("cannot read run result {path}: {source}")]
+    #[error("cannot read run result {path}")]
     Read {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("{path} is not a nodefall run result: {source}")]
+    #[error("{path} is not a nodefall run result")]
     Parse {
         path: PathBuf,
         #[source]

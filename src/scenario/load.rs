@@ -48,7 +48,7 @@ impl fmt::Display for Diagnostics {
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("cannot read scenario {path}: {source}")]
+    #[error("cannot read scenario {path}")]
     Read {
         path: PathBuf,
         #[source]

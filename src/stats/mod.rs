@@ -12,13 +12,13 @@ pub use compare::{Comparison, Gate, Limit, Side};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("cannot read run result {path}: {source}")]
+    #[error("cannot read run result {path}")]
     Read {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("{path} is neither a nodefall result.json nor an aggregate.json: {source}")]
+    #[error("{path} is neither a nodefall result.json nor an aggregate.json")]
     Parse {
         path: PathBuf,
         #[source]

@@ -46,7 +46,7 @@ pub enum Error {
         .root.display(), .data.display()
     )]
     NothingCreated { root: PathBuf, data: PathBuf },
-    #[error("reading {}: {source}", .path.display())]
+    #[error("reading {}", .path.display())]
     Read {
         path: PathBuf,
         source: std::io::Error,
