@@ -92,34 +92,56 @@ fn mutate(rng: &mut Rng, base: &str) -> String {
     s.into_iter().collect()
 }
 
-fn exercise(text: &str) {
+/// Loads, validates and plans `text`; when refused, the errors that carry
+/// no position (every error about a scenario's text must say where).
+fn exercise(text: &str) -> Option<Vec<String>> {
     let dir = Path::new("scenarios");
-    if let Ok(loaded) = scenario::load::load_str("fuzz.yaml", dir, text)
-        && let Ok(checked) = scenario::validate::validate(loaded)
-    {
-        let _ = plan::check_all_profiles(&checked);
-        if let Ok(p) = plan::resolve(checked, &TimingProfile::fast(), None) {
-            let _ = plan::render_text(&p);
+    let unpositioned = |e: &scenario::load::Error| match e {
+        scenario::load::Error::Invalid(d) => {
+            d.0.iter()
+                .filter(|d| d.pos.is_none())
+                .map(ToString::to_string)
+                .collect()
         }
+        other => vec![other.to_string()],
+    };
+    let loaded = match scenario::load::load_str("fuzz.yaml", dir, text) {
+        Ok(l) => l,
+        Err(e) => return Some(unpositioned(&e)),
+    };
+    let checked = match scenario::validate::validate(loaded) {
+        Ok(c) => c,
+        Err(e) => return Some(unpositioned(&e)),
+    };
+    let _ = plan::check_all_profiles(&checked);
+    if let Ok(p) = plan::resolve(checked, &TimingProfile::fast(), None) {
+        let _ = plan::render_text(&p);
     }
+    None
 }
 
 #[test]
-fn mutated_scenarios_never_panic() {
-    let mut seeds: Vec<String> = Vec::new();
+fn mutated_scenarios_never_panic_and_every_error_says_where() {
+    let mut paths: Vec<std::path::PathBuf> = Vec::new();
     for dir in ["scenarios", "tests/fixtures/bad"] {
         for entry in std::fs::read_dir(dir).expect("fixture dir") {
             let path = entry.expect("entry").path();
             if path.extension().is_some_and(|e| e == "yaml") {
-                // one fixture is deliberately not UTF-8
-                seeds.push(
-                    String::from_utf8_lossy(&std::fs::read(&path).expect("readable")).into_owned(),
-                );
+                paths.push(path);
             }
         }
     }
+    // read_dir's order is the file system's: sorted, a seed replays the same
+    // cases everywhere.
+    paths.sort();
+    let seeds: Vec<String> = paths
+        .iter()
+        // one fixture is deliberately not UTF-8
+        .map(|p| String::from_utf8_lossy(&std::fs::read(p).expect("readable")).into_owned())
+        .collect();
     let mut rng = Rng(0x005E_ED0F_F00D);
-    let mut cases = 0;
+    let mut errors = 0usize;
+    let mut unpositioned = Vec::new();
     for round in 0..3000 {
         let base = &seeds[round % seeds.len()];
         let text = if round % 10 == 0 {
@@ -131,8 +153,27 @@ fn mutated_scenarios_never_panic() {
             mutate(&mut rng, base)
         };
         let result = panic::catch_unwind(|| exercise(&text));
-        assert!(result.is_ok(), "panic on input (round {round}):\n{text}");
-        cases += 1;
+        let Ok(found) = result else {
+            panic!("panic on input (round {round}):\n{text}");
+        };
+        errors += usize::from(found.is_some());
+        for e in found.unwrap_or_default() {
+            unpositioned.push(format!("round {round}: {e}\n--- input:\n{text}\n---"));
+        }
     }
-    assert_eq!(cases, 3000);
+    // The mutations do reach the checks (not all rejected or all accepted
+    // without a look)...
+    assert!(errors > 0, "no mutated file was refused");
+    // ...and every refusal says where in the file.
+    assert!(
+        unpositioned.is_empty(),
+        "{} errors without a position, e.g.:\n{}",
+        unpositioned.len(),
+        unpositioned
+            .iter()
+            .take(3)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 }

@@ -262,8 +262,18 @@ pub fn load_str(file: &str, dir: &Path, text: &str) -> Result<Loaded> {
         steps: MAX_STEPS,
     };
     // before anything else reads it: no more than the limits is read
-    let spans = Spans::index_limited(text, limits).map_err(|over| {
+    let mut unindexed = None;
+    let spans = match Spans::index_limited(text, limits) {
+        Ok(spans) => Ok(spans),
+        Err(Overflow::Syntax { at, message }) => {
+            unindexed = Some((at, message));
+            Ok(Spans::default())
+        }
+        Err(over) => Err(over),
+    };
+    let spans = spans.map_err(|over| {
         let (at, message) = match over {
+            Overflow::Syntax { at, message } => (at, message),
             Overflow::Steps { at } => (
                 at,
                 format!(
@@ -306,6 +316,11 @@ pub fn load_str(file: &str, dir: &Path, text: &str) -> Result<Loaded> {
         Err(e) => {
             let mut d = from_serde(file, &e);
             if d.pos.is_none()
+                && let Some((at, _)) = &unindexed
+            {
+                d.pos = Some(*at);
+            }
+            if d.pos.is_none()
                 && let Some(at) = Spans::second_document(text)
             {
                 d.pos = Some(at);
@@ -318,6 +333,21 @@ pub fn load_str(file: &str, dir: &Path, text: &str) -> Result<Loaded> {
             return Err(Error::Invalid(Diagnostics(vec![d])));
         }
     };
+    // Read by the deserializer, but not by the parser that knows where each
+    // value sits: later errors could not say where. Refused here, where it
+    // can.
+    if let Some((at, why)) = unindexed {
+        return Err(Error::Invalid(Diagnostics(vec![Diagnostic {
+            file: file.to_string(),
+            pos: Some(at),
+            message: format!("YAML parsers read this differently ({why})"),
+            help: Some(
+                "quote the value, or write it on one line (a plain value continued on the next \
+                 line inside `{...}` or `[...]` is one such case)"
+                    .into(),
+            ),
+        }])));
+    }
     Ok(Loaded { source, scenario })
 }
 

@@ -85,12 +85,16 @@ impl Default for Limits {
 }
 
 /// Where a document went past a [`Limits`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Overflow {
     /// The first node past the limit.
     Nodes { at: Pos },
     /// The first step past the limit.
     Steps { at: Pos },
+    /// The positions' parser stopped here: YAML the deserializer may still
+    /// accept (the two read some corners differently), with no position
+    /// for anything past it.
+    Syntax { at: Pos, message: String },
 }
 
 fn pos(m: Marker) -> Pos {
@@ -245,8 +249,14 @@ impl Spans {
         let mut parser = Parser::new_from_str(text);
         loop {
             match parser.next_token() {
-                // broken YAML: no spans (the deserializer reports it)
-                Err(_) => return Ok(Spans::default()),
+                // broken YAML, or YAML only the deserializer reads: the
+                // caller decides (the deserializer may report it)
+                Err(e) => {
+                    return Err(Overflow::Syntax {
+                        at: pos(*e.marker()),
+                        message: e.info().to_owned(),
+                    });
+                }
                 Ok((ev, mark)) => {
                     let end = matches!(ev, Event::DocumentEnd | Event::StreamEnd);
                     b.on_event(ev, mark);
