@@ -355,6 +355,21 @@ fn seed_004_drain_under_a_pdb_is_refused_then_completes() {
         run.report.contains("429 evicting"),
         "the report shows the refusals"
     );
+    // "3 ready" is measured from when the drain had emptied the second
+    // node, after the evictions, not from T0 where it held already.
+    let ready = r.expectations.iter().find(|e| e.index == 4).unwrap();
+    let first_429 = drain
+        .notes
+        .iter()
+        .find(|(_, n)| n.starts_with("429 evicting"))
+        .map(|(at, _)| *at)
+        .unwrap();
+    assert!(ready.anchor.contains("second-drained"), "{}", ready.anchor);
+    assert!(
+        ready.anchor_at > first_429,
+        "{} <= {first_429}",
+        ready.anchor_at
+    );
 }
 
 #[test]
