@@ -321,8 +321,8 @@ fn validate(files: &[PathBuf]) -> anyhow::Result<ExitCode> {
     let mut failed = 0usize;
     for file in files {
         // bounded: a huge file is refused by scenario::load below, unread
-        let text = scenario::load::read_text(file, scenario::load::MAX_FILE_BYTES)
-            .unwrap_or_default();
+        let text =
+            scenario::load::read_text(file, scenario::load::MAX_FILE_BYTES).unwrap_or_default();
         if crate::backend::command::spec::looks_like_backend_file(&text) {
             match crate::backend::command::spec::load(file) {
                 Ok(l) => {
