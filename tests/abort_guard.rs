@@ -90,7 +90,10 @@ fn a_guard_that_fires_stops_the_steps_restores_and_fails_the_run() {
     let resume = r
         .cleanup
         .iter()
-        .find(|c| c.description == format!("resume-vm {node}"))
+        .find(|c| {
+            c.description
+                .starts_with(&format!("resume-vm {node} (found it frozen"))
+        })
         .unwrap_or_else(|| panic!("no resume in cleanup: {:?}", r.cleanup));
     assert_eq!(resume.outcome, StepOutcome::Ok);
     assert!(resume.started >= a.at);

@@ -94,11 +94,12 @@ const IN_WINDOW: &str = "2026-11-21T11:04:40.000000Z";
 
 // ----- regressions -----
 
-#[test]
-fn audit_poll_refuses_intervals_that_panicked() {
+/// `audit poll` (against a dead API server) refuses each of `values` for
+/// `flag` with exit 2, naming the flag and its `range`.
+fn audit_poll_refuses(flag: &str, values: &[&str], range: &str) {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dead_kubeconfig(dir.path());
-    for interval in ["1e-10", "1e20", "1e300", "0", "nan", "-1", "inf"] {
+    for value in values {
         let out = nodefall(&[
             "audit",
             "poll",
@@ -108,42 +109,34 @@ fn audit_poll_refuses_intervals_that_panicked() {
             kubeconfig.to_str().unwrap(),
             "--out",
             dir.path().join("poll.jsonl").to_str().unwrap(),
-            &format!("--interval={interval}"),
+            &format!("{flag}={value}"),
         ]);
-        let code = no_panic(&out, interval);
+        let code = no_panic(&out, value);
         let err = text(&out.stderr);
-        assert_eq!(code, 2, "--interval {interval}: {err}");
+        assert_eq!(code, 2, "{flag} {value}: {err}");
         assert!(
-            err.contains("--interval") && err.contains("from 1ms to 1h"),
-            "--interval {interval}: {err}"
+            err.contains(flag) && err.contains(range),
+            "{flag} {value}: {err}"
         );
     }
 }
 
 #[test]
+fn audit_poll_refuses_intervals_that_panicked() {
+    audit_poll_refuses(
+        "--interval",
+        &["1e-10", "1e20", "1e300", "0", "nan", "-1", "inf"],
+        "from 1ms to 1h",
+    );
+}
+
+#[test]
 fn audit_poll_refuses_a_nan_duration() {
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dead_kubeconfig(dir.path());
-    for duration in ["nan", "inf", "1e400", "-5", "0"] {
-        let out = nodefall(&[
-            "audit",
-            "poll",
-            "--namespace",
-            "x",
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
-            "--out",
-            dir.path().join("poll.jsonl").to_str().unwrap(),
-            &format!("--duration={duration}"),
-        ]);
-        let code = no_panic(&out, duration);
-        let err = text(&out.stderr);
-        assert_eq!(code, 2, "--duration {duration}: {err}");
-        assert!(
-            err.contains("--duration") && err.contains("from 1ms to 168h"),
-            "--duration {duration}: {err}"
-        );
-    }
+    audit_poll_refuses(
+        "--duration",
+        &["nan", "inf", "1e400", "-5", "0"],
+        "from 1ms to 168h",
+    );
 }
 
 #[test]

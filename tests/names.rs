@@ -11,6 +11,15 @@
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
+/// Files planted around the state root, none of them nodefall's.
+const PLANTED: [&str; 5] = [
+    "outer/canary",
+    "outer/victim/canary",
+    "outer/victim/sub/file",
+    "abs/dir/canary",
+    "abs/dir/sub/file",
+];
+
 /// A private tree: `outer/state` is the state root; beside it a planted
 /// file, a planted directory, and an absolute directory elsewhere in it.
 struct Tree {
@@ -24,13 +33,7 @@ impl Tree {
         for dir in ["outer/state", "outer/victim/sub", "abs/dir/sub"] {
             std::fs::create_dir_all(p.join(dir)).unwrap();
         }
-        for file in [
-            "outer/canary",
-            "outer/victim/canary",
-            "outer/victim/sub/file",
-            "abs/dir/canary",
-            "abs/dir/sub/file",
-        ] {
+        for file in PLANTED {
             std::fs::write(p.join(file), "keep me").unwrap();
         }
         Tree { root }
@@ -57,13 +60,7 @@ impl Tree {
     }
 
     fn planted_all_there(&self) {
-        for file in [
-            "outer/canary",
-            "outer/victim/canary",
-            "outer/victim/sub/file",
-            "abs/dir/canary",
-            "abs/dir/sub/file",
-        ] {
+        for file in PLANTED {
             assert_eq!(
                 std::fs::read_to_string(self.path(file)).ok().as_deref(),
                 Some("keep me"),

@@ -312,11 +312,7 @@ fn recover_names_and_skips_damaged_journals_and_recovers_the_rest() {
     );
     // Each damaged one is named with what is wrong, and left where it is.
     for (path, why) in &damaged {
-        let line = log
-            .lines()
-            .find(|l| l.contains(&format!("journal {}", path.display())))
-            .unwrap_or_else(|| panic!("{} not named\n{log}", path.display()));
-        assert!(line.contains(why), "{why}: {line}\n{log}");
+        let line = named(&log, path, why);
         assert!(line.contains("skipped"), "{line}\n{log}");
         assert!(path.exists(), "{}", path.display());
     }
@@ -391,11 +387,17 @@ fn the_killed_run_warning_still_warns_and_names_damaged_journals() {
         "{log}"
     );
     for (path, why) in &damaged {
-        let line = log
-            .lines()
-            .find(|l| l.contains(&format!("journal {}", path.display())))
-            .unwrap_or_else(|| panic!("{} not named\n{log}", path.display()));
-        assert!(line.contains(why), "{why}: {line}\n{log}");
+        named(&log, path, why);
     }
     assert!(log.contains("run `nodefall recover`"), "{log}");
+}
+
+/// The line of `log` naming the damaged journal `path`, which says `why`.
+fn named<'a>(log: &'a str, path: &std::path::Path, why: &str) -> &'a str {
+    let line = log
+        .lines()
+        .find(|l| l.contains(&format!("journal {}", path.display())))
+        .unwrap_or_else(|| panic!("{} not named\n{log}", path.display()));
+    assert!(line.contains(why), "{why}: {line}\n{log}");
+    line
 }

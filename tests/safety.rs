@@ -352,8 +352,15 @@ fn sigkill_then_recover_restores_the_node_its_taints_and_cordon() {
     let out = d.command(&["recover"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert_eq!(out.status.code(), Some(0), "{text}");
+    // The revert says what it found: the agent frozen, replaced.
+    assert!(
+        text.lines()
+            .any(|l| l.contains("resume-vm worker-2 (found it frozen")
+                && l.contains("started a new kwok)")
+                && l.ends_with(": ok")),
+        "{text}"
+    );
     for did in [
-        "resume-vm worker-2: ok",
         "untaint worker-2 example.com/chaos:NoSchedule: ok",
         "uncordon worker-2: ok",
         "delete namespace killed: ok",
