@@ -57,8 +57,9 @@ fn missing_file_is_bad_input() {
     let out = nodefall(&["plan", "scenarios/nope.yaml"]);
     assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
+    // The cause once, on its own line.
     assert!(
-        err.starts_with("error: cannot read scenario scenarios/nope.yaml:"),
+        err.starts_with("error: cannot read scenario scenarios/nope.yaml\n  caused by: "),
         "{err}"
     );
 }
@@ -179,7 +180,7 @@ fn report_render_refuses_another_schema_version_as_bad_input() {
     assert_eq!(out.status.code(), Some(2));
     assert!(
         text(&out.stderr)
-            .starts_with("error: cannot read run result tests/fixtures/results/nope.json:"),
+            .starts_with("error: cannot read run result tests/fixtures/results/nope.json\n"),
         "{}",
         text(&out.stderr)
     );
