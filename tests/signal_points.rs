@@ -16,13 +16,13 @@
 )]
 
 use std::collections::BTreeSet;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Namespace, Node};
 use kube::api::Api;
 use nix::sys::signal::Signal;
 use nodefall::report::result::RunVerdict;
+use nodefall::sim::{State, is_ready};
 
 #[path = "support/cli_run.rs"]
 mod cli_run;
@@ -119,8 +119,7 @@ fn seed_cases(all: bool) -> Vec<Case> {
 }
 
 /// The PIDs the kept cluster records (control plane, node agents).
-fn cluster_pids(root: &Path, name: &str) -> BTreeSet<i32> {
-    let state = nodefall::sim::State::load(&root.join(name).join("state.json")).unwrap();
+fn recorded_pids(state: &State) -> BTreeSet<i32> {
     state
         .components
         .iter()
@@ -129,10 +128,18 @@ fn cluster_pids(root: &Path, name: &str) -> BTreeSet<i32> {
         .collect()
 }
 
-fn run_case(d: &Dirs, name: &str, client: &kube::Client, rt: &tokio::runtime::Runtime, c: &Case) {
+/// Runs case number `n` and checks what it left.
+fn run_case(
+    d: &Dirs,
+    name: &str,
+    client: &kube::Client,
+    rt: &tokio::runtime::Runtime,
+    n: usize,
+    c: &Case,
+) {
     let started = Instant::now();
     let what = format!("{} at {} ({:?})", c.file, c.points, c.signal);
-    let out = d.out.path().join(format!("run-{}", d.results_count()));
+    let out = d.out.path().join(format!("run-{n}"));
     std::fs::create_dir_all(&out).unwrap();
     let mut cmd = d.command(&[
         "scenario",
@@ -171,7 +178,8 @@ fn run_case(d: &Dirs, name: &str, client: &kube::Client, rt: &tokio::runtime::Ru
     }
     // No process of the run's own: whatever names the state root is one
     // the kept cluster records.
-    let recorded = cluster_pids(d.state.path(), name);
+    let state = State::load(&d.state.path().join(name).join("state.json")).unwrap();
+    let recorded = recorded_pids(&state);
     let strays: Vec<String> = processes_naming(d.state.path())
         .into_iter()
         .filter(|p| {
@@ -184,15 +192,14 @@ fn run_case(d: &Dirs, name: &str, client: &kube::Client, rt: &tokio::runtime::Ru
         Vec::<String>::new(),
         "{what}: processes left\n{log}"
     );
-    every_agent_running(d.state.path(), name, &what);
+    every_agent_running(&state, &what);
     rt.block_on(every_node_ready_and_namespace_gone(client, &what));
     eprintln!("{what}: ok in {:.1}s", started.elapsed().as_secs_f64());
 }
 
 /// Every node's agent recorded running and really running: a frozen
 /// (SIGSTOPped) kwok still looks Ready until the grace period ends.
-fn every_agent_running(root: &Path, name: &str, what: &str) {
-    let state = nodefall::sim::State::load(&root.join(name).join("state.json")).unwrap();
+fn every_agent_running(state: &State, what: &str) {
     for n in &state.nodes {
         let agent = n.agent.as_ref();
         let proc = agent.and_then(|a| cli_run::proc_state(a.pid));
@@ -209,12 +216,6 @@ fn every_agent_running(root: &Path, name: &str, what: &str) {
 
 async fn every_node_ready_and_namespace_gone(client: &kube::Client, what: &str) {
     let nodes: Api<Node> = Api::all(client.clone());
-    let ready = |n: &Node| {
-        n.status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-    };
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
@@ -222,7 +223,7 @@ async fn every_node_ready_and_namespace_gone(client: &kube::Client, what: &str) 
         let not_ready: Vec<String> = list
             .items
             .iter()
-            .filter(|n| !ready(n))
+            .filter(|n| !is_ready(n))
             .map(|n| n.metadata.name.clone().unwrap_or_default())
             .collect();
         let left: Vec<String> = namespaces
@@ -245,16 +246,6 @@ async fn every_node_ready_and_namespace_gone(client: &kube::Client, what: &str) 
         // Node conditions and namespace finalisation have no event to wait
         // on through this plain list; a short bounded poll.
         tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
-trait Count {
-    fn results_count(&self) -> usize;
-}
-
-impl Count for Dirs {
-    fn results_count(&self) -> usize {
-        std::fs::read_dir(self.out.path()).unwrap().count()
     }
 }
 
@@ -282,8 +273,8 @@ fn a_signal_at_every_point_leaves_every_node_ready_and_no_journal_open() {
         assert!(!cases.is_empty(), "no case matches {only}");
     }
     let n = cases.len();
-    for c in &cases {
-        run_case(&d, name, &client, &rt, c);
+    for (i, c) in cases.iter().enumerate() {
+        run_case(&d, name, &client, &rt, i, c);
     }
     eprintln!(
         "{n} signalled runs in {:.0}s",

@@ -324,7 +324,8 @@ fn validate(files: &[PathBuf]) -> anyhow::Result<ExitCode> {
         let text =
             scenario::load::read_text(file, scenario::load::MAX_FILE_BYTES).unwrap_or_default();
         if crate::backend::command::spec::looks_like_backend_file(&text) {
-            match crate::backend::command::spec::load(file) {
+            // the text read above, not the file again
+            match crate::backend::command::spec::load_str(&file.display().to_string(), &text) {
                 Ok(l) => {
                     for w in &l.warnings {
                         eprintln!("{w}");

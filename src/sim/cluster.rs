@@ -496,10 +496,7 @@ impl SimCluster {
             self.check_not_stopped(node, "running or frozen")?;
             self.set_agent_state(node, AgentState::Frozen)?;
             testpoint::reached(|| "sim:freeze".to_owned()).await;
-            let spec = self.node_state(node)?.clone();
-            self.check_shard(&spec)?;
-            let client = self.client().await?;
-            return agents::set_managed(&client, &spec, false).await;
+            return self.take_out(node, "running or frozen").await;
         }
         self.agent(node)?;
         self.set_agent_state(node, AgentState::Frozen)?;

@@ -192,14 +192,29 @@ impl VagrantBackend {
     /// Where a target node's machine was found (by `resolve`, or read back
     /// from the journal's memo).
     fn placed_or_err(&self, node: &str) -> Result<Placed, Error> {
-        self.placed
-            .get(node)
+        self.placed(node)
             .cloned()
             .ok_or_else(|| Error::UnknownNode {
                 node: node.to_owned(),
                 what: "nodes whose Vagrant machine was resolved",
                 known: self.placed.keys().cloned().collect(),
             })
+    }
+
+    /// The libvirt backend, knowing `node`'s domain (given back from the
+    /// journal's memo when this process did not resolve it: `recover`).
+    async fn libvirt_for(
+        &mut self,
+        node: &str,
+        domain: &libvirt::Machine,
+    ) -> Result<&mut Libvirt, Error> {
+        let lv = self.libvirt().await?;
+        if lv.machine(node).is_none()
+            && let Ok(memo) = serde_json::to_string(domain)
+        {
+            lv.remember(node, &memo);
+        }
+        Ok(lv)
     }
 
     async fn libvirt(&mut self) -> Result<&mut Libvirt, Error> {
@@ -573,13 +588,11 @@ impl NodeFaults for VagrantBackend {
     /// domain is restored as the libvirt backend does.
     async fn restore(&mut self, node: &str, revert: FaultKind) -> Result<String, Error> {
         if let Placed::Libvirt { domain, .. } = self.placed_or_err(node)? {
-            let lv = self.libvirt().await?;
-            if lv.machine(node).is_none()
-                && let Ok(memo) = serde_json::to_string(&domain)
-            {
-                lv.remember(node, &memo);
-            }
-            return lv.restore(node, revert).await;
+            return self
+                .libvirt_for(node, &domain)
+                .await?
+                .restore(node, revert)
+                .await;
         }
         self.inject(node, FaultKind::Poweron).await?;
         if matches!(revert, FaultKind::RestoreNic | FaultKind::StartKubelet) {
@@ -599,14 +612,10 @@ impl NodeFaults for VagrantBackend {
                 self.vbox.inject(at, &uuid, &vm, nic, limit).await
             }
             Placed::Libvirt { domain, .. } => {
-                let lv = self.libvirt().await?;
-                if lv.machine(node).is_none() {
-                    // From the journal (`nodefall recover`).
-                    if let Ok(memo) = serde_json::to_string(&domain) {
-                        lv.remember(node, &memo);
-                    }
-                }
-                lv.inject(node, fault).await
+                self.libvirt_for(node, &domain)
+                    .await?
+                    .inject(node, fault)
+                    .await
             }
         }
     }
