@@ -40,7 +40,9 @@ impl Options {
     /// The filter when `RUST_LOG` is not set.
     pub fn default_filter(self) -> &'static str {
         match (self.quiet, self.verbose) {
-            (true, _) => "warn",
+            // nodefall's own, as without -q: kube-rs logs every 5xx of the
+            // API server starting up at error level, which nodefall handles
+            (true, _) => "nodefall=warn",
             (false, 0) => "nodefall=info",
             (false, 1) => "info,nodefall=debug,kube=debug,kube_runtime=debug,kube_client=debug",
             (false, _) => "trace",
@@ -165,7 +167,7 @@ mod tests {
         assert_eq!(f(0, false), "nodefall=info");
         assert!(f(1, false).contains("kube=debug") && f(1, false).contains("nodefall=debug"));
         assert_eq!(f(2, false), "trace");
-        assert_eq!(f(2, true), "warn");
+        assert_eq!(f(2, true), "nodefall=warn");
         for v in 0..3 {
             assert!(EnvFilter::try_new(f(v, false)).is_ok());
         }

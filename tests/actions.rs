@@ -360,7 +360,7 @@ async fn actions_flow() {
     );
     let drained_from = rec.now();
     let notes = std::sync::Mutex::new(Vec::new());
-    let note = |n: String| notes.lock().unwrap().push(n);
+    let note = |e: actions::DrainEvent| notes.lock().unwrap().push(e);
     let nodes = ["worker-1".to_owned(), "worker-2".to_owned()];
     let summary = actions::drain(&strict, &nodes, &drain, &note)
         .await
@@ -371,8 +371,17 @@ async fn actions_flow() {
         summary.refusals >= 1,
         "the PDB refused at least once: {notes:?}"
     );
+    let refused = |e: &actions::DrainEvent| matches!(e, actions::DrainEvent::Refused { .. });
+    assert_eq!(
+        notes.iter().filter(|e| refused(e)).count(),
+        summary.refusals,
+        "each refusal reported: {notes:?}"
+    );
     assert!(
-        notes.iter().any(|n| n.starts_with("429 evicting")),
+        notes
+            .iter()
+            .filter(|e| refused(e))
+            .all(|e| e.to_string().starts_with("429 evicting")),
         "{notes:?}"
     );
     for n in &nodes {

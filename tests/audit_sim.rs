@@ -2,7 +2,9 @@
 //! run on a cluster whose nodes are played by shared kwok shards carries
 //! its audit check (nothing missed, a lag), a 5 s poller watching the same
 //! run is slower, and a result with one transition removed or repeated is
-//! caught (exit 1, named). `audit stamp` folds kubectl's watch output.
+//! caught (exit 1, named). A drain under a PodDisruptionBudget is checked
+//! clean: its evictions are in the truth. `audit stamp` folds kubectl's
+//! watch output.
 
 #![allow(
     clippy::unwrap_used,
@@ -43,6 +45,16 @@ const SCENARIO: &str = "name: audit-pause\nnamespace: audit-pause\nsetup:\n  app
   \x20 - fault: resume-vm\n  - expect: {node: target, ready: \"True\", within: 1m}\n\
   \x20 - expect: {pods: app=web, ready: 12, within: 1m}\ncleanup: always\n";
 
+/// The sim tests one at a time: two control planes at once on a small
+/// machine slow both, and the timings they check with them.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn check(d: &Dirs, args: &[&str]) -> (Option<i32>, Value, String) {
     let mut all = vec!["audit", "check", "--format", "json"];
     all.extend(args);
@@ -63,6 +75,7 @@ fn source<'a>(report: &'a Value, name: &str) -> &'a Value {
 
 #[test]
 fn a_run_on_shared_kwok_is_checked_against_the_audit_log() {
+    let _serial = serial();
     let d = Dirs::new();
     let rt = tokio::runtime::Runtime::new().unwrap();
     // 60 nodes on 2 shared kwok processes.
@@ -149,26 +162,28 @@ fn a_run_on_shared_kwok_is_checked_against_the_audit_log() {
         "poller {poll} vs nodefall {ours}"
     );
 
-    // One transition taken out of the result: missed, and named.
+    // One transition taken out of the result: missed, and named. A pod
+    // going Ready in the setup, seconds before the window's end (a change
+    // made in the observer's last moments would be cut off, not missed).
     let mut value: Value =
         serde_json::from_str(&std::fs::read_to_string(&result_json).unwrap()).unwrap();
-    let target = result.targets["target"].clone();
     let transitions = value["transitions"].as_array_mut().unwrap();
     let pos = transitions
         .iter()
-        .position(|t| {
-            t["object"]["name"] == target.as_str()
-                && t["change"]["type"] == "nodeReady"
-                && t["change"]["status"] == "Unknown"
-        })
+        .position(|t| t["change"]["type"] == "podReady" && t["change"]["ready"] == true)
         .unwrap();
     let removed = transitions.remove(pos);
+    let pod = removed["object"]["name"].clone();
+    assert!(
+        removed["at"].as_i64().unwrap() < result.t0.unwrap(),
+        "in the setup: {removed}"
+    );
     let tampered = d.write("missed.json", &value.to_string());
     let (code, report, _) = check(&d, &[tampered.to_str().unwrap(), "--audit-log", a]);
     assert_eq!(code, Some(1));
     let ours = source(&report, "nodefall");
     assert_eq!(ours["missed"], 1, "{ours}");
-    assert_eq!(ours["missedExamples"][0]["object"]["name"], target.as_str());
+    assert_eq!(ours["missedExamples"][0]["object"]["name"], pod);
 
     // The same transition reported twice: duplicated.
     value["transitions"]
@@ -195,6 +210,45 @@ fn a_run_on_shared_kwok_is_checked_against_the_audit_log() {
         "{stderr}"
     );
     drop(sim);
+}
+
+/// Seed 004 (a drain of two nodes under a PDB, no fault): the pods the
+/// Eviction API evicted went Terminating with a DisruptionTarget condition
+/// with no audited write of the pod; the truth has them from the evictions
+/// (the refused ones, 429, change nothing), so nothing is unexplained, and
+/// the window ends where the cleanup began, so nothing is missed.
+#[test]
+fn a_drain_under_a_pdb_is_checked_clean_with_its_evictions_in_the_truth() {
+    let _serial = serial();
+    let d = Dirs::new();
+    let run = start_scenario(&d, std::path::Path::new("scenarios/drain-pdb.yaml"), &[]);
+    let (exit, log) = run.finish(Duration::from_secs(420));
+    assert_eq!(exit, Some(0), "{log}");
+    assert!(log.contains("429 evicting"), "a refusal happened: {log}");
+    let results = d.results();
+    let result = &results[0];
+    let audit = result.audit.as_ref().expect("the run's audit check");
+    let own = &audit.checks[0];
+    assert_eq!(own.source, "nodefall");
+    assert_eq!((own.missed, own.unexplained), (0, 0), "{own:?}\n{log}");
+    assert!(own.clean(), "{own:?}");
+    // Both evicted pods: their condition and their Terminating, from the
+    // evictions' audit events.
+    for kind in ["podDisruptionTarget", "podTerminating"] {
+        let n = own.lag_by_change_ms.get(kind).map_or(0, |s| s.n);
+        assert_eq!(n, 2, "{kind}: {own:?}");
+    }
+    // The window ends where the cleanup began.
+    let cleanup = result.cleanup.iter().map(|s| s.started).min().unwrap();
+    assert_eq!(audit.window.to, result.wall_clock(cleanup));
+    let dir = std::fs::read_dir(d.out.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.join("result.json").is_file())
+        .unwrap();
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(md.contains("**nodefall: clean**"), "{md}");
+    assert!(md.contains("lag vs audit log p50"), "{md}");
 }
 
 #[test]

@@ -29,6 +29,10 @@ const ABORTED: &str = "tests/fixtures/results/deployment-aborted.json";
 /// Service's endpoints and an HTTP probe whose server failed while the
 /// failed node's endpoints were stale.
 const CLIENTS: &str = "tests/fixtures/results/clients-probe.json";
+/// A real sim run of `scenarios/drain-pdb.yaml` (no fault: two nodes
+/// drained under a PodDisruptionBudget), with its audit check and the
+/// cleanup steps timed from start to end.
+const DRAIN: &str = "tests/fixtures/results/drain-pdb.json";
 
 fn fixture(path: &str) -> RunResult {
     report::read_result(Path::new(path)).unwrap()
@@ -151,7 +155,7 @@ fn deployment_fail_junit() {
 
 #[test]
 fn fixtures_round_trip_through_json_unchanged() {
-    for path in [STATEFULSET, DEPLOYMENT, VOLUMES, ABORTED, CLIENTS] {
+    for path in [STATEFULSET, DEPLOYMENT, VOLUMES, ABORTED, CLIENTS, DRAIN] {
         let text = std::fs::read_to_string(path).unwrap();
         let result: RunResult = serde_json::from_str(&text).unwrap();
         let again: RunResult =
@@ -603,34 +607,43 @@ fn the_timeline_lanes_show_steps_windows_nodes_pods_and_clients() {
     assert_eq!(names, ["Steps", "Nodes", "Pods"]);
     assert_eq!(l.t0, r.t0);
     assert!(l.end >= r.finished);
-    let steps = &l.sections[0].bars;
-    // every decided expectation is a bar with the moment it was seen
+    let steps = &l.sections[0].rows;
+    // every decided expectation is a row with the moment it was seen
     let decided = r
         .expectations
         .iter()
         .filter(|e| e.verdict != Verdict::NotRun)
         .count();
-    let marked: Vec<_> = steps.iter().filter(|b| b.mark.is_some()).collect();
+    let marked: Vec<_> = steps
+        .iter()
+        .filter(|row| row.marks.iter().any(|m| m.tone.is_none()))
+        .collect();
     assert!(!marked.is_empty() && marked.len() <= decided, "{steps:?}");
-    for b in &marked {
-        assert_eq!(b.tone, Tone::Ok, "{b:?}");
-        assert!(b.from <= b.to, "{b:?}");
+    for row in &marked {
+        assert_eq!(row.tone(), Some(Tone::Ok), "{row:?}");
+        assert!(row.segments.iter().all(|s| s.from <= s.to), "{row:?}");
     }
     // the node went Unknown and came back Ready
-    let nodes = &l.sections[1].bars;
+    let target = &r.targets["target"];
+    let lane = l.sections[1]
+        .rows
+        .iter()
+        .find(|row| &row.label == target)
+        .unwrap();
     assert!(
-        nodes
+        lane.segments
             .iter()
-            .any(|b| b.tone == Tone::Bad && b.label.ends_with("Unknown"))
+            .any(|s| s.tone == Tone::Bad && s.title.contains("Unknown")),
+        "{lane:?}"
     );
-    assert!(nodes.last().unwrap().label.ends_with("Ready"));
+    assert_eq!(lane.segments.last().unwrap().tone, Tone::Ok, "{lane:?}");
     // a failed run's expectation is drawn as a failure
     let failed = lanes::build(&fixture(DEPLOYMENT));
     assert!(
         failed.sections[0]
-            .bars
+            .rows
             .iter()
-            .any(|b| b.tone == Tone::Bad && b.label.contains("FAIL"))
+            .any(|row| row.tone() == Some(Tone::Bad) && row.label.contains("FAIL"))
     );
     // a probed run has a Clients lane with an error window
     let clients = lanes::build(&fixture(CLIENTS));
@@ -640,9 +653,9 @@ fn the_timeline_lanes_show_steps_windows_nodes_pods_and_clients() {
         .find(|s| s.name == "Clients")
         .unwrap();
     assert!(
-        c.bars
+        c.rows
             .iter()
-            .any(|b| b.tone == Tone::Bad && b.label.contains("errors"))
+            .any(|row| row.tone() == Some(Tone::Bad) && row.label.contains("errors"))
     );
 }
 
@@ -667,4 +680,191 @@ fn compare_markdown() {
         "compare-slower.md",
         report::compare::render(&c, Some("compare.svg"))
     );
+}
+
+#[test]
+fn drain_pdb_markdown() {
+    insta::assert_snapshot!("drain-pdb.md", markdown::render(&fixture(DRAIN)));
+}
+
+/// The part of a report under `heading`, up to the next section.
+fn section<'a>(md: &'a str, heading: &str) -> &'a str {
+    md.split(&format!("## {heading}\n"))
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .unwrap_or_else(|| panic!("no section {heading}:\n{md}"))
+}
+
+/// Issue 32: a run without a fault (a drain) lists no node failure it did
+/// not see, and calls its nodes target nodes, not failed ones.
+#[test]
+fn a_run_without_a_fault_names_no_failed_node_and_no_failure_it_did_not_see() {
+    let r = fixture(DRAIN);
+    assert!(
+        r.steps
+            .iter()
+            .all(|s| s.kind != nodefall::report::result::StepKind::Fault)
+    );
+    let md = markdown::render(&r);
+    let metrics = section(&md, "Key metrics");
+    for row in [
+        "Target node NotReady/Unknown",
+        "NoExecute taint on the target node",
+        "Target node Ready again",
+        "not observed",
+    ] {
+        assert!(!metrics.contains(row), "{row}:\n{metrics}");
+    }
+    assert!(metrics.contains("No fault was injected"), "{metrics}");
+    assert!(metrics.contains("| First eviction"), "{metrics}");
+    assert!(!md.contains("failed node"), "{md}");
+    assert!(md.contains("## Pods on the target node(s)\n"), "{md}");
+
+    // A target node that did go NotReady without a fault is shown, with
+    // what followed (or did not).
+    let mut r = fixture(DRAIN);
+    r.metrics.node_not_ready = Some(2_000);
+    let md = markdown::render(&r);
+    let metrics = section(&md, "Key metrics");
+    assert!(
+        metrics.contains("| Target node NotReady/Unknown ") && metrics.contains("| T0+2.000s "),
+        "{metrics}"
+    );
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("| Target node Ready again ") && l.contains("| not observed ")),
+        "{metrics}"
+    );
+
+    // After a fault, a failure not observed is news: it stays.
+    let mut r = fixture(STATEFULSET);
+    r.metrics.no_execute_taint = None;
+    let md = markdown::render(&r);
+    let metrics = section(&md, "Key metrics");
+    assert!(!metrics.contains("No fault was injected"), "{metrics}");
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("| NoExecute taint on the target node ")
+                && l.contains("| not observed ")),
+        "{metrics}"
+    );
+    assert!(md.contains("## Pods on the failed node(s)\n"));
+
+    // A fault that never ran (the run stopped before it) failed no node.
+    let mut r = fixture(DEPLOYMENT);
+    for s in r
+        .steps
+        .iter_mut()
+        .filter(|s| s.kind == nodefall::report::result::StepKind::Fault)
+    {
+        s.outcome = StepOutcome::Skipped;
+        s.ended = None;
+    }
+    let md = markdown::render(&r);
+    assert!(md.contains("## Pods on the target node(s)\n"), "{md}");
+    assert!(!md.contains("failed node"), "{md}");
+}
+
+/// Issue 32: the Key-metrics lag is against the objects' whole-second
+/// stamps, and says so, beside the audit's lag against its log.
+#[test]
+fn the_key_metrics_lag_says_what_it_is_measured_against() {
+    let md = markdown::render(&fixture(STATEFULSET));
+    let metrics = section(&md, "Key metrics");
+    assert!(!metrics.contains("| Detection lag, "), "{metrics}");
+    assert!(
+        metrics.contains("| Detection lag vs whole-second server timestamps, median | "),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("| Detection lag vs whole-second server timestamps, max "),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("Those stamps are whole seconds, so a lag reads up to 1s longer"),
+        "{metrics}"
+    );
+    // no audit in that run: nothing to tell it from
+    assert!(!metrics.contains("audit"), "{metrics}");
+    let r = fixture(DRAIN);
+    assert!(r.audit.is_some());
+    let md = markdown::render(&r);
+    assert!(
+        section(&md, "Key metrics").contains(
+            "the audit section's lag is measured against the audit log's microsecond stamps"
+        ),
+        "{md}"
+    );
+}
+
+/// Issue 32: each cleanup step is shown as long as it took. Deleting the
+/// namespace waited until it was gone; the runner records that wait
+/// (`runner::cleanup` tests), and the report shows it.
+#[test]
+fn cleanup_steps_show_how_long_they_took() {
+    let r = fixture(DRAIN);
+    let namespace = r
+        .cleanup
+        .iter()
+        .find(|c| c.description.starts_with("delete namespace"))
+        .unwrap();
+    let took = namespace.ended.unwrap() - namespace.started;
+    assert!(took > 1_000, "{namespace:?}");
+    for pair in r.cleanup.windows(2) {
+        assert!(pair[1].started >= pair[0].ended.unwrap(), "{:?}", r.cleanup);
+    }
+    let md = markdown::render(&r);
+    let row = section(&md, "Steps")
+        .lines()
+        .find(|l| l.contains("| delete namespace "))
+        .unwrap();
+    assert!(
+        row.contains(&format!("| {}.{:03}s ", took / 1000, took % 1000)),
+        "{row}"
+    );
+}
+
+/// A simulated node's Ready=True keeps its first stamp: after an outage,
+/// seen minus that stamp is the node's age, not a lag.
+#[test]
+fn stale_ready_stamps_give_no_server_lag() {
+    let md = markdown::render(&fixture(CLIENTS));
+    let transitions = section(&md, "Node transitions");
+    let back = transitions
+        .lines()
+        .find(|l| l.starts_with("| T0+16.493s ") && l.contains("Ready=True"))
+        .unwrap();
+    assert!(back.contains("— (stale stamp, 18.756s old)"), "{back}");
+    assert!(transitions.contains("it is not the change's own time"));
+    // live changes keep theirs
+    assert!(
+        transitions
+            .lines()
+            .any(|l| l.contains("Ready=Unknown") && l.contains("| +0.")),
+        "{transitions}"
+    );
+}
+
+/// The drain fixture's pods and replacements are what `compute` derives
+/// from its transitions: each replacement was created once its pod was
+/// going (the drain evicts the second node's pod 5 s after the first's).
+#[test]
+fn the_drain_fixture_pairs_each_pod_with_the_replacement_made_after_it_went() {
+    let r = fixture(DRAIN);
+    let targets: Vec<String> = r.targets.values().cloned().collect();
+    let m = nodefall::timeline::metrics::compute(
+        &r.transitions,
+        r.t0.unwrap(),
+        &targets,
+        r.finished,
+        r.started_at,
+    );
+    assert_eq!(m.pods, r.metrics.pods);
+    assert_eq!(m.pods.len(), 2);
+    for p in &m.pods {
+        let (going, created) = (p.terminating_at.unwrap(), p.replacement_created.unwrap());
+        assert!(created >= going, "{p:?}");
+    }
 }

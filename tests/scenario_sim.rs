@@ -370,6 +370,33 @@ fn seed_004_drain_under_a_pdb_is_refused_then_completes() {
         "{} <= {first_429}",
         ready.anchor_at
     );
+    // Issue 32: a drain is no node failure. The report names no failed
+    // node and lists no node failure it did not see.
+    assert!(!run.report.contains("failed node"), "{}", run.report);
+    assert!(run.report.contains("## Pods on the target node(s)"));
+    let key_metrics = run
+        .report
+        .split("## Key metrics")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .unwrap();
+    assert!(!key_metrics.contains("not observed"), "{key_metrics}");
+    // Each cleanup step lasts from its start to its end: deleting the
+    // namespace waits until it is gone, so it takes time, and the next
+    // step begins only after the one before it ended.
+    let namespace = r
+        .cleanup
+        .iter()
+        .find(|c| c.description.starts_with("delete namespace"))
+        .unwrap();
+    assert!(
+        namespace.ended.unwrap() > namespace.started,
+        "{:?}",
+        r.cleanup
+    );
+    for pair in r.cleanup.windows(2) {
+        assert!(pair[1].started >= pair[0].ended.unwrap(), "{:?}", r.cleanup);
+    }
 }
 
 #[test]

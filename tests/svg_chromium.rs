@@ -97,6 +97,8 @@ fn charts() -> Vec<(String, String)> {
         "statefulset-volumes",
         "deployment-aborted",
         "clients-probe",
+        "kubelet-stop-long",
+        "drain-pdb",
     ] {
         out.push((
             format!("timeline-{f}"),

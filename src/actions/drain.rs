@@ -64,13 +64,42 @@ fn classify(pod: &Pod, d: &Drain) -> std::result::Result<bool, String> {
     Ok(true)
 }
 
-/// Drains `nodes` (node names) concurrently. `note` receives progress lines
-/// (refusals, evictions) as they happen.
+/// What a drain reports as it goes: each answer of the Eviction API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DrainEvent {
+    /// Refused with 429 (a PodDisruptionBudget allows no more disruptions),
+    /// the `refusal`-th time for this pod (`namespace/name`).
+    Refused {
+        pod: String,
+        refusal: usize,
+        message: String,
+    },
+    /// Evicted, after `refusals` refusals.
+    Evicted { pod: String, refusals: usize },
+}
+
+impl std::fmt::Display for DrainEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DrainEvent::Refused {
+                pod,
+                refusal,
+                message,
+            } => write!(f, "429 evicting {pod} (refusal {refusal}): {message}"),
+            DrainEvent::Evicted { pod, refusals } => {
+                write!(f, "evicted {pod} after {refusals} refusal(s)")
+            }
+        }
+    }
+}
+
+/// Drains `nodes` (node names) concurrently. `note` receives each eviction
+/// and refusal as it happens.
 pub async fn drain(
     client: &kube::Client,
     nodes: &[String],
     d: &Drain,
-    note: &(dyn Fn(String) + Sync),
+    note: &(dyn Fn(DrainEvent) + Sync),
 ) -> Result<DrainSummary> {
     let deadline = Instant::now() + d.timeout;
     for node in nodes {
@@ -122,7 +151,7 @@ async fn evict(
     pod: &Pod,
     d: &Drain,
     deadline: Instant,
-    note: &(dyn Fn(String) + Sync),
+    note: &(dyn Fn(DrainEvent) + Sync),
 ) -> Result<(String, usize)> {
     let ns = pod.namespace().unwrap_or_default();
     let name = pod.name_any();
@@ -141,10 +170,11 @@ async fn evict(
             Err(kube::Error::Api(s)) if s.code == 404 => return Ok((full, refusals)),
             Err(kube::Error::Api(s)) if s.code == 429 => {
                 refusals += 1;
-                note(format!(
-                    "429 evicting {full} (refusal {refusals}): {}",
-                    s.message
-                ));
+                note(DrainEvent::Refused {
+                    pod: full.clone(),
+                    refusal: refusals,
+                    message: s.message.clone(),
+                });
                 if Instant::now() + d.retry_interval > deadline {
                     return Err(Error::Timeout {
                         what: format!(
@@ -160,7 +190,10 @@ async fn evict(
             Err(e) => return Err(kube_err(format!("evicting {full}"))(e)),
         }
     }
-    note(format!("evicted {full} after {refusals} refusal(s)"));
+    note(DrainEvent::Evicted {
+        pod: full.clone(),
+        refusals,
+    });
     let uid = pod.uid().unwrap_or_default();
     let left = deadline
         .saturating_duration_since(Instant::now())

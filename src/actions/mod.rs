@@ -5,7 +5,7 @@
 mod drain;
 mod objects;
 
-pub use drain::{DrainSummary, drain};
+pub use drain::{DrainEvent, DrainSummary, drain};
 pub use objects::{
     ManifestObject, apply_object, delete_object, existing_uid, namespace_uid, node_marks, replicas,
     resolve_manifest,

@@ -5,13 +5,19 @@
 //! the same folds as the observer's (`observe::kinds`) turn the sequence of
 //! stored states into the same typed changes nodefall records, each stamped
 //! with the event's `stageTimestamp` (ResponseComplete, microseconds).
+//!
+//! Two writes answer with a Status instead of the pod, and change it inside
+//! the API server with no audited write of the pod: a binding (the pod's
+//! node) and an eviction (`pods/eviction`: the DisruptionTarget condition,
+//! then the pod's deletion). Both are applied to the pod's last stored
+//! state, found by namespace and name (which gives its UID).
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::BufRead;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod, PodCondition, PodSpec, PodStatus, Toleration, Volume};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::runtime::watcher::Event as WatchEvent;
 use serde::Deserialize;
 use serde_json::Value;
@@ -46,6 +52,8 @@ pub struct Truth {
 struct Event {
     stage: String,
     verb: String,
+    #[serde(default)]
+    request_uri: String,
     #[serde(default)]
     object_ref: Option<ObjectRefJson>,
     #[serde(default)]
@@ -85,6 +93,15 @@ enum Write {
         namespace: String,
         name: String,
         node: String,
+    },
+    /// `pods/eviction` answered 2xx: the API server set the pod's
+    /// DisruptionTarget condition, then deleted it (the response is a
+    /// Status). A refused eviction (429) changed nothing and is not one.
+    Evict {
+        namespace: String,
+        name: String,
+        /// `deleteOptions.gracePeriodSeconds` of the request, if it set one.
+        grace: Option<i64>,
     },
 }
 
@@ -165,6 +182,35 @@ fn decode(e: Event, scope: &Scope) -> Option<(Timestamp, Write)> {
             Some((
                 at,
                 Write::Pod(Box::new(watch_event(&e.verb, pod, is_gone_pod)?)),
+            ))
+        }
+        ("pods", "eviction") => {
+            if e.verb != "create" || !in_scope(scope, r.namespace.as_deref()) {
+                return None;
+            }
+            let request = e.request_object.unwrap_or(Value::Null);
+            // A dry run is answered 201 too, and changes nothing.
+            let dry =
+                |v: Option<&Value>| v.and_then(Value::as_array).is_some_and(|a| !a.is_empty());
+            if e.request_uri.contains("dryRun=") || dry(request.pointer("/deleteOptions/dryRun")) {
+                return None;
+            }
+            // The Eviction is named after its pod (the API server refuses
+            // one whose name differs from the URL's).
+            let name = request
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .or(r.name)?;
+            Some((
+                at,
+                Write::Evict {
+                    namespace: r.namespace.unwrap_or_default(),
+                    name,
+                    grace: request
+                        .pointer("/deleteOptions/gracePeriodSeconds")
+                        .and_then(Value::as_i64),
+                },
             ))
         }
         ("pods", "binding") => {
@@ -281,7 +327,7 @@ impl Folder {
         let meta = match &write {
             Write::Node(e) => applied_meta(e),
             Write::Pod(e) => applied_meta(e),
-            Write::Bind { .. } => None,
+            Write::Bind { .. } | Write::Evict { .. } => None,
         };
         if let Some(meta) = meta
             && self.is_stale(meta)
@@ -297,17 +343,17 @@ impl Folder {
                         p.metadata.name.clone().unwrap_or_default(),
                     )
                 };
-                let e = *e;
-                match &e {
+                match *e {
                     WatchEvent::Apply(p) => {
-                        self.last_pod.insert(key(p), Kept::of(p));
+                        self.last_pod.insert(key(&p), Kept::of(&p));
+                        self.pods.handle(WatchEvent::Apply(p))
                     }
                     WatchEvent::Delete(p) => {
-                        self.last_pod.remove(&key(p));
+                        self.last_pod.remove(&key(&p));
+                        self.pods.handle(WatchEvent::Delete(p))
                     }
-                    _ => {}
+                    e => self.pods.handle(e),
                 }
-                self.pods.handle(e)
             }
             Write::Bind {
                 namespace,
@@ -319,6 +365,30 @@ impl Folder {
                 };
                 kept.node_name = Some(node);
                 self.pods.handle(WatchEvent::Apply(kept.pod()))
+            }
+            Write::Evict {
+                namespace,
+                name,
+                grace,
+            } => {
+                let key = (namespace, name);
+                // Evicted before it was ever seen (or of another namespace's
+                // pod): nothing to change.
+                let Some(kept) = self.last_pod.get_mut(&key) else {
+                    return;
+                };
+                // First the condition (its own update), then the deletion.
+                kept.disrupt();
+                let mut batch = self.pods.handle(WatchEvent::Apply(kept.pod()));
+                let gone = kept.delete(at, grace);
+                let pod = kept.pod();
+                if gone {
+                    self.last_pod.remove(&key);
+                    batch.extend(self.pods.handle(WatchEvent::Delete(pod)));
+                } else {
+                    batch.extend(self.pods.handle(WatchEvent::Apply(pod)));
+                }
+                batch
             }
         };
         for (object, changes) in batch {
@@ -341,6 +411,8 @@ struct Kept {
     metadata: ObjectMeta,
     has_spec: bool,
     node_name: Option<String>,
+    /// `spec.terminationGracePeriodSeconds`: an eviction's deletion grace.
+    grace: Option<i64>,
     tolerations: Option<Vec<Toleration>>,
     claims: Option<Vec<Volume>>,
     has_status: bool,
@@ -360,6 +432,7 @@ impl Kept {
             metadata,
             has_spec: spec.is_some(),
             node_name: spec.and_then(|s| s.node_name.clone()),
+            grace: spec.and_then(|s| s.termination_grace_period_seconds),
             tolerations: spec.and_then(|s| s.tolerations.clone()),
             claims: spec.and_then(|s| {
                 s.volumes.as_ref().map(|vs| {
@@ -376,10 +449,61 @@ impl Kept {
         }
     }
 
+    /// What an eviction's update does first (`addConditionAndDeletePod` in
+    /// kubernetes' pkg/registry/core/pod/storage/eviction.go): the
+    /// DisruptionTarget condition, True, reason EvictionByEvictionAPI
+    /// (replacing one the pod had).
+    fn disrupt(&mut self) {
+        self.has_status = true;
+        let conditions = self.conditions.get_or_insert_with(Vec::new);
+        conditions.retain(|c| c.type_ != "DisruptionTarget");
+        conditions.push(PodCondition {
+            type_: "DisruptionTarget".into(),
+            status: "True".into(),
+            reason: Some("EvictionByEvictionAPI".into()),
+            message: Some("Eviction API: evicting".into()),
+            ..PodCondition::default()
+        });
+    }
+
+    /// What the eviction's deletion does next, as the API server decides
+    /// it (`BeforeDelete`, and the pod strategy's `CheckGracefulDelete`):
+    /// the request's grace period, else the pod's (30 s by default), none
+    /// for a pod never scheduled or finished; a pod already being deleted
+    /// only takes a shorter one. With none left and no finalizer the pod is
+    /// removed (true); else it is marked for deletion (Terminating).
+    fn delete(&mut self, at: Timestamp, grace: Option<i64>) -> bool {
+        // A negative grace period counts as 1 s.
+        let grace = grace.map(|g| if g < 0 { 1 } else { g });
+        let finished = matches!(self.phase.as_deref(), Some("Succeeded" | "Failed"));
+        let m = &mut self.metadata;
+        let period = if m.deletion_timestamp.is_some() {
+            let was = m.deletion_grace_period_seconds.unwrap_or(0);
+            grace.map_or(was, |g| g.min(was))
+        } else if self.node_name.is_none() || finished {
+            0
+        } else {
+            grace.or(self.grace).unwrap_or(30).max(0)
+        };
+        let held = m.finalizers.as_ref().is_some_and(|f| !f.is_empty());
+        if period == 0 && !held {
+            return true;
+        }
+        if m.deletion_timestamp.is_none() {
+            let when = at
+                .checked_add(jiff::SignedDuration::from_secs(period))
+                .unwrap_or(at);
+            m.deletion_timestamp = Some(Time(when));
+        }
+        m.deletion_grace_period_seconds = Some(period);
+        false
+    }
+
     /// The pod as the fold reads it (a binding gives it a spec).
     fn pod(&self) -> Pod {
         let spec = (self.has_spec || self.node_name.is_some()).then(|| PodSpec {
             node_name: self.node_name.clone(),
+            termination_grace_period_seconds: self.grace,
             tolerations: self.tolerations.clone(),
             volumes: self.claims.clone(),
             ..PodSpec::default()
@@ -401,6 +525,200 @@ impl Kept {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::timeline::{Change, ObjectRef};
+
+    /// One audit event (ResponseComplete) as the API server writes it.
+    fn event(
+        at: &str,
+        verb: &str,
+        sub: Option<&str>,
+        name: &str,
+        code: u16,
+        request: serde_json::Value,
+        response: serde_json::Value,
+    ) -> String {
+        let mut object_ref = serde_json::json!({"resource": "pods", "namespace": "ns", "name": name, "apiVersion": "v1"});
+        if let Some(sub) = sub {
+            object_ref["subresource"] = sub.into();
+        }
+        let uri = format!(
+            "/api/v1/namespaces/ns/pods/{name}{}?",
+            sub.map(|s| format!("/{s}")).unwrap_or_default()
+        );
+        serde_json::json!({
+            "kind": "Event", "apiVersion": "audit.k8s.io/v1", "level": "RequestResponse",
+            "stage": "ResponseComplete", "requestURI": uri, "verb": verb, "objectRef": object_ref,
+            "responseStatus": {"metadata": {}, "code": code},
+            "requestObject": request, "responseObject": response,
+            "stageTimestamp": format!("2026-11-25T15:08:{at}Z"),
+        })
+        .to_string()
+    }
+
+    /// web-0 stored Running and Ready on worker-1, at resourceVersion `rv`.
+    fn running(rv: u32, extra_meta: serde_json::Value) -> serde_json::Value {
+        let mut pod = serde_json::json!({
+            "kind": "Pod", "apiVersion": "v1",
+            "metadata": {"name": "web-0", "namespace": "ns", "uid": "u-web-0",
+                         "resourceVersion": rv.to_string(), "labels": {"app": "web"}},
+            "spec": {"nodeName": "worker-1", "containers": [{"name": "c", "image": "i"}]},
+            "status": {"phase": "Running", "conditions": [
+                {"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"}]}
+        });
+        for (k, v) in extra_meta.as_object().unwrap() {
+            pod["metadata"][k] = v.clone();
+        }
+        pod
+    }
+
+    fn eviction(at: &str, code: u16, request: serde_json::Value) -> String {
+        let status = serde_json::json!({"kind": "Status", "apiVersion": "v1", "code": code});
+        event(
+            at,
+            "create",
+            Some("eviction"),
+            "web-0",
+            code,
+            request,
+            status,
+        )
+    }
+
+    /// The pod's changes in the truth, as `seconds-of-minute change`.
+    fn changes(lines: &[String]) -> Vec<String> {
+        let log = lines.join("\n");
+        let scope = Scope {
+            namespace: Some("ns".into()),
+        };
+        let truth = read(log.as_bytes(), std::path::Path::new("audit.log"), &scope).unwrap();
+        truth
+            .transitions
+            .iter()
+            .map(|t| {
+                assert!(
+                    matches!(&t.object, ObjectRef::Pod { uid, .. } if uid == "u-web-0"),
+                    "{t:?}"
+                );
+                let second = t.at.strftime("%S%.3f");
+                let change = match &t.change {
+                    Change::PodDisruptionTarget { reason } => {
+                        format!("DisruptionTarget {}", reason.as_deref().unwrap_or("-"))
+                    }
+                    other => serde_json::to_value(other).unwrap()["type"]
+                        .as_str()
+                        .unwrap()
+                        .to_owned(),
+                };
+                format!("{second} {change}")
+            })
+            .collect()
+    }
+
+    fn evicted_pod_log(code: u16) -> Vec<String> {
+        let eviction_request = serde_json::json!({"kind": "Eviction", "apiVersion": "policy/v1",
+                                                  "metadata": {"name": "web-0"}});
+        // kwok's removal of the Terminating pod, answered with it as stored.
+        let removed = running(
+            12,
+            serde_json::json!({"deletionTimestamp": "2026-11-25T15:08:59Z",
+                               "deletionGracePeriodSeconds": 0}),
+        );
+        vec![
+            event(
+                "50.000000",
+                "patch",
+                Some("status"),
+                "web-0",
+                200,
+                serde_json::Value::Null,
+                running(10, serde_json::json!({})),
+            ),
+            eviction("59.433300", code, eviction_request),
+            event(
+                "59.513577",
+                "delete",
+                None,
+                "web-0",
+                200,
+                serde_json::json!({"gracePeriodSeconds": 0}),
+                removed,
+            ),
+        ]
+    }
+
+    #[test]
+    fn a_successful_eviction_is_the_pods_disruption_target_then_its_deletion() {
+        let got = changes(&evicted_pod_log(201));
+        assert_eq!(
+            got[got.len() - 3..],
+            [
+                "59.433 DisruptionTarget EvictionByEvictionAPI",
+                "59.433 podTerminating",
+                "59.513 podDeleted",
+            ],
+            "{got:?}"
+        );
+    }
+
+    #[test]
+    fn a_refused_eviction_changes_nothing() {
+        let got = changes(&evicted_pod_log(429));
+        assert!(
+            got.iter()
+                .all(|c| !c.contains("DisruptionTarget") && !c.contains("Terminating")),
+            "{got:?}"
+        );
+        assert_eq!(got.last().map(String::as_str), Some("59.513 podDeleted"));
+        // A dry run is answered 201 and changes nothing either.
+        let mut dry = evicted_pod_log(201);
+        dry[1] = eviction(
+            "59.433300",
+            201,
+            serde_json::json!({"kind": "Eviction", "metadata": {"name": "web-0"},
+                               "deleteOptions": {"dryRun": ["All"]}}),
+        );
+        assert_eq!(changes(&dry), got);
+    }
+
+    #[test]
+    fn an_eviction_without_grace_removes_the_pod_and_one_of_another_pod_is_not_this_ones() {
+        let request = |name: &str, grace: i64| {
+            serde_json::json!({"kind": "Eviction", "metadata": {"name": name},
+                               "deleteOptions": {"gracePeriodSeconds": grace}})
+        };
+        let lines = vec![
+            event(
+                "50.000000",
+                "patch",
+                Some("status"),
+                "web-0",
+                200,
+                serde_json::Value::Null,
+                running(10, serde_json::json!({})),
+            ),
+            // Another pod's eviction: web-0 stays as it was.
+            event(
+                "51.000000",
+                "create",
+                Some("eviction"),
+                "web-1",
+                201,
+                request("web-1", 0),
+                serde_json::Value::Null,
+            ),
+            eviction("52.000000", 201, request("web-0", 0)),
+        ];
+        let got = changes(&lines);
+        assert_eq!(
+            got[got.len() - 2..],
+            [
+                "52.000 DisruptionTarget EvictionByEvictionAPI",
+                "52.000 podDeleted"
+            ],
+            "{got:?}"
+        );
+        assert!(!got.iter().any(|c| c.starts_with("51.")), "{got:?}");
+    }
 
     #[test]
     fn a_kept_pod_holds_what_the_fold_reads_and_takes_its_binding() {

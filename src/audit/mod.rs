@@ -2,12 +2,14 @@
 //! came to it.
 //!
 //! The sim's kube-apiserver records every write to a Node or Pod with the
-//! stored object and a microsecond `stageTimestamp` (`src/sim/audit-policy.yaml`).
+//! stored object and a microsecond `stageTimestamp`, and every eviction
+//! (`src/sim/audit-policy.yaml`).
 //! [`log::read`] folds those states into the same typed transitions the
 //! observer records; [`check::compare`] matches what an observer (nodefall,
 //! or a baseline such as a 5 s poller or `kubectl get -w`) reported against
-//! them: transitions missed, duplicated, out of order or unexplained, and
-//! the detection lag of each match (observed - written).
+//! them: transitions missed, duplicated, out of order or unexplained (and
+//! cut off: made just before the observer stopped), and the lag vs the
+//! audit log of each match (observed − written, the log's µs stamp).
 
 pub mod check;
 pub mod log;
@@ -172,7 +174,9 @@ fn with_rotated(path: &Path) -> Vec<PathBuf> {
 
 /// What nodefall's observer reported in a run (Nodes and Pods only, the
 /// kinds the audit log covers), and the window to compare: from when its
-/// watchers had listed to when the cleanup began.
+/// watchers had listed to when the cleanup began (its first record's start:
+/// the steps' end), which is where the observer stops reporting; a run
+/// without cleanup ends at its end.
 pub fn observed_in_run(result: &RunResult) -> Option<(Vec<Report<'_>>, Window)> {
     let from = result.observed_from?;
     let end = result
@@ -301,6 +305,93 @@ fn json_lines<T: serde::de::DeserializeOwned>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::result::{StepKind, StepOutcome};
+
+    /// A drain's run as result.json holds it, from `fields`.
+    fn run(fields: serde_json::Value) -> RunResult {
+        let mut v = serde_json::json!({
+            "schemaVersion": crate::report::result::SCHEMA_VERSION,
+            "scenario": "drain-pdb", "file": "drain-pdb.yaml", "backend": "sim",
+            "profile": crate::profile::TimingProfile::fast(),
+            "namespace": "seed-004", "targets": {},
+            "startedAt": "2026-11-25T15:01:56.691Z",
+            "finished": 41_465, "verdict": "pass",
+            "steps": [], "expectations": [], "cleanup": [],
+            "metrics": crate::timeline::metrics::Metrics::default(),
+            "transitions": [],
+        });
+        for (k, x) in fields.as_object().unwrap() {
+            v[k] = x.clone();
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn step(kind: StepKind, description: &str, started: i64, ended: i64) -> serde_json::Value {
+        serde_json::json!({"label": kind.name(), "kind": kind, "description": description,
+                           "started": started, "ended": ended, "outcome": StepOutcome::Ok})
+    }
+
+    fn taint_removed() -> Change {
+        Change::TaintRemoved {
+            key: "node.kubernetes.io/unschedulable".into(),
+            effect: "NoSchedule".into(),
+        }
+    }
+
+    #[test]
+    fn the_window_covers_what_the_observer_reported_up_to_the_cleanups_start() {
+        // The end of drain-pdb: both nodes uncordoned, the last expectation
+        // held at once, then the cleanup deletes the PDB (the observer
+        // stops), the Deployment and the namespace.
+        let node = |name: &str| ObjectRef::Node { name: name.into() };
+        let r = run(serde_json::json!({
+            "observedFrom": 447,
+            "steps": [step(StepKind::Action, "uncordon second", 35_963, 36_046),
+                      step(StepKind::Expect, "node first schedulable", 36_046, 36_046)],
+            "cleanup": [step(StepKind::Cleanup, "delete PodDisruptionBudget seed-004/myapp", 36_047, 36_059),
+                        step(StepKind::Cleanup, "delete namespace seed-004", 36_068, 41_465)],
+            "transitions": [
+                {"at": 36_029, "object": node("worker-2"), "change": Change::Unschedulable { value: false }},
+                {"at": 36_045, "object": node("worker-1"), "change": taint_removed()},
+            ],
+        }));
+        let (seen, window) = observed_in_run(&r).unwrap();
+        assert_eq!(window.from, r.wall_clock(447));
+        assert_eq!(window.to, r.wall_clock(36_047), "the cleanup's start");
+        let at = |ms: i64, us: i64| {
+            r.wall_clock(ms)
+                .checked_add(jiff::SignedDuration::from_micros(us))
+                .unwrap()
+        };
+        let truth = [
+            Seen {
+                at: at(36_027, 400),
+                object: node("worker-2"),
+                change: Change::Unschedulable { value: false },
+            },
+            Seen {
+                at: at(36_044, 200),
+                object: node("worker-1"),
+                change: taint_removed(),
+            },
+            // Removed by the controller 1 ms before the cleanup began: it
+            // had not reached the observer when the cleanup stopped it.
+            Seen {
+                at: at(36_046, 100),
+                object: node("worker-2"),
+                change: taint_removed(),
+            },
+            // 5 ms into the cleanup: its own, not compared.
+            Seen {
+                at: at(36_052, 0),
+                object: node("worker-3"),
+                change: Change::Unschedulable { value: true },
+            },
+        ];
+        let c = compare("nodefall", &truth, &seen, window, false);
+        assert_eq!((c.truth, c.matched, c.cut_off), (3, 2, 1), "{c:?}");
+        assert!(c.clean(), "{c:?}");
+    }
 
     #[test]
     fn rotated_files_are_read_first_oldest_first() {

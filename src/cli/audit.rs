@@ -32,7 +32,8 @@ pub enum AuditCommand {
         "folded into transitions; each is matched to the observer's first equal report of the\n",
         "same object, between the observer's first list and the cleanup.\n",
         "\n",
-        "Exit codes: 0 nodefall missed, duplicated and reordered nothing; 1 it did;\n",
+        "Exit codes: 0 nodefall missed, duplicated, reordered and made up nothing (clean);\n",
+        "1 it did (a change made as the observer stopped, cut off, does not count);\n",
         "2 bad input (unreadable file, no observer start in the result) or nothing to check:\n",
         "an empty audit log, or one without a Node or Pod change in the run's window (not\n",
         "this run's cluster, or not written during the run) is refused, never a pass."
@@ -174,16 +175,23 @@ fn check(args: &CheckArgs) -> anyhow::Result<ExitCode> {
             );
             for c in &report.checks {
                 outln!("{:<16} {}", c.source, report::audit_line(c));
-                for m in c.missed_examples.iter().take(5) {
-                    outln!("  missed {:?} {:?} at {}", m.object, m.change, m.at);
+                for (what, list) in [
+                    ("missed", &c.missed_examples),
+                    ("unexplained", &c.unexplained_examples),
+                ] {
+                    for m in list.iter().take(5) {
+                        outln!(
+                            "  {what}: {} {} at {}",
+                            m.object.name(),
+                            m.change.describe(),
+                            m.at
+                        );
+                    }
                 }
             }
         }
     }
-    let clean = report
-        .checks
-        .first()
-        .is_some_and(|c| c.missed == 0 && c.duplicated == 0 && c.out_of_order == 0);
+    let clean = report.checks.first().is_some_and(|c| c.clean());
     if args.update {
         let mut result = result;
         result.audit = Some(report);

@@ -147,7 +147,7 @@ fn metrics(out: &mut String, a: &Aggregate) {
     }
     let _ = writeln!(
         out,
-        "Times are after T0 (the first fault) unless the figure is a duration. Percentiles \
+        "Times are after T0 (the first fault or action) unless the figure is a duration. Percentiles \
          interpolate between the closest runs (with 5 runs, p95 lies between the two slowest); \
          n counts the runs that observed the figure.\n"
     );

@@ -45,11 +45,18 @@ pub(super) fn section(out: &mut String, r: &RunResult) {
         return;
     }
     let _ = writeln!(out, "## What clients see\n");
-    endpoints(out, e);
+    endpoints(out, e, super::markdown::had_fault(r));
     super::probes::section(out, r);
 }
 
-fn endpoints(out: &mut String, e: &EndpointMetrics) {
+/// `fault`: the run injected one, so the target nodes failed (else they
+/// were drained or changed by actions, and were not dead).
+fn endpoints(out: &mut String, e: &EndpointMetrics, fault: bool) {
+    let (nodes, dead) = if fault {
+        ("failed", "reached a dead node")
+    } else {
+        ("target", "were routed to those nodes")
+    };
     if !e.stale_endpoints.is_empty() {
         let still = e
             .stale_endpoints
@@ -60,8 +67,8 @@ fn endpoints(out: &mut String, e: &EndpointMetrics) {
             Some(ms) => {
                 let _ = writeln!(
                     out,
-                    "The failed nodes' endpoints stayed ready for **{}** after T0 (`staleEndpointWindow`): \
-                     clients routed to them meanwhile reached a dead node. This is the Kubernetes part of \
+                    "The {nodes} nodes' endpoints stayed ready for **{}** after T0 (`staleEndpointWindow`): \
+                     clients routed to them meanwhile {dead}. This is the Kubernetes part of \
                      the client error window.\n",
                     secs(ms)
                 );
@@ -69,9 +76,10 @@ fn endpoints(out: &mut String, e: &EndpointMetrics) {
             None => {
                 let _ = writeln!(
                     out,
-                    "**{still} of the failed nodes' {} endpoints were still ready when the steps ended**: \
-                     clients could be routed to a dead node throughout.\n",
-                    e.stale_endpoints.len()
+                    "**{still} of the {nodes} nodes' {} endpoints were still ready when the steps ended**: \
+                     clients could be routed to {} throughout.\n",
+                    e.stale_endpoints.len(),
+                    if fault { "a dead node" } else { "them" }
                 );
             }
         }
@@ -97,7 +105,7 @@ fn endpoints(out: &mut String, e: &EndpointMetrics) {
     } else if !e.ready_endpoints.is_empty() {
         let _ = writeln!(
             out,
-            "No endpoint on the failed nodes was ready at T0, so none stayed ready after it.\n"
+            "No endpoint on the {nodes} nodes was ready at T0, so none stayed ready after it.\n"
         );
     }
     if e.ready_endpoints.is_empty() {

@@ -1,56 +1,94 @@
-//! The run's timeline as lanes of bars (pure): steps with their expectation
-//! windows as they really ran, each target node's Ready periods, the
+//! The run's timeline as rows of segments (pure): the steps in scenario
+//! order with their expectation windows as they really ran, a drain's
+//! evictions and refusals, cleanup folded into one row, one lane per target
+//! node (Ready, NotReady, Unknown, deleted) with its cordons, the
 //! Terminating pods and their replacements, and what clients saw. The SVG
 //! timeline draws it (see [`super::svg::timeline`]).
 
 use std::collections::BTreeSet;
 
+use super::format::{secs, t0_rel};
 use super::result::{ExpectationResult, RunResult, StepKind, StepOutcome, StepRecord, Verdict};
 use crate::scenario::expr::Window;
 use crate::timeline::{Change, Ms, ObjectRef};
 
-/// What a bar means, which decides its colour.
+/// What a segment or mark means, which decides its colour.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tone {
     /// Held, Ready, served: good.
     Ok,
-    /// A fault in place, a node NotReady, a pod Terminating: the failure
-    /// being measured.
+    /// A fault in place, a node NotReady, a pod Terminating, an eviction
+    /// refused (429): the disruption being measured.
     Fault,
     /// Failed, Unknown, stuck, error window: what went wrong.
     Bad,
-    /// Setup, cleanup, actions, an expectation not run.
+    /// Setup, cleanup, actions, a deleted Node.
     Neutral,
+    /// Taken out of service on purpose: cordoned, evicted.
+    Cordon,
 }
 
-/// One bar: `from..to` in ms since the start of the run (equal for a point
-/// in time), with an optional mark inside it (when an expectation was seen).
+/// A stretch of time `from..to` (ms since the start of the run; equal for
+/// a moment) in one state.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Bar {
-    pub label: String,
-    pub tone: Tone,
+pub struct Segment {
     pub from: Ms,
     pub to: Ms,
-    pub mark: Option<Ms>,
+    pub tone: Tone,
+    /// What it was, for the tooltip (`worker-1 Unknown for 4m50s`).
+    pub title: String,
 }
 
-impl Bar {
-    fn span(label: String, tone: Tone, from: Ms, to: Ms) -> Bar {
-        Bar {
+/// A moment on a row: where an expectation was seen (no tone: drawn
+/// hollow), or an event such as one eviction (drawn in its tone).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mark {
+    pub at: Ms,
+    pub tone: Option<Tone>,
+    pub title: String,
+}
+
+/// One row: a label, the segments drawn on it in time order, and marks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    pub label: String,
+    pub segments: Vec<Segment>,
+    pub marks: Vec<Mark>,
+}
+
+impl Row {
+    fn one(label: String, tone: Tone, from: Ms, to: Ms) -> Row {
+        Row {
+            segments: vec![Segment {
+                from,
+                to: to.max(from),
+                tone,
+                title: label.clone(),
+            }],
             label,
-            tone,
-            from,
-            to: to.max(from),
-            mark: None,
+            marks: Vec::new(),
         }
+    }
+
+    /// The tone of its first segment (a row's main meaning).
+    pub fn tone(&self) -> Option<Tone> {
+        self.segments.first().map(|s| s.tone)
+    }
+
+    /// Every moment it draws: segment ends and marks.
+    pub fn times(&self) -> impl Iterator<Item = Ms> + '_ {
+        self.segments
+            .iter()
+            .flat_map(|s| [s.from, s.to])
+            .chain(self.marks.iter().map(|m| m.at))
     }
 }
 
-/// A named group of bars (`Steps`, `Nodes`, `Pods`, `Clients`).
+/// A named group of rows (`Steps`, `Nodes`, `Pods`, `Clients`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Section {
     pub name: String,
-    pub bars: Vec<Bar>,
+    pub rows: Vec<Row>,
 }
 
 /// The whole chart: ms since start from 0 to `end`, with T0 when reached.
@@ -62,40 +100,50 @@ pub struct Lanes {
     pub sections: Vec<Section>,
 }
 
+impl Lanes {
+    /// Every moment drawn, for the time axis to keep readable.
+    pub fn times(&self) -> Vec<Ms> {
+        let mut out: Vec<Ms> = self
+            .sections
+            .iter()
+            .flat_map(|s| &s.rows)
+            .flat_map(Row::times)
+            .chain(self.t0)
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+}
+
 /// The lanes of a run.
 pub fn build(r: &RunResult) -> Lanes {
     let mut sections = vec![Section {
         name: "Steps".into(),
-        bars: steps(r),
+        rows: steps(r),
     }];
-    let nodes = nodes(r);
-    if !nodes.is_empty() {
-        sections.push(Section {
-            name: "Nodes".into(),
-            bars: nodes,
-        });
+    for (name, rows) in [("Nodes", nodes(r)), ("Pods", pods(r))] {
+        if !rows.is_empty() {
+            sections.push(Section {
+                name: name.into(),
+                rows,
+            });
+        }
     }
-    let pods = pods(r);
-    if !pods.is_empty() {
-        sections.push(Section {
-            name: "Pods".into(),
-            bars: pods,
-        });
-    }
-    let clients: Vec<Bar> = super::clients::bars(r)
+    let clients: Vec<Row> = super::clients::bars(r)
         .into_iter()
-        .map(|(label, tag, from, to)| Bar::span(label, tone_of(tag), from, to))
+        .map(|(label, tag, from, to)| Row::one(label, tone_of(tag), from, to))
         .collect();
     if !clients.is_empty() {
         sections.push(Section {
             name: "Clients".into(),
-            bars: clients,
+            rows: clients,
         });
     }
     let end = sections
         .iter()
-        .flat_map(|s| &s.bars)
-        .map(|b| b.to.max(b.mark.unwrap_or(b.to)))
+        .flat_map(|s| &s.rows)
+        .flat_map(Row::times)
         .fold(r.finished, Ms::max);
     Lanes {
         title: r.scenario.clone(),
@@ -114,33 +162,39 @@ fn tone_of(tag: &str) -> Tone {
     }
 }
 
-/// Steps and expectation windows in the order they began, then cleanup.
-fn steps(r: &RunResult) -> Vec<Bar> {
-    let mut out = Vec::new();
+/// Setup, then the steps and expectations in scenario order (a drain's
+/// evictions under it), then cleanup as one row.
+fn steps(r: &RunResult) -> Vec<Row> {
+    // (setup first, scenario index, the step before what it adds)
+    let mut keyed: Vec<((u8, usize, u8), Row)> = Vec::new();
     let mut shown = BTreeSet::new();
     for s in &r.steps {
         let exp = match (s.kind, s.index) {
             (StepKind::Expect, Some(i)) => r.expectations.iter().find(|e| e.index == i),
             _ => None,
         };
-        match exp {
-            Some(e) => {
-                shown.insert(e.index);
-                out.extend(expectation(e, r.finished));
-            }
-            None => out.extend(step(s, r.finished)),
+        let key = match s.kind {
+            StepKind::Setup => (0, 0),
+            _ => (1, s.index.unwrap_or(usize::MAX)),
+        };
+        if let Some(e) = exp {
+            shown.insert(e.index);
+            keyed.extend(expectation(e, r.finished).map(|row| ((key.0, key.1, 0), row)));
+            continue;
         }
+        keyed.extend(step(s, r.finished).map(|row| ((key.0, key.1, 0), row)));
+        keyed.extend(evictions(s).into_iter().map(|row| ((key.0, key.1, 1), row)));
     }
     for e in r.expectations.iter().filter(|e| !shown.contains(&e.index)) {
-        out.extend(expectation(e, r.finished));
+        keyed.extend(expectation(e, r.finished).map(|row| ((1, e.index, 0), row)));
     }
-    // in the order they began (stable: a step before its own expectation)
-    out.sort_by_key(|b| b.from);
-    out.extend(r.cleanup.iter().filter_map(|s| step(s, r.finished)));
+    keyed.sort_by_key(|(k, _)| *k);
+    let mut out: Vec<Row> = keyed.into_iter().map(|(_, row)| row).collect();
+    out.extend(cleanup(r));
     out
 }
 
-fn step(s: &StepRecord, finished: Ms) -> Option<Bar> {
+fn step(s: &StepRecord, finished: Ms) -> Option<Row> {
     if s.outcome == StepOutcome::Skipped {
         return None;
     }
@@ -150,12 +204,106 @@ fn step(s: &StepRecord, finished: Ms) -> Option<Bar> {
         _ => Tone::Neutral,
     };
     let end = s.ended.unwrap_or(finished);
-    Some(Bar::span(
+    Some(Row::one(
         format!("{} {}", s.label, s.description),
         tone,
         s.started,
         end,
     ))
+}
+
+/// A drain's calls of the Eviction API: a row of the pods it evicted and
+/// one of the refusals (429), a mark each.
+fn evictions(s: &StepRecord) -> Vec<Row> {
+    let mut out = Vec::new();
+    for (refused, tone, what) in [
+        (false, Tone::Cordon, "evicted"),
+        (true, Tone::Fault, "refused (429)"),
+    ] {
+        let marks: Vec<Mark> = s
+            .evictions
+            .iter()
+            .filter(|e| e.refused == refused)
+            .map(|e| Mark {
+                at: e.at,
+                tone: Some(tone),
+                title: format!("{what}: {}", e.pod),
+            })
+            .collect();
+        if marks.is_empty() {
+            continue;
+        }
+        let n = marks.len();
+        let label = if refused {
+            format!("{} evictions refused (429): {n}", s.label)
+        } else {
+            format!("{} pods evicted: {n}", s.label)
+        };
+        out.push(Row {
+            label,
+            segments: Vec::new(),
+            marks,
+        });
+    }
+    out
+}
+
+/// All cleanup steps as one row from the first's start to the last's end;
+/// each is in `result.json` and in report.md's Steps table.
+fn cleanup(r: &RunResult) -> Option<Row> {
+    let first = r.cleanup.first()?;
+    let from = first.started;
+    let to = r
+        .cleanup
+        .iter()
+        .map(|s| s.ended.unwrap_or(r.finished).max(s.started))
+        .max()
+        .unwrap_or(from);
+    let failed = r
+        .cleanup
+        .iter()
+        .filter(|s| matches!(s.outcome, StepOutcome::Failed(_)))
+        .count();
+    let n = r.cleanup.len();
+    let label = match failed {
+        0 => format!(
+            "cleanup: {n} step{} put back, took {}",
+            plural(n),
+            secs(to - from)
+        ),
+        f => format!("cleanup: {f} of {n} step{} FAILED", plural(n)),
+    };
+    let tone = if failed > 0 { Tone::Bad } else { Tone::Neutral };
+    let segments = r
+        .cleanup
+        .iter()
+        .map(|s| Segment {
+            from: s.started,
+            to: s.ended.unwrap_or(r.finished).max(s.started),
+            tone: match s.outcome {
+                StepOutcome::Failed(_) => Tone::Bad,
+                _ => tone,
+            },
+            title: format!(
+                "{}: {}{}",
+                s.description,
+                secs(s.ended.unwrap_or(r.finished) - s.started),
+                match &s.outcome {
+                    StepOutcome::Failed(e) => format!(", FAILED: {e}"),
+                    _ => String::new(),
+                }
+            ),
+        })
+        .collect();
+    Some(Row {
+        label,
+        segments,
+        marks: Vec::new(),
+    })
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
 }
 
 /// When the observation `ms` (relative to what the window counted from) was,
@@ -171,7 +319,7 @@ pub(super) fn observed_at(e: &ExpectationResult, ms: Ms) -> Option<Ms> {
 
 /// The window the expectation was decided over, with a mark where it was
 /// seen; a preflight check is a point at its anchor.
-fn expectation(e: &ExpectationResult, finished: Ms) -> Option<Bar> {
+fn expectation(e: &ExpectationResult, finished: Ms) -> Option<Row> {
     let (verdict, tone) = match e.verdict {
         Verdict::Pass => ("pass", Tone::Ok),
         Verdict::Fail => ("FAIL", Tone::Bad),
@@ -179,54 +327,132 @@ fn expectation(e: &ExpectationResult, finished: Ms) -> Option<Bar> {
     };
     let label = format!("{} {verdict}: {}", e.label, e.description);
     if e.window == Window::Preflight {
-        return Some(Bar::span(label, tone, e.anchor_at, e.anchor_at));
+        return Some(Row::one(label, tone, e.anchor_at, e.anchor_at));
     }
-    let mark = e.observed.and_then(|ms| observed_at(e, ms));
-    match (e.window_from, e.window_to, mark) {
-        (Some(from), Some(to), _) => Some(Bar {
-            mark,
-            ..Bar::span(label, tone, from, to.min(finished))
+    let seen = e.observed.and_then(|ms| observed_at(e, ms));
+    let marks = seen
+        .map(|at| Mark {
+            at,
+            tone: None,
+            title: format!("{label} (seen)"),
+        })
+        .into_iter()
+        .collect();
+    match (e.window_from, e.window_to, seen) {
+        (Some(from), Some(to), _) => Some(Row {
+            marks,
+            ..Row::one(label, tone, from, to.min(finished))
         }),
-        (_, _, Some(at)) => Some(Bar {
-            mark: Some(at),
-            ..Bar::span(label, tone, at, at)
+        (_, _, Some(at)) => Some(Row {
+            marks,
+            ..Row::one(label, tone, at, at)
         }),
         // a schema-1 `holdsFor`/`never`: where it ran was not recorded
         _ => None,
     }
 }
 
-/// Each target node's Ready condition periods.
-fn nodes(r: &RunResult) -> Vec<Bar> {
+/// One lane per target node: its Ready condition from one change to the
+/// next, ending where the Node was deleted (a grey "deleted" stretch until
+/// it registered again); and a row of its cordons, if any.
+fn nodes(r: &RunResult) -> Vec<Row> {
     let names: BTreeSet<&str> = r.targets.values().map(String::as_str).collect();
     let mut out = Vec::new();
     for node in names {
-        let changes: Vec<(Ms, &str)> = r
+        let changes = r
             .transitions
             .iter()
-            .filter(|t| matches!(&t.object, ObjectRef::Node { name } if name == node))
-            .filter_map(|t| match &t.change {
-                Change::NodeReady { status, .. } => Some((t.at, status.as_str())),
-                _ => None,
-            })
-            .collect();
-        for (i, (at, status)) in changes.iter().enumerate() {
-            let end = changes.get(i + 1).map_or(r.finished, |(next, _)| *next);
-            let (state, tone) = match *status {
-                "True" => ("Ready", Tone::Ok),
-                "False" => ("NotReady", Tone::Fault),
-                "Unknown" => ("Unknown", Tone::Bad),
-                other => (other, Tone::Neutral),
-            };
-            out.push(Bar::span(format!("{node} {state}"), tone, *at, end));
+            .filter(|t| matches!(&t.object, ObjectRef::Node { name } if name == node));
+        let mut lane = Lane::new(node, r);
+        let mut cordons = Lane::new(node, r);
+        for t in changes {
+            match &t.change {
+                Change::NodeReady { status, .. } => {
+                    let (state, tone) = match status.as_str() {
+                        "True" => ("Ready", Tone::Ok),
+                        "False" => ("NotReady", Tone::Fault),
+                        "Unknown" => ("Unknown", Tone::Bad),
+                        other => (other, Tone::Neutral),
+                    };
+                    lane.enter(t.at, Some((state.to_owned(), tone)));
+                }
+                Change::NodeDeleted => {
+                    lane.enter(t.at, Some(("deleted".to_owned(), Tone::Neutral)));
+                    cordons.enter(t.at, None);
+                }
+                // its Ready condition follows, seen in the same event
+                Change::NodeAdded => lane.enter(t.at, None),
+                Change::Unschedulable { value } => {
+                    cordons.enter(t.at, value.then(|| ("cordoned".to_owned(), Tone::Cordon)))
+                }
+                _ => {}
+            }
         }
+        out.extend(lane.finish(node.to_owned()));
+        out.extend(cordons.finish(format!("{node} cordoned (unschedulable)")));
     }
     out
 }
 
+/// Builds a row from state changes: each state lasts until the next.
+struct Lane<'a> {
+    node: &'a str,
+    r: &'a RunResult,
+    open: Option<(Ms, String, Tone)>,
+    segments: Vec<Segment>,
+}
+
+impl<'a> Lane<'a> {
+    fn new(node: &'a str, r: &'a RunResult) -> Lane<'a> {
+        Lane {
+            node,
+            r,
+            open: None,
+            segments: Vec::new(),
+        }
+    }
+
+    /// Ends the open state at `at` and begins `next` (`None`: no state).
+    fn enter(&mut self, at: Ms, next: Option<(String, Tone)>) {
+        if let Some((from, state, tone)) = self.open.take() {
+            if state == next.as_ref().map_or("", |(s, _)| s.as_str()) {
+                self.open = Some((from, state, tone));
+                return;
+            }
+            self.close(from, at, &state, tone);
+        }
+        self.open = next.map(|(state, tone)| (at, state, tone));
+    }
+
+    fn close(&mut self, from: Ms, to: Ms, state: &str, tone: Tone) {
+        let since = self
+            .r
+            .since_t0(from)
+            .map_or_else(String::new, |t| format!(" from {}", t0_rel(t)));
+        self.segments.push(Segment {
+            from,
+            to: to.max(from),
+            tone,
+            title: format!("{} {state}{since} for {}", self.node, secs(to - from)),
+        });
+    }
+
+    fn finish(mut self, label: String) -> Option<Row> {
+        if let Some((from, state, tone)) = self.open.take() {
+            let end = self.r.finished;
+            self.close(from, end, &state, tone);
+        }
+        (!self.segments.is_empty()).then(|| Row {
+            label,
+            segments: self.segments,
+            marks: Vec::new(),
+        })
+    }
+}
+
 /// Terminating periods that began before cleanup, and the replacements
 /// from creation to Ready.
-fn pods(r: &RunResult) -> Vec<Bar> {
+fn pods(r: &RunResult) -> Vec<Row> {
     let cleanup_from = r.cleanup.iter().map(|s| s.started).min().unwrap_or(Ms::MAX);
     let mut out = Vec::new();
     for (i, t) in r.transitions.iter().enumerate() {
@@ -241,8 +467,8 @@ fn pods(r: &RunResult) -> Vec<Bar> {
                 && matches!(&d.object, ObjectRef::Pod { uid: u, .. } if u == uid)
         });
         out.push(match deleted {
-            Some(d) => Bar::span(format!("{name} Terminating"), Tone::Fault, t.at, d.at),
-            None => Bar::span(
+            Some(d) => Row::one(format!("{name} Terminating"), Tone::Fault, t.at, d.at),
+            None => Row::one(
                 format!("{name} Terminating until the end"),
                 Tone::Bad,
                 t.at,
@@ -250,6 +476,7 @@ fn pods(r: &RunResult) -> Vec<Bar> {
             ),
         });
     }
+    let mut replacements = Vec::new();
     for p in &r.metrics.pods {
         let (Some(replacement), Some(created)) = (&p.replacement, p.replacement_created) else {
             continue;
@@ -262,13 +489,15 @@ fn pods(r: &RunResult) -> Vec<Bar> {
             Some(to) => ("created to Ready", to, Tone::Ok),
             None => ("created, not Ready by the end", r.finished, Tone::Bad),
         };
-        out.push(Bar::span(
+        replacements.push(Row::one(
             format!("{replacement} new on {on} {what}"),
             tone,
             from,
             to,
         ));
     }
+    replacements.sort_by_key(|row| row.segments[0].from);
+    out.extend(replacements);
     out
 }
 

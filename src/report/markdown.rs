@@ -12,12 +12,12 @@ use tabled::builder::Builder;
 use tabled::settings::Style;
 
 use super::format::{cell, fence_for, inline, secs, signed_secs, t0_rel, utc_full, utc_time};
-use super::result::{ExpectationResult, RunResult, StepOutcome, StepRecord, Verdict};
+use super::result::{ExpectationResult, RunResult, StepKind, StepOutcome, StepRecord, Verdict};
 use crate::profile::Var;
 use crate::scenario::duration::format_duration;
 use crate::scenario::expr::Window;
 use crate::timeline::metrics::PodRecovery;
-use crate::timeline::{Ms, ObjectRef};
+use crate::timeline::{Change, Ms, ObjectRef, Transition};
 
 /// Shown for a value the run did not observe.
 const MISSING: &str = "—";
@@ -42,6 +42,21 @@ pub fn render(result: &RunResult) -> String {
     super::audit::section(&mut out, result);
     timeline(&mut out, result);
     out
+}
+
+/// Whether a fault ran: a step of kind `fault` that was not skipped. A run
+/// without one (a drain, a cordon, a taint) has target nodes, not failed
+/// ones, and no node failure to measure.
+pub fn had_fault(r: &RunResult) -> bool {
+    r.steps
+        .iter()
+        .any(|s| s.kind == StepKind::Fault && s.outcome != StepOutcome::Skipped)
+}
+
+/// What the target nodes were, for headings and sentences: `failed` on a
+/// run with a fault, else `target` (`Pods on the target node(s)`).
+pub fn nodes_word(r: &RunResult) -> &'static str {
+    if had_fault(r) { "failed" } else { "target" }
 }
 
 /// A Markdown table; the cells must already be escaped with [`cell`].
@@ -310,14 +325,32 @@ fn key_metrics(out: &mut String, r: &RunResult) {
             "No fault or action started (no T0), so nothing was measured.\n"
         );
     }
+    let fault = had_fault(r);
+    if !fault && r.t0.is_some() {
+        let _ = writeln!(
+            out,
+            "No fault was injected (no `fault` step ran), so node-failure metrics are listed only \
+             where a target node did fail.\n"
+        );
+    }
     let time_row = |name: &str, v: Option<Ms>| {
         let [value, utc] = metric_time(r, v);
         [name.to_string(), value, utc]
     };
+    // A node failure not observed is news after a fault (or once a target
+    // node failed anyway), not after a drain.
+    let failed = fault || m.node_not_ready.is_some();
+    let failure_row =
+        |name: &str, v: Option<Ms>| (failed || v.is_some()).then(|| time_row(name, v));
     let lag = |v: Option<Ms>| v.map(secs).unwrap_or_else(|| "not observed".into());
-    let rows = vec![
-        time_row("Target node NotReady/Unknown", m.node_not_ready),
-        time_row("NoExecute taint on the target node", m.no_execute_taint),
+    let mut rows: Vec<[String; 3]> = [
+        failure_row("Target node NotReady/Unknown", m.node_not_ready),
+        failure_row("NoExecute taint on the target node", m.no_execute_taint),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    rows.extend([
         time_row(
             "First eviction (pod on a target node Terminating)",
             m.first_eviction,
@@ -326,7 +359,9 @@ fn key_metrics(out: &mut String, r: &RunResult) {
             "Workload ready again (as many Ready pods as before T0)",
             m.workload_ready_again,
         ),
-        time_row("Target node Ready again", m.node_ready_again),
+    ]);
+    rows.extend(failure_row("Target node Ready again", m.node_ready_again));
+    rows.extend([
         [
             "Ready pods before T0".into(),
             m.ready_before.to_string(),
@@ -338,19 +373,38 @@ fn key_metrics(out: &mut String, r: &RunResult) {
             MISSING.into(),
         ],
         [
-            "Detection lag, median (seen by nodefall − server timestamp)".into(),
+            format!("{LAG_VS}, median"),
             lag(m.detection_lag_median),
             MISSING.into(),
         ],
         [
-            "Detection lag, max".into(),
+            format!("{LAG_VS}, max"),
             lag(m.detection_lag_max),
             MISSING.into(),
         ],
-    ];
+    ]);
     out.push_str(&table(["metric", "value", "UTC"], rows));
+    if m.detection_lag_median.is_some() {
+        let _ = writeln!(
+            out,
+            "\nDetection lag is when nodefall saw a change after T0 minus the time the API server \
+             wrote into the object for it (conditions' `lastTransitionTime`, taints' `timeAdded`, \
+             pods' `deletionTimestamp`). Those stamps are whole seconds, so a lag reads up to 1s \
+             longer than it was{}.",
+            if r.audit.is_some() {
+                "; the audit section's lag is measured against the audit log's microsecond \
+                 stamps instead"
+            } else {
+                ""
+            }
+        );
+    }
     out.push('\n');
 }
+
+/// The Key-metrics lag says what it is measured against: the objects' own
+/// whole-second stamps, not the audit log's.
+const LAG_VS: &str = "Detection lag vs whole-second server timestamps";
 
 /// How the replacement's creation relates to its predecessor's lifetime.
 fn replacement_vs_old(p: &PodRecovery) -> Option<(bool, String)> {
@@ -372,13 +426,21 @@ fn replacement_vs_old(p: &PodRecovery) -> Option<(bool, String)> {
 }
 
 fn pods(out: &mut String, r: &RunResult) {
-    let _ = writeln!(out, "## Pods on the failed node(s)\n");
+    let _ = writeln!(out, "## Pods on the {} node(s)\n", nodes_word(r));
     let pods = &r.metrics.pods;
     if pods.is_empty() {
         let _ = writeln!(out, "No pod was recorded on a target node at T0.\n");
         return;
     }
-    let _ = writeln!(out, "Times are relative to T0.\n");
+    if had_fault(r) {
+        let _ = writeln!(out, "Times are relative to T0.\n");
+    } else {
+        let _ = writeln!(
+            out,
+            "The pods on the target nodes at T0 and what replaced them (no fault was injected). \
+             Times are relative to T0.\n"
+        );
+    }
     let rows = pods
         .iter()
         .map(|p| {
@@ -479,21 +541,58 @@ fn pods(out: &mut String, r: &RunResult) {
     out.push('\n');
 }
 
+/// A server stamp this much older than something it must postdate is not
+/// the change's own time (stamps are whole seconds: 1 s is their slack).
+const STAMP_SLACK: Ms = 1_000;
+
+/// The server lag of a node's transition: seen minus the server's stamp,
+/// unless that is no lag. The change was there before the watch began (in
+/// its first list, or stamped before the run: the object's age, not a
+/// lag), or, for a Ready change, the stamp is older than the node's
+/// previous Ready change nodefall saw (not this change's time).
+/// The flag says the stamp was set aside.
+fn server_lag(r: &RunResult, node: &str, t: &Transition, earlier: &[Transition]) -> (String, bool) {
+    let Some(stamp) = t.server_time else {
+        return (MISSING.into(), false);
+    };
+    let stamp = stamp.as_millisecond();
+    let seen = r.wall_clock(t.at).as_millisecond();
+    let listed = r.observed_from.is_some_and(|from| t.at <= from);
+    if listed || stamp + STAMP_SLACK < r.started_at.as_millisecond() {
+        return (format!("{MISSING} (before the watch began)"), true);
+    }
+    let previous_ready = matches!(t.change, Change::NodeReady { .. })
+        .then(|| {
+            earlier.iter().rev().find(|p| {
+                matches!(&p.object, ObjectRef::Node { name } if name == node)
+                    && matches!(p.change, Change::NodeReady { .. })
+            })
+        })
+        .flatten();
+    match previous_ready {
+        Some(p) if stamp + STAMP_SLACK < r.wall_clock(p.at).as_millisecond() => (
+            format!("{MISSING} (stale stamp, {} old)", secs(seen - stamp)),
+            true,
+        ),
+        _ => (signed_secs(seen - stamp), false),
+    }
+}
+
 fn node_transitions(out: &mut String, r: &RunResult) {
     let _ = writeln!(out, "## Node transitions\n");
+    let mut stale = false;
     let rows: Vec<[String; 5]> = r
         .transitions
         .iter()
-        .filter_map(|t| match &t.object {
-            ObjectRef::Node { name } => Some((t, name)),
+        .enumerate()
+        .filter_map(|(i, t)| match &t.object {
+            ObjectRef::Node { name } => Some((i, t, name)),
             _ => None,
         })
-        .map(|(t, name)| {
+        .map(|(i, t, name)| {
             let seen = r.wall_clock(t.at);
-            let lag = t
-                .server_time
-                .map(|st| signed_secs(seen.as_millisecond() - st.as_millisecond()))
-                .unwrap_or_else(|| MISSING.into());
+            let (lag, set_aside) = server_lag(r, name, t, &r.transitions[..i]);
+            stale |= set_aside;
             [
                 rel(r, t.at),
                 utc_time(seen),
@@ -510,7 +609,14 @@ fn node_transitions(out: &mut String, r: &RunResult) {
     let _ = writeln!(
         out,
         "Server lag is when nodefall saw the change minus the server's own timestamp for it \
-         (condition `lastTransitionTime`, taint `timeAdded`), which has whole-second precision.\n"
+         (condition `lastTransitionTime`, taint `timeAdded`), which has whole-second precision.{}\n",
+        if stale {
+            " A change already there when the watch began gives no lag (its stamp says how old \
+             it was), nor does a Ready stamp older than the node's previous Ready change: it is \
+             not the change's own time (a simulated node keeps its first Ready stamp)."
+        } else {
+            ""
+        }
     );
     out.push_str(&table(
         ["time", "UTC", "node", "change", "server lag"],
@@ -579,22 +685,69 @@ fn steps(out: &mut String, r: &RunResult) {
     out.push('\n');
 }
 
-/// The timeline section: the SVG written next to `report.md`.
+/// The timeline section: the SVG written next to `report.md`, and what
+/// its rows are.
 fn timeline(out: &mut String, r: &RunResult) {
     let _ = writeln!(out, "## Timeline\n");
-    let _ = writeln!(
-        out,
-        "Steps with their expectation windows as they ran (a diamond where each was seen), the \
-         target nodes' Ready condition, Terminating pods and their replacements{}. Seconds from \
-         T0{}.\n",
-        if !r.probes.is_empty() || !r.metrics.endpoints.stale_endpoints.is_empty() {
-            ", and what clients saw"
+    let lanes = super::lanes::build(r);
+    let has = |section: &str, word: &str| {
+        lanes
+            .sections
+            .iter()
+            .filter(|s| s.name == section)
+            .flat_map(|s| &s.rows)
+            .any(|row| row.label.contains(word))
+    };
+    let mut rows = vec![format!(
+        "steps in scenario order with their expectation windows as they ran (a hollow diamond \
+         where each was seen){}{}",
+        if r.steps.iter().any(|s| !s.evictions.is_empty()) {
+            ", a drain's evictions and refusals (429)"
         } else {
             ""
         },
+        if r.cleanup.is_empty() {
+            ""
+        } else {
+            ", cleanup in one row"
+        }
+    )];
+    if lanes.sections.iter().any(|s| s.name == "Nodes") {
+        rows.push(format!(
+            "each target node's lane (Ready, NotReady, Unknown, or deleted){}",
+            if has("Nodes", "cordoned") {
+                " and its cordons"
+            } else {
+                ""
+            }
+        ));
+    }
+    if lanes.sections.iter().any(|s| s.name == "Pods") {
+        rows.push("Terminating pods and their replacements".into());
+    }
+    if lanes.sections.iter().any(|s| s.name == "Clients") {
+        rows.push("what clients saw".into());
+    }
+    let mut text = rows.join("; ");
+    if let Some(first) = text.get(..1) {
+        text = first.to_uppercase() + &text[1..];
+    }
+    let skipped = super::svg::timeline::skipped(&lanes);
+    let _ = writeln!(
+        out,
+        "{text}. Seconds from T0{}.{}\n",
         match r.t0 {
             Some(t0) => format!(" ({} UTC)", utc_time(r.wall_clock(t0))),
             None => " (not reached: seconds from the start)".into(),
+        },
+        match skipped.len() {
+            0 => String::new(),
+            n => format!(
+                " The axis skips {n} stretch{} in which nothing began or ended ({} in all; grey \
+                 bands marked //), so the short phases keep their width.",
+                if n == 1 { "" } else { "es" },
+                secs(skipped.iter().map(|(a, b)| (b - a) as Ms).sum())
+            ),
         }
     );
     let _ = writeln!(out, "![Timeline of the run]({})\n", super::TIMELINE_SVG);

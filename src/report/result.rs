@@ -255,6 +255,20 @@ pub struct StepRecord {
     /// The external commands it ran (command backend), with their output.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub commands: Vec<CommandRecord>,
+    /// Each eviction a drain asked for, as the API server answered it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evictions: Vec<EvictionRecord>,
+}
+
+/// One call of the Eviction API by a drain: the pod evicted, or refused
+/// (HTTP 429: a PodDisruptionBudget allowed no more disruptions).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EvictionRecord {
+    pub at: Ms,
+    /// `namespace/name`.
+    pub pod: String,
+    pub refused: bool,
 }
 
 /// One external command a step ran, as it ran: the line, how it ended and

@@ -10,6 +10,7 @@ use super::journal::{Settled, TaintWas, Undo};
 use super::{Error, Run, journal_failed};
 use crate::actions;
 use crate::expect;
+use crate::report::result::EvictionRecord;
 use crate::scenario::checked::{Action, WorkloadKind};
 use crate::scenario::model::TaintEffect;
 
@@ -192,23 +193,30 @@ impl Run<'_> {
                 for n in &nodes {
                     self.journal_cordon(n).await.map_err(wrap)?;
                 }
-                let notes = std::sync::Mutex::new(Vec::new());
+                let events = std::sync::Mutex::new(Vec::new());
                 let rec = self.rec.clone();
                 let progress = self.progress;
-                let note = |text: String| {
-                    progress.log(&format!("  {text}"));
-                    notes
+                let note = |event: actions::DrainEvent| {
+                    progress.log(&format!("  {event}"));
+                    events
                         .lock()
                         .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .push((rec.now(), text));
+                        .push((rec.now(), event));
                 };
                 progress.waiting(label, &format!("{label}: draining {}", nodes.join(", ")));
                 let r = actions::drain(&self.strict, &nodes, d, &note).await;
-                let notes = notes
+                let events = events
                     .into_inner()
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
                 if let Some(step) = self.steps.last_mut() {
-                    step.notes.extend(notes);
+                    for (at, event) in events {
+                        step.notes.push((at, event.to_string()));
+                        let (pod, refused) = match event {
+                            actions::DrainEvent::Refused { pod, .. } => (pod, true),
+                            actions::DrainEvent::Evicted { pod, .. } => (pod, false),
+                        };
+                        step.evictions.push(EvictionRecord { at, pod, refused });
+                    }
                 }
                 let summary = r.map_err(wrap)?;
                 self.note(&format!(

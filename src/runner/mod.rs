@@ -369,6 +369,7 @@ impl Run<'_> {
             outcome: StepOutcome::Ok,
             notes: Vec::new(),
             commands: Vec::new(),
+            evictions: Vec::new(),
         });
         self.steps.len() - 1
     }

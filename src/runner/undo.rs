@@ -167,6 +167,21 @@ pub async fn revert_all<B: NodeFaults>(
     client: Result<&kube::Client, &str>,
     backend: &mut B,
     tidy: Option<&str>,
+    on_delete: impl FnMut(),
+    report: impl FnMut(String, Result<(), String>, Vec<CommandRecord>),
+) {
+    revert_each(journal, client, backend, tidy, || {}, on_delete, report).await;
+}
+
+/// [`revert_all`], calling `begin` as each revert (or keep) begins, before
+/// `on_delete`: what happens between `begin` and `report` (the revert with
+/// its waits, a namespace's deletion until it is gone) is that revert's.
+pub async fn revert_each<B: NodeFaults>(
+    journal: &mut Journal,
+    client: Result<&kube::Client, &str>,
+    backend: &mut B,
+    tidy: Option<&str>,
+    mut begin: impl FnMut(),
     mut on_delete: impl FnMut(),
     mut report: impl FnMut(String, Result<(), String>, Vec<CommandRecord>),
 ) {
@@ -174,6 +189,7 @@ pub async fn revert_all<B: NodeFaults>(
         if matches!(p.undo, Undo::Cluster { .. }) {
             continue;
         }
+        begin();
         if let (Some(policy), false) = (tidy, p.undo.always()) {
             let r = journal
                 .settle(p.id, Settled::Kept)

@@ -100,7 +100,7 @@ pub const DEFS: [Def; 14] = [
     def(
         "staleEndpointWindow",
         Unit::Ms,
-        "the failed nodes' endpoints unready",
+        "the target nodes' endpoints unready",
         true,
     ),
     def("errorWindow", Unit::Ms, "longest probe error window", true),

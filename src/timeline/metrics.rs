@@ -24,13 +24,18 @@ pub struct Metrics {
     pub ready_before: u32,
     /// Most Ready pods missing from the baseline at any time after T0.
     pub max_unavailable: u32,
-    /// Target node Ready again after the fault was reverted.
+    /// Target node Ready again after `node_not_ready` (absent when it never
+    /// left Ready, as on a run without a fault).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_ready_again: Option<Ms>,
-    /// Median of (observed - server timestamp) over transitions with one, in ms.
+    /// Median of (observed - server timestamp) over the transitions after T0
+    /// whose stamp the control plane sets (see [`compute`]), in ms. The
+    /// stamps are the objects' own (`lastTransitionTime`, `timeAdded`,
+    /// `deletionTimestamp`), whole seconds: each lag is up to 1 s longer
+    /// than it was. The audit check measures against the audit log instead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detection_lag_median: Option<Ms>,
-    /// Largest such lag, in ms.
+    /// Largest such lag, in ms (the same whole-second stamps).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detection_lag_max: Option<Ms>,
     pub pods: Vec<PodRecovery>,
@@ -41,7 +46,7 @@ pub struct Metrics {
     /// Largest `detachAfter` of `volumeDetaches`, in ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detach_after_out_of_service_max: Option<Ms>,
-    /// The failed nodes' endpoints and each Service's ready endpoints
+    /// The target nodes' endpoints and each Service's ready endpoints
     /// (`staleEndpointWindow`, `staleEndpoints`, `readyEndpoints`), up to
     /// the end of the steps.
     #[serde(flatten)]
@@ -175,28 +180,56 @@ pub fn compute(
         }
     }
     let mut taken: Vec<String> = Vec::new();
-    let mut victims: Vec<(&String, &super::PodView)> = before
+    let own = |uid: &str, change: fn(&Change) -> bool| {
+        after
+            .iter()
+            .find(|t| {
+                matches!(&t.object, ObjectRef::Pod { uid: u, .. } if u == uid) && change(&t.change)
+            })
+            .map(|t| t.at)
+    };
+    let mut victims: Vec<Victim> = before
         .pods
         .iter()
         .filter(|(_, p)| p.node.as_ref().is_some_and(|n| targets.contains(n)))
+        .map(|(uid, pod)| {
+            let terminating_at = own(uid, |c| *c == Change::PodTerminating);
+            let deleted_at = own(uid, |c| *c == Change::PodDeleted);
+            // A pod its kubelet shut down (Failed, no deletion) is replaced too.
+            let ended = own(uid, is_terminal_phase);
+            let left = [terminating_at, deleted_at, ended]
+                .into_iter()
+                .flatten()
+                .min();
+            Victim {
+                uid,
+                pod,
+                terminating_at,
+                deleted_at,
+                left,
+            }
+        })
         .collect();
-    victims.sort_by(|a, b| a.1.name.cmp(&b.1.name));
-    for (uid, pod) in victims {
-        let own = |t: &&&Transition| matches!(&t.object, ObjectRef::Pod { uid: u, .. } if u == uid);
-        let terminating_at = after
-            .iter()
-            .filter(own)
-            .find(|t| t.change == Change::PodTerminating)
-            .map(|t| t.at);
-        let deleted_at = after
-            .iter()
-            .filter(own)
-            .find(|t| t.change == Change::PodDeleted)
-            .map(|t| t.at);
+    // Replacements go to the pods in the order they left: the controller
+    // replaces a pod once it is going, so the first to go gets the first
+    // replacement created after it went (a drain's second pod is evicted
+    // long after the first).
+    victims.sort_by(|a, b| {
+        (a.left.is_none(), a.left, &a.pod.name).cmp(&(b.left.is_none(), b.left, &b.pod.name))
+    });
+    for Victim {
+        uid,
+        pod,
+        terminating_at,
+        deleted_at,
+        left,
+    } in victims
+    {
         let owner = owners.get(uid).cloned().flatten();
         // The replacement: same name (StatefulSet), else the first unclaimed
-        // pod of the same owner created after T0 on another node.
-        let replacement = created
+        // pod of the same owner created after T0 on another node; created
+        // once this one was going, when such a pod exists.
+        let candidates: Vec<(&String, Ms, &String)> = created
             .iter()
             .filter(|(u, (at, _))| *at >= t0 && *u != uid && !taken.contains(u))
             .filter(|(u, (_, name))| {
@@ -205,8 +238,16 @@ pub fn compute(
                         && owners.get(*u).cloned().flatten() == owner
                         && !owner_is_statefulset(owner.as_deref()))
             })
-            .min_by_key(|(_, (at, _))| *at)
-            .map(|(u, (at, name))| (u.clone(), *at, name.clone()));
+            .map(|(u, (at, name))| (u, *at, name))
+            .collect();
+        let first = |after_left: bool| {
+            candidates
+                .iter()
+                .filter(|(_, at, _)| !after_left || left.is_some_and(|l| *at >= l))
+                .min_by_key(|(_, at, _)| *at)
+                .map(|(u, at, name)| ((*u).clone(), *at, (*name).clone()))
+        };
+        let replacement = first(true).or_else(|| first(false));
         let mut rec = PodRecovery {
             pod: pod.name.clone(),
             node: pod.node.clone().unwrap_or_default(),
@@ -243,6 +284,7 @@ pub fn compute(
         }
         pods.push(rec);
     }
+    pods.sort_by(|a, b| a.pod.cmp(&b.pod));
 
     // Detection lag: when nodefall saw a change minus when the server says it happened.
     let mut lags: Vec<Ms> = after
@@ -281,6 +323,20 @@ pub fn compute(
     };
     super::volumes::add(&mut metrics, transitions, t0, targets);
     metrics
+}
+
+fn is_terminal_phase(c: &Change) -> bool {
+    matches!(c, Change::PodPhase { phase, .. } if phase == "Failed" || phase == "Succeeded")
+}
+
+/// A pod on a target node at T0, and when it was seen going.
+struct Victim<'a> {
+    uid: &'a String,
+    pod: &'a super::PodView,
+    terminating_at: Option<Ms>,
+    deleted_at: Option<Ms>,
+    /// The first of Terminating, deleted, or a terminal phase.
+    left: Option<Ms>,
 }
 
 fn owner_is_statefulset(owner: Option<&str>) -> bool {
@@ -411,5 +467,54 @@ mod tests {
         assert_eq!(p.terminating_for, Some(31_000), "until the end of the run");
         assert_eq!(p.replacement.as_deref(), Some("web-1-y"));
         assert_eq!(p.replacement_created, Some(28_010));
+    }
+    /// A drain evicts one node's pod long before the other's: each gets the
+    /// replacement created after it went, whatever their names' order (the
+    /// drain-pdb run paired the second-evicted pod with the first's
+    /// replacement, "created while the old pod still existed", 5 s early).
+    #[test]
+    fn replacements_go_to_the_pods_in_the_order_they_left() {
+        let rs = "ReplicaSet/web-1";
+        let ts = vec![
+            t(1, pod("web-1-a", "a"), added(rs)),
+            t(
+                1,
+                pod("web-1-a", "a"),
+                Change::PodScheduled { node: "n2".into() },
+            ),
+            t(1, pod("web-1-z", "z"), added(rs)),
+            t(
+                1,
+                pod("web-1-z", "z"),
+                Change::PodScheduled { node: "n1".into() },
+            ),
+            // T0 = 1000: n1's pod goes first, n2's five seconds later.
+            t(1_100, pod("web-1-z", "z"), Change::PodTerminating),
+            t(1_120, pod("web-1-m", "m"), added(rs)),
+            t(1_150, pod("web-1-z", "z"), Change::PodDeleted),
+            t(6_000, pod("web-1-a", "a"), Change::PodTerminating),
+            t(6_020, pod("web-1-b", "b"), added(rs)),
+            t(6_050, pod("web-1-a", "a"), Change::PodDeleted),
+        ];
+        let targets = ["n1".to_string(), "n2".to_string()];
+        let m = compute(&ts, 1_000, &targets, 10_000, Timestamp::UNIX_EPOCH);
+        let pairs: Vec<_> = m
+            .pods
+            .iter()
+            .map(|p| {
+                (
+                    p.pod.as_str(),
+                    p.replacement.as_deref(),
+                    p.replacement_created,
+                )
+            })
+            .collect();
+        assert_eq!(
+            pairs,
+            [
+                ("web-1-a", Some("web-1-b"), Some(5_020)),
+                ("web-1-z", Some("web-1-m"), Some(120)),
+            ]
+        );
     }
 }

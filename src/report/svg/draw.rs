@@ -79,6 +79,57 @@ pub fn truncate(s: &str, width: f64, size: f64) -> String {
     format!("{}…", out.trim_end())
 }
 
+/// `s` in lines that fit `width` at `size`, broken between words (a word
+/// wider than a line is split), at most `max` lines: the last one cut with
+/// an ellipsis when that is not enough.
+pub fn wrap(s: &str, width: f64, size: f64, max: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for word in s.split_whitespace() {
+        let joined = if line.is_empty() {
+            word.to_owned()
+        } else {
+            format!("{line} {word}")
+        };
+        if text_width(&joined, size) <= width {
+            line = joined;
+            continue;
+        }
+        if !line.is_empty() {
+            lines.push(std::mem::take(&mut line));
+        }
+        // a word too wide for a line of its own: split it after `/`, `=`,
+        // `:`, `,` or `-` where it can, else anywhere
+        for piece in word.split_inclusive(['/', '=', ':', ',', '-']) {
+            let next = format!("{line}{piece}");
+            if text_width(&next, size) <= width {
+                line = next;
+                continue;
+            }
+            if !line.is_empty() {
+                lines.push(std::mem::take(&mut line));
+            }
+            for c in piece.chars() {
+                let next = format!("{line}{c}");
+                if !line.is_empty() && text_width(&next, size) > width {
+                    lines.push(std::mem::take(&mut line));
+                    line.push(c);
+                } else {
+                    line = next;
+                }
+            }
+        }
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    if lines.len() > max.max(1) {
+        let rest = lines.split_off(max.max(1) - 1).join(" ");
+        lines.push(truncate(&rest, width, size));
+    }
+    lines
+}
+
 /// Text placement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Anchor {
@@ -131,6 +182,14 @@ impl Svg {
         let _ = writeln!(
             self.body,
             r#"<line x1="{x1:.1}" y1="{y1:.1}" x2="{x2:.1}" y2="{y2:.1}" stroke="{stroke}" stroke-width="1"{dash}/>"#
+        );
+    }
+
+    /// A line of `width` without dashes.
+    pub fn stroke(&mut self, (x1, y1): (f64, f64), (x2, y2): (f64, f64), stroke: &str, width: f64) {
+        let _ = writeln!(
+            self.body,
+            r#"<line x1="{x1:.1}" y1="{y1:.1}" x2="{x2:.1}" y2="{y2:.1}" stroke="{stroke}" stroke-width="{width}"/>"#
         );
     }
 
@@ -286,6 +345,51 @@ mod tests {
         assert!(cut.ends_with('…'));
         assert!(text_width(&cut, NORMAL) <= 150.0);
         assert_eq!(truncate("short", 150.0, NORMAL), "short");
+    }
+
+    #[test]
+    fn long_text_wraps_between_words_and_is_cut_past_the_last_line() {
+        let long = "#4 (evicted) pass: pods app=nginx on target (worker-1): all Terminating, between 13s and 43s";
+        let lines = wrap(long, 200.0, NORMAL, 4);
+        assert!(lines.len() > 1, "{lines:?}");
+        assert!(
+            lines.iter().all(|l| text_width(l, NORMAL) <= 200.0),
+            "{lines:?}"
+        );
+        assert_eq!(
+            lines.join(" "),
+            long,
+            "nothing lost when it fits in 4 lines"
+        );
+        let cut = wrap(long, 60.0, NORMAL, 2);
+        assert_eq!(cut.len(), 2);
+        assert!(cut[1].ends_with('…'), "{cut:?}");
+        let word = wrap(
+            "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+            60.0,
+            NORMAL,
+            9,
+        );
+        assert!(
+            word.len() > 1 && word.iter().all(|l| text_width(l, NORMAL) <= 60.0),
+            "{word:?}"
+        );
+        assert_eq!(wrap("", 60.0, NORMAL, 3), Vec::<String>::new());
+        // a taint splits where it reads
+        let taint = wrap(
+            "#6 taint node.kubernetes.io/out-of-service=nodeshutdown:NoExecute",
+            250.0,
+            NORMAL,
+            4,
+        );
+        assert_eq!(
+            taint,
+            [
+                "#6 taint",
+                "node.kubernetes.io/out-of-service=",
+                "nodeshutdown:NoExecute"
+            ]
+        );
     }
 
     #[test]

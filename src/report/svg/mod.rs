@@ -3,6 +3,7 @@
 //! repeated runs, and two runs (or aggregates) side by side. They read the
 //! same in any viewer that shows images.
 
+mod axis;
 pub mod distribution;
 mod draw;
 pub mod paired;

@@ -1,20 +1,27 @@
-//! The run's timeline as SVG: a row per bar under its section, labels on
-//! the left (cut to fit, the full text as a tooltip), seconds from T0 on the
-//! axis, a dashed T0 line, bars coloured by what they mean.
+//! The run's timeline as SVG: a row per lane under its section, labels on
+//! the left (wrapped to fit, the full text as a tooltip), seconds from T0 on
+//! an axis that breaks across long quiet stretches, a dashed T0 line,
+//! segments and marks coloured by what they mean.
 
+use super::axis::{Axis, BREAK_PX};
 use super::draw::{
-    Anchor, FAINT, GREEN, GREY, INK, NORMAL, ORANGE, SMALL, Svg, TITLE, VERMILLION, offset_label,
-    tick_step, truncate,
+    Anchor, BLUE, FAINT, GREEN, GREY, INK, NORMAL, ORANGE, SMALL, Svg, TITLE, VERMILLION,
+    text_width, truncate, wrap,
 };
-use crate::report::lanes::{Bar, Lanes, Tone};
+use crate::report::lanes::{Lanes, Row, Tone};
 
-const WIDTH: f64 = 1000.0;
-const LABELS: f64 = 330.0;
+const WIDTH: f64 = 1100.0;
+const LABELS: f64 = 380.0;
 const X0: f64 = LABELS + 12.0;
 const X1: f64 = WIDTH - 36.0;
-const TOP: f64 = 84.0;
-const ROW: f64 = 18.0;
+const TOP: f64 = 100.0;
+/// One line of a label; a row is as many lines as its label needs.
+const LINE: f64 = 13.0;
+const ROW_PAD: f64 = 5.0;
 const SECTION: f64 = 22.0;
+/// Lines of a label before it is cut (the full text stays as a tooltip).
+const MAX_LINES: usize = 4;
+const BAND: &str = "#f2f2f2";
 
 fn colour(t: Tone) -> &'static str {
     match t {
@@ -22,31 +29,21 @@ fn colour(t: Tone) -> &'static str {
         Tone::Fault => ORANGE,
         Tone::Bad => VERMILLION,
         Tone::Neutral => GREY,
+        Tone::Cordon => BLUE,
     }
 }
 
-/// The chart's time scale: ms since start -> x.
-struct Scale {
-    from: f64,
-    to: f64,
-    /// `to - from`, at least a second (also where `from + 1000` is `from`
-    /// in floating point, for times near i64's ends).
-    span: f64,
+/// A row as laid out: its label's lines and its height.
+struct Placed<'a> {
+    row: &'a Row,
+    lines: Vec<String>,
+    height: f64,
 }
 
-impl Scale {
-    fn new(from: f64, to: f64) -> Scale {
-        Scale {
-            from,
-            to,
-            span: (to - from).max(1000.0),
-        }
-    }
-
-    fn x(&self, ms: f64) -> f64 {
-        let f = ((ms - self.from) / self.span).clamp(0.0, 1.0);
-        X0 + f * (X1 - X0)
-    }
+fn place(row: &Row) -> Placed<'_> {
+    let lines = wrap(&row.label, LABELS - 22.0, NORMAL, MAX_LINES);
+    let height = LINE * lines.len().max(1) as f64 + ROW_PAD;
+    Placed { row, lines, height }
 }
 
 pub fn render(lanes: &Lanes) -> String {
@@ -57,8 +54,12 @@ pub fn render(lanes: &Lanes) -> String {
         TITLE,
     );
     legend(&mut svg);
-    let rows: usize = lanes.sections.iter().map(|s| s.bars.len()).sum();
-    if rows == 0 {
+    let placed: Vec<(&str, Vec<Placed>)> = lanes
+        .sections
+        .iter()
+        .map(|s| (s.name.as_str(), s.rows.iter().map(place).collect()))
+        .collect();
+    if placed.iter().all(|(_, rows)| rows.is_empty()) {
         svg.text(
             (10.0, TOP),
             "Nothing ran: no steps, nodes or pods to show.",
@@ -69,26 +70,17 @@ pub fn render(lanes: &Lanes) -> String {
         return svg.finish(TOP + 16.0);
     }
     let origin = lanes.t0.unwrap_or(0) as f64;
-    let first = lanes
-        .sections
-        .iter()
-        .flat_map(|s| &s.bars)
-        .map(|b| b.from.min(b.mark.unwrap_or(b.from)))
-        .min()
-        .unwrap_or(0)
-        .min(0) as f64;
-    let last = (lanes.end as f64).max(first + 1000.0);
-    let scale = Scale::new(first, last);
+    let axis = axis_of(lanes);
     let bottom = TOP
-        + lanes
-            .sections
+        + placed
             .iter()
-            .map(|s| SECTION + ROW * s.bars.len() as f64)
+            .map(|(_, rows)| SECTION + rows.iter().map(|p| p.height).sum::<f64>())
             .sum::<f64>();
-    axis(&mut svg, &scale, origin, lanes.t0.is_some(), bottom);
+    breaks_behind(&mut svg, &axis, bottom);
+    ticks(&mut svg, &axis, origin, lanes.t0.is_some(), bottom);
     let mut y = TOP;
-    for s in &lanes.sections {
-        svg.heading((8.0, y + 15.0), &s.name, NORMAL + 1.0);
+    for (name, rows) in &placed {
+        svg.heading((8.0, y + 15.0), name, NORMAL + 1.0);
         svg.line(
             (8.0, y + SECTION - 2.0),
             (X1, y + SECTION - 2.0),
@@ -96,114 +88,217 @@ pub fn render(lanes: &Lanes) -> String {
             false,
         );
         y += SECTION;
-        for b in &s.bars {
-            bar(&mut svg, &scale, b, y);
-            y += ROW;
+        for p in rows {
+            row(&mut svg, &axis, p, y);
+            y += p.height;
         }
     }
     svg.finish(bottom + 12.0)
 }
 
+/// The time axis of a chart: from the start (or the earliest moment) to
+/// the end, broken across long quiet stretches.
+fn axis_of(lanes: &Lanes) -> Axis {
+    let times: Vec<f64> = lanes.times().into_iter().map(|t| t as f64).collect();
+    let first = times.first().copied().unwrap_or(0.0).min(0.0);
+    let last = (lanes.end as f64).max(first + 1000.0);
+    Axis::plan(&times, first, last, X0, X1)
+}
+
+/// The stretches (ms since start, from..to) the chart's axis skips.
+pub fn skipped(lanes: &Lanes) -> Vec<(f64, f64)> {
+    axis_of(lanes).breaks().map(|b| (b.from, b.to)).collect()
+}
+
 fn legend(svg: &mut Svg) {
     let items = [
         (GREEN, "held / Ready / served"),
-        (ORANGE, "fault / NotReady / Terminating"),
+        (ORANGE, "fault / NotReady / Terminating / refused (429)"),
         (VERMILLION, "failed / Unknown / stuck / errors"),
-        (GREY, "setup, actions, cleanup"),
+        (BLUE, "cordoned / evicted"),
+        (GREY, "setup, actions, cleanup, Node deleted"),
     ];
-    let mut x = 10.0;
+    let (mut x, mut y) = (10.0, 34.0);
     for (c, label) in items {
-        svg.rect(x, 34.0, 10.0, 10.0, c, None);
-        svg.text((x + 14.0, 43.0), label, SMALL, Anchor::Start, INK);
-        x += 14.0 + super::draw::text_width(label, SMALL) + 16.0;
+        let w = 14.0 + text_width(label, SMALL) + 16.0;
+        if x + w > WIDTH - 10.0 {
+            (x, y) = (10.0, y + 16.0);
+        }
+        svg.rect(x, y, 10.0, 10.0, c, None);
+        svg.text((x + 14.0, y + 9.0), label, SMALL, Anchor::Start, INK);
+        x += w;
     }
-    svg.diamond(x + 5.0, 39.0, 5.0, "white", None);
+    let w = 14.0 + text_width("seen / a moment", SMALL) + 16.0;
+    if x + w > WIDTH - 10.0 {
+        (x, y) = (10.0, y + 16.0);
+    }
+    svg.diamond(x + 5.0, y + 5.0, 5.0, "white", None);
     svg.text(
-        (x + 14.0, 43.0),
+        (x + 14.0, y + 9.0),
         "seen / a moment",
+        SMALL,
+        Anchor::Start,
+        INK,
+    );
+    x += w;
+    if x + 60.0 > WIDTH - 10.0 {
+        (x, y) = (10.0, y + 16.0);
+    }
+    svg.rect(x, y - 1.0, 12.0, 12.0, BAND, None);
+    slashes(svg, x + 6.0, y, y + 10.0);
+    svg.text(
+        (x + 16.0, y + 9.0),
+        "time skipped (nothing happened)",
         SMALL,
         Anchor::Start,
         INK,
     );
 }
 
+/// The quiet stretches the axis skips, as grey bands behind the rows.
+fn breaks_behind(svg: &mut Svg, axis: &Axis, bottom: f64) {
+    for b in axis.breaks() {
+        let skipped = super::draw::offset_label(b.to - b.from);
+        let title = format!(
+            "{} skipped: nothing began or ended",
+            skipped.trim_start_matches('+')
+        );
+        svg.rect(
+            b.x0,
+            TOP - 8.0,
+            b.x1 - b.x0,
+            bottom - TOP + 8.0,
+            BAND,
+            Some(&title),
+        );
+        slashes(svg, (b.x0 + b.x1) / 2.0, TOP - 8.0, TOP - 1.0);
+    }
+}
+
+/// The `//` of a broken axis, centred on x.
+fn slashes(svg: &mut Svg, x: f64, top: f64, bottom: f64) {
+    for dx in [-2.5, 2.5] {
+        svg.line((x + dx - 2.0, bottom), (x + dx + 2.0, top), INK, false);
+    }
+}
+
 /// Ticks in seconds from the origin (T0, else the start), grid lines and
 /// the dashed origin line.
-fn axis(svg: &mut Svg, scale: &Scale, origin: f64, has_t0: bool, bottom: f64) {
-    // counted, not stepped: adding `step` to a huge `t` can leave it unchanged
-    let step = tick_step(scale.span, 9.0);
-    let first = ((scale.from - origin) / step).ceil();
-    let last = ((scale.to - origin) / step).floor();
-    // tick_step gives about 9; the cap holds whatever the floats did
-    let count = (last - first + 1.0).clamp(0.0, 20.0) as usize;
-    for i in 0..count {
-        let t = (first + i as f64) * step;
-        let x = scale.x(origin + t);
+fn ticks(svg: &mut Svg, axis: &Axis, origin: f64, has_t0: bool, bottom: f64) {
+    let zero = if has_t0 { "T0" } else { "start" };
+    for (x, label) in axis.ticks(origin, zero, SMALL) {
         svg.line((x, TOP - 8.0), (x, bottom), FAINT, false);
-        let label = if t == 0.0 {
-            if has_t0 {
-                "T0".to_owned()
-            } else {
-                "start".to_owned()
-            }
-        } else {
-            offset_label(t)
-        };
         svg.text((x, TOP - 12.0), &label, SMALL, Anchor::Middle, INK);
     }
     if has_t0 {
-        let x = scale.x(origin);
+        let x = axis.x(origin);
         svg.line((x, TOP - 8.0), (x, bottom), INK, true);
     }
 }
 
-fn bar(svg: &mut Svg, scale: &Scale, b: &Bar, y: f64) {
-    let label = truncate(&b.label, LABELS - 22.0, NORMAL);
-    let full = (label != b.label).then_some(b.label.as_str());
-    svg.text_titled((18.0, y + 13.0), &label, NORMAL, Anchor::Start, INK, full);
-    let (x1, x2) = (scale.x(b.from as f64), scale.x(b.to as f64));
-    let mid = y + ROW / 2.0;
-    if b.to > b.from && x2 - x1 >= 1.0 {
-        svg.rect(
-            x1,
-            y + 3.0,
-            x2 - x1,
-            ROW - 6.0,
-            colour(b.tone),
-            Some(&b.label),
+fn row(svg: &mut Svg, axis: &Axis, p: &Placed, y: f64) {
+    let letters = |s: &str| s.chars().filter(|c| !c.is_whitespace()).collect::<String>();
+    let cut = letters(&p.lines.concat()) != letters(&p.row.label);
+    for (i, line) in p.lines.iter().enumerate() {
+        let full = (cut && i + 1 == p.lines.len()).then_some(p.row.label.as_str());
+        svg.text_titled(
+            (18.0, y + LINE * (i + 1) as f64),
+            line,
+            NORMAL,
+            Anchor::Start,
+            INK,
+            full,
         );
-    } else {
-        svg.diamond(x1, mid, 5.0, colour(b.tone), Some(&b.label));
     }
-    if let Some(m) = b.mark {
-        svg.diamond(scale.x(m as f64), mid, 4.5, "white", Some(&b.label));
+    let mid = y + (p.height - ROW_PAD) / 2.0 + 2.0;
+    let segments = &p.row.segments;
+    if let (Some(a), Some(b)) = (segments.first(), segments.last())
+        && segments.len() > 1
+    {
+        // a lane of states: a faint line under it joins them
+        svg.line(
+            (axis.x(a.from as f64), mid),
+            (axis.x(b.to as f64), mid),
+            FAINT,
+            false,
+        );
+    }
+    if segments.is_empty()
+        && let (Some(a), Some(b)) = (p.row.marks.first(), p.row.marks.last())
+    {
+        svg.line(
+            (axis.x(a.at as f64), mid),
+            (axis.x(b.at as f64), mid),
+            GREY,
+            false,
+        );
+    }
+    for s in segments {
+        let (x1, x2) = (axis.x(s.from as f64), axis.x(s.to as f64));
+        if s.to > s.from && x2 - x1 >= 1.0 {
+            svg.rect(x1, mid - 6.0, x2 - x1, 12.0, colour(s.tone), Some(&s.title));
+            for b in axis.breaks() {
+                if (s.from as f64) < b.from && (s.to as f64) > b.to {
+                    cut_mark(svg, (b.x0 + b.x1) / 2.0, mid);
+                }
+            }
+        } else {
+            svg.diamond(x1, mid, 5.0, colour(s.tone), Some(&s.title));
+        }
+    }
+    for m in &p.row.marks {
+        let fill = m.tone.map_or("white", colour);
+        svg.diamond(axis.x(m.at as f64), mid, 4.5, fill, Some(&m.title));
+    }
+}
+
+/// Where a bar crosses a break: two white strokes across it.
+fn cut_mark(svg: &mut Svg, x: f64, mid: f64) {
+    let half = (BREAK_PX / 10.0).min(3.0);
+    for dx in [-half, half] {
+        svg.stroke(
+            (x + dx - 2.0, mid + 7.0),
+            (x + dx + 2.0, mid - 7.0),
+            "white",
+            2.0,
+        );
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::lanes::Section;
+    use crate::report::lanes::{Mark, Section, Segment};
 
-    fn lanes(bars: Vec<Bar>) -> Lanes {
+    fn lanes(rows: Vec<Row>) -> Lanes {
         Lanes {
             title: "t <&> \"x\"".into(),
             t0: Some(2_000),
             end: 60_000,
             sections: vec![Section {
                 name: "Steps".into(),
-                bars,
+                rows,
             }],
         }
     }
 
-    fn bar(label: &str, tone: Tone, from: i64, to: i64, mark: Option<i64>) -> Bar {
-        Bar {
+    fn bar(label: &str, tone: Tone, from: i64, to: i64, mark: Option<i64>) -> Row {
+        Row {
             label: label.into(),
-            tone,
-            from,
-            to,
-            mark,
+            segments: vec![Segment {
+                from,
+                to,
+                tone,
+                title: label.into(),
+            }],
+            marks: mark
+                .map(|at| Mark {
+                    at,
+                    tone: None,
+                    title: label.into(),
+                })
+                .into_iter()
+                .collect(),
         }
     }
 
