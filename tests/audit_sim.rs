@@ -64,6 +64,17 @@ fn check(d: &Dirs, args: &[&str]) -> (Option<i32>, Value, String) {
     (out.status.code(), json, stderr)
 }
 
+/// The directory of the one run written under `d.out`, and its report.md.
+fn run_dir(d: &Dirs) -> (std::path::PathBuf, String) {
+    let dir = std::fs::read_dir(d.out.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.join("result.json").is_file())
+        .unwrap();
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    (dir, md)
+}
+
 fn source<'a>(report: &'a Value, name: &str) -> &'a Value {
     report["checks"]
         .as_array()
@@ -138,12 +149,7 @@ fn a_run_on_shared_kwok_is_checked_against_the_audit_log() {
     assert!(lag.p95 < 1000.0, "{lag:?}");
     let usage = result.usage.unwrap();
     assert!(usage.peak_rss_bytes > 0 && usage.cpu_ms > 0, "{usage:?}");
-    let dir = std::fs::read_dir(d.out.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.join("result.json").is_file())
-        .unwrap();
-    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    let (dir, md) = run_dir(&d);
     assert!(md.contains("## Observer precision"), "{md}");
     assert!(md.contains("| nodefall "), "{md}");
 
@@ -241,12 +247,7 @@ fn a_drain_under_a_pdb_is_checked_clean_with_its_evictions_in_the_truth() {
     // The window ends where the cleanup began.
     let cleanup = result.cleanup.iter().map(|s| s.started).min().unwrap();
     assert_eq!(audit.window.to, result.wall_clock(cleanup));
-    let dir = std::fs::read_dir(d.out.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.join("result.json").is_file())
-        .unwrap();
-    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    let (_, md) = run_dir(&d);
     assert!(md.contains("**nodefall: clean**"), "{md}");
     assert!(md.contains("lag vs audit log p50"), "{md}");
 }

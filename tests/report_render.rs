@@ -115,19 +115,24 @@ fn statefulset_volumes_markdown() {
     );
 }
 
-/// The fixture's volume metrics are what `compute` derives from its own
-/// transitions, so the snapshot shows real figures, not invented ones.
-#[test]
-fn the_volumes_fixture_metrics_follow_from_its_transitions() {
-    let r = fixture(VOLUMES);
+/// The metrics `compute` derives from a result's own transitions.
+fn recomputed(r: &RunResult) -> nodefall::timeline::metrics::Metrics {
     let targets: Vec<String> = r.targets.values().cloned().collect();
-    let m = nodefall::timeline::metrics::compute(
+    nodefall::timeline::metrics::compute(
         &r.transitions,
         r.t0.unwrap(),
         &targets,
         r.finished,
         r.started_at,
-    );
+    )
+}
+
+/// The fixture's volume metrics are what `compute` derives from its own
+/// transitions, so the snapshot shows real figures, not invented ones.
+#[test]
+fn the_volumes_fixture_metrics_follow_from_its_transitions() {
+    let r = fixture(VOLUMES);
+    let m = recomputed(&r);
     assert_eq!(m.volume_detaches, r.metrics.volume_detaches);
     assert_eq!(
         m.detach_after_out_of_service_max,
@@ -853,14 +858,7 @@ fn stale_ready_stamps_give_no_server_lag() {
 #[test]
 fn the_drain_fixture_pairs_each_pod_with_the_replacement_made_after_it_went() {
     let r = fixture(DRAIN);
-    let targets: Vec<String> = r.targets.values().cloned().collect();
-    let m = nodefall::timeline::metrics::compute(
-        &r.transitions,
-        r.t0.unwrap(),
-        &targets,
-        r.finished,
-        r.started_at,
-    );
+    let m = recomputed(&r);
     assert_eq!(m.pods, r.metrics.pods);
     assert_eq!(m.pods.len(), 2);
     for p in &m.pods {

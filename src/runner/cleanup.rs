@@ -100,11 +100,9 @@ async fn revert_recorded<B: NodeFaults>(
 mod tests {
     use std::time::{Duration, Instant};
 
-    use jiff::Timestamp;
-
     use super::*;
     use crate::backend::Error as BackendError;
-    use crate::runner::journal::{BackendRef, Header, KubeRef, Undo};
+    use crate::runner::journal::{Undo, test_header};
     use crate::scenario::model::FaultKind;
 
     /// A backend whose revert takes `wait` (a VM that needs time to come back).
@@ -125,30 +123,12 @@ mod tests {
         }
     }
 
-    fn header() -> Header {
-        Header {
-            run: "cleanup-1".into(),
-            pid: 1,
-            pid_start: 0,
-            started_at: Timestamp::UNIX_EPOCH,
-            scenario: "t".into(),
-            file: "t.yaml".into(),
-            namespace: "ns".into(),
-            cleanup: Cleanup::Always,
-            backend: BackendRef::Kind {
-                cluster: "kind".into(),
-                runtime: "docker".into(),
-            },
-            kube: KubeRef::default(),
-        }
-    }
-
     /// The issue-32 regression: every cleanup step was recorded when it
     /// ended, with a duration of 0, however long its revert waited.
     #[tokio::test]
     async fn a_cleanup_step_lasts_from_its_start_to_its_end_waits_included() {
         let dir = tempfile::tempdir().unwrap();
-        let mut journal = Journal::create(dir.path(), header()).unwrap();
+        let mut journal = Journal::create(dir.path(), test_header("cleanup-1")).unwrap();
         journal
             .will(Undo::Namespace {
                 name: "ns".into(),

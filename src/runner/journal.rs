@@ -666,26 +666,32 @@ pub fn run_id(scenario: &str, at: Timestamp) -> String {
     format!("{scenario}-{stamp}-{}", std::process::id())
 }
 
+/// A journal header for tests: a kind run of scenario `t` in namespace `ns`.
+#[cfg(test)]
+pub(crate) fn test_header(run: &str) -> Header {
+    Header {
+        run: run.into(),
+        pid: 1,
+        pid_start: 0,
+        started_at: Timestamp::UNIX_EPOCH,
+        scenario: "t".into(),
+        file: "t.yaml".into(),
+        namespace: "ns".into(),
+        cleanup: Cleanup::Always,
+        backend: BackendRef::Kind {
+            cluster: "kind".into(),
+            runtime: "docker".into(),
+        },
+        kube: KubeRef::default(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn header() -> Header {
-        Header {
-            run: "t-1".into(),
-            pid: 1,
-            pid_start: 0,
-            started_at: Timestamp::UNIX_EPOCH,
-            scenario: "t".into(),
-            file: "t.yaml".into(),
-            namespace: "ns".into(),
-            cleanup: Cleanup::Always,
-            backend: BackendRef::Kind {
-                cluster: "kind".into(),
-                runtime: "docker".into(),
-            },
-            kube: KubeRef::default(),
-        }
+        test_header("t-1")
     }
 
     fn pause(node: &str) -> Undo {
