@@ -235,7 +235,8 @@ fn row(svg: &mut Svg, axis: &Axis, p: &Placed, y: f64) {
     }
     for s in segments {
         let (x1, x2) = (axis.x(s.from as f64), axis.x(s.to as f64));
-        if s.to > s.from && x2 - x1 >= 1.0 {
+        // narrower than a diamond: drawn as one, so it can be seen
+        if s.to > s.from && x2 - x1 >= 5.0 {
             svg.rect(x1, mid - 6.0, x2 - x1, 12.0, colour(s.tone), Some(&s.title));
             for b in axis.breaks() {
                 if (s.from as f64) < b.from && (s.to as f64) > b.to {
