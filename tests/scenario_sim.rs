@@ -18,14 +18,6 @@ use nodefall::timeline::Change;
 static SERIAL: Mutex<()> = Mutex::new(());
 
 /// Removed when dropped, also when the test panics.
-struct TempFile(PathBuf);
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
 struct Run {
     code: Option<i32>,
     stdout: String,
@@ -123,11 +115,20 @@ fn a_wrong_expectation_fails_the_run_and_the_report_says_by_how_much() {
         "ready: Unknown, within: 2s .. 5s",
     );
     assert_ne!(text, wrong, "the scenario line to break was found");
-    // Next to the original so its manifests resolve.
-    let file = TempFile(Path::new("scenarios").join(format!(".wrong-{}.yaml", std::process::id())));
-    std::fs::write(&file.0, wrong).unwrap();
-    let run = run_scenario(&file.0);
-    drop(file);
+    // In a directory of its own with the manifests it names, so nothing
+    // appears in scenarios/ while other tests read it.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("manifests")).unwrap();
+    for m in ["statefulset-nfs.yaml", "sim-nfs-volumes.yaml"] {
+        std::fs::copy(
+            Path::new("scenarios/manifests").join(m),
+            dir.path().join("manifests").join(m),
+        )
+        .unwrap();
+    }
+    let file = dir.path().join("statefulset-nfs.yaml");
+    std::fs::write(&file, wrong).unwrap();
+    let run = run_scenario(&file);
 
     assert_eq!(run.code, Some(1), "{}\n{}", run.stdout, run.stderr);
     assert!(run.stdout.starts_with("FAIL: 8/9"), "{}", run.stdout);
