@@ -614,6 +614,19 @@ mod tests {
             .collect()
     }
 
+    /// web-0's kubelet reporting it Running at 50 s.
+    fn web_0_running() -> String {
+        event(
+            "50.000000",
+            "patch",
+            Some("status"),
+            "web-0",
+            200,
+            serde_json::Value::Null,
+            running(10, serde_json::json!({})),
+        )
+    }
+
     fn evicted_pod_log(code: u16) -> Vec<String> {
         let eviction_request = serde_json::json!({"kind": "Eviction", "apiVersion": "policy/v1",
                                                   "metadata": {"name": "web-0"}});
@@ -624,15 +637,7 @@ mod tests {
                                "deletionGracePeriodSeconds": 0}),
         );
         vec![
-            event(
-                "50.000000",
-                "patch",
-                Some("status"),
-                "web-0",
-                200,
-                serde_json::Value::Null,
-                running(10, serde_json::json!({})),
-            ),
+            web_0_running(),
             eviction("59.433300", code, eviction_request),
             event(
                 "59.513577",
@@ -687,15 +692,7 @@ mod tests {
                                "deleteOptions": {"gracePeriodSeconds": grace}})
         };
         let lines = vec![
-            event(
-                "50.000000",
-                "patch",
-                Some("status"),
-                "web-0",
-                200,
-                serde_json::Value::Null,
-                running(10, serde_json::json!({})),
-            ),
+            web_0_running(),
             // Another pod's eviction: web-0 stays as it was.
             event(
                 "51.000000",
