@@ -52,10 +52,12 @@ pub(super) fn section(out: &mut String, r: &RunResult) {
 /// `fault`: the run injected one, so the target nodes failed (else they
 /// were drained or changed by actions, and were not dead).
 fn endpoints(out: &mut String, e: &EndpointMetrics, fault: bool) {
-    let (nodes, dead) = if fault {
-        ("failed", "reached a dead node")
+    // What the nodes were, what clients routed there met, and where they
+    // could be routed.
+    let (nodes, dead, routed_to) = if fault {
+        ("failed", "reached a dead node", "a dead node")
     } else {
-        ("target", "were routed to those nodes")
+        ("target", "were routed to those nodes", "them")
     };
     if !e.stale_endpoints.is_empty() {
         let still = e
@@ -77,9 +79,8 @@ fn endpoints(out: &mut String, e: &EndpointMetrics, fault: bool) {
                 let _ = writeln!(
                     out,
                     "**{still} of the {nodes} nodes' {} endpoints were still ready when the steps ended**: \
-                     clients could be routed to {} throughout.\n",
+                     clients could be routed to {routed_to} throughout.\n",
                     e.stale_endpoints.len(),
-                    if fault { "a dead node" } else { "them" }
                 );
             }
         }
