@@ -62,7 +62,8 @@ trap 'rm -f "$compile_log"' EXIT
 if [[ -n "$list_only" ]]; then
   cargo "${cargo_args[@]}" --no-run >"$compile_log" 2>&1 || { cat "$compile_log" >&2; exit 1; }
 else
-  cargo "${cargo_args[@]}" --no-run 2>&1 | tee "$compile_log"
+  # cargo's output as it comes, less its list of binaries (read below)
+  cargo "${cargo_args[@]}" --no-run 2>&1 | tee "$compile_log" | sed '/^ *Executable /d'
 fi
 [[ -n "$no_run" ]] && exit 0
 
@@ -175,7 +176,7 @@ run_tier() {
       line=""
       for pid in "${!job_key[@]}"; do
         took=$(secs_since "${job_began[$pid]}")
-        line+=" ${job_key[$pid]} (${took} s)"
+        line+="${line:+,} ${job_key[$pid]} (${took} s)"
         if (( took > timeout_s )); then
           echo "  TIMEOUT ${job_key[$pid]}: running ${took} s, over NODEFALL_TEST_TIMEOUT=${timeout_s}; stopping it"
           kill -TERM -- "-$pid" 2>/dev/null || true
