@@ -24,7 +24,7 @@ use tokio::task::JoinHandle;
 
 #[path = "support/cli_run.rs"]
 mod cli_run;
-use cli_run::{Dirs, start_scenario};
+use cli_run::{Dirs, port_below_ephemeral_range, start_scenario};
 
 const MANIFEST: &str = r#"apiVersion: apps/v1
 kind: Deployment
@@ -100,11 +100,8 @@ async fn serve(addr: std::net::SocketAddr) -> Server {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_client_error_window_follows_the_stale_endpoints() {
-    // A free port on loopback for the test's server.
-    let addr = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap()
-    };
+    // The test's server stops and starts again on this port.
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port_below_ephemeral_range()));
     let up = serve(addr).await;
     let d = Dirs::new();
     d.write("web.yaml", MANIFEST);

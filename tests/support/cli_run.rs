@@ -73,6 +73,29 @@ impl Dirs {
     }
 }
 
+/// A free loopback port below the kernel's ephemeral range, for a server a
+/// test stops and later starts again on the same port. The tests running
+/// beside it draw their ports (`bind` to port 0) and their outgoing
+/// connections' ports from the ephemeral range, so none can take this one in
+/// between.
+pub fn port_below_ephemeral_range() -> u16 {
+    const FIRST: u16 = 10_000;
+    let range =
+        std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap_or_default();
+    let low: u16 = range
+        .split_whitespace()
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(32_768);
+    let span = low.saturating_sub(FIRST).max(1);
+    // Start where the process id says, so tests side by side try different ports.
+    let offset = u16::try_from(std::process::id() % u32::from(span)).unwrap_or(0);
+    (0..span)
+        .map(|i| FIRST + (offset + i) % span)
+        .find(|&port| std::net::TcpListener::bind(("127.0.0.1", port)).is_ok())
+        .expect("a free loopback port below the ephemeral range")
+}
+
 /// The state letter of a process (`R`, `S`, `T` for stopped, `Z`, ...).
 pub fn proc_state(pid: i32) -> Option<char> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
