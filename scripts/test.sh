@@ -132,7 +132,6 @@ if [[ -n "$list_only" ]]; then
 fi
 
 # --- run ----------------------------------------------------------------------
-set -m # each test in its own process group: a stop reaches all it started
 declare -A job_key=() job_began=()
 failed=()
 stop_all() {
@@ -162,10 +161,12 @@ run_tier() {
     while (( next < total && ${#job_key[@]} < lanes[$tier] )); do
       IFS=$'\t' read -r _ key name t <<<"${queue[$next]}"
       next=$((next + 1))
+      # setsid: each test leads a process group of its own (its pid is the
+      # group's id), so a stop reaches everything it started.
       if [[ -n "$t" ]]; then
-        "${exe_of[$name]}" --exact "$t" </dev/null >"$logs/$key.log" 2>&1 &
+        setsid "${exe_of[$name]}" --exact "$t" </dev/null >"$logs/$key.log" 2>&1 &
       else
-        "${exe_of[$name]}" </dev/null >"$logs/$key.log" 2>&1 &
+        setsid "${exe_of[$name]}" </dev/null >"$logs/$key.log" 2>&1 &
       fi
       job_key[$!]="$key"
       job_began[$!]="$EPOCHREALTIME"
