@@ -82,6 +82,10 @@ done < <(sed -nE 's/^ *Executable (unittests )?([^ ]+) \((.+)\)$/\2 \3/p' "$comp
 declare -A tier_of=() table_secs=()
 while IFS=$'\t' read -r name tier secs; do
   [[ -z "$name" || "$name" == \#* ]] && continue
+  if [[ -z "${lanes[$tier]:-}" || ! "$secs" =~ ^[0-9]+$ ]]; then
+    echo "scripts/test.sh: tests/tiers.tsv: '$name' needs a tier (${all_tiers[*]}) and whole seconds, tab-separated" >&2
+    exit 1
+  fi
   tier_of[$name]="$tier"
   table_secs[$name]="$secs"
 done <tests/tiers.tsv
