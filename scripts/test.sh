@@ -4,11 +4,11 @@
 # run differently: each binary of the pure tier whole, every other test in its
 # own process, the longest first, a tier's lanes side by side.
 #
-#   scripts/test.sh [--list] [--no-run] [TIER...]
+#   scripts/test.sh [--list] [--no-run] [--tiers] [TIER...]
 #
 # TIER: pure, sim, docker, vm, browser, real (the default: all, in that order).
 # --list prints the tests the tiers hold (binary::test) and runs none;
-# --no-run only compiles the test binaries.
+# --no-run only compiles the test binaries; --tiers names the tiers, in order.
 # Environment: NODEFALL_TEST_FEATURES (cargo features, default "libvirt"),
 # NODEFALL_TEST_LANES_<TIER> (e.g. NODEFALL_TEST_LANES_SIM=3),
 # NODEFALL_TEST_TIMEOUT (seconds a test may run before it is stopped, 1200).
@@ -36,9 +36,15 @@ for arg in "$@"; do
   case "$arg" in
     --list) list_only=1 ;;
     --no-run) no_run=1 ;;
+    --tiers) echo "${all_tiers[*]}"; exit 0 ;;
     -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-    pure | sim | docker | vm | browser | real) tiers+=("$arg") ;;
-    *) echo "scripts/test.sh: unknown argument '$arg' (tiers: ${all_tiers[*]}; --list, --no-run)" >&2; exit 2 ;;
+    *)
+      if [[ -z "${lanes[$arg]:-}" ]]; then
+        echo "scripts/test.sh: unknown argument '$arg' (tiers: ${all_tiers[*]}; --list, --no-run, --tiers)" >&2
+        exit 2
+      fi
+      tiers+=("$arg")
+      ;;
   esac
 done
 (( ${#tiers[@]} )) || tiers=("${all_tiers[@]}")
@@ -153,6 +159,7 @@ run_tier() {
   local -a queue
   mapfile -t queue < <(jobs_of "$tier")
   local total=${#queue[@]} done_n=0 next=0 pid rc key took ticker line name t skipped
+  local -a args
   rm -rf "$logs" && mkdir -p "$logs"
   if (( total == 0 )); then
     echo "tier $tier: no tests yet"
@@ -165,13 +172,11 @@ run_tier() {
     while (( next < total && ${#job_key[@]} < lanes[$tier] )); do
       IFS=$'\t' read -r _ key name t <<<"${queue[$next]}"
       next=$((next + 1))
+      args=()
+      if [[ -n "$t" ]]; then args=(--exact "$t"); fi
       # setsid: each test leads a process group of its own (its pid is the
       # group's id), so a stop reaches everything it started.
-      if [[ -n "$t" ]]; then
-        setsid "${exe_of[$name]}" --exact "$t" </dev/null >"$logs/$key.log" 2>&1 &
-      else
-        setsid "${exe_of[$name]}" </dev/null >"$logs/$key.log" 2>&1 &
-      fi
+      setsid "${exe_of[$name]}" "${args[@]}" </dev/null >"$logs/$key.log" 2>&1 &
       job_key[$!]="$key"
       job_began[$!]="$EPOCHREALTIME"
     done
@@ -194,12 +199,11 @@ run_tier() {
       continue
     fi
     key="${job_key[$pid]}"
-    t="${key#*::}"; [[ "$t" == "$key" ]] && t=""
     took=$(secs_since "${job_began[$pid]}")
     unset "job_key[$pid]" "job_began[$pid]"
     done_n=$((done_n + 1))
     if (( rc == 0 )); then
-      if [[ -z "$t" ]]; then # a whole binary: its skipped tests, if any, counted
+      if [[ -n "${whole[$tier]:-}" ]]; then # a whole binary: its skipped tests, if any, counted
         skipped=$(grep -c '^SKIPPED: ' "$logs/$key.log" || true)
         printf '  ok      %4d s  %s%s\n' "$took" "$key" "$( (( skipped )) && echo " ($skipped skipped: $logs/$key.log)")"
         measured[$key]="$took"
