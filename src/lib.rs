@@ -13,6 +13,7 @@ pub mod exec;
 pub mod exit;
 pub mod expect;
 pub mod gns;
+pub mod kindlab;
 pub mod logging;
 pub mod observe;
 pub mod plan;

@@ -18,6 +18,7 @@ macro_rules! outln {
 mod audit;
 mod cluster;
 mod flags;
+mod kind;
 mod machines;
 mod plan_ops;
 mod recover;
@@ -111,6 +112,10 @@ pub enum Command {
     /// Manage simulated clusters (a real control plane with nodes played by KWOK).
     #[command(subcommand)]
     Sim(sim::SimCommand),
+    /// Make and remove kind clusters contained on this machine (real kubelets,
+    /// no registry: docs/kind-backend.md).
+    #[command(subcommand)]
+    Kind(kind::KindCommand),
     /// Work with the reports of past runs (re-render from `result.json`).
     #[command(subcommand)]
     Report(report::ReportCommand),
@@ -260,6 +265,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(exit::code(exit::PASS))
         }
         Command::Sim(cmd) => sim::run(cmd),
+        Command::Kind(cmd) => kind::run(cmd),
         Command::Report(cmd) => report::run(cmd),
         Command::Audit(cmd) => audit::run(cmd),
         Command::Scenario(args) => run_scenario::run(&args),

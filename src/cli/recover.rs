@@ -67,7 +67,17 @@ pub fn run(only: Option<&str>) -> anyhow::Result<ExitCode> {
     let mut failed = damaged.len();
     for u in chosen {
         let header = u.header;
-        if u.owner_alive {
+        if u.state.detached && only.is_none() {
+            outln!(
+                "{}: {} left running on purpose; `nodefall recover {}` (or `nodefall kind down`) \
+                 removes it",
+                header.run,
+                header.scenario,
+                header.run
+            );
+            continue;
+        }
+        if u.owner_alive && !u.state.detached {
             outln!(
                 "{}: still running (pid {}); left alone",
                 header.run,
@@ -126,6 +136,13 @@ fn print_commands(commands: &[crate::report::result::CommandRecord]) {
 
 /// Reverts one journal's pending changes; false if any failed.
 async fn recover_one(header: &Header, journal: &mut Journal) -> bool {
+    // A contained kind cluster (`nodefall kind up`): its host changes go
+    // together, in their own order.
+    if journal.state().pending.iter().any(|p| p.undo.is_host()) {
+        return tokio::task::block_in_place(|| {
+            super::kind::teardown(journal, &mut |l| outln!("  {l}"))
+        });
+    }
     let keep = match header.cleanup {
         Cleanup::Always => None,
         // A killed run did not pass: what it left stays for a look.

@@ -106,7 +106,12 @@ fn warn_unfinished() {
             return;
         }
     };
-    let dead: Vec<_> = scan.runs.iter().filter(|u| !u.owner_alive).collect();
+    // A detached journal (`nodefall kind up`) is work left running on purpose.
+    let dead: Vec<_> = scan
+        .runs
+        .iter()
+        .filter(|u| !u.owner_alive && !u.state.detached)
+        .collect();
     if dead.is_empty() && scan.damaged.is_empty() {
         return;
     }

@@ -46,6 +46,11 @@ pub const COMPARE_DELTA: Span = Span {
     min: Duration::ZERO,
     max: secs(24 * HOUR),
 };
+/// `kind up --wait`: nodes Ready take about 40 s here; an hour is broken.
+pub const KIND_WAIT: Span = Span {
+    min: secs(1),
+    max: secs(HOUR),
+};
 /// `scenario --shutdown-timeout`: how long a guest may take to power off.
 pub const SHUTDOWN_TIMEOUT: Span = Span {
     min: secs(1),

@@ -222,13 +222,47 @@ pub enum Undo {
     },
     /// Tear down the throwaway simulated cluster the run started.
     Cluster { root: PathBuf, name: String },
+    /// Put back host-global sysctls (a kind cluster's kubelets write them):
+    /// each name's value before the cluster existed.
+    Sysctls {
+        values: std::collections::BTreeMap<String, String>,
+    },
+    /// Remove the Docker network made for kind cluster `cluster` (only
+    /// while it carries that cluster's label).
+    Network {
+        runtime: String,
+        name: String,
+        cluster: String,
+    },
+    /// Delete the rule that drops what leaves a kind cluster's bridge, once
+    /// none of its nodes is left.
+    Guard { bridge: String, tag: String },
+    /// Delete the kind cluster `nodefall kind up` made.
+    KindCluster {
+        kind: PathBuf,
+        name: String,
+        runtime: String,
+        kubeconfig: PathBuf,
+    },
 }
 
 impl Undo {
     /// True for what is reverted whatever the cleanup policy says: faults
     /// (a node is never left broken) and throwaway clusters.
     pub fn always(&self) -> bool {
-        matches!(self, Undo::Fault { .. } | Undo::Cluster { .. })
+        matches!(self, Undo::Fault { .. } | Undo::Cluster { .. }) || self.is_host()
+    }
+
+    /// A change to this host made for a contained kind cluster: undone
+    /// together, in their own order (`cli::kind::teardown`), never one by one.
+    pub fn is_host(&self) -> bool {
+        matches!(
+            self,
+            Undo::Sysctls { .. }
+                | Undo::Network { .. }
+                | Undo::Guard { .. }
+                | Undo::KindCluster { .. }
+        )
     }
 
     /// The undo in words, for cleanup records and `recover`.
@@ -267,6 +301,17 @@ impl Undo {
                 was,
             } => format!("scale {} {namespace}/{name} back to {was}", kind.name()),
             Undo::Cluster { name, .. } => format!("tear down throwaway sim cluster {name}"),
+            Undo::Sysctls { values } => format!(
+                "put back the host's sysctls {}",
+                values
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
+            Undo::Network { name, .. } => format!("remove Docker network {name}"),
+            Undo::Guard { bridge, tag } => format!("remove the guard on {bridge} ({tag})"),
+            Undo::KindCluster { name, .. } => format!("delete kind cluster {name}"),
         }
     }
 }
@@ -305,6 +350,11 @@ pub enum Record {
     Close {
         at: Timestamp,
     },
+    /// The work is set up to outlive its process (`nodefall kind up`): a
+    /// plain `nodefall recover` leaves it; naming it (or `kind down`) ends it.
+    Detach {
+        at: Timestamp,
+    },
 }
 
 /// An undo not settled yet.
@@ -320,6 +370,8 @@ pub struct State {
     pub header: Option<Header>,
     pub pending: Vec<Pending>,
     pub closed: bool,
+    /// Meant to outlive its process (see [`Record::Detach`]).
+    pub detached: bool,
     /// The highest entry id written, settled or not.
     last_id: u32,
 }
@@ -330,6 +382,7 @@ impl State {
             header: None,
             pending: Vec::new(),
             closed: false,
+            detached: false,
             last_id: 0,
         }
     }
@@ -348,6 +401,7 @@ impl State {
             }
             Record::Done { id, .. } => self.pending.retain(|p| p.id != id),
             Record::Close { .. } => self.closed = true,
+            Record::Detach { .. } => self.detached = true,
         }
     }
 
@@ -492,6 +546,13 @@ impl Journal {
 
     pub fn settle(&mut self, id: u32, how: Settled) -> Result<()> {
         self.append(Record::Done { id, how })
+    }
+
+    /// Marks the journal's work as meant to outlive this process.
+    pub fn detach(&mut self) -> Result<()> {
+        self.append(Record::Detach {
+            at: Timestamp::now(),
+        })
     }
 
     /// Pending undos matching `pred` (newest last).

@@ -138,6 +138,13 @@ async fn revert_change(undo: &Undo, client: &kube::Client) -> Result<(), String>
         Undo::Cluster { name, .. } => Err(format!(
             "the throwaway cluster {name} is torn down by the process that started it"
         )),
+        Undo::Sysctls { .. }
+        | Undo::Network { .. }
+        | Undo::Guard { .. }
+        | Undo::KindCluster { .. } => Err(format!(
+            "{}: undone with its kind cluster (`nodefall kind down`, `nodefall recover`)",
+            undo.describe()
+        )),
     }
 }
 
@@ -186,7 +193,7 @@ pub async fn revert_each<B: NodeFaults>(
     mut report: impl FnMut(String, Result<(), String>, Vec<CommandRecord>),
 ) {
     for p in journal.state().undo_order() {
-        if matches!(p.undo, Undo::Cluster { .. }) {
+        if matches!(p.undo, Undo::Cluster { .. }) || p.undo.is_host() {
             continue;
         }
         begin();

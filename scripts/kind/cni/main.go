@@ -43,6 +43,12 @@ func main() {
 	if err != nil {
 		log.Fatalf("in-cluster configuration: %v", err)
 	}
+	// kind adds the API server's address on the node network (the manifest
+	// asks it to): the Service IP needs kube-proxy's rules, which may not be
+	// written yet, and a packet to it before then must not go anywhere.
+	if ep := os.Getenv("CONTROL_PLANE_ENDPOINT"); ep != "" {
+		cfg.Host = "https://" + ep
+	}
 	client := kubernetes.NewForConfigOrDie(cfg)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

@@ -1,0 +1,529 @@
+//! `nodefall kind up|down`: a kind cluster contained on this machine, every
+//! change to the host journaled before it is made and put back by `down`, by
+//! a signal, by a failure, or (after a kill) by `nodefall recover`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use clap::{Args, Subcommand};
+
+use super::runtime;
+use crate::exec::{Exec as _, System};
+use crate::exit;
+use crate::kindlab::{self, config, host};
+use crate::profile::{ProfileName, TimingProfile};
+use crate::runner::journal::{self, BackendRef, Header, KubeRef, Settled, Undo};
+use crate::runner::{self, Journal};
+use crate::scenario::model::Cleanup;
+use crate::shutdown::{self, Stop};
+
+/// The kind release `scripts/kind/image.sh` builds (its Go module).
+pub const KIND_VERSION: &str = "v0.33.0";
+
+#[derive(Debug, Subcommand)]
+pub enum KindCommand {
+    /// Create a kind cluster contained on this machine: its own Docker network,
+    /// guarded so no packet of it leaves the host, CoreDNS without upstream,
+    /// the host's sysctls put back. Leaves it running; `kind down` removes it.
+    #[command(after_help = concat!(
+        "The node image comes from scripts/kind/image.sh (built from Debian packages and Go\n",
+        "modules, no registry): `nodefall kind up --image \"$(scripts/kind/image.sh)\"`.\n",
+        "The kubeconfig is written under $XDG_STATE_HOME/nodefall/kind/NAME (never to\n",
+        "~/.kube/config); its path is printed. docs/kind-backend.md has the whole recipe.\n",
+        "\n",
+        "Exit codes: 0 up; 2 bad input or a check failed before anything was made;\n",
+        "3 a step failed (what was made is removed again); 130/143/129 stopped by a signal."
+    ))]
+    Up(UpArgs),
+    /// Delete a cluster `kind up` made, then its guard and network, and put the
+    /// host's sysctls back.
+    Down {
+        /// The cluster's name.
+        #[arg(default_value = "nodefall")]
+        name: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// The cluster's name (its nodes are NAME-control-plane, NAME-worker, ...).
+    #[arg(long, default_value = "nodefall")]
+    pub name: String,
+    /// The node image (the tag scripts/kind/image.sh prints).
+    #[arg(long)]
+    pub image: String,
+    /// Worker nodes beside the control plane.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=6))]
+    pub workers: u8,
+    /// Timings: `default` leaves Kubernetes' own; `fast` compresses the
+    /// controller manager's, the API server's default tolerations and the
+    /// kubelets' lease and status updates as the sim's fast profile.
+    #[arg(long, value_enum, default_value_t = ProfileName::Default)]
+    pub profile: ProfileName,
+    /// The kind binary (default: the one scripts/kind/image.sh builds into
+    /// the nodefall cache).
+    #[arg(long, value_name = "PATH")]
+    pub kind_binary: Option<PathBuf>,
+    /// How long to wait for every node to be Ready.
+    #[arg(long, default_value = "5m", value_parser = super::values::duration(super::values::KIND_WAIT))]
+    pub wait: Duration,
+}
+
+pub fn run(cmd: KindCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        KindCommand::Up(args) => up(args),
+        KindCommand::Down { name } => down(&name),
+    }
+}
+
+/// The kind binary scripts/kind/image.sh builds.
+pub fn default_kind_binary() -> PathBuf {
+    crate::sim::binaries::cache_root()
+        .join("kind")
+        .join("bin")
+        .join(format!("kind-{KIND_VERSION}"))
+        .join("kind")
+}
+
+/// This host's quirks, read from the kernel (as scripts/kind/host-quirks.sh).
+pub fn host_quirks() -> config::Quirks {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    config::Quirks {
+        cgroup_v1: !Path::new("/sys/fs/cgroup/cgroup.controllers").exists(),
+        restrict_oom_score_adj: !has_sys_resource(&status),
+    }
+}
+
+/// Whether CAP_SYS_RESOURCE (24) is in the bounding set of `/proc/self/status`.
+fn has_sys_resource(status: &str) -> bool {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapBnd:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .is_none_or(|caps| caps >> 24 & 1 == 1)
+}
+
+fn state_root() -> PathBuf {
+    journal::default_dir()
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_owned)
+}
+
+fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
+    let rt = runtime()?;
+    rt.block_on(up_session(args))
+}
+
+/// Runs one blocking step off the runtime's workers; a signal meanwhile is
+/// remembered (the step finishes, then everything made is removed).
+async fn blocking<T: Send + 'static>(
+    signals: &mut shutdown::Signals,
+    stop: &mut Option<Stop>,
+    what: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let mut handle = tokio::task::spawn_blocking(f);
+    loop {
+        tokio::select! {
+            r = &mut handle => return r.expect("a blocking step panicked"),
+            s = signals.next(), if stop.is_none() => {
+                eprintln!("{s}: stopping once `{what}` ends, then removing what was made");
+                *stop = Some(s);
+            }
+        }
+    }
+}
+
+async fn up_session(args: UpArgs) -> anyhow::Result<ExitCode> {
+    let mut signals = shutdown::install().context("installing the signal handlers")?;
+    let mut stop = None;
+    let runtime_cli = crate::backend::kind::pick_runtime(None);
+    let kind = args.kind_binary.clone().unwrap_or_else(default_kind_binary);
+    let name = args.name.clone();
+    {
+        let (rt, k, image, n) = (
+            runtime_cli.clone(),
+            kind.clone(),
+            args.image.clone(),
+            name.clone(),
+        );
+        let checked = blocking(&mut signals, &mut stop, "checks", move || {
+            kindlab::preflight(&System, &rt, &k, &image, &n)
+        })
+        .await;
+        if let Err(e) = checked {
+            eprintln!("error: {e}");
+            return Ok(exit::code(exit::INVALID_INPUT));
+        }
+    }
+    if let Some(s) = stop {
+        return Ok(ExitCode::from(s.exit_code()));
+    }
+    let dir = kindlab::cluster_dir(&state_root(), &name);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let kubeconfig = dir.join("kubeconfig");
+    let config_path = dir.join("kind-config.yaml");
+    let timings = match args.profile {
+        ProfileName::Default => None,
+        ProfileName::Fast => Some(TimingProfile::fast()),
+    };
+    let spec = config::Spec {
+        workers: args.workers,
+        node_ports: config::SCENARIO_NODE_PORTS.to_vec(),
+        timings,
+        quirks: host_quirks(),
+    };
+    std::fs::write(&config_path, config::kind_config(&spec))
+        .with_context(|| format!("writing {}", config_path.display()))?;
+
+    let (pid, pid_start) = crate::sim::process::current().unwrap_or((0, 0));
+    let started = jiff::Timestamp::now();
+    let run = journal::run_id(&format!("kind-up-{name}"), started);
+    let header = Header {
+        run: run.clone(),
+        pid,
+        pid_start,
+        started_at: started,
+        scenario: format!("kind up {name}"),
+        file: config_path.display().to_string(),
+        namespace: String::new(),
+        cleanup: Cleanup::Always,
+        backend: BackendRef::Kind {
+            cluster: name.clone(),
+            runtime: runtime_cli.clone(),
+        },
+        kube: KubeRef {
+            kubeconfig: Some(kubeconfig.clone()),
+            context: Some(format!("kind-{name}")),
+        },
+    };
+    let mut journal = Journal::create(&journal::default_dir(), header)?;
+    let made = make(
+        &mut journal,
+        &mut signals,
+        &mut stop,
+        &args,
+        &runtime_cli,
+        &kind,
+        &config_path,
+        &kubeconfig,
+        &dir,
+    )
+    .await;
+    let failed = match (made, stop) {
+        (Ok(()), None) => {
+            journal.detach()?;
+            outln!(
+                "kind cluster {name} is up (journal {})",
+                journal.path().display()
+            );
+            outln!(
+                "  kubeconfig: {} (context kind-{name})",
+                kubeconfig.display()
+            );
+            outln!(
+                "  network {} (bridge {}), guarded: nothing it sends leaves this machine",
+                kindlab::network_name(&name),
+                host::bridge_name(&run)
+            );
+            outln!("  remove it: nodefall kind down {name}");
+            return Ok(exit::code(exit::PASS));
+        }
+        (Ok(()), Some(s)) => Err(s),
+        (Err(e), s) => {
+            eprintln!("error: {}", runner::chain(e.as_ref()));
+            s.map_or(Ok(()), Err)
+        }
+    };
+    eprintln!("removing what was made for kind cluster {name}");
+    let ok = tokio::task::block_in_place(|| teardown(&mut journal, &mut |l| eprintln!("  {l}")));
+    if ok {
+        journal.close()?;
+        std::fs::remove_dir_all(&dir).ok();
+    } else {
+        eprintln!(
+            "  left: see `nodefall recover {run}` (journal {})",
+            journal.path().display()
+        );
+    }
+    Ok(match failed {
+        Err(s) => ExitCode::from(s.exit_code()),
+        Ok(()) => exit::code(exit::INFRASTRUCTURE),
+    })
+}
+
+/// The steps of `kind up`, each journaled before it is made.
+#[allow(clippy::too_many_arguments)]
+async fn make(
+    journal: &mut Journal,
+    signals: &mut shutdown::Signals,
+    stop: &mut Option<Stop>,
+    args: &UpArgs,
+    runtime_cli: &str,
+    kind: &Path,
+    config_path: &Path,
+    kubeconfig: &Path,
+    dir: &Path,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let name = args.name.clone();
+    let run = journal
+        .state()
+        .header
+        .as_ref()
+        .map(|h| h.run.clone())
+        .unwrap_or_default();
+    let proc_sys = Path::new("/proc/sys");
+    // 1. The host's sysctls, before any kubelet can write them.
+    let values = host::read_sysctls(proc_sys, &host::KUBELET_SYSCTLS)?;
+    journal.will(Undo::Sysctls {
+        values: values.clone(),
+    })?;
+    // 2. The cluster's own network, then the guard on its bridge: both
+    //    before the first node exists.
+    let network = kindlab::network_name(&name);
+    let bridge = host::bridge_name(&run);
+    let tag = host::guard_tag(&run);
+    journal.will(Undo::Network {
+        runtime: runtime_cli.to_owned(),
+        name: network.clone(),
+        cluster: name.clone(),
+    })?;
+    let create_net = host::network_create(runtime_cli, &network, &bridge, &name);
+    blocking(signals, stop, "docker network create", move || {
+        System.run(&create_net, Duration::from_secs(60))
+    })
+    .await?;
+    if stop.is_some() {
+        return Ok(());
+    }
+    journal.will(Undo::Guard {
+        bridge: bridge.clone(),
+        tag: tag.clone(),
+    })?;
+    let (b, t) = (bridge.clone(), tag.clone());
+    blocking(signals, stop, "iptables -I DOCKER-USER", move || {
+        System.run(&host::guard_rule("-I", &b, &t), Duration::from_secs(30))?;
+        if host::guard_present(&System, &b, &t)? {
+            Ok(())
+        } else {
+            Err(host::Error::Command(crate::exec::Error::Failed {
+                cmd: host::guard_rule("-C", &b, &t),
+                status: "rule not found after insertion".into(),
+                stderr: String::new(),
+            }))
+        }
+    })
+    .await?;
+    outln!("guard in place: iptables -I DOCKER-USER -i {bridge} ! -o {bridge} -j DROP ({tag})");
+    if stop.is_some() {
+        return Ok(());
+    }
+    // 3. The cluster.
+    journal.will(Undo::KindCluster {
+        kind: kind.to_owned(),
+        name: name.clone(),
+        runtime: runtime_cli.to_owned(),
+        kubeconfig: kubeconfig.to_owned(),
+    })?;
+    outln!(
+        "creating kind cluster {name} (1 control plane, {} workers, {} timings; kind's output: {})",
+        args.workers,
+        args.profile,
+        dir.join("kind-create.log").display()
+    );
+    let (rt, k, n, image, c, kc, log) = (
+        runtime_cli.to_owned(),
+        kind.to_owned(),
+        name.clone(),
+        args.image.clone(),
+        config_path.to_owned(),
+        kubeconfig.to_owned(),
+        dir.join("kind-create.log"),
+    );
+    let took = blocking(signals, stop, "kind create cluster", move || {
+        kindlab::create(&rt, &k, &n, &image, &c, &kc, &log)
+    })
+    .await?;
+    outln!("kind create cluster: {:.1} s", took.as_secs_f64());
+    if stop.is_some() {
+        return Ok(());
+    }
+    // 4. Every node Ready; then the sysctls the kubelets wrote go back.
+    let config = super::cluster::kube_config_at(Some(kubeconfig), Some(format!("kind-{name}")))
+        .await
+        .map_err(|e| format!("reading {}: {e}", kubeconfig.display()))?;
+    let client = kube::Client::try_from(config)?;
+    let count = 1 + usize::from(args.workers);
+    tokio::select! {
+        r = kindlab::wait_nodes_ready(&client, count, args.wait) => r?,
+        s = signals.next() => { *stop = Some(s); return Ok(()); }
+    }
+    outln!("{count} nodes Ready");
+    let restored = host::restore_sysctls(proc_sys, &values)?;
+    if !restored.is_empty() {
+        outln!(
+            "sysctls the kubelets had changed, put back: {}",
+            restored.join(", ")
+        );
+    }
+    // 5. CoreDNS answers cluster names only.
+    tokio::select! {
+        r = kindlab::contain_dns(&client, Duration::from_secs(180)) => {
+            if r? { outln!("CoreDNS restarted without `forward`: it answers cluster names only"); }
+        }
+        s = signals.next() => { *stop = Some(s); return Ok(()); }
+    }
+    host::restore_sysctls(proc_sys, &values)?;
+    Ok(())
+}
+
+/// Undoes a kind cluster's host changes in their order: the cluster, and
+/// only once none of its nodes is left the guard and the network; the
+/// sysctls always. Settles each success in the journal; false if any is left.
+pub fn teardown(journal: &mut Journal, say: &mut dyn FnMut(String)) -> bool {
+    let pending = journal.state().undo_order();
+    let of = |f: fn(&Undo) -> bool| {
+        pending
+            .iter()
+            .filter(|p| f(&p.undo))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let mut ok = true;
+    let mut nodes_gone = true;
+    for p in of(|u| matches!(u, Undo::KindCluster { .. })) {
+        if let Undo::KindCluster {
+            kind,
+            name,
+            runtime,
+            kubeconfig,
+        } = &p.undo
+        {
+            let r = kindlab::delete(&System, runtime, kind, name, kubeconfig)
+                .map_err(|e| runner::chain(&e));
+            nodes_gone &= r.is_ok();
+            ok &= settle(journal, &p, r, say);
+        }
+    }
+    for p in of(|u| matches!(u, Undo::Guard { .. } | Undo::Network { .. })) {
+        if !nodes_gone {
+            ok = false;
+            say(format!("{}: kept while nodes are left", p.undo.describe()));
+            continue;
+        }
+        let r = match &p.undo {
+            Undo::Guard { bridge, tag } => host::guard_remove(&System, bridge, tag),
+            Undo::Network {
+                runtime,
+                name,
+                cluster,
+            } => host::network_remove(&System, runtime, name, cluster),
+            _ => Ok(()),
+        };
+        ok &= settle(journal, &p, r.map_err(|e| runner::chain(&e)), say);
+    }
+    for p in of(|u| matches!(u, Undo::Sysctls { .. })) {
+        if let Undo::Sysctls { values } = &p.undo {
+            let r = match host::restore_sysctls(Path::new("/proc/sys"), values) {
+                Ok(changed) => {
+                    if !changed.is_empty() {
+                        say(format!("sysctls put back: {}", changed.join(", ")));
+                    }
+                    Ok(())
+                }
+                Err(e) => Err(runner::chain(&e)),
+            };
+            ok &= settle(journal, &p, r, say);
+        }
+    }
+    ok
+}
+
+/// Settles one undo that succeeded and says how it went; false if it failed.
+fn settle(
+    journal: &mut Journal,
+    p: &journal::Pending,
+    r: Result<(), String>,
+    say: &mut dyn FnMut(String),
+) -> bool {
+    let what = p.undo.describe();
+    match r.and_then(|()| {
+        journal
+            .settle(p.id, Settled::Reverted)
+            .map_err(|e| runner::chain(&e))
+    }) {
+        Ok(()) => {
+            say(format!("{what}: ok"));
+            true
+        }
+        Err(e) => {
+            say(format!("{what}: FAILED: {e}"));
+            false
+        }
+    }
+}
+
+fn down(name: &str) -> anyhow::Result<ExitCode> {
+    kindlab::check_name(name).map_err(anyhow::Error::msg)?;
+    let dir = journal::default_dir();
+    let scan = journal::unfinished(&dir)
+        .with_context(|| format!("reading the journals in {}", dir.display()))?;
+    let ours: Vec<_> = scan
+        .runs
+        .into_iter()
+        .filter(|u| {
+            u.state.pending.iter().any(|p| matches!(&p.undo, Undo::KindCluster { name: n, .. } if n == name))
+                || (u.state.pending.iter().any(|p| p.undo.is_host())
+                    && matches!(&u.header.backend, BackendRef::Kind { cluster, .. } if cluster == name))
+        })
+        .collect();
+    if ours.is_empty() {
+        bail!(
+            "no kind cluster {name} made by `nodefall kind up` (no unfinished journal for it in {}); \
+             a cluster made by kind itself is removed with `kind delete cluster --name {name}`",
+            dir.display()
+        );
+    }
+    let mut all_ok = true;
+    for u in ours {
+        if u.owner_alive && !u.state.detached {
+            outln!(
+                "{}: `kind up` is still running (pid {}); left alone",
+                u.header.run,
+                u.header.pid
+            );
+            all_ok = false;
+            continue;
+        }
+        outln!("removing kind cluster {name} ({})", u.header.run);
+        let mut journal = Journal::reopen(&u.path)?;
+        let ok = teardown(&mut journal, &mut |l| outln!("  {l}"));
+        if ok {
+            journal.close()?;
+            std::fs::remove_dir_all(kindlab::cluster_dir(&state_root(), name)).ok();
+            outln!("  done");
+        } else {
+            all_ok = false;
+            outln!("  left: run `nodefall kind down {name}` again once the cause is fixed");
+        }
+    }
+    Ok(exit::code(if all_ok {
+        exit::PASS
+    } else {
+        exit::INFRASTRUCTURE
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bounding_set_tells_whether_containerd_must_restrict_oom_scores() {
+        assert!(!has_sys_resource("Name:\tx\nCapBnd:\t000001fffeffffff\n"));
+        assert!(has_sys_resource("CapBnd:\t000001ffffffffff\n"));
+        assert!(has_sys_resource("no such line\n"));
+    }
+}

@@ -1,0 +1,392 @@
+//! Contained kind clusters on this machine (`nodefall kind up` / `down`):
+//! the steps, each a narrow side effect; the session that journals them and
+//! answers signals is `cli::kind`.
+//!
+//! Containment comes first: the cluster gets a Docker network of its own
+//! (IPv4 only) whose bridge is guarded, before any node starts, by a rule that
+//! drops every packet entering from the bridge and not leaving on it; CoreDNS
+//! answers cluster names only; the pod network routes between nodes from the
+//! start (the node image's CNI); the API server reaches kubelets by
+//! InternalIP. The host-global sysctls the kubelets write are put back.
+
+pub mod config;
+pub mod host;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt as _, TryStreamExt as _};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::{WatchStreamExt as _, watcher};
+
+use crate::exec::{Cmd, Exec};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    Preflight(String),
+    #[error(transparent)]
+    Host(#[from] host::Error),
+    #[error(transparent)]
+    Command(#[from] crate::exec::Error),
+    #[error("`kind create cluster` failed ({status}); its output: {log}\n{tail}")]
+    Create {
+        status: String,
+        log: String,
+        tail: String,
+    },
+    #[error("{what}: {message}")]
+    Kube { what: String, message: String },
+    #[error("timed out after {}s waiting for {what}", .after.as_secs())]
+    Timeout { what: String, after: Duration },
+    #[error(
+        "`kind delete cluster --name {name}` left containers behind ({left}); the guard and \
+         the network stay until they are gone"
+    )]
+    Leftover { name: String, left: String },
+}
+
+/// How long a Docker or kind step may take.
+const STEP: Duration = Duration::from_secs(60);
+/// `kind create cluster` (about 35 s here; images are preloaded).
+const CREATE: Duration = Duration::from_secs(420);
+
+/// A cluster name kind accepts and that stays a name (never a path).
+pub fn check_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 40
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{name}` is not a usable cluster name: use 1-40 of a-z, 0-9 and `-`, not starting \
+             with `-`"
+        ))
+    }
+}
+
+/// The network of cluster `name`.
+pub fn network_name(name: &str) -> String {
+    format!("nodefall-{name}")
+}
+
+/// The node containers of cluster `name` (any state).
+pub fn node_containers(exec: &dyn Exec, runtime: &str, name: &str) -> Result<Vec<String>, Error> {
+    let filter = format!("label=io.x-k8s.kind.cluster={name}");
+    let out = exec.run(
+        &Cmd::new(
+            runtime,
+            &["ps", "-a", "--filter", &filter, "--format", "{{.Names}}"],
+        ),
+        STEP,
+    )?;
+    Ok(out
+        .lines()
+        .map(str::to_owned)
+        .filter(|l| !l.is_empty())
+        .collect())
+}
+
+/// What must hold before anything is made: the runtime answers, the image and
+/// kind are there, Docker's `DOCKER-USER` chain exists (the guard goes in it),
+/// and nothing of this name exists yet.
+pub fn preflight(
+    exec: &dyn Exec,
+    runtime: &str,
+    kind: &Path,
+    image: &str,
+    name: &str,
+) -> Result<(), Error> {
+    let fail = |m: String| Err(Error::Preflight(m));
+    check_name(name).map_err(Error::Preflight)?;
+    if let Err(e) = exec.run(
+        &Cmd::new(runtime, &["info", "--format", "{{.ServerVersion}}"]),
+        STEP,
+    ) {
+        return fail(format!("the container runtime does not answer: {e}"));
+    }
+    if !kind.is_file() {
+        return fail(format!(
+            "kind is not at {} (scripts/kind/image.sh builds it from its Go module; or pass \
+             --kind-binary)",
+            kind.display()
+        ));
+    }
+    if exec
+        .run(
+            &Cmd::new(runtime, &["image", "inspect", "--format", "{{.Id}}", image]),
+            STEP,
+        )
+        .is_err()
+    {
+        return fail(format!(
+            "the node image {image} is not in {runtime}'s store (scripts/kind/image.sh builds \
+             it and prints its tag)"
+        ));
+    }
+    if let Err(e) = exec.run(&Cmd::new("iptables", &["-w", "-S", "DOCKER-USER"]), STEP) {
+        return fail(format!(
+            "the guard needs iptables and Docker's DOCKER-USER chain (a dockerd with iptables \
+             enabled): {e}"
+        ));
+    }
+    let nodes = node_containers(exec, runtime, name)?;
+    if !nodes.is_empty() {
+        return fail(format!(
+            "a kind cluster named {name} exists already ({}); `nodefall kind down {name}` \
+             removes one nodefall made, `kind delete cluster --name {name}` any other",
+            nodes.join(", ")
+        ));
+    }
+    let net = network_name(name);
+    if exec
+        .run(
+            &Cmd::new(
+                runtime,
+                &["network", "inspect", "--format", "{{.Id}}", &net],
+            ),
+            STEP,
+        )
+        .is_ok()
+    {
+        return fail(format!(
+            "the Docker network {net} exists already; `nodefall recover` removes one a killed \
+             `kind up` left"
+        ));
+    }
+    Ok(())
+}
+
+/// `kind create cluster` on the guarded network, its output kept in `log`.
+#[allow(clippy::too_many_arguments)]
+pub fn create(
+    runtime: &str,
+    kind: &Path,
+    name: &str,
+    image: &str,
+    config: &Path,
+    kubeconfig: &Path,
+    log: &Path,
+) -> Result<Duration, Error> {
+    let cmd = create_command(runtime, kind, name, image, config, kubeconfig);
+    let c = crate::exec::System.capture(&cmd, CREATE)?;
+    let text = format!("$ {cmd}\n{}{}", c.stdout, c.stderr);
+    std::fs::write(log, &text).ok();
+    if !c.success() {
+        let tail: Vec<&str> = text.lines().rev().take(15).collect();
+        return Err(Error::Create {
+            status: c.status,
+            log: log.display().to_string(),
+            tail: tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
+        });
+    }
+    Ok(c.elapsed)
+}
+
+/// The `kind create cluster` command line (through `env`, which sets the
+/// network kind puts the nodes on and the runtime it drives).
+pub fn create_command(
+    runtime: &str,
+    kind: &Path,
+    name: &str,
+    image: &str,
+    config: &Path,
+    kubeconfig: &Path,
+) -> Cmd {
+    let net = format!("KIND_EXPERIMENTAL_DOCKER_NETWORK={}", network_name(name));
+    let provider = format!("KIND_EXPERIMENTAL_PROVIDER={runtime}");
+    Cmd::new(
+        "env",
+        &[
+            &net,
+            &provider,
+            &kind.display().to_string(),
+            "create",
+            "cluster",
+            "--name",
+            name,
+            "--image",
+            image,
+            "--config",
+            &config.display().to_string(),
+            "--kubeconfig",
+            &kubeconfig.display().to_string(),
+            "--retain",
+        ],
+    )
+}
+
+/// `kind delete cluster`, then a check that no node container is left.
+pub fn delete(
+    exec: &dyn Exec,
+    runtime: &str,
+    kind: &Path,
+    name: &str,
+    kubeconfig: &Path,
+) -> Result<(), Error> {
+    if !node_containers(exec, runtime, name)?.is_empty() {
+        let provider = format!("KIND_EXPERIMENTAL_PROVIDER={runtime}");
+        exec.run(
+            &Cmd::new(
+                "env",
+                &[
+                    &provider,
+                    &kind.display().to_string(),
+                    "delete",
+                    "cluster",
+                    "--name",
+                    name,
+                    "--kubeconfig",
+                    &kubeconfig.display().to_string(),
+                ],
+            ),
+            Duration::from_secs(120),
+        )?;
+    }
+    let left = node_containers(exec, runtime, name)?;
+    if !left.is_empty() {
+        return Err(Error::Leftover {
+            name: name.to_owned(),
+            left: left.join(", "),
+        });
+    }
+    Ok(())
+}
+
+/// Waits (watching) until `count` nodes are Ready without the not-ready taint.
+pub async fn wait_nodes_ready(
+    client: &kube::Client,
+    count: usize,
+    limit: Duration,
+) -> Result<(), Error> {
+    let api: Api<Node> = Api::all(client.clone());
+    let mut ready = BTreeSet::new();
+    let mut stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .applied_objects()
+        .boxed();
+    let deadline = Instant::now() + limit;
+    while ready.len() < count {
+        let next = tokio::time::timeout_at(deadline.into(), stream.try_next()).await;
+        let node = match next {
+            Err(_) => {
+                return Err(Error::Timeout {
+                    what: format!("{count} nodes Ready ({} so far)", ready.len()),
+                    after: limit,
+                });
+            }
+            Ok(Err(e)) => {
+                return Err(Error::Kube {
+                    what: "watching nodes".into(),
+                    message: e.to_string(),
+                });
+            }
+            Ok(Ok(None)) => continue,
+            Ok(Ok(Some(n))) => n,
+        };
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let is_ready = node
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        let tainted = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .is_some_and(|ts| ts.iter().any(|t| t.key == "node.kubernetes.io/not-ready"));
+        if is_ready && !tainted {
+            ready.insert(name);
+        } else {
+            ready.remove(&name);
+        }
+    }
+    Ok(())
+}
+
+/// CoreDNS answers cluster names only: its Corefile loses `forward` and its
+/// pods restart with it; returns once the new pods are available.
+pub async fn contain_dns(client: &kube::Client, limit: Duration) -> Result<bool, Error> {
+    let kube = |what: &str| {
+        let what = what.to_owned();
+        move |e: kube::Error| Error::Kube {
+            what,
+            message: e.to_string(),
+        }
+    };
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "kube-system");
+    let cm = cms
+        .get("coredns")
+        .await
+        .map_err(kube("reading ConfigMap kube-system/coredns"))?;
+    let corefile = cm
+        .data
+        .as_ref()
+        .and_then(|d| d.get("Corefile"))
+        .cloned()
+        .unwrap_or_default();
+    let Some(contained) = config::corefile_without_forward(&corefile) else {
+        return Ok(false);
+    };
+    let pp = PatchParams::default();
+    cms.patch(
+        "coredns",
+        &pp,
+        &Patch::Merge(serde_json::json!({"data": {"Corefile": contained}})),
+    )
+    .await
+    .map_err(kube("updating the Corefile"))?;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "kube-system");
+    let now = jiff::Timestamp::now().to_string();
+    let patched = deployments
+        .patch(
+            "coredns",
+            &pp,
+            &Patch::Merge(
+                serde_json::json!({"spec": {"template": {"metadata": {"annotations": {
+                "nodefall.io/restartedAt": now}}}}}),
+            ),
+        )
+        .await
+        .map_err(kube("restarting CoreDNS"))?;
+    let generation = patched.metadata.generation.unwrap_or(0);
+    let rolled = kube::runtime::wait::await_condition(
+        deployments,
+        "coredns",
+        move |d: Option<&Deployment>| {
+            d.is_some_and(|d| {
+                let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+                d.status.as_ref().is_some_and(|s| {
+                    s.observed_generation.unwrap_or(0) >= generation
+                        && s.updated_replicas.unwrap_or(0) == want
+                        && s.available_replicas.unwrap_or(0) == want
+                        && s.replicas.unwrap_or(0) == want
+                })
+            })
+        },
+    );
+    match tokio::time::timeout(limit, rolled).await {
+        Ok(Ok(_)) => Ok(true),
+        Ok(Err(e)) => Err(Error::Kube {
+            what: "waiting for CoreDNS".into(),
+            message: e.to_string(),
+        }),
+        Err(_) => Err(Error::Timeout {
+            what: "CoreDNS restarted without `forward`".into(),
+            after: limit,
+        }),
+    }
+}
+
+/// Where `nodefall kind up` keeps a cluster's files (its kind configuration,
+/// kubeconfig and kind's output): `$XDG_STATE_HOME/nodefall/kind/NAME`.
+pub fn cluster_dir(state: &Path, name: &str) -> PathBuf {
+    state.join("kind").join(name)
+}

@@ -1,0 +1,442 @@
+//! Real kubelets: a kind cluster made by `nodefall kind up` from the node
+//! image scripts/kind/image.sh builds (Debian packages and Go modules, no
+//! registry), with compressed timings. One test, one cluster, in order:
+//!
+//! 1. containment: a pod sends UDP packets to a decoy address on a network
+//!    namespace this test makes on the host (outside the cluster's bridge);
+//!    the guard drops them and the decoy never receives one (the same packet
+//!    from the host itself does arrive: the decoy listens);
+//! 2. `scenarios/kind-pause-worker.yaml` through the kind backend passes, and
+//!    no node but the paused one ever left Ready=True (no flapping);
+//! 3. `nodefall kind down`: afterwards the host's sysctls, iptables rules,
+//!    Docker containers, networks, volumes and images are as they were.
+//!
+//! Needs Docker (on this project's CI hosts with the runc wrapper, see
+//! scripts/kind/host-quirks.sh), iptables, `ip netns`, and the node image and
+//! kind binary built by scripts/kind/image.sh; under CI a missing one fails.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "test helpers fail the test by panicking"
+)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::UdpSocket;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, PostParams};
+use kube::runtime::{WatchStreamExt as _, watcher};
+
+#[path = "support/skip.rs"]
+mod skip;
+
+const NAME: &str = "nftest";
+const DECOY_PORT: u16 = 5999;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `bash -c script`: its stdout, or None when it failed.
+fn sh(script: &str) -> Option<String> {
+    let out = Command::new("bash").args(["-c", script]).output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn must(script: &str) -> String {
+    let out = Command::new("bash").args(["-c", script]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "`{script}` failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// What the host has that the cluster may change: compared before and after.
+#[derive(Debug, PartialEq, Eq)]
+struct HostState {
+    sysctls: BTreeMap<String, String>,
+    iptables: Vec<String>,
+    containers: BTreeSet<String>,
+    networks: BTreeSet<String>,
+    volumes: BTreeSet<String>,
+    images: BTreeSet<String>,
+}
+
+fn lines(s: &str) -> BTreeSet<String> {
+    s.lines()
+        .map(str::to_owned)
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+fn host_state() -> HostState {
+    let sysctls = nodefall::kindlab::host::read_sysctls(
+        Path::new("/proc/sys"),
+        &nodefall::kindlab::host::KUBELET_SYSCTLS,
+    )
+    .unwrap();
+    // Rules only (no counters), filter and nat tables.
+    let mut iptables: Vec<String> = must("iptables -w -S; iptables -w -t nat -S")
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    iptables.sort();
+    HostState {
+        sysctls,
+        iptables,
+        containers: lines(&must("docker ps -a -q --no-trunc")),
+        networks: lines(&must("docker network ls -q --no-trunc")),
+        volumes: lines(&must("docker volume ls -q")),
+        images: lines(&must("docker images -q --no-trunc")),
+    }
+}
+
+/// The node image's tag, if it is built.
+fn node_image() -> Result<String, String> {
+    let tag = sh(&format!(
+        "bash {}/scripts/kind/image.sh --tag",
+        repo().display()
+    ))
+    .ok_or("scripts/kind/image.sh --tag failed")?;
+    let tag = tag.trim().to_owned();
+    if sh(&format!("docker image inspect {tag} >/dev/null 2>&1")).is_none() {
+        return Err(format!(
+            "the node image {tag} is not built (scripts/kind/image.sh)"
+        ));
+    }
+    Ok(tag)
+}
+
+/// Everything this test makes, removed on drop (also when it fails): the
+/// cluster (through `nodefall kind down`) and the decoy namespace.
+struct Made {
+    state: tempfile::TempDir,
+    netns: Option<String>,
+    host_veth: Option<String>,
+}
+
+impl Made {
+    fn nodefall(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_nodefall"));
+        c.args(args)
+            .env("XDG_STATE_HOME", self.state.path())
+            .env(
+                "KIND_EXPERIMENTAL_DOCKER_NETWORK",
+                format!("nodefall-{NAME}"),
+            )
+            .env("KUBECONFIG", self.kubeconfig())
+            .current_dir(repo());
+        c
+    }
+
+    fn kubeconfig(&self) -> PathBuf {
+        self.state
+            .path()
+            .join("nodefall")
+            .join("kind")
+            .join(NAME)
+            .join("kubeconfig")
+    }
+}
+
+impl Drop for Made {
+    fn drop(&mut self) {
+        let down = self.nodefall(&["kind", "down", NAME]).output();
+        if let Ok(o) = down {
+            eprintln!(
+                "cleanup `nodefall kind down {NAME}`: {}\n{}{}",
+                o.status,
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        if let Some(v) = &self.host_veth {
+            sh(&format!("ip link del {v} 2>/dev/null"));
+        }
+        if let Some(ns) = &self.netns {
+            sh(&format!("ip netns del {ns}"));
+        }
+    }
+}
+
+/// A network namespace with one address (the decoy) behind a veth pair, and
+/// a rule in it counting the UDP packets that reach the decoy port.
+fn make_decoy(made: &mut Made) -> (String, String) {
+    let id = std::process::id() % 10_000;
+    let ns = format!("nfdecoy{id}");
+    let (host, peer) = (format!("nfdh{id}"), format!("nfdp{id}"));
+    let (host_ip, decoy_ip) = ("10.254.77.1", "10.254.77.2");
+    must(&format!("ip netns add {ns}"));
+    made.netns = Some(ns.clone());
+    must(&format!("ip link add {host} type veth peer name {peer}"));
+    made.host_veth = Some(host.clone());
+    must(&format!(
+        "ip link set {peer} netns {ns} && ip addr add {host_ip}/30 dev {host} && ip link set {host} up \
+         && ip netns exec {ns} ip addr add {decoy_ip}/30 dev {peer} && ip netns exec {ns} ip link set {peer} up \
+         && ip netns exec {ns} ip link set lo up \
+         && ip netns exec {ns} ip route add default via {host_ip} \
+         && ip netns exec {ns} iptables -w -A INPUT -p udp --dport {DECOY_PORT} -j ACCEPT"
+    ));
+    (ns, decoy_ip.to_owned())
+}
+
+/// UDP packets the decoy has received on its port.
+fn decoy_received(ns: &str) -> u64 {
+    let listing = must(&format!("ip netns exec {ns} iptables -w -L INPUT -n -v -x"));
+    listing
+        .lines()
+        .find(|l| l.contains(&format!("dpt:{DECOY_PORT}")))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap()
+}
+
+fn guard_drops() -> u64 {
+    let listing = must("iptables -w -L DOCKER-USER -n -v -x");
+    listing
+        .lines()
+        .filter(|l| l.contains("/* nodefall:kind-up-nftest-"))
+        .filter_map(|l| l.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
+#[test]
+fn a_contained_kind_cluster_runs_kind_pause_worker() {
+    let test = "a_contained_kind_cluster_runs_kind_pause_worker";
+    if sh("docker info >/dev/null 2>&1").is_none() {
+        skip::skip(test, "no Docker engine (docker info failed)");
+        return;
+    }
+    let image = match node_image() {
+        Ok(t) => t,
+        Err(why) => {
+            skip::skip(test, &why);
+            return;
+        }
+    };
+    for tool in ["iptables", "ip"] {
+        if sh(&format!("command -v {tool}")).is_none() {
+            skip::skip(test, &format!("{tool} is not installed"));
+            return;
+        }
+    }
+    let before = host_state();
+    let mut made = Made {
+        state: tempfile::tempdir().unwrap(),
+        netns: None,
+        host_veth: None,
+    };
+    let (ns, decoy) = make_decoy(&mut made);
+
+    // The decoy listens: a packet from the host itself arrives.
+    UdpSocket::bind("0.0.0.0:0")
+        .unwrap()
+        .send_to(b"control", (decoy.as_str(), DECOY_PORT))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        decoy_received(&ns),
+        1,
+        "the decoy did not get the host's packet"
+    );
+
+    let up = made
+        .nodefall(&[
+            "kind",
+            "up",
+            "--name",
+            NAME,
+            "--image",
+            &image,
+            "--profile",
+            "fast",
+        ])
+        .output()
+        .unwrap();
+    let up_out = format!(
+        "{}{}",
+        String::from_utf8_lossy(&up.stdout),
+        String::from_utf8_lossy(&up.stderr)
+    );
+    eprintln!("{up_out}");
+    assert!(up.status.success(), "nodefall kind up failed:\n{up_out}");
+    assert!(
+        up_out.contains("CoreDNS restarted without `forward`"),
+        "{up_out}"
+    );
+    assert_eq!(
+        host_state().sysctls,
+        before.sysctls,
+        "the kubelets' sysctls were not put back after kind up"
+    );
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let kubeconfig = made.kubeconfig();
+    let client = rt.block_on(async {
+        let kc = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
+        let config =
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .unwrap();
+        kube::Client::try_from(config).unwrap()
+    });
+
+    // 1. Containment.
+    let drops_before = guard_drops();
+    let phase = rt.block_on(leak_attempt(&client, &decoy));
+    assert_eq!(phase, "Succeeded", "the leaking pod did not finish");
+    assert_eq!(
+        decoy_received(&ns),
+        1,
+        "a pod's packet reached the decoy outside the cluster: the guard let it out"
+    );
+    let drops = guard_drops();
+    assert!(
+        drops >= drops_before + 3,
+        "the guard dropped {} packets during the attempt, expected at least 3",
+        drops - drops_before
+    );
+
+    // 2. The scenario, with every node's Ready watched beside it.
+    let flips = Arc::new(Mutex::new(BTreeMap::<String, Vec<String>>::new()));
+    let watch = rt.spawn(watch_ready(client.clone(), Arc::clone(&flips)));
+    let out = tempfile::tempdir().unwrap();
+    let run = made
+        .nodefall(&[
+            "scenario",
+            "scenarios/kind-pause-worker.yaml",
+            "--backend",
+            "kind",
+            "--kind-cluster",
+            NAME,
+            "--profile",
+            "fast",
+            "--out",
+            &out.path().display().to_string(),
+        ])
+        .output()
+        .unwrap();
+    watch.abort();
+    let run_out = format!(
+        "{}{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+    eprintln!("{run_out}");
+    assert!(
+        run.status.success(),
+        "kind-pause-worker.yaml failed on kind:\n{run_out}"
+    );
+    let flips = flips.lock().unwrap().clone();
+    let left: Vec<_> = flips.iter().filter(|(_, v)| !v.is_empty()).collect();
+    assert_eq!(
+        left.len(),
+        1,
+        "exactly the paused node leaves Ready=True; seen: {flips:?}"
+    );
+    let (paused, seen) = left[0];
+    assert!(paused.contains("worker"), "{paused}: {seen:?}");
+    assert_eq!(
+        seen.iter().filter(|s| s.as_str() == "Unknown").count(),
+        1,
+        "{paused} went Unknown more than once (flapping): {seen:?}"
+    );
+
+    // 3. Down, and the host as it was.
+    drop(rt);
+    let down = made.nodefall(&["kind", "down", NAME]).output().unwrap();
+    assert!(
+        down.status.success(),
+        "nodefall kind down: {}{}",
+        String::from_utf8_lossy(&down.stdout),
+        String::from_utf8_lossy(&down.stderr)
+    );
+    let ns_name = made.netns.take().unwrap();
+    sh(&format!("ip netns del {ns_name}"));
+    made.host_veth = None; // gone with its peer's namespace
+    let after = host_state();
+    assert_eq!(after.sysctls, before.sysctls);
+    assert_eq!(after.containers, before.containers, "containers left");
+    assert_eq!(after.networks, before.networks, "Docker networks left");
+    assert_eq!(after.volumes, before.volumes, "Docker volumes left");
+    assert_eq!(
+        after.images, before.images,
+        "images left (only the node image may stay)"
+    );
+    assert_eq!(after.iptables, before.iptables, "iptables rules left");
+}
+
+/// A pod sends three UDP packets to the decoy; returns its final phase.
+async fn leak_attempt(client: &kube::Client, decoy: &str) -> String {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "leak"},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{
+                "name": "leak",
+                "image": "docker.io/library/busybox:nodefall",
+                "imagePullPolicy": "Never",
+                "command": ["sh", "-c", format!(
+                    "for i in 1 2 3; do echo nodefall | nc -u -w 1 {decoy} {DECOY_PORT}; done; true")],
+            }],
+        },
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let done = kube::runtime::wait::await_condition(pods.clone(), "leak", |p: Option<&Pod>| {
+        p.and_then(|p| p.status.as_ref())
+            .and_then(|s| s.phase.as_deref())
+            .is_some_and(|ph| ph == "Succeeded" || ph == "Failed")
+    });
+    let pod = tokio::time::timeout(Duration::from_secs(120), done)
+        .await
+        .expect("the leaking pod did not finish in 120 s")
+        .unwrap()
+        .unwrap();
+    pods.delete("leak", &kube::api::DeleteParams::default())
+        .await
+        .ok();
+    pod.status.and_then(|s| s.phase).unwrap_or_default()
+}
+
+/// Records each node's Ready status whenever it is not True.
+async fn watch_ready(client: kube::Client, flips: Arc<Mutex<BTreeMap<String, Vec<String>>>>) {
+    let api: Api<Node> = Api::all(client);
+    let mut last: BTreeMap<String, String> = BTreeMap::new();
+    let mut stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .applied_objects()
+        .boxed();
+    while let Some(Ok(node)) = stream.next().await {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let ready = node
+            .status
+            .and_then(|s| s.conditions)
+            .and_then(|cs| cs.into_iter().find(|c| c.type_ == "Ready"))
+            .map(|c| c.status)
+            .unwrap_or_default();
+        let mut f = flips.lock().unwrap();
+        let entry = f.entry(name.clone()).or_default();
+        if last.get(&name) != Some(&ready) {
+            if ready != "True" {
+                entry.push(ready.clone());
+            }
+            last.insert(name, ready);
+        }
+    }
+}
