@@ -76,6 +76,16 @@ case "${1:-build}" in
   *) die "unknown argument '$1' (use: image.sh [--tag | prune])" ;;
 esac
 
+# kind itself, which `nodefall kind up` runs: installed into the cache even
+# when the image is already built (a fresh cache beside a kept image).
+kind_bin="$KCACHE/bin/kind-$KIND_VERSION/kind"
+if [[ ! -x "$kind_bin" ]]; then
+  command -v go >/dev/null || die "go is not installed (it builds kind from sigs.k8s.io/kind@$KIND_VERSION)"
+  log "go install sigs.k8s.io/kind@$KIND_VERSION"
+  mkdir -p "$KCACHE"
+  CGO_ENABLED=0 GOBIN="$(dirname "$kind_bin")" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kind@$KIND_VERSION" >&2
+fi
+
 if docker image inspect "$TAG" >/dev/null 2>&1; then
   log "$TAG is in Docker's store: nothing to build"
   echo "$TAG"
@@ -219,7 +229,6 @@ go_install() { # name module version
 }
 go_install coredns github.com/coredns/coredns "$COREDNS_VERSION"
 go_install local-path-provisioner github.com/rancher/local-path-provisioner "$LOCAL_PATH_VERSION"
-go_install kind sigs.k8s.io/kind "$KIND_VERSION"
 
 # The pod network (./cni), keyed by its sources.
 cni_hash="$(cd "$here/cni" && find . -type f ! -name '*_test.go' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-12)"
@@ -235,8 +244,9 @@ fi
 pause_bin="$bin/pause-$PAUSE_VERSION/pause"
 if ! have "$pause_bin"; then
   mkdir -p "$(dirname "$pause_bin")"
+  k8s_src="$(cd "$work" && go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | jq -r .Dir)"
   run "gcc pause" gcc -Os -Wall -Werror -static -DVERSION="v$PAUSE_VERSION" -o "$pause_bin.tmp" \
-    "$(go env GOMODCACHE)/k8s.io/kubernetes@$K8S_VERSION/build/pause/linux/pause.c"
+    "$k8s_src/build/pause/linux/pause.c"
   strip "$pause_bin.tmp"
   mv "$pause_bin.tmp" "$pause_bin"
 fi
@@ -304,8 +314,9 @@ run "image kube-proxy" env DOCKER_BUILDKIT=0 docker build -q -t "$R/kube-proxy:$
 images+=("$R/kube-proxy:$K8S_VERSION")
 
 # ---- the node ---------------------------------------------------------------
-kind_src="$(go env GOMODCACHE)/sigs.k8s.io/kind@$KIND_VERSION"
-[[ -d "$kind_src/images/base/files" ]] || die "kind's module source is not in $(go env GOMODCACHE) (go install sigs.k8s.io/kind@$KIND_VERSION fetches it)"
+# kind's own base files and manifests, from its module's source.
+kind_src="$(cd "$work" && go mod download -json "sigs.k8s.io/kind@$KIND_VERSION" | jq -r .Dir)"
+[[ -d "$kind_src/images/base/files" ]] || die "sigs.k8s.io/kind@$KIND_VERSION's source has no images/base/files ($kind_src)"
 ctx="$work/node"
 mkdir -p "$ctx/files/kind/manifests" "$ctx/bin"
 cp -r "$kind_src/images/base/files/." "$ctx/files/"
@@ -314,6 +325,7 @@ for b in kubelet kubeadm kubectl; do cp "$k8s_dir/$b" "$ctx/bin/"; done
 chmod 755 "$ctx/bin/"* "$ctx/files/usr/local/bin/"* "$ctx/files/kind/bin/"*
 cp "$here/cni/default-cni.yaml" "$ctx/files/kind/manifests/default-cni.yaml"
 # kind's storage manifest is a Go constant in its module; its images are the ones above.
+# shellcheck disable=SC2016 # the backquotes are Go's, matched literally
 awk '/^const defaultStorageManifest = `/{f=1; next} f && /^`$/{f=0} f' "$kind_src/pkg/build/nodeimage/const_storage.go" \
   | sed -e 's|` + storageProvisionerImage + `|docker.io/kindest/local-path-provisioner:v20260820-69b56db7|' \
     -e 's|` + storageHelperImage + `|docker.io/kindest/local-path-helper:v20260131-7181c60a|' \
@@ -347,6 +359,7 @@ done
 run "copy images" docker cp "$work/images.tar" "$build_box:/tmp/images.tar"
 run "ctr import" docker exec "$build_box" ctr -n k8s.io images import --label=io.cri-containerd.pinned=pinned \
   --all-platforms --no-unpack --digests /tmp/images.tar
+# shellcheck disable=SC2016 # expanded by the container's shell
 run "stop containerd" docker exec "$build_box" sh -c 'kill $(pidof containerd); while pidof containerd >/dev/null; do sleep 0.1; done; rm -rf /tmp/*'
 run "commit $TAG" docker commit --change 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]' --change 'CMD []' \
   --change "LABEL io.nodefall.kind-node.inputs=${TAG##*-}" "$build_box" "$TAG"
