@@ -18,7 +18,12 @@
 //!   `sim:restore`: half-way through the sim's node operation (a fault's
 //!   state recorded and the agent signalled; the frozen agent killed and
 //!   forgotten, no new one started; the Node registered, its agent not
-//!   started; in cleanup's revert, the old agent killed, no new one yet).
+//!   started; in cleanup's revert, the old agent killed, no new one yet);
+//! - `kind:guarded`: `nodefall kind up` has its network and guard (and the
+//!   host's sysctls journaled), no cluster yet.
+//!
+//! `NODEFALL_TEST_SIGNAL=KILL` kills the process at the point (what a
+//! SIGKILL leaves, for `nodefall recover`).
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -51,6 +56,8 @@ fn armed() -> Option<&'static Armed> {
             let signal = match std::env::var("NODEFALL_TEST_SIGNAL").as_deref() {
                 Ok("TERM") => Signal::SIGTERM,
                 Ok("HUP") => Signal::SIGHUP,
+                // The process dies on the spot: what a kill leaves for `recover`.
+                Ok("KILL") => Signal::SIGKILL,
                 _ => Signal::SIGINT,
             };
             Some(Armed { points, signal })

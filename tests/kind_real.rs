@@ -11,6 +11,11 @@
 //! 3. `nodefall kind down`: afterwards the host's sysctls, iptables rules,
 //!    Docker containers, networks, volumes and images are as they were.
 //!
+//! A second test stops `nodefall kind up` with SIGTERM while kind creates the
+//! nodes (it removes all it made) and kills it with SIGKILL once its network
+//! and guard exist (`nodefall recover` removes them); the host as found both
+//! times. The tests take turns (one cluster at a time: fixed host ports).
+//!
 //! Needs Docker (on this project's CI hosts with the runc wrapper, see
 //! scripts/kind/host-quirks.sh), iptables, `ip netns`, and the node image and
 //! kind binary built by scripts/kind/image.sh; under CI a missing one fails.
@@ -36,6 +41,10 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 mod skip;
 
 const NAME: &str = "nftest";
+
+/// One cluster at a time, also under a plain `cargo test` (its tests run in
+/// threads): the clusters map the same host ports.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 const DECOY_PORT: u16 = 5999;
 
 fn repo() -> PathBuf {
@@ -119,21 +128,32 @@ fn node_image() -> Result<String, String> {
 /// Everything this test makes, removed on drop (also when it fails): the
 /// cluster (through `nodefall kind down`) and the decoy namespace.
 struct Made {
+    name: &'static str,
     state: tempfile::TempDir,
     netns: Option<String>,
     host_veth: Option<String>,
 }
 
 impl Made {
+    fn new(name: &'static str) -> Made {
+        Made {
+            name,
+            state: tempfile::tempdir().unwrap(),
+            netns: None,
+            host_veth: None,
+        }
+    }
+
     fn nodefall(&self, args: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_nodefall"));
         c.args(args)
             .env("XDG_STATE_HOME", self.state.path())
             .env(
                 "KIND_EXPERIMENTAL_DOCKER_NETWORK",
-                format!("nodefall-{NAME}"),
+                format!("nodefall-{}", self.name),
             )
             .env("KUBECONFIG", self.kubeconfig())
+            .env_remove("NODEFALL_TEST_SIGNAL_AT")
             .current_dir(repo());
         c
     }
@@ -143,17 +163,18 @@ impl Made {
             .path()
             .join("nodefall")
             .join("kind")
-            .join(NAME)
+            .join(self.name)
             .join("kubeconfig")
     }
 }
 
 impl Drop for Made {
     fn drop(&mut self) {
-        let down = self.nodefall(&["kind", "down", NAME]).output();
+        let down = self.nodefall(&["kind", "down", self.name]).output();
         if let Ok(o) = down {
             eprintln!(
-                "cleanup `nodefall kind down {NAME}`: {}\n{}{}",
+                "cleanup `nodefall kind down {}`: {}\n{}{}",
+                self.name,
                 o.status,
                 String::from_utf8_lossy(&o.stdout),
                 String::from_utf8_lossy(&o.stderr)
@@ -212,30 +233,14 @@ fn guard_drops() -> u64 {
 
 #[test]
 fn a_contained_kind_cluster_runs_kind_pause_worker() {
-    let test = "a_contained_kind_cluster_runs_kind_pause_worker";
-    if sh("docker info >/dev/null 2>&1").is_none() {
-        skip::skip(test, "no Docker engine (docker info failed)");
+    let _turn = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(image) = prerequisites("a_contained_kind_cluster_runs_kind_pause_worker") else {
         return;
-    }
-    let image = match node_image() {
-        Ok(t) => t,
-        Err(why) => {
-            skip::skip(test, &why);
-            return;
-        }
     };
-    for tool in ["iptables", "ip"] {
-        if sh(&format!("command -v {tool}")).is_none() {
-            skip::skip(test, &format!("{tool} is not installed"));
-            return;
-        }
-    }
     let before = host_state();
-    let mut made = Made {
-        state: tempfile::tempdir().unwrap(),
-        netns: None,
-        host_veth: None,
-    };
+    let mut made = Made::new(NAME);
     let (ns, decoy) = make_decoy(&mut made);
 
     // The decoy listens: a packet from the host itself arrives.
@@ -377,6 +382,121 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
         "images left (only the node image may stay)"
     );
     assert_eq!(after.iptables, before.iptables, "iptables rules left");
+}
+
+/// The node image's tag when everything the tests need is here; else the
+/// test is skipped (under CI: fails).
+fn prerequisites(test: &str) -> Option<String> {
+    if sh("docker info >/dev/null 2>&1").is_none() {
+        skip::skip(test, "no Docker engine (docker info failed)");
+        return None;
+    }
+    for tool in ["iptables", "ip"] {
+        if sh(&format!("command -v {tool}")).is_none() {
+            skip::skip(test, &format!("{tool} is not installed"));
+            return None;
+        }
+    }
+    match node_image() {
+        Ok(t) => Some(t),
+        Err(why) => {
+            skip::skip(test, &why);
+            None
+        }
+    }
+}
+
+/// What may differ after a cluster's life: nothing but the node image.
+fn assert_as_found(before: &HostState, what: &str) {
+    let after = host_state();
+    assert_eq!(after.sysctls, before.sysctls, "{what}: sysctls");
+    assert_eq!(
+        after.containers, before.containers,
+        "{what}: containers left"
+    );
+    assert_eq!(
+        after.networks, before.networks,
+        "{what}: Docker networks left"
+    );
+    assert_eq!(after.volumes, before.volumes, "{what}: Docker volumes left");
+    assert_eq!(after.images, before.images, "{what}: images left");
+    assert_eq!(
+        after.iptables, before.iptables,
+        "{what}: iptables rules left"
+    );
+}
+
+#[test]
+fn kind_up_stopped_by_sigterm_or_killed_leaves_the_host_as_found() {
+    let _turn = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(image) =
+        prerequisites("kind_up_stopped_by_sigterm_or_killed_leaves_the_host_as_found")
+    else {
+        return;
+    };
+    let before = host_state();
+    let made = Made::new("nfsig");
+    let up = [
+        "kind",
+        "up",
+        "--name",
+        "nfsig",
+        "--image",
+        &image,
+        "--profile",
+        "fast",
+    ];
+
+    // SIGTERM while kind creates the nodes: the step ends, then all goes.
+    let mut child = made
+        .nodefall(&up)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut seen = String::new();
+    for line in std::io::BufRead::lines(stdout) {
+        let line = line.unwrap();
+        seen.push_str(&line);
+        seen.push('\n');
+        if line.starts_with("creating kind cluster") {
+            must(&format!("kill -TERM {}", child.id()));
+            break;
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(143), "{seen}{stderr}");
+    assert!(stderr.contains("delete kind cluster nfsig: ok"), "{stderr}");
+    assert_as_found(&before, "after SIGTERM during kind create");
+
+    // SIGKILL once the network and the guard exist: `recover` removes them.
+    let killed = made
+        .nodefall(&up)
+        .env("NODEFALL_TEST_SIGNAL_AT", "kind:guarded")
+        .env("NODEFALL_TEST_SIGNAL", "KILL")
+        .output()
+        .unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&killed.status),
+        Some(9),
+        "{}",
+        String::from_utf8_lossy(&killed.stderr)
+    );
+    assert!(must("iptables -w -S DOCKER-USER").contains("nodefall:kind-up-nfsig-"));
+    assert!(sh("docker network inspect nodefall-nfsig >/dev/null").is_some());
+    let recover = made.nodefall(&["recover"]).output().unwrap();
+    let said = String::from_utf8_lossy(&recover.stdout);
+    assert!(
+        recover.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&recover.stderr)
+    );
+    assert!(said.contains("remove the guard on"), "{said}");
+    assert_as_found(&before, "after SIGKILL and recover");
 }
 
 /// A pod pings the decoy, opens a TCP connection to it and asks it a DNS

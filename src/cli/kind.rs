@@ -320,6 +320,10 @@ async fn make(
     if stop.is_some() {
         return Ok(());
     }
+    tokio::select! {
+        () = crate::testpoint::reached(|| "kind:guarded".into()) => {}
+        s = signals.next() => { *stop = Some(s); return Ok(()); }
+    }
     // 3. The cluster.
     journal.will(Undo::KindCluster {
         kind: kind.to_owned(),
