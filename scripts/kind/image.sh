@@ -51,14 +51,15 @@ REPO_NAME=nodefall/kind-node
 log() { printf '[kind-image] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-# The tag: a hash of every file this build reads from the repository and of
-# the versions above (the Debian packages are whatever the mirror serves).
+# The tag: a hash of every file this build reads from the repository (its
+# documentation and tests aside) and of the versions above (the Debian
+# packages are whatever the mirror serves).
 inputs_tag() {
   local h
   h="$( {
     printf '%s\n' "$K8S_VERSION" "$ETCD_VERSION" "$COREDNS_VERSION" "$PAUSE_VERSION" \
       "$LOCAL_PATH_VERSION" "$KIND_VERSION" "$SUITE"
-    (cd "$repo" && find scripts/kind -type f ! -name '*_test.go' -print0 | sort -z | xargs -0 sha256sum)
+    (cd "$repo" && find scripts/kind -type f ! -name '*_test.go' ! -name '*.md' -print0 | sort -z | xargs -0 sha256sum)
     sha256sum "$repo/scripts/provision-binaries.sh"
   } | sha256sum | cut -c1-12)"
   printf '%s:%s-%s\n' "$REPO_NAME" "$K8S_VERSION" "$h"
@@ -231,7 +232,7 @@ go_install coredns github.com/coredns/coredns "$COREDNS_VERSION"
 go_install local-path-provisioner github.com/rancher/local-path-provisioner "$LOCAL_PATH_VERSION"
 
 # The pod network (./cni), keyed by its sources.
-cni_hash="$(cd "$here/cni" && find . -type f ! -name '*_test.go' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-12)"
+cni_hash="$(cd "$here/cni" && find . -type f ! -name '*_test.go' ! -name '*.md' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-12)"
 cni_bin="$bin/kind-cni-$cni_hash/kind-cni"
 if ! have "$cni_bin"; then
   log "go build kind-cni"

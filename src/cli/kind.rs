@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use clap::{Args, Subcommand};
 
 use super::runtime;
@@ -484,11 +484,12 @@ fn down(name: &str) -> anyhow::Result<ExitCode> {
         })
         .collect();
     if ours.is_empty() {
-        bail!(
-            "no kind cluster {name} made by `nodefall kind up` (no unfinished journal for it in {}); \
-             a cluster made by kind itself is removed with `kind delete cluster --name {name}`",
+        eprintln!(
+            "error: no kind cluster {name} made by `nodefall kind up` (no unfinished journal for it \
+             in {}); a cluster made by kind itself is removed with `kind delete cluster --name {name}`",
             dir.display()
         );
+        return Ok(exit::code(exit::INVALID_INPUT));
     }
     let mut all_ok = true;
     for u in ours {
