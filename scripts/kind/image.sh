@@ -59,8 +59,11 @@ inputs_tag() {
   h="$( {
     printf '%s\n' "$K8S_VERSION" "$ETCD_VERSION" "$COREDNS_VERSION" "$PAUSE_VERSION" \
       "$LOCAL_PATH_VERSION" "$KIND_VERSION" "$SUITE"
-    (cd "$repo" && find scripts/kind -type f ! -name '*_test.go' ! -name '*.md' -print0 | sort -z | xargs -0 sha256sum)
-    sha256sum "$repo/scripts/provision-binaries.sh"
+    # Paths relative to the repository: the same inputs give the same tag
+    # wherever the clone is.
+    cd "$repo"
+    find scripts/kind -type f ! -name '*_test.go' ! -name '*.md' -print0 | sort -z | xargs -0 sha256sum
+    sha256sum scripts/provision-binaries.sh
   } | sha256sum | cut -c1-12)"
   printf '%s:%s-%s\n' "$REPO_NAME" "$K8S_VERSION" "$h"
 }
