@@ -299,6 +299,22 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
         kube::Client::try_from(config).unwrap()
     });
 
+    // Nothing in a node can reboot the host: its guard unit ran, the sysrq
+    // trigger (where the kernel has one) is read-only, no watchdog device.
+    for node in ["control-plane", "worker", "worker2"] {
+        let c = format!("{NAME}-{node}");
+        let said = must(&format!(
+            "docker exec {c} sh -c 'systemctl is-active nodefall-host-guard; \
+             if [ -e /proc/sysrq-trigger ]; then grep \" /proc/sysrq-trigger \" /proc/self/mountinfo; \
+             else echo no-sysrq; fi; ls /dev | grep -c watchdog || true'"
+        ));
+        let mut said = said.lines();
+        assert_eq!(said.next(), Some("active"), "{c}: nodefall-host-guard");
+        let sysrq = said.next().unwrap_or_default();
+        assert!(sysrq == "no-sysrq" || sysrq.contains(" ro,") || sysrq.contains(" ro "), "{c}: {sysrq}");
+        assert_eq!(said.next(), Some("0"), "{c}: a watchdog device in /dev");
+    }
+
     // 1. Containment.
     let drops_before = guard_drops();
     let phase = rt.block_on(leak_attempt(&client, &decoy));

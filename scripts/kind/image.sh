@@ -337,7 +337,7 @@ awk '/^const defaultStorageManifest = `/{f=1; next} f && /^`$/{f=0} f' "$kind_sr
 grep -q 'local-path-provisioner:v20260820' "$ctx/files/kind/manifests/default-storage.yaml" \
   || die "kind $KIND_VERSION's storage manifest was not found in const_storage.go"
 echo "$K8S_VERSION" >"$ctx/files/kind/version"
-cp "$here/node/Dockerfile" "$ctx/Dockerfile"
+cp "$here/node/Dockerfile" "$here/node/nodefall-host-guard.service" "$ctx/"
 run "import node rootfs" docker import "$KCACHE/rootfs-$SUITE-node.tar" "nodefall-build/node-rootfs:$id"
 images+=("nodefall-build/node-rootfs:$id")
 run "node base image" env DOCKER_BUILDKIT=0 docker build -q --build-arg "ROOTFS=nodefall-build/node-rootfs:$id" \
