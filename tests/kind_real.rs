@@ -7,7 +7,9 @@
 //!    the cluster's bridge); the guard drops them and the decoy never
 //!    receives one (a packet from the host itself does arrive: it listens);
 //! 2. `scenarios/kind-pause-worker.yaml` through the kind backend passes, and
-//!    no node but the paused one ever left Ready=True (no flapping);
+//!    no node but the paused one ever left Ready=True (no flapping); then a
+//!    kubelet stopped and started again (`tests/fixtures/kind/restart-kubelet.yaml`)
+//!    writes the host's sysctls again, and the kind backend puts them back;
 //! 3. `nodefall kind down`: afterwards the host's sysctls, iptables rules,
 //!    Docker containers, networks, volumes and images are as they were.
 //!
@@ -311,7 +313,10 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
         let mut said = said.lines();
         assert_eq!(said.next(), Some("active"), "{c}: nodefall-host-guard");
         let sysrq = said.next().unwrap_or_default();
-        assert!(sysrq == "no-sysrq" || sysrq.contains(" ro,") || sysrq.contains(" ro "), "{c}: {sysrq}");
+        assert!(
+            sysrq == "no-sysrq" || sysrq.contains(" ro,") || sysrq.contains(" ro "),
+            "{c}: {sysrq}"
+        );
         assert_eq!(said.next(), Some("0"), "{c}: a watchdog device in /dev");
     }
 
@@ -375,6 +380,34 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
         1,
         "{paused} went Unknown more than once (flapping): {seen:?}"
     );
+
+    // A kubelet started again writes the host's sysctls again; the kind
+    // backend puts them back (the run waits for that before it exits).
+    let restart = made
+        .nodefall(&[
+            "scenario",
+            "tests/fixtures/kind/restart-kubelet.yaml",
+            "--backend",
+            "kind",
+            "--kind-cluster",
+            NAME,
+            "--out",
+            &out.path().display().to_string(),
+        ])
+        .output()
+        .unwrap();
+    let restart_out = format!(
+        "{}{}",
+        String::from_utf8_lossy(&restart.stdout),
+        String::from_utf8_lossy(&restart.stderr)
+    );
+    eprintln!("{restart_out}");
+    assert!(restart.status.success(), "restart-kubelet.yaml:\n{restart_out}");
+    assert!(
+        restart_out.contains("host sysctls a kubelet wrote, put back"),
+        "{restart_out}"
+    );
+    assert_eq!(host_state().sysctls, before.sysctls, "after the kubelet's restart");
 
     // 3. Down, and the host as it was.
     drop(rt);

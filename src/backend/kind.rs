@@ -38,6 +38,9 @@ pub struct KindBackend<E: Exec> {
     /// The address each node had on the kind network before it was cut off
     /// or powered off, to give it back the same one.
     addresses: BTreeMap<String, String>,
+    /// A cluster `nodefall kind up` made: the host's sysctls, put back after
+    /// a kubelet starts again (the kubelet writes host-global ones).
+    host_sysctls: Option<BTreeMap<String, String>>,
     exec: E,
 }
 
@@ -86,6 +89,7 @@ impl<E: Exec> KindBackend<E> {
                 runtime: runtime.to_owned(),
             });
         }
+        let made = crate::kindlab::made(&crate::kindlab::state_root(), cluster);
         Ok(KindBackend {
             cluster: cluster.to_owned(),
             runtime: runtime.to_owned(),
@@ -93,8 +97,10 @@ impl<E: Exec> KindBackend<E> {
             network: std::env::var("KIND_EXPERIMENTAL_DOCKER_NETWORK")
                 .ok()
                 .filter(|n| !n.is_empty())
+                .or_else(|| made.as_ref().map(|m| m.network.clone()))
                 .unwrap_or_else(|| NETWORK.to_owned()),
             addresses: BTreeMap::new(),
+            host_sysctls: made.map(|m| m.sysctls),
             exec,
         })
     }
@@ -260,6 +266,29 @@ impl<E: Exec + Clone + 'static> NodeFaults for KindBackend<E> {
                 continue;
             }
             run_blocking(&self.exec, cmd).await?;
+        }
+        if matches!(fault, FaultKind::Poweron | FaultKind::StartKubelet)
+            && let Some(values) = self.host_sysctls.clone()
+        {
+            // In the background: the step goes on while the kubelet starts.
+            tokio::task::spawn_blocking(move || {
+                let r = crate::kindlab::host::restore_after_kubelet_start(
+                    std::path::Path::new("/proc/sys"),
+                    &values,
+                    Duration::from_secs(60),
+                    Duration::from_millis(500),
+                );
+                match r {
+                    Ok(put) if !put.is_empty() => {
+                        tracing::info!(
+                            "host sysctls a kubelet wrote, put back: {}",
+                            put.join(", ")
+                        );
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!("putting back the host's sysctls: {e}"),
+                }
+            });
         }
         Ok(())
     }

@@ -105,12 +105,6 @@ fn has_sys_resource(status: &str) -> bool {
         .is_none_or(|caps| caps >> 24 & 1 == 1)
 }
 
-fn state_root() -> PathBuf {
-    journal::default_dir()
-        .parent()
-        .map_or_else(|| PathBuf::from("."), Path::to_owned)
-}
-
 fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
     let rt = runtime()?;
     rt.block_on(up_session(args))
@@ -161,7 +155,7 @@ async fn up_session(args: UpArgs) -> anyhow::Result<ExitCode> {
     if let Some(s) = stop {
         return Ok(ExitCode::from(s.exit_code()));
     }
-    let dir = kindlab::cluster_dir(&state_root(), &name);
+    let dir = kindlab::cluster_dir(&kindlab::state_root(), &name);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let kubeconfig = dir.join("kubeconfig");
     let config_path = dir.join("kind-config.yaml");
@@ -280,6 +274,16 @@ async fn make(
     journal.will(Undo::Sysctls {
         values: values.clone(),
     })?;
+    // For later runs on the cluster: the kind backend puts the sysctls back
+    // after a kubelet starts again.
+    let made = kindlab::Made {
+        network: kindlab::network_name(&name),
+        sysctls: values.clone(),
+    };
+    std::fs::write(
+        kindlab::made_file(&kindlab::state_root(), &name),
+        serde_json::to_string_pretty(&made)?,
+    )?;
     // 2. The cluster's own network, then the guard on its bridge: both
     //    before the first node exists.
     let network = kindlab::network_name(&name);
@@ -507,7 +511,7 @@ fn down(name: &str) -> anyhow::Result<ExitCode> {
         let ok = teardown(&mut journal, &mut |l| outln!("  {l}"));
         if ok {
             journal.close()?;
-            std::fs::remove_dir_all(kindlab::cluster_dir(&state_root(), name)).ok();
+            std::fs::remove_dir_all(kindlab::cluster_dir(&kindlab::state_root(), name)).ok();
             outln!("  done");
         } else {
             all_ok = false;

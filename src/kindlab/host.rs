@@ -103,6 +103,31 @@ pub fn restore_sysctls(
     Ok(changed)
 }
 
+/// After a kubelet (re)starts: waits until it has written the sysctls (any
+/// value differs from `values`), lets it finish its writes (`settle`), then
+/// puts them back; returns what it put back (nothing when no value changed
+/// within `limit`). The kubelet writes them at its start, before it posts
+/// the node's status, and never again.
+pub fn restore_after_kubelet_start(
+    root: &Path,
+    values: &BTreeMap<String, String>,
+    limit: Duration,
+    settle: Duration,
+) -> Result<Vec<String>, Error> {
+    let deadline = std::time::Instant::now() + limit;
+    let names: Vec<&str> = values.keys().map(String::as_str).collect();
+    loop {
+        if read_sysctls(root, &names)? != *values {
+            std::thread::sleep(settle);
+            return restore_sysctls(root, values);
+        }
+        if std::time::Instant::now() >= deadline {
+            return Ok(Vec::new());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// The bridge interface of the cluster's network: `nfk` and 8 hex digits of
 /// the run's id (interface names have at most 15 characters).
 pub fn bridge_name(run: &str) -> String {
@@ -248,6 +273,35 @@ mod tests {
         assert!(restore_sysctls(root.path(), &was).unwrap().is_empty());
         let missing = read_sysctls(root.path(), &["kernel.nope"]).unwrap_err();
         assert!(missing.to_string().contains("kernel/nope"), "{missing}");
+    }
+
+    #[test]
+    fn a_restarted_kubelets_writes_are_waited_for_and_put_back() {
+        let root = tempfile::tempdir().unwrap();
+        let p = sysctl_path(root.path(), "kernel.panic");
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, "1\n").unwrap();
+        let was = read_sysctls(root.path(), &["kernel.panic"]).unwrap();
+        // Nothing written within the limit: nothing to do.
+        let none = restore_after_kubelet_start(root.path(), &was, Duration::ZERO, Duration::ZERO);
+        assert!(none.unwrap().is_empty());
+        let kubelet = {
+            let p = p.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(150));
+                std::fs::write(&p, "10\n").unwrap();
+            })
+        };
+        let put_back = restore_after_kubelet_start(
+            root.path(),
+            &was,
+            Duration::from_secs(10),
+            Duration::from_millis(10),
+        )
+        .unwrap();
+        kubelet.join().unwrap();
+        assert_eq!(put_back, ["kernel.panic: 10 -> 1"]);
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "1\n");
     }
 
     #[test]

@@ -390,3 +390,30 @@ pub async fn contain_dns(client: &kube::Client, limit: Duration) -> Result<bool,
 pub fn cluster_dir(state: &Path, name: &str) -> PathBuf {
     state.join("kind").join(name)
 }
+
+/// nodefall's state directory (`$XDG_STATE_HOME/nodefall`).
+pub fn state_root() -> PathBuf {
+    crate::sim::state::default_root()
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_owned)
+}
+
+/// What `nodefall kind up` tells later runs on the cluster (the kind
+/// backend): its network, and the host's sysctls to put back after a
+/// kubelet starts again (power-on, start-kubelet).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Made {
+    pub network: String,
+    pub sysctls: std::collections::BTreeMap<String, String>,
+}
+
+/// The file holding [`Made`] for cluster `name`.
+pub fn made_file(state: &Path, name: &str) -> PathBuf {
+    cluster_dir(state, name).join("made.json")
+}
+
+/// [`Made`] for cluster `name`, if `nodefall kind up` made it.
+pub fn made(state: &Path, name: &str) -> Option<Made> {
+    let text = std::fs::read_to_string(made_file(state, name)).ok()?;
+    serde_json::from_str(&text).ok()
+}
