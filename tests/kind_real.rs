@@ -160,6 +160,19 @@ impl Made {
         c
     }
 
+    /// Runs nodefall with `args` to its end; its status and its stdout and
+    /// stderr together (printed, for a failure's log).
+    fn run(&self, args: &[&str]) -> (std::process::ExitStatus, String) {
+        let o = self.nodefall(args).output().unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        eprintln!("$ nodefall {}\n{said}", args.join(" "));
+        (o.status, said)
+    }
+
     fn kubeconfig(&self) -> PathBuf {
         self.state
             .path()
@@ -257,26 +270,17 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
         "the decoy did not get the host's packet"
     );
 
-    let up = made
-        .nodefall(&[
-            "kind",
-            "up",
-            "--name",
-            NAME,
-            "--image",
-            &image,
-            "--profile",
-            "fast",
-        ])
-        .output()
-        .unwrap();
-    let up_out = format!(
-        "{}{}",
-        String::from_utf8_lossy(&up.stdout),
-        String::from_utf8_lossy(&up.stderr)
-    );
-    eprintln!("{up_out}");
-    assert!(up.status.success(), "nodefall kind up failed:\n{up_out}");
+    let (status, up_out) = made.run(&[
+        "kind",
+        "up",
+        "--name",
+        NAME,
+        "--image",
+        &image,
+        "--profile",
+        "fast",
+    ]);
+    assert!(status.success(), "nodefall kind up failed:\n{up_out}");
     assert!(
         up_out.contains("CoreDNS restarted without `forward`"),
         "{up_out}"
@@ -340,30 +344,22 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
     let flips = Arc::new(Mutex::new(BTreeMap::<String, Vec<String>>::new()));
     let watch = rt.spawn(watch_ready(client.clone(), Arc::clone(&flips)));
     let out = tempfile::tempdir().unwrap();
-    let run = made
-        .nodefall(&[
-            "scenario",
-            "scenarios/kind-pause-worker.yaml",
-            "--backend",
-            "kind",
-            "--kind-cluster",
-            NAME,
-            "--profile",
-            "fast",
-            "--out",
-            &out.path().display().to_string(),
-        ])
-        .output()
-        .unwrap();
+    let out_dir = out.path().display().to_string();
+    let (status, run_out) = made.run(&[
+        "scenario",
+        "scenarios/kind-pause-worker.yaml",
+        "--backend",
+        "kind",
+        "--kind-cluster",
+        NAME,
+        "--profile",
+        "fast",
+        "--out",
+        &out_dir,
+    ]);
     watch.abort();
-    let run_out = format!(
-        "{}{}",
-        String::from_utf8_lossy(&run.stdout),
-        String::from_utf8_lossy(&run.stderr)
-    );
-    eprintln!("{run_out}");
     assert!(
-        run.status.success(),
+        status.success(),
         "kind-pause-worker.yaml failed on kind:\n{run_out}"
     );
     let flips = flips.lock().unwrap().clone();
@@ -383,54 +379,35 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
 
     // A kubelet started again writes the host's sysctls again; the kind
     // backend puts them back (the run waits for that before it exits).
-    let restart = made
-        .nodefall(&[
-            "scenario",
-            "tests/fixtures/kind/restart-kubelet.yaml",
-            "--backend",
-            "kind",
-            "--kind-cluster",
-            NAME,
-            "--out",
-            &out.path().display().to_string(),
-        ])
-        .output()
-        .unwrap();
-    let restart_out = format!(
-        "{}{}",
-        String::from_utf8_lossy(&restart.stdout),
-        String::from_utf8_lossy(&restart.stderr)
-    );
-    eprintln!("{restart_out}");
-    assert!(restart.status.success(), "restart-kubelet.yaml:\n{restart_out}");
+    let (status, restart_out) = made.run(&[
+        "scenario",
+        "tests/fixtures/kind/restart-kubelet.yaml",
+        "--backend",
+        "kind",
+        "--kind-cluster",
+        NAME,
+        "--out",
+        &out_dir,
+    ]);
+    assert!(status.success(), "restart-kubelet.yaml:\n{restart_out}");
     assert!(
         restart_out.contains("host sysctls a kubelet wrote, put back"),
         "{restart_out}"
     );
-    assert_eq!(host_state().sysctls, before.sysctls, "after the kubelet's restart");
+    assert_eq!(
+        host_state().sysctls,
+        before.sysctls,
+        "after the kubelet's restart"
+    );
 
     // 3. Down, and the host as it was.
     drop(rt);
-    let down = made.nodefall(&["kind", "down", NAME]).output().unwrap();
-    assert!(
-        down.status.success(),
-        "nodefall kind down: {}{}",
-        String::from_utf8_lossy(&down.stdout),
-        String::from_utf8_lossy(&down.stderr)
-    );
+    let (status, down_out) = made.run(&["kind", "down", NAME]);
+    assert!(status.success(), "nodefall kind down:\n{down_out}");
     let ns_name = made.netns.take().unwrap();
     sh(&format!("ip netns del {ns_name}"));
     made.host_veth = None; // gone with its peer's namespace
-    let after = host_state();
-    assert_eq!(after.sysctls, before.sysctls);
-    assert_eq!(after.containers, before.containers, "containers left");
-    assert_eq!(after.networks, before.networks, "Docker networks left");
-    assert_eq!(after.volumes, before.volumes, "Docker volumes left");
-    assert_eq!(
-        after.images, before.images,
-        "images left (only the node image may stay)"
-    );
-    assert_eq!(after.iptables, before.iptables, "iptables rules left");
+    assert_as_found(&before, "after kind down");
 }
 
 /// The node image's tag when everything the tests need is here; else the
@@ -537,13 +514,8 @@ fn kind_up_stopped_by_sigterm_or_killed_leaves_the_host_as_found() {
     );
     assert!(must("iptables -w -S DOCKER-USER").contains("nodefall:kind-up-nfsig-"));
     assert!(sh("docker network inspect nodefall-nfsig >/dev/null").is_some());
-    let recover = made.nodefall(&["recover"]).output().unwrap();
-    let said = String::from_utf8_lossy(&recover.stdout);
-    assert!(
-        recover.status.success(),
-        "{said}{}",
-        String::from_utf8_lossy(&recover.stderr)
-    );
+    let (status, said) = made.run(&["recover"]);
+    assert!(status.success(), "{said}");
     assert!(said.contains("remove the guard on"), "{said}");
     assert_as_found(&before, "after SIGKILL and recover");
 }

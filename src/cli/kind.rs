@@ -341,17 +341,17 @@ async fn make(
         args.profile,
         dir.join("kind-create.log").display()
     );
-    let (rt, k, n, image, c, kc, log) = (
-        runtime_cli.to_owned(),
-        kind.to_owned(),
-        name.clone(),
-        args.image.clone(),
-        config_path.to_owned(),
-        kubeconfig.to_owned(),
-        dir.join("kind-create.log"),
+    let create = kindlab::create_command(
+        runtime_cli,
+        kind,
+        &name,
+        &args.image,
+        config_path,
+        kubeconfig,
     );
+    let log = dir.join("kind-create.log");
     let took = blocking(signals, stop, "kind create cluster", move || {
-        kindlab::create(&rt, &k, &n, &image, &c, &kc, &log)
+        kindlab::create(&create, &log)
     })
     .await?;
     outln!("kind create cluster: {:.1} s", took.as_secs_f64());

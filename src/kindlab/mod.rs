@@ -164,19 +164,9 @@ pub fn preflight(
     Ok(())
 }
 
-/// `kind create cluster` on the guarded network, its output kept in `log`.
-#[allow(clippy::too_many_arguments)]
-pub fn create(
-    runtime: &str,
-    kind: &Path,
-    name: &str,
-    image: &str,
-    config: &Path,
-    kubeconfig: &Path,
-    log: &Path,
-) -> Result<Duration, Error> {
-    let cmd = create_command(runtime, kind, name, image, config, kubeconfig);
-    let c = crate::exec::System.capture(&cmd, CREATE)?;
+/// Runs `kind create cluster` (its [`create_command`]), its output kept in `log`.
+pub fn create(cmd: &Cmd, log: &Path) -> Result<Duration, Error> {
+    let c = crate::exec::System.capture(cmd, CREATE)?;
     let text = format!("$ {cmd}\n{}{}", c.stdout, c.stderr);
     std::fs::write(log, &text).ok();
     if !c.success() {
