@@ -148,15 +148,25 @@ pub fn bridge_name(run: &str) -> String {
     format!("nfk{h:08x}")
 }
 
-/// `docker network create` of an IPv4-only bridge network with a bridge of
-/// our name (so the guard names it before any container exists).
+/// `docker network create` of an IPv4-only bridge network (said outright: a
+/// daemon may default to IPv6) with a bridge of our name (so the guard names
+/// it before any container exists).
 pub fn network_create(runtime: &str, name: &str, bridge: &str, cluster: &str) -> Cmd {
     let opt = format!("com.docker.network.bridge.name={bridge}");
     let label = format!("{LABEL}={cluster}");
     Cmd::new(
         runtime,
         &[
-            "network", "create", "--driver", "bridge", "--opt", &opt, "--label", &label, name,
+            "network",
+            "create",
+            "--driver",
+            "bridge",
+            "--ipv6=false",
+            "--opt",
+            &opt,
+            "--label",
+            &label,
+            name,
         ],
     )
 }
@@ -280,7 +290,11 @@ mod tests {
         );
         assert!(restore_sysctls(root.path(), &was).unwrap().is_empty());
         // A sysctl this kernel lacks is not recorded.
-        assert!(read_sysctls(root.path(), &["kernel.nope"]).unwrap().is_empty());
+        assert!(
+            read_sysctls(root.path(), &["kernel.nope"])
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]
@@ -333,7 +347,7 @@ mod tests {
         assert_eq!(
             network_create("docker", "nodefall-c1", &b, "c1").to_string(),
             format!(
-                "docker network create --driver bridge --opt com.docker.network.bridge.name={b} \
+                "docker network create --driver bridge --ipv6=false --opt com.docker.network.bridge.name={b} \
                  --label io.nodefall.kind-cluster=c1 nodefall-c1"
             )
         );
