@@ -157,8 +157,8 @@ pub fn preflight(
         .is_ok()
     {
         return fail(format!(
-            "the Docker network {net} exists already; `nodefall recover` removes one a killed \
-             `kind up` left"
+            "the Docker network {net} exists already; `nodefall kind down {name}` removes what \
+             an earlier `kind up` left (`nodefall recover` what a killed one left)"
         ));
     }
     Ok(())
