@@ -136,6 +136,17 @@ pub fn settings(
                 .map_err(|_| format!("`{text}` is not a whole number of seconds")),
         };
         match value {
+            // kubeadm's kubelet-config holds every field of the
+            // KubeletConfiguration, 0 where it left one unset; the kubelet
+            // reads 0 as "use my default" for these (lease 40 s, status 10 s).
+            Ok(value) if component == Component::Kubelet && value.is_zero() => {
+                bad.push(Unreadable {
+                    written,
+                    why: "0 is how kubeadm writes a field it leaves unset: the kubelet uses its \
+                      default"
+                        .into(),
+                })
+            }
             Ok(value) => found.push(Setting {
                 var,
                 value,

@@ -181,6 +181,30 @@ fn a_value_that_is_not_a_duration_is_reported_not_used() {
 }
 
 #[test]
+fn a_zero_in_kubeadms_kubelet_config_is_the_kubelets_default_not_a_setting() {
+    // As kubeadm 1.35 writes kube-system/kubelet-config for kind: every
+    // field, 0 where it set none (seen on a real kind cluster).
+    let text = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
+                nodeLeaseDurationSeconds: 0\nnodeStatusUpdateFrequency: 0s\n";
+    let cfg = kubelet_configuration(text).unwrap();
+    let (found, bad) = settings(Component::Kubelet, &cfg);
+    assert!(found.is_empty(), "{found:?}");
+    let written: Vec<&str> = bad.iter().map(|b| b.written.as_str()).collect();
+    assert_eq!(
+        written,
+        [
+            "nodeLeaseDurationSeconds: 0",
+            "nodeStatusUpdateFrequency: 0s"
+        ]
+    );
+    assert!(
+        bad[1].why.contains("the kubelet uses its default"),
+        "{}",
+        bad[1].why
+    );
+}
+
+#[test]
 fn kubelet_configuration_gives_lease_and_status_frequency() {
     let text = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
                 nodeLeaseDurationSeconds: 40\nnodeStatusUpdateFrequency: 10s\n\
