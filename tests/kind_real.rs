@@ -7,9 +7,11 @@
 //!    the cluster's bridge); the guard drops them and the decoy never
 //!    receives one (a packet from the host itself does arrive: it listens);
 //! 2. `scenarios/kind-pause-worker.yaml` through the kind backend passes, and
-//!    no node but the paused one ever left Ready=True (no flapping); then a
-//!    kubelet stopped and started again (`tests/fixtures/kind/restart-kubelet.yaml`)
-//!    writes the host's sysctls again, and the kind backend puts them back;
+//!    no node but the paused one ever left Ready=True (no flapping); then
+//!    every other fault on another worker (`tests/fixtures/kind/every-fault.yaml`:
+//!    poweroff/poweron, drop/restore NIC, stop/start kubelet, shutdown), where a
+//!    kubelet started again writes the host's sysctls again and the kind
+//!    backend puts them back;
 //! 3. `nodefall kind down`: afterwards the host's sysctls, iptables rules,
 //!    Docker containers, networks, volumes and images are as they were.
 //!
@@ -377,11 +379,13 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
         "{paused} went Unknown more than once (flapping): {seen:?}"
     );
 
-    // A kubelet started again writes the host's sysctls again; the kind
+    // Every other fault on a worker, each reverted: a powered-on node gets
+    // its address back (the network has a subnet of its own for that); a
+    // kubelet started again writes the host's sysctls again and the kind
     // backend puts them back (the run waits for that before it exits).
     let (status, restart_out) = made.run(&[
         "scenario",
-        "tests/fixtures/kind/restart-kubelet.yaml",
+        "tests/fixtures/kind/every-fault.yaml",
         "--backend",
         "kind",
         "--kind-cluster",
@@ -389,7 +393,7 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
         "--out",
         &out_dir,
     ]);
-    assert!(status.success(), "restart-kubelet.yaml:\n{restart_out}");
+    assert!(status.success(), "every-fault.yaml:\n{restart_out}");
     assert!(
         restart_out.contains("host sysctls a kubelet wrote, put back"),
         "{restart_out}"
@@ -397,7 +401,7 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
     assert_eq!(
         host_state().sysctls,
         before.sysctls,
-        "after the kubelet's restart"
+        "after the faults that start a kubelet"
     );
 
     // 3. Down, and the host as it was.

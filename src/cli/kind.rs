@@ -294,11 +294,23 @@ async fn make(
         name: network.clone(),
         cluster: name.clone(),
     })?;
-    let create_net = host::network_create(runtime_cli, &network, &bridge, &name);
-    blocking(signals, stop, "docker network create", move || {
-        System.run(&create_net, Duration::from_secs(60))
+    let (rt, net, br, cluster) = (
+        runtime_cli.to_owned(),
+        network.clone(),
+        bridge.clone(),
+        name.clone(),
+    );
+    let subnet = blocking(signals, stop, "docker network create", move || {
+        let taken = host::taken_subnets(&System, &rt)?;
+        let subnet = host::free_subnet(&taken).ok_or(host::Error::NoSubnet)?;
+        System.run(
+            &host::network_create(&rt, &net, &br, &cluster, &subnet),
+            Duration::from_secs(60),
+        )?;
+        Ok::<_, host::Error>(subnet)
     })
     .await?;
+    outln!("network {network}: {subnet}, bridge {bridge}");
     if stop.is_some() {
         return Ok(());
     }

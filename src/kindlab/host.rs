@@ -47,6 +47,11 @@ pub enum Error {
     #[error(transparent)]
     Command(#[from] crate::exec::Error),
     #[error(
+        "no free subnet for the cluster's network: 172.18-31.0.0/16 and 10.200-249.0.0/16 all \
+         overlap Docker's networks or the host's routes"
+    )]
+    NoSubnet,
+    #[error(
         "the Docker network {name} exists but was not made by nodefall for cluster {cluster} \
          (its label {LABEL} is `{found}`): left alone"
     )]
@@ -149,11 +154,14 @@ pub fn bridge_name(run: &str) -> String {
 }
 
 /// `docker network create` of an IPv4-only bridge network (said outright: a
-/// daemon may default to IPv6) with a bridge of our name (so the guard names
-/// it before any container exists).
-pub fn network_create(runtime: &str, name: &str, bridge: &str, cluster: &str) -> Cmd {
+/// daemon may default to IPv6) on `subnet`, with a bridge of our name (so the
+/// guard names it before any container exists). The subnet is given, not left
+/// to Docker: only then does `docker network connect --ip` work, which gives a
+/// powered-on or reconnected node its old address back.
+pub fn network_create(runtime: &str, name: &str, bridge: &str, cluster: &str, subnet: &str) -> Cmd {
     let opt = format!("com.docker.network.bridge.name={bridge}");
     let label = format!("{LABEL}={cluster}");
+    let subnet = format!("--subnet={subnet}");
     Cmd::new(
         runtime,
         &[
@@ -162,6 +170,7 @@ pub fn network_create(runtime: &str, name: &str, bridge: &str, cluster: &str) ->
             "--driver",
             "bridge",
             "--ipv6=false",
+            &subnet,
             "--opt",
             &opt,
             "--label",
@@ -169,6 +178,59 @@ pub fn network_create(runtime: &str, name: &str, bridge: &str, cluster: &str) ->
             name,
         ],
     )
+}
+
+/// An IPv4 network `a.b.c.d/len` as (address, prefix length).
+fn cidr(text: &str) -> Option<(u32, u32)> {
+    let (ip, len) = text.trim().split_once('/')?;
+    let ip: std::net::Ipv4Addr = ip.parse().ok()?;
+    let len: u32 = len.parse().ok()?;
+    (len <= 32).then_some((u32::from(ip), len))
+}
+
+fn overlaps(a: (u32, u32), b: (u32, u32)) -> bool {
+    let len = a.1.min(b.1);
+    let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+    a.0 & mask == b.0 & mask
+}
+
+/// The first of kind's usual ranges (172.18.0.0/16 to 172.31.0.0/16, then
+/// 10.200.0.0/16 to 10.249.0.0/16) that overlaps none of `taken` (the
+/// subnets of Docker's networks and the host's routes, as CIDRs; anything
+/// else in the list is ignored).
+pub fn free_subnet(taken: &[String]) -> Option<String> {
+    let taken: Vec<(u32, u32)> = taken.iter().filter_map(|t| cidr(t)).collect();
+    (18..=31)
+        .map(|b| format!("172.{b}.0.0/16"))
+        .chain((200..250).map(|b| format!("10.{b}.0.0/16")))
+        .find(|c| cidr(c).is_some_and(|c| !taken.iter().any(|t| overlaps(c, *t))))
+}
+
+/// What is taken on this host: every Docker network's subnets and every
+/// IPv4 route's destination (`default` is not a subnet and is skipped).
+pub fn taken_subnets(exec: &dyn Exec, runtime: &str) -> Result<Vec<String>, Error> {
+    let ids = exec.run(&Cmd::new(runtime, &["network", "ls", "-q"]), QUICK)?;
+    let mut taken = Vec::new();
+    let ids: Vec<&str> = ids.lines().filter(|l| !l.is_empty()).collect();
+    if !ids.is_empty() {
+        let mut args = vec![
+            "network",
+            "inspect",
+            "--format",
+            "{{range .IPAM.Config}}{{.Subnet}} {{end}}",
+        ];
+        args.extend(ids);
+        let out = exec.run(&Cmd::new(runtime, &args), QUICK)?;
+        taken.extend(out.split_whitespace().map(str::to_owned));
+    }
+    let routes = exec.run(&Cmd::new("ip", &["-4", "route", "show"]), QUICK)?;
+    taken.extend(
+        routes
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .map(str::to_owned),
+    );
+    Ok(taken)
 }
 
 /// Removes the network if it exists and carries our label for `cluster`.
@@ -298,6 +360,28 @@ mod tests {
     }
 
     #[test]
+    fn the_subnet_is_the_first_free_one_of_kinds_ranges() {
+        let taken = |t: &[&str]| t.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        // Docker's bridge and a routed /24 inside 172.18/16: 172.18 is taken.
+        assert_eq!(
+            free_subnet(&taken(&[
+                "172.17.0.0/16",
+                "172.18.5.0/24",
+                "default",
+                "192.0.2.0/24"
+            ])),
+            Some("172.19.0.0/16".into())
+        );
+        assert_eq!(free_subnet(&[]), Some("172.18.0.0/16".into()));
+        // A wide route covers every 172.x candidate: the 10.200 range next.
+        assert_eq!(
+            free_subnet(&taken(&["172.16.0.0/12"])),
+            Some("10.200.0.0/16".into())
+        );
+        assert_eq!(free_subnet(&taken(&["0.0.0.0/0"])), None);
+    }
+
+    #[test]
     fn a_restarted_kubelets_writes_are_waited_for_and_put_back() {
         let root = tempfile::tempdir().unwrap();
         let p = sysctl_path(root.path(), "kernel.panic");
@@ -345,10 +429,10 @@ mod tests {
         assert_eq!(parse_drops(listing, "nodefall:r1"), Some(17));
         assert_eq!(parse_drops(listing, "nodefall:r2"), None);
         assert_eq!(
-            network_create("docker", "nodefall-c1", &b, "c1").to_string(),
+            network_create("docker", "nodefall-c1", &b, "c1", "172.19.0.0/16").to_string(),
             format!(
-                "docker network create --driver bridge --ipv6=false --opt com.docker.network.bridge.name={b} \
-                 --label io.nodefall.kind-cluster=c1 nodefall-c1"
+                "docker network create --driver bridge --ipv6=false --subnet=172.19.0.0/16 \
+                 --opt com.docker.network.bridge.name={b} --label io.nodefall.kind-cluster=c1 nodefall-c1"
             )
         );
     }
