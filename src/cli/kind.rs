@@ -19,9 +19,6 @@ use crate::runner::{self, Journal};
 use crate::scenario::model::Cleanup;
 use crate::shutdown::{self, Stop};
 
-/// The kind release `scripts/kind/image.sh` builds (its Go module).
-pub const KIND_VERSION: &str = "v0.33.0";
-
 #[derive(Debug, Subcommand)]
 pub enum KindCommand {
     /// Create a kind cluster contained on this machine: its own Docker network,
@@ -78,33 +75,6 @@ pub fn run(cmd: KindCommand) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// The kind binary scripts/kind/image.sh builds.
-pub fn default_kind_binary() -> PathBuf {
-    crate::sim::binaries::cache_root()
-        .join("kind")
-        .join("bin")
-        .join(format!("kind-{KIND_VERSION}"))
-        .join("kind")
-}
-
-/// This host's quirks, read from the kernel (as scripts/kind/host-quirks.sh).
-pub fn host_quirks() -> config::Quirks {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    config::Quirks {
-        cgroup_v1: !Path::new("/sys/fs/cgroup/cgroup.controllers").exists(),
-        restrict_oom_score_adj: !has_sys_resource(&status),
-    }
-}
-
-/// Whether CAP_SYS_RESOURCE (24) is in the bounding set of `/proc/self/status`.
-fn has_sys_resource(status: &str) -> bool {
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapBnd:"))
-        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        .is_none_or(|caps| caps >> 24 & 1 == 1)
-}
-
 fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
     let rt = runtime()?;
     rt.block_on(up_session(args))
@@ -134,7 +104,10 @@ async fn up_session(args: UpArgs) -> anyhow::Result<ExitCode> {
     let mut signals = shutdown::install().context("installing the signal handlers")?;
     let mut stop = None;
     let runtime_cli = crate::backend::kind::pick_runtime(None);
-    let kind = args.kind_binary.clone().unwrap_or_else(default_kind_binary);
+    let kind = args
+        .kind_binary
+        .clone()
+        .unwrap_or_else(kindlab::default_kind_binary);
     let name = args.name.clone();
     {
         let (rt, k, image, n) = (
@@ -167,7 +140,7 @@ async fn up_session(args: UpArgs) -> anyhow::Result<ExitCode> {
         workers: args.workers,
         node_ports: config::SCENARIO_NODE_PORTS.to_vec(),
         timings,
-        quirks: host_quirks(),
+        quirks: kindlab::host_quirks(),
     };
     std::fs::write(&config_path, config::kind_config(&spec))
         .with_context(|| format!("writing {}", config_path.display()))?;
@@ -535,16 +508,4 @@ fn down(name: &str) -> anyhow::Result<ExitCode> {
     } else {
         exit::INFRASTRUCTURE
     }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_bounding_set_tells_whether_containerd_must_restrict_oom_scores() {
-        assert!(!has_sys_resource("Name:\tx\nCapBnd:\t000001fffeffffff\n"));
-        assert!(has_sys_resource("CapBnd:\t000001ffffffffff\n"));
-        assert!(has_sys_resource("no such line\n"));
-    }
 }

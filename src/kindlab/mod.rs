@@ -407,3 +407,45 @@ pub fn made(state: &Path, name: &str) -> Option<Made> {
     let text = std::fs::read_to_string(made_file(state, name)).ok()?;
     serde_json::from_str(&text).ok()
 }
+
+/// The kind release `scripts/kind/image.sh` builds (its Go module).
+pub const KIND_VERSION: &str = "v0.33.0";
+
+/// The kind binary scripts/kind/image.sh builds.
+pub fn default_kind_binary() -> PathBuf {
+    crate::sim::binaries::cache_root()
+        .join("kind")
+        .join("bin")
+        .join(format!("kind-{KIND_VERSION}"))
+        .join("kind")
+}
+
+/// This host's quirks, read from the kernel (as scripts/kind/host-quirks.sh).
+pub fn host_quirks() -> config::Quirks {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    config::Quirks {
+        cgroup_v1: !Path::new("/sys/fs/cgroup/cgroup.controllers").exists(),
+        restrict_oom_score_adj: !has_sys_resource(&status),
+    }
+}
+
+/// Whether CAP_SYS_RESOURCE (24) is in the bounding set of `/proc/self/status`.
+fn has_sys_resource(status: &str) -> bool {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapBnd:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .is_none_or(|caps| caps >> 24 & 1 == 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bounding_set_tells_whether_containerd_must_restrict_oom_scores() {
+        assert!(!has_sys_resource("Name:\tx\nCapBnd:\t000001fffeffffff\n"));
+        assert!(has_sys_resource("CapBnd:\t000001ffffffffff\n"));
+        assert!(has_sys_resource("no such line\n"));
+    }
+}
