@@ -9,7 +9,7 @@
 //! 2. `scenarios/kind-pause-worker.yaml` through the kind backend passes, and
 //!    no node but the paused one ever left Ready=True (no flapping); then
 //!    every other fault on another worker (`tests/fixtures/kind/every-fault.yaml`:
-//!    poweroff/poweron, drop/restore NIC, stop/start kubelet, shutdown), where a
+//!    poweroff/poweron, drop/restore NIC, stop/start kubelet), where a
 //!    kubelet started again writes the host's sysctls again and the kind
 //!    backend puts them back;
 //! 3. `nodefall kind down`: afterwards the host's sysctls, iptables rules,
