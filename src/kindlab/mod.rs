@@ -282,17 +282,7 @@ pub async fn wait_nodes_ready(
             Ok(Ok(Some(n))) => n,
         };
         let name = node.metadata.name.clone().unwrap_or_default();
-        let is_ready = node
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-        let tainted = node
-            .spec
-            .as_ref()
-            .and_then(|s| s.taints.as_ref())
-            .is_some_and(|ts| ts.iter().any(|t| t.key == "node.kubernetes.io/not-ready"));
-        if is_ready && !tainted {
+        if crate::sim::ready_for_pods(&node) {
             ready.insert(name);
         } else {
             ready.remove(&name);

@@ -938,9 +938,7 @@ impl SimCluster {
                 Ok(Err(_)) => self.check_components()?,
                 Ok(Ok(None)) => return Err(Error::io_msg("node watch ended")),
                 Ok(Ok(Some(node))) => {
-                    // Ready, and the controller has lifted the not-ready taint
-                    // (until then the scheduler may avoid the node).
-                    if is_ready(&node) && !has_taint(&node, "node.kubernetes.io/not-ready") {
+                    if ready_for_pods(&node) {
                         let name = node.metadata.name.unwrap_or_default();
                         pending.remove(name.as_str());
                     }
@@ -1011,6 +1009,12 @@ fn has_taint(node: &Node, key: &str) -> bool {
         .as_ref()
         .and_then(|s| s.taints.as_ref())
         .is_some_and(|ts| ts.iter().any(|t| t.key == key))
+}
+
+/// Ready, and the controller has lifted the not-ready taint (until then the
+/// scheduler may avoid the node).
+pub fn ready_for_pods(node: &Node) -> bool {
+    is_ready(node) && !has_taint(node, "node.kubernetes.io/not-ready")
 }
 
 pub fn is_ready(node: &Node) -> bool {

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::process::ExitStatus;
 
 pub use agents::{MAX_NODES, SHARD_LABEL, SIM_NODE_LABEL, auto_shards};
-pub use cluster::{CONTEXT, SimCluster, UpOptions, is_ready};
+pub use cluster::{CONTEXT, SimCluster, UpOptions, is_ready, ready_for_pods};
 pub use state::{AgentState, State, default_root};
 
 #[derive(Debug, thiserror::Error)]
