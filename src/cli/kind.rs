@@ -368,7 +368,6 @@ async fn make(
         }
         s = signals.next() => { *stop = Some(s); return Ok(()); }
     }
-    host::restore_sysctls(proc_sys, &values)?;
     Ok(())
 }
 
