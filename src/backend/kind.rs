@@ -38,6 +38,12 @@ pub struct KindBackend<E: Exec> {
     /// The address each node had on the kind network before it was cut off
     /// or powered off, to give it back the same one.
     addresses: BTreeMap<String, String>,
+    /// Docker's restart policy of each node container a `shutdown` is
+    /// planned for, read before any fault (kind's is `on-failure:1`).
+    restart_before: BTreeMap<String, String>,
+    /// The containers whose restart policy a `shutdown` turned off: put
+    /// back on power-on.
+    restart_off: std::collections::BTreeSet<String>,
     /// A cluster `nodefall kind up` made: the host's sysctls, put back after
     /// a kubelet starts again (the kubelet writes host-global ones).
     host_sysctls: Option<BTreeMap<String, String>>,
@@ -100,6 +106,8 @@ impl<E: Exec> KindBackend<E> {
                 .or_else(|| made.as_ref().map(|m| m.network.clone()))
                 .unwrap_or_else(|| NETWORK.to_owned()),
             addresses: BTreeMap::new(),
+            restart_before: BTreeMap::new(),
+            restart_off: std::collections::BTreeSet::new(),
             host_sysctls: made.map(|m| m.sysctls),
             exec,
         })
@@ -124,7 +132,39 @@ impl<E: Exec> KindBackend<E> {
             .get(c)
             .cloned()
             .unwrap_or_else(|| "<its address before the fault>".into());
-        Ok(fault_commands(&self.runtime, &self.network, c, &ip, fault))
+        let restart = self
+            .restart_off
+            .contains(c)
+            .then(|| self.restart_before.get(c).map(String::as_str))
+            .flatten();
+        Ok(fault_commands(
+            &self.runtime,
+            &self.network,
+            c,
+            &ip,
+            restart,
+            fault,
+        ))
+    }
+}
+
+/// What the undo journal keeps of a kind node before a fault: its address
+/// on the network and, before a `shutdown`, its restart policy. Written as
+/// JSON; a plain address is read too (journals of earlier versions).
+#[derive(Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct Memo {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ip: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    restart: Option<String>,
+}
+
+impl Memo {
+    fn parse(text: &str) -> Memo {
+        serde_json::from_str(text).unwrap_or_else(|_| Memo {
+            ip: Some(text.to_owned()).filter(|t| !t.is_empty()),
+            restart: None,
+        })
     }
 }
 
@@ -137,6 +177,36 @@ impl<E: Exec + Clone + 'static> KindBackend<E> {
             &["inspect", "--format", "{{.State.Status}}", container],
         );
         Ok(run_blocking(&self.exec, cmd).await?.trim().to_owned())
+    }
+
+    /// Docker's restart policy of the container, as `docker update
+    /// --restart` takes it (`no`, `always`, `unless-stopped`,
+    /// `on-failure:1`).
+    async fn restart_policy(&self, container: &str) -> Result<String, Error> {
+        let format =
+            "{{.HostConfig.RestartPolicy.Name}}:{{.HostConfig.RestartPolicy.MaximumRetryCount}}";
+        let cmd = Cmd::new(&self.runtime, &["inspect", "--format", format, container]);
+        Ok(restart_flag(run_blocking(&self.exec, cmd).await?.trim()))
+    }
+
+    /// After a shutdown cut short before its power-on: the restart policy
+    /// the node had, back on a running container. True when it did that.
+    async fn put_back_restart_policy(&mut self, container: &str) -> Result<bool, Error> {
+        let Some(policy) = self
+            .restart_off
+            .contains(container)
+            .then(|| self.restart_before.get(container).cloned())
+            .flatten()
+        else {
+            return Ok(false);
+        };
+        let cmd = Cmd::new(
+            &self.runtime,
+            &["update", &format!("--restart={policy}"), container],
+        );
+        run_blocking(&self.exec, cmd).await?;
+        self.restart_off.remove(container);
+        Ok(true)
     }
 
     /// The node's current address on the kind network, if it has one.
@@ -156,22 +226,56 @@ impl<E: Exec + Clone + 'static> NodeFaults for KindBackend<E> {
         "kind"
     }
 
-    fn memo(&self, node: &str, _: FaultKind) -> Option<String> {
+    fn memo(&self, node: &str, fault: FaultKind) -> Option<String> {
         let container = self.container(node).ok()?;
-        self.addresses.get(container).cloned()
+        let memo = Memo {
+            ip: self.addresses.get(container).cloned(),
+            restart: (fault == FaultKind::Shutdown)
+                .then(|| self.restart_before.get(container).cloned())
+                .flatten(),
+        };
+        (memo != Memo::default()).then(|| serde_json::to_string(&memo).unwrap_or_default())
     }
 
     fn remember(&mut self, node: &str, memo: &str) {
         if let Ok(container) = self.container(node) {
             let container = container.to_owned();
-            self.addresses.insert(container, memo.to_owned());
+            let memo = Memo::parse(memo);
+            if let Some(ip) = memo.ip {
+                self.addresses.insert(container.clone(), ip);
+            }
+            if let Some(policy) = memo.restart {
+                // Whether the shutdown got as far as turning it off or not,
+                // the policy it had is the one to have.
+                self.restart_before.insert(container.clone(), policy);
+                self.restart_off.insert(container);
+            }
         }
     }
 
-    async fn resolve(&mut self, node: &Node, _: &[FaultKind]) -> Result<String, Error> {
+    /// Also reads, before any fault, what a revert will need: the node's
+    /// address (poweroff, shutdown, drop-nic) and, for a shutdown, Docker's
+    /// restart policy, so the journal has both before anything changes.
+    async fn resolve(&mut self, node: &Node, faults: &[FaultKind]) -> Result<String, Error> {
         let name = node.metadata.name.clone().unwrap_or_default();
-        let container = self.container(&name)?;
-        Ok(format!("node {name} = container {container}"))
+        let container = self.container(&name)?.to_owned();
+        let mut said = format!("node {name} = container {container}");
+        if faults.iter().any(|f| {
+            matches!(
+                f,
+                FaultKind::Poweroff | FaultKind::Shutdown | FaultKind::DropNic
+            )
+        }) && let Some(ip) = self.address(&container).await
+        {
+            said.push_str(&format!(", address {ip}"));
+            self.addresses.insert(container.clone(), ip);
+        }
+        if faults.contains(&FaultKind::Shutdown) {
+            let policy = self.restart_policy(&container).await?;
+            said.push_str(&format!(", restart policy {policy}"));
+            self.restart_before.insert(container, policy);
+        }
+        Ok(said)
     }
 
     async fn shell(&self, node: &str, command: &str) -> Option<(String, Result<String, String>)> {
@@ -209,7 +313,11 @@ impl<E: Exec + Clone + 'static> NodeFaults for KindBackend<E> {
         let status = self.status(&container).await?;
         let mut did = Vec::new();
         match status.as_str() {
-            "running" => {}
+            "running" => {
+                if revert == FaultKind::Poweron && self.put_back_restart_policy(&container).await? {
+                    did.push("put back its restart policy");
+                }
+            }
             "paused" => {
                 self.inject(node, FaultKind::ResumeVm).await?;
                 did.push("unpaused it");
@@ -238,6 +346,17 @@ impl<E: Exec + Clone + 'static> NodeFaults for KindBackend<E> {
 
     async fn inject(&mut self, node: &str, fault: FaultKind) -> Result<(), Error> {
         let container = self.container(node)?.to_owned();
+        if fault == FaultKind::Shutdown {
+            // Docker would start the node again: kind runs its nodes with
+            // the policy `on-failure:1`, and systemd exits 130 on poweroff.
+            // Turned off first (the journal has the old policy), put back
+            // on power-on.
+            if !self.restart_before.contains_key(&container) {
+                let policy = self.restart_policy(&container).await?;
+                self.restart_before.insert(container.clone(), policy);
+            }
+            self.restart_off.insert(container.clone());
+        }
         if matches!(
             fault,
             FaultKind::Poweroff | FaultKind::Shutdown | FaultKind::DropNic
@@ -266,6 +385,9 @@ impl<E: Exec + Clone + 'static> NodeFaults for KindBackend<E> {
                 continue;
             }
             run_blocking(&self.exec, cmd).await?;
+        }
+        if fault == FaultKind::Poweron {
+            self.restart_off.remove(&container);
         }
         if matches!(fault, FaultKind::Poweron | FaultKind::StartKubelet)
             && let Some(values) = self.host_sysctls.clone()
@@ -296,30 +418,59 @@ impl<E: Exec + Clone + 'static> NodeFaults for KindBackend<E> {
 
 /// The commands of `fault` on `container` (also for `nodefall plan`, with
 /// placeholders for what is only known at run time).
-pub fn fault_commands(rt: &str, net: &str, c: &str, ip: &str, fault: FaultKind) -> Vec<Cmd> {
+/// `restart` is the restart policy a power-on puts back (after a shutdown
+/// turned it off).
+pub fn fault_commands(
+    rt: &str,
+    net: &str,
+    c: &str,
+    ip: &str,
+    restart: Option<&str>,
+    fault: FaultKind,
+) -> Vec<Cmd> {
     match fault {
         FaultKind::PauseVm => vec![Cmd::new(rt, &["pause", c])],
         FaultKind::ResumeVm => vec![Cmd::new(rt, &["unpause", c])],
         FaultKind::Poweroff => vec![Cmd::new(rt, &["kill", c])],
         // systemd as PID 1 halts cleanly on `systemctl poweroff`, through
-        // logind, so the kubelet's graceful node shutdown can run.
+        // logind, so the kubelet's graceful node shutdown can run. It exits
+        // 130 then, which kind's restart policy (`on-failure:1`) would
+        // answer by starting the node again: turned off first.
         FaultKind::Shutdown => vec![
+            Cmd::new(rt, &["update", "--restart=no", c]),
             Cmd::new(rt, &["exec", c, "systemctl", "poweroff"]),
             Cmd::new(rt, &["wait", c]),
         ],
         // Reconnect with the old address first: a restarted node may be
         // given another IP (kind issues 2045, 2715), breaking the cluster.
-        FaultKind::Poweron => vec![
-            Cmd::new(rt, &["network", "disconnect", "--force", net, c]),
-            Cmd::new(rt, &["network", "connect", "--ip", ip, net, c]),
-            Cmd::new(rt, &["start", c]),
-        ],
+        FaultKind::Poweron => {
+            let mut cmds = vec![
+                Cmd::new(rt, &["network", "disconnect", "--force", net, c]),
+                Cmd::new(rt, &["network", "connect", "--ip", ip, net, c]),
+                Cmd::new(rt, &["start", c]),
+            ];
+            if let Some(policy) = restart {
+                cmds.push(Cmd::new(rt, &["update", &format!("--restart={policy}"), c]));
+            }
+            cmds
+        }
         FaultKind::StopKubelet => vec![Cmd::new(rt, &["exec", c, "systemctl", "stop", "kubelet"])],
         FaultKind::StartKubelet => {
             vec![Cmd::new(rt, &["exec", c, "systemctl", "start", "kubelet"])]
         }
         FaultKind::DropNic => vec![Cmd::new(rt, &["network", "disconnect", net, c])],
         FaultKind::RestoreNic => vec![Cmd::new(rt, &["network", "connect", "--ip", ip, net, c])],
+    }
+}
+
+/// `docker inspect`'s `NAME:COUNT` as `docker update --restart` takes it:
+/// the count only with `on-failure`, an empty name is `no`.
+fn restart_flag(inspected: &str) -> String {
+    let (name, count) = inspected.split_once(':').unwrap_or((inspected, "0"));
+    match name {
+        "" | "no" => "no".to_owned(),
+        "on-failure" if count != "0" && !count.is_empty() => format!("on-failure:{count}"),
+        other => other.to_owned(),
     }
 }
 
@@ -434,6 +585,99 @@ mod tests {
                 "docker network connect --ip 172.18.0.3 kind kind-worker",
                 "docker start kind-worker",
             ]
+        );
+    }
+
+    fn node(name: &str) -> Node {
+        let mut n = Node::default();
+        n.metadata.name = Some(name.to_owned());
+        n
+    }
+
+    #[test]
+    fn restart_policies_read_as_docker_update_takes_them() {
+        assert_eq!(restart_flag("on-failure:1"), "on-failure:1");
+        assert_eq!(restart_flag("on-failure:0"), "on-failure");
+        assert_eq!(restart_flag("always:0"), "always");
+        assert_eq!(restart_flag("unless-stopped:0"), "unless-stopped");
+        assert_eq!(restart_flag("no:0"), "no");
+        assert_eq!(restart_flag(":0"), "no");
+        assert_eq!(Memo::parse("172.18.0.3").ip.as_deref(), Some("172.18.0.3"));
+    }
+
+    /// kind's `on-failure:1` and systemd's exit 130 on poweroff would make
+    /// Docker start a shut-down node again: the policy is off from before
+    /// the poweroff until the power-on puts back the one the journal holds.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn shutdown_turns_the_restart_policy_off_and_poweron_puts_it_back() {
+        let mut f = fake();
+        Arc::get_mut(&mut f)
+            .expect("not shared yet")
+            .answers
+            .insert(
+                0,
+                (
+                    "docker inspect --format '{{.HostConfig.RestartPolicy",
+                    "on-failure:1\n",
+                ),
+            );
+        let mut b = KindBackend::discover("kind", "docker", Arc::clone(&f)).unwrap();
+        let said = b
+            .resolve(
+                &node("kind-worker"),
+                &[FaultKind::Shutdown, FaultKind::Poweron],
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            said,
+            "node kind-worker = container kind-worker, address 172.18.0.3, restart policy on-failure:1"
+        );
+        // What the journal gets before the shutdown: enough to undo it.
+        let memo = b.memo("kind-worker", FaultKind::Shutdown).unwrap();
+        assert_eq!(memo, r#"{"ip":"172.18.0.3","restart":"on-failure:1"}"#);
+        f.ran.lock().unwrap().clear();
+        b.inject("kind-worker", FaultKind::Shutdown).await.unwrap();
+        b.inject("kind-worker", FaultKind::Poweron).await.unwrap();
+        let ran = f.ran.lock().unwrap().clone();
+        let ran: Vec<_> = ran
+            .iter()
+            .filter(|l| !l.starts_with("docker inspect"))
+            .collect();
+        assert_eq!(
+            ran,
+            [
+                "docker update --restart=no kind-worker",
+                "docker exec kind-worker systemctl poweroff",
+                "docker wait kind-worker",
+                "docker network disconnect --force kind kind-worker",
+                "docker network connect --ip 172.18.0.3 kind kind-worker",
+                "docker start kind-worker",
+                "docker update --restart=on-failure:1 kind-worker",
+            ]
+        );
+        // A poweroff's power-on leaves the policy alone.
+        f.ran.lock().unwrap().clear();
+        b.inject("kind-worker", FaultKind::Poweroff).await.unwrap();
+        b.inject("kind-worker", FaultKind::Poweron).await.unwrap();
+        assert!(
+            !f.ran.lock().unwrap().iter().any(|l| l.contains("update")),
+            "{:?}",
+            f.ran.lock().unwrap()
+        );
+
+        // `nodefall recover` after a kill between the policy's change and
+        // the poweroff: the node still runs, the policy is put back.
+        let (f, mut b) = in_state("running\n");
+        b.remember("kind-worker", &memo);
+        let found = b.restore("kind-worker", FaultKind::Poweron).await.unwrap();
+        assert_eq!(
+            found,
+            "found container running; put back its restart policy"
+        );
+        assert_eq!(
+            f.ran.lock().unwrap().last().map(String::as_str),
+            Some("docker update --restart=on-failure:1 kind-worker")
         );
     }
 

@@ -11,14 +11,21 @@ pub fn kind_commands(plan: &plan::Plan) -> String {
     let mut out = format!(
         "\nCommands on kind ({rt}; <t> is the node container of target t, resolved at run time):\n"
     );
-    for (label, fault, target) in fault_steps(plan) {
+    let steps = fault_steps(plan);
+    let shutdown = |t: &str| {
+        steps
+            .iter()
+            .any(|(_, f, n)| *f == crate::scenario::model::FaultKind::Shutdown && n == t)
+    };
+    for (label, fault, target) in &steps {
         let node = format!("<{target}>");
         for cmd in crate::backend::kind::fault_commands(
             &rt,
             crate::backend::kind::NETWORK,
             &node,
             "<address before the fault>",
-            fault,
+            shutdown(target).then_some("<its policy before the shutdown>"),
+            *fault,
         ) {
             out.push_str(&format!("  {label:<12} {cmd}\n"));
         }
