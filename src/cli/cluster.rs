@@ -104,9 +104,10 @@ pub async fn inspect(
                     found.profile.origin(v).detail()
                 )
             };
-            // A value the cluster sets contradicts --profile: refused. One
-            // only taken from the version's default (nothing sets it there;
-            // the nodes may run otherwise) is said.
+            // A value the cluster runs (a setting, or a flag left out of a
+            // running component's pod) contradicts --profile: refused. One
+            // only taken from the version's default because a ConfigMap
+            // leaves it unset (the nodes may run otherwise) is said.
             let (set, defaults): (Vec<Var>, Vec<Var>) = Var::ALL
                 .into_iter()
                 .filter(differs)

@@ -74,17 +74,32 @@ fn component_of(var: Var) -> Option<Component> {
     }
 }
 
-/// Whether a discovered value was read from a setting the cluster has (a
-/// flag, a configuration field), not taken from the version's default
-/// because nothing sets it.
+/// Whether a discovered value is what the cluster runs: read from a setting
+/// it has (a flag, a configuration field), or the version's default of a
+/// flag a running component's command line (its pod) leaves out, which that
+/// component runs with as surely as with a flag written there. A default
+/// only because a ConfigMap does not set the field is not: a node may be
+/// configured otherwise.
 pub fn set_on_the_cluster(origin: &Origin) -> bool {
     match origin {
         Origin::Discovered { from } => {
-            !from.starts_with(VERSION_DEFAULT) && !from.starts_with(UPSTREAM_DEFAULT)
+            let by_default =
+                from.starts_with(VERSION_DEFAULT) || from.starts_with(UPSTREAM_DEFAULT);
+            let left_out_of_a_pod = [MIRROR_POD, POD]
+                .iter()
+                .any(|p| from.contains(&format!("{NOT_SET_IN}{p} ")));
+            !by_default || left_out_of_a_pod
         }
         _ => false,
     }
 }
+
+/// How the places a value is read from are named: `mirror pod
+/// kube-system/NAME`, `pod kube-system/NAME`.
+const MIRROR_POD: &str = "mirror pod";
+const POD: &str = "pod";
+/// How a value no place sets is said: `...: not set in PLACE`.
+const NOT_SET_IN: &str = ": not set in ";
 
 /// How a value taken from the server version's default is introduced.
 const VERSION_DEFAULT: &str = "the default of ";
@@ -152,7 +167,7 @@ pub fn build(f: &Findings) -> Discovery {
                         }
                     }
                     (None, Some((s, _))) => Origin::Discovered {
-                        from: format!("{vtext}: not set in {}", s.from),
+                        from: format!("{vtext}{NOT_SET_IN}{}", s.from),
                     },
                     (None, None) => Origin::Assumed {
                         why: format!("{vtext}; {}'s settings were not readable", c.name()),
@@ -273,7 +288,7 @@ fn mirror_pod(c: Component, p: &Pod) -> Option<FlagSource> {
         component: c,
         from: format!(
             "{} {KUBE_SYSTEM}/{name}",
-            if is_mirror { "mirror pod" } else { "pod" }
+            if is_mirror { MIRROR_POD } else { POD }
         ),
         flags: flags::command_line(&words),
     })

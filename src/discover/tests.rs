@@ -122,3 +122,38 @@ fn an_unusable_value_is_a_note_and_the_default_stays() {
     assert_eq!(d.profile.node_monitor_grace_period, secs(50));
     assert_eq!(d.notes.len(), 2, "{:?}", d.notes);
 }
+
+/// What kubeadm runs on a kind cluster with upstream defaults: the flag is
+/// not on the controller manager's command line, so it runs the default;
+/// `--profile fast` contradicts that as surely as a written flag would. The
+/// kubelet's fields only left out of the ConfigMap are not binding.
+#[test]
+fn a_flag_left_out_of_a_running_pod_is_what_the_cluster_runs() {
+    let f = Findings {
+        version: Some("v1.35.4".into()),
+        sources: vec![
+            source(
+                Component::ControllerManager,
+                "mirror pod kube-system/kube-controller-manager-cp",
+                &[("leader-elect", "true")],
+            ),
+            source(
+                Component::Kubelet,
+                "ConfigMap kube-system/kubelet-config",
+                &[("cgroupDriver", "systemd")],
+            ),
+        ],
+        problems: vec![],
+    };
+    let p = build(&f).profile;
+    let grace = p.origin(Var::NodeMonitorGracePeriod);
+    assert_eq!(p.node_monitor_grace_period, secs(50));
+    assert!(
+        grace
+            .detail()
+            .ends_with("not set in mirror pod kube-system/kube-controller-manager-cp"),
+        "{grace:?}"
+    );
+    assert!(set_on_the_cluster(&grace));
+    assert!(!set_on_the_cluster(&p.origin(Var::NodeLeaseDuration)));
+}
