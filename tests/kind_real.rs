@@ -6,12 +6,18 @@
 //!    address on a network namespace this test makes on the host (outside
 //!    the cluster's bridge); the guard drops them and the decoy never
 //!    receives one (a packet from the host itself does arrive: it listens);
-//! 2. `scenarios/kind-pause-worker.yaml` through the kind backend passes, and
-//!    no node but the paused one ever left Ready=True (no flapping); then
-//!    every other fault on another worker (`tests/fixtures/kind/every-fault.yaml`:
-//!    poweroff/poweron, drop/restore NIC, stop/start kubelet), where a
-//!    kubelet started again writes the host's sysctls again and the kind
-//!    backend puts them back;
+//! 2. `nodefall plan` shows the timings `kind up --profile fast` set, each
+//!    with where it was read, and refuses `--profile default`;
+//!    `scenarios/kind-pause-worker.yaml` through the kind backend passes, and
+//!    no node but the paused one ever left Ready=True (no flapping); every
+//!    other `scenarios/kind-*.yaml` passes; then every fault on another
+//!    worker (`tests/fixtures/kind/every-fault.yaml`), each reverted, while
+//!    the node's containers are read through its own shell (`docker exec
+//!    crictl ps`) once a second: paused, the shell refuses; cut off or
+//!    without its kubelet, the pods' containers run on; powered off or shut
+//!    down it stays off (Docker's restart policy is put back afterwards)
+//!    and its containers are new after power-on. A kubelet started again
+//!    writes the host's sysctls again and the kind backend puts them back;
 //! 3. `nodefall kind down`: afterwards the host's sysctls, iptables rules,
 //!    Docker containers, networks, volumes and images are as they were.
 //!
@@ -293,6 +299,74 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
         "the kubelets' sysctls were not put back after kind up"
     );
 
+    // Discovery's test on a real kubeadm cluster: every timing `kind up
+    // --profile fast` set is read from the running components (mirror
+    // pods) or kubeadm's kubelet-config, and said with its origin; asking
+    // for other timings than the cluster runs is refused before anything.
+    let context = format!("kind-{NAME}");
+    let plan = [
+        "plan",
+        "scenarios/kind-pause-worker.yaml",
+        "--backend",
+        "kind",
+        "--context",
+        &context,
+    ];
+    let (status, said) = made.run(&plan);
+    assert!(status.success(), "{said}");
+    for (var, value, origin) in [
+        (
+            "grace",
+            "8s",
+            "mirror pod kube-system/kube-controller-manager-nftest-control-plane: --node-monitor-grace-period=",
+        ),
+        (
+            "monitorPeriod",
+            "1s",
+            "mirror pod kube-system/kube-controller-manager-nftest-control-plane: --node-monitor-period=",
+        ),
+        (
+            "toleration",
+            "20s",
+            "mirror pod kube-system/kube-apiserver-nftest-control-plane: --default-unreachable-toleration-seconds=20",
+        ),
+        (
+            "lease",
+            "4s",
+            "ConfigMap kube-system/kubelet-config: nodeLeaseDurationSeconds: 4",
+        ),
+        (
+            "nodeStatusUpdateFrequency",
+            "1s",
+            "ConfigMap kube-system/kubelet-config: nodeStatusUpdateFrequency: 1s",
+        ),
+    ] {
+        let line = said
+            .lines()
+            .find(|l| {
+                // `grace   8s  discovered ...` (not a description line
+                // that happens to start with the word)
+                let w: Vec<_> = l.split_whitespace().collect();
+                w.first() == Some(&var)
+                    && w.get(2)
+                        .is_some_and(|o| ["discovered", "assumed"].contains(o))
+            })
+            .unwrap_or_else(|| panic!("no line for {var} in:\n{said}"));
+        let words: Vec<_> = line.split_whitespace().collect();
+        assert_eq!(words.get(1..3), Some(&[value, "discovered"][..]), "{line}");
+        assert!(line.contains(origin), "{var}: `{origin}` not in `{line}`");
+    }
+    let (status, said) = made.run(&[&plan[..], &["--profile", "default"]].concat());
+    assert_eq!(status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("--profile default contradicts what this cluster runs"),
+        "{said}"
+    );
+    assert!(
+        said.contains("grace is 50s in `default`, 8s on the cluster"),
+        "{said}"
+    );
+
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -379,10 +453,40 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
         "{paused} went Unknown more than once (flapping): {seen:?}"
     );
 
-    // Every other fault on a worker, each reverted: a powered-on node gets
-    // its address back (the network has a subnet of its own for that); a
-    // kubelet started again writes the host's sysctls again and the kind
-    // backend puts them back (the run waits for that before it exits).
+    // Every other kind scenario, with the timings the cluster runs.
+    let mut others: Vec<PathBuf> = std::fs::read_dir(repo().join("scenarios"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                n.starts_with("kind-") && n.ends_with(".yaml") && n != "kind-pause-worker.yaml"
+            })
+        })
+        .collect();
+    others.sort();
+    assert!(!others.is_empty(), "kind-statefulset.yaml at least");
+    for file in &others {
+        let file = file.strip_prefix(repo()).unwrap().display().to_string();
+        let (status, said) = made.run(&[
+            "scenario",
+            &file,
+            "--backend",
+            "kind",
+            "--kind-cluster",
+            NAME,
+            "--out",
+            &out_dir,
+        ]);
+        assert!(status.success(), "{file} failed on kind:\n{said}");
+    }
+
+    // Every fault on a worker, each reverted, while the node's containers
+    // are read through its own shell: a powered-on node gets its address
+    // back (the network has a subnet of its own for that); a kubelet
+    // started again writes the host's sysctls again and the kind backend
+    // puts them back (the run waits for that before it exits).
+    let sampler = Sampler::start(&format!("{NAME}-worker2"));
     let (status, restart_out) = made.run(&[
         "scenario",
         "tests/fixtures/kind/every-fault.yaml",
@@ -393,7 +497,10 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
         "--out",
         &out_dir,
     ]);
+    let samples = sampler.stop();
     assert!(status.success(), "every-fault.yaml:\n{restart_out}");
+    let result = run_result(out.path(), "kind-every-fault");
+    check_node_containers(&result, &samples, &format!("{NAME}-worker2"));
     assert!(
         restart_out.contains("host sysctls a kubelet wrote, put back"),
         "{restart_out}"
@@ -412,6 +519,256 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
     sh(&format!("ip netns del {ns_name}"));
     made.host_veth = None; // gone with its peer's namespace
     assert_as_found(&before, "after kind down");
+}
+
+/// What the node's own shell said at one moment: Docker's state of the
+/// node container and, when `docker exec` works, the kubelet's state and
+/// the pods' running containers (`crictl ps`), else exec's refusal.
+#[derive(Debug, Clone)]
+struct Sample {
+    at: jiff::Timestamp,
+    status: String,
+    restarts: String,
+    shell: Result<(String, BTreeMap<String, String>), String>,
+}
+
+impl Sample {
+    fn running(&self) -> BTreeMap<String, String> {
+        self.shell
+            .as_ref()
+            .map(|(_, c)| c.clone())
+            .unwrap_or_default()
+    }
+}
+
+/// Reads a node container once a second, in a thread, until stopped.
+struct Sampler {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<Sample>>,
+}
+
+impl Sampler {
+    fn start(container: &str) -> Sampler {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (flag, c) = (Arc::clone(&stop), container.to_owned());
+        let thread = std::thread::spawn(move || {
+            let mut out = Vec::new();
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                out.push(sample(&c));
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            out
+        });
+        Sampler { stop, thread }
+    }
+
+    fn stop(self) -> Vec<Sample> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().unwrap()
+    }
+}
+
+fn sample(container: &str) -> Sample {
+    let at = jiff::Timestamp::now();
+    let state = sh(&format!(
+        "docker inspect --format '{{{{.State.Status}}}} {{{{.RestartCount}}}}' {container}"
+    ))
+    .unwrap_or_default();
+    let (status, restarts) = state.trim().split_once(' ').unwrap_or(("?", "?"));
+    let o = Command::new("docker")
+        .args(["exec", container, "sh", "-c"])
+        // The node image has containerd's `ctr`, not crictl: the
+        // Kubernetes namespace's containers (pods' and their sandboxes')
+        // with their images, then the running tasks.
+        .arg("systemctl is-active kubelet; ctr -n k8s.io containers ls; echo --; ctr -n k8s.io tasks ls")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    let shell = if let Some((kubelet, rest)) = text.split_once('\n')
+        && let Some((listed, tasks)) = rest.split_once("--\n")
+        && o.status.success()
+    {
+        // `ID IMAGE RUNTIME` and `ID PID STATUS`, each after a header.
+        let images: BTreeMap<&str, &str> = listed
+            .lines()
+            .skip(1)
+            .filter_map(|l| {
+                let mut w = l.split_whitespace();
+                Some((w.next()?, w.next()?))
+            })
+            .collect();
+        let containers = tasks
+            .lines()
+            .skip(1)
+            .filter(|l| l.split_whitespace().nth(2) == Some("RUNNING"))
+            .filter_map(|l| l.split_whitespace().next())
+            .map(|id| {
+                let image = images.get(id).copied().unwrap_or("?");
+                let short = image.rsplit('/').next().unwrap_or(image);
+                (id.to_owned(), short.to_owned())
+            })
+            .collect();
+        Ok((kubelet.trim().to_owned(), containers))
+    } else {
+        Err(String::from_utf8_lossy(&o.stderr).trim().to_owned())
+    };
+    Sample {
+        at,
+        status: status.to_owned(),
+        restarts: restarts.to_owned(),
+        shell,
+    }
+}
+
+/// The result of the run of `scenario` written under `out`.
+fn run_result(out: &Path, scenario: &str) -> nodefall::report::result::RunResult {
+    let dir = std::fs::read_dir(out)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&format!("{scenario}-")))
+        })
+        .unwrap_or_else(|| panic!("no run of {scenario} under {}", out.display()));
+    let text = std::fs::read_to_string(dir.join("result.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// For each fault of every-fault.yaml and its revert, what the node's
+/// shell showed while the fault lasted and after it was reverted.
+fn check_node_containers(
+    result: &nodefall::report::result::RunResult,
+    samples: &[Sample],
+    container: &str,
+) {
+    use nodefall::report::result::StepKind;
+    let faults: Vec<_> = result
+        .steps
+        .iter()
+        .filter(|s| s.kind == StepKind::Fault)
+        .collect();
+    assert_eq!(
+        faults.len(),
+        10,
+        "five faults and their reverts: {faults:?}"
+    );
+    let wall = |ms| result.wall_clock(ms);
+    for (n, pair) in faults.chunks(2).enumerate() {
+        let (fault, revert) = (pair[0], pair[1]);
+        let name = fault.description.split_whitespace().next().unwrap_or("?");
+        let began = wall(fault.started);
+        let injected = wall(fault.ended.unwrap());
+        let reverted = wall(revert.started) - jiff::SignedDuration::from_millis(500);
+        let until = faults
+            .get(2 * n + 2)
+            .map_or(result.wall_clock(result.finished), |f| wall(f.started));
+        let before = samples
+            .iter()
+            .rfind(|s| s.at < began && s.shell.is_ok())
+            .unwrap_or_else(|| panic!("{name}: no sample before it"));
+        let during: Vec<_> = samples
+            .iter()
+            .filter(|s| s.at > injected && s.at < reverted)
+            .collect();
+        let after = samples
+            .iter()
+            .rfind(|s| s.at < until && s.at > wall(revert.ended.unwrap()))
+            .unwrap_or_else(|| panic!("{name}: no sample after its revert"));
+        assert!(
+            during.len() >= 3,
+            "{name}: {} samples while it lasted",
+            during.len()
+        );
+        let was = before.running();
+        let kept = |s: &Sample| was.keys().all(|id| s.running().contains_key(id));
+        eprintln!(
+            "{name}: before {} pod containers ({}); while it lasted: {}; after the revert: {} running, {} of them from before, kubelet {:?}",
+            was.len(),
+            was.values().cloned().collect::<Vec<_>>().join(", "),
+            during
+                .iter()
+                .map(|s| format!(
+                    "{}/{}",
+                    s.status,
+                    match &s.shell {
+                        Ok((k, c)) => format!("kubelet {k}, {} running", c.len()),
+                        Err(e) => e.clone(),
+                    }
+                ))
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect::<Vec<_>>()
+                .join("; "),
+            after.running().len(),
+            after
+                .running()
+                .keys()
+                .filter(|id| was.contains_key(*id))
+                .count(),
+            after.shell.as_ref().map(|(k, _)| k.clone()),
+        );
+        if matches!(name, "pause-vm" | "drop-nic" | "stop-kubelet") {
+            assert!(!was.is_empty(), "{name}: no pod container ran before it");
+        }
+        for s in &during {
+            match name {
+                // The cgroup freezer stops every process of the node: its
+                // shell cannot even start.
+                "pause-vm" => {
+                    assert_eq!(s.status, "paused", "{name}: {s:?}");
+                    assert!(
+                        s.shell.as_ref().is_err_and(|e| e.contains("paused")),
+                        "{name}: {s:?}"
+                    );
+                }
+                // Cut off the network or without its kubelet, the node runs
+                // its pods' containers on.
+                "drop-nic" | "stop-kubelet" => {
+                    assert_eq!(s.status, "running", "{name}: {s:?}");
+                    assert!(kept(s), "{name}: a pod container stopped: {s:?}");
+                    let kubelet = &s.shell.as_ref().unwrap().0;
+                    let want = if name == "stop-kubelet" {
+                        "inactive"
+                    } else {
+                        "active"
+                    };
+                    assert_eq!(kubelet, want, "{name}: {s:?}");
+                }
+                // Off, and it stays off: Docker does not start it again
+                // (for shutdown: its restart policy is off meanwhile).
+                "poweroff" | "shutdown" => {
+                    assert_eq!(s.status, "exited", "{name}: {s:?}");
+                    assert_eq!(s.restarts, before.restarts, "{name}: Docker restarted it");
+                }
+                other => panic!("unexpected fault {other}"),
+            }
+        }
+        match name {
+            // The same containers run on: frozen or cut off, not restarted.
+            "pause-vm" | "drop-nic" | "stop-kubelet" => {
+                assert!(
+                    kept(after),
+                    "{name}: after the revert: {after:?} (before: {was:?})"
+                );
+            }
+            // Powered off, every container of the node ended; the kubelet
+            // starts new ones.
+            _ => assert!(
+                was.keys().all(|id| !after.running().contains_key(id)),
+                "{name}: a container from before the power-off runs again: {after:?}"
+            ),
+        }
+    }
+    let policy = must(&format!(
+        "docker inspect --format '{{{{.HostConfig.RestartPolicy.Name}}}}:{{{{.HostConfig.RestartPolicy.MaximumRetryCount}}}}' {container}"
+    ));
+    assert_eq!(
+        policy.trim(),
+        "on-failure:1",
+        "kind's restart policy not put back after the shutdown"
+    );
 }
 
 /// The node image's tag when everything the tests need is here; else the
