@@ -481,7 +481,7 @@ fn down(name: &str) -> anyhow::Result<ExitCode> {
     }
     let mut all_ok = true;
     for u in ours {
-        if u.owner_alive && !u.state.detached {
+        if u.in_use() {
             outln!(
                 "{}: `kind up` is still running (pid {}); left alone",
                 u.header.run,

@@ -66,6 +66,7 @@ pub fn run(only: Option<&str>) -> anyhow::Result<ExitCode> {
     let rt = runtime()?;
     let mut failed = damaged.len();
     for u in chosen {
+        let in_use = u.in_use();
         let header = u.header;
         if u.state.detached && only.is_none() {
             outln!(
@@ -77,7 +78,7 @@ pub fn run(only: Option<&str>) -> anyhow::Result<ExitCode> {
             );
             continue;
         }
-        if u.owner_alive && !u.state.detached {
+        if in_use {
             outln!(
                 "{}: still running (pid {}); left alone",
                 header.run,

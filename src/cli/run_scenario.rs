@@ -110,7 +110,7 @@ fn warn_unfinished() {
     let dead: Vec<_> = scan
         .runs
         .iter()
-        .filter(|u| !u.owner_alive && !u.state.detached)
+        .filter(|u| u.abandoned())
         .collect();
     if dead.is_empty() && scan.damaged.is_empty() {
         return;

@@ -640,6 +640,21 @@ pub struct Unfinished {
     pub owner_alive: bool,
 }
 
+impl Unfinished {
+    /// Its process is still at work on it (a detached journal's process,
+    /// `kind up`, has finished its part even while it lives): not to be
+    /// touched.
+    pub fn in_use(&self) -> bool {
+        self.owner_alive && !self.state.detached
+    }
+
+    /// Killed before it could clean up: its process is gone and it was not
+    /// left on purpose (detached: a cluster `kind up` made).
+    pub fn abandoned(&self) -> bool {
+        !self.owner_alive && !self.state.detached
+    }
+}
+
 /// What the journal directory holds that is not closed: the runs' journals,
 /// and the files under a journal's name that cannot be read as one.
 #[derive(Debug, Default)]
