@@ -66,6 +66,35 @@ pub struct UpArgs {
     /// How long to wait for every node to be Ready.
     #[arg(long, default_value = "5m", value_parser = super::values::duration(super::values::KIND_WAIT))]
     pub wait: Duration,
+    /// Turns the kubelets' graceful node shutdown on: their
+    /// `shutdownGracePeriod` (whole seconds), the time a `systemctl
+    /// poweroff` in a node waits for its pods (through logind's inhibitor
+    /// lock). Unset: off, as Kubernetes has it.
+    #[arg(long, value_name = "DURATION", value_parser = super::values::duration(super::values::SHUTDOWN_GRACE))]
+    pub shutdown_grace_period: Option<Duration>,
+    /// The part of `--shutdown-grace-period` kept for critical pods
+    /// (`shutdownGracePeriodCriticalPods`; default 0: all of it for the others).
+    #[arg(long, value_name = "DURATION", requires = "shutdown_grace_period", value_parser = super::values::duration(super::values::SHUTDOWN_GRACE))]
+    pub shutdown_grace_period_critical_pods: Option<Duration>,
+}
+
+impl UpArgs {
+    /// The kubelets' graceful shutdown periods, checked against each other.
+    fn shutdown_grace(&self) -> Result<Option<(Duration, Duration)>, String> {
+        let Some(all) = self.shutdown_grace_period else {
+            return Ok(None);
+        };
+        let critical = self.shutdown_grace_period_critical_pods.unwrap_or_default();
+        if critical >= all {
+            return Err(format!(
+                "--shutdown-grace-period-critical-pods ({}) must be shorter than \
+                 --shutdown-grace-period ({}): the kubelet gives the other pods the difference",
+                crate::scenario::duration::format_duration(critical),
+                crate::scenario::duration::format_duration(all)
+            ));
+        }
+        Ok(Some((all, critical)))
+    }
 }
 
 pub fn run(cmd: KindCommand) -> anyhow::Result<ExitCode> {
@@ -109,6 +138,13 @@ async fn up_session(args: UpArgs) -> anyhow::Result<ExitCode> {
         .clone()
         .unwrap_or_else(kindlab::default_kind_binary);
     let name = args.name.clone();
+    let shutdown_grace = match args.shutdown_grace() {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("error: {e}; nothing was made");
+            return Ok(exit::code(exit::INVALID_INPUT));
+        }
+    };
     {
         let (rt, k, image, n) = (
             runtime_cli.clone(),
@@ -136,11 +172,17 @@ async fn up_session(args: UpArgs) -> anyhow::Result<ExitCode> {
         ProfileName::Default => None,
         ProfileName::Fast => Some(TimingProfile::fast()),
     };
+    // Every node mounts it: a volume all nodes share, as an NFS export
+    // would be (seed 000); it goes with the cluster's state directory.
+    let shared = dir.join("shared");
+    std::fs::create_dir_all(&shared).with_context(|| format!("creating {}", shared.display()))?;
     let spec = config::Spec {
         workers: args.workers,
         node_ports: config::SCENARIO_NODE_PORTS.to_vec(),
         timings,
         quirks: kindlab::host_quirks(),
+        shared_dir: Some(shared),
+        shutdown_grace,
     };
     std::fs::write(&config_path, config::kind_config(&spec))
         .with_context(|| format!("writing {}", config_path.display()))?;

@@ -51,6 +51,12 @@ pub const KIND_WAIT: Span = Span {
     min: secs(1),
     max: secs(HOUR),
 };
+/// `kind up --shutdown-grace-period` (and its critical pods' part): the
+/// kubelet takes whole seconds; logind would hold a shutdown that long.
+pub const SHUTDOWN_GRACE: Span = Span {
+    min: Duration::ZERO,
+    max: secs(HOUR),
+};
 /// `scenario --shutdown-timeout`: how long a guest may take to power off.
 pub const SHUTDOWN_TIMEOUT: Span = Span {
     min: secs(1),

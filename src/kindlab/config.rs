@@ -29,7 +29,16 @@ pub struct Spec {
     /// Compressed timings, or None for Kubernetes' defaults (nothing set).
     pub timings: Option<TimingProfile>,
     pub quirks: Quirks,
+    /// A host directory every node mounts at [`SHARED_MOUNT`]: a volume all
+    /// nodes see, as an NFS share would be (seed 000's ReadWriteMany).
+    pub shared_dir: Option<std::path::PathBuf>,
+    /// The kubelets' graceful node shutdown: `shutdownGracePeriod` and
+    /// `shutdownGracePeriodCriticalPods` (None: unset, so it is off).
+    pub shutdown_grace: Option<(Duration, Duration)>,
 }
+
+/// Where every node of a `kind up` cluster mounts its shared directory.
+pub const SHARED_MOUNT: &str = "/nodefall/shared";
 
 /// The NodePorts of `scenarios/kind/cluster.yaml`.
 pub const SCENARIO_NODE_PORTS: [u16; 2] = [30080, 30081];
@@ -44,6 +53,13 @@ pub fn kind_config(spec: &Spec) -> String {
         "# Written by `nodefall kind up` (docs/kind-backend.md).\n\
          kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnodes:\n  - role: control-plane\n",
     );
+    let mounts = spec.shared_dir.as_ref().map(|d| {
+        format!(
+            "    extraMounts:\n      - {{hostPath: {}, containerPath: {SHARED_MOUNT}}}\n",
+            serde_json::Value::String(d.display().to_string())
+        )
+    });
+    y.push_str(mounts.as_deref().unwrap_or_default());
     if !spec.node_ports.is_empty() {
         y.push_str("    extraPortMappings:\n");
         for p in &spec.node_ports {
@@ -55,6 +71,7 @@ pub fn kind_config(spec: &Spec) -> String {
     }
     for _ in 0..spec.workers {
         y.push_str("  - role: worker\n");
+        y.push_str(mounts.as_deref().unwrap_or_default());
     }
     y.push_str("kubeadmConfigPatches:\n");
     // kind v0.33 writes kubeadm v1beta3 for 1.35: extraArgs are maps.
@@ -90,6 +107,16 @@ pub fn kind_config(spec: &Spec) -> String {
             kubelet,
             "    nodeLeaseDurationSeconds: {}\n    nodeStatusUpdateFrequency: 1s\n",
             secs(t.node_lease_duration).max(1)
+        );
+    }
+    if let Some((all, critical)) = spec.shutdown_grace {
+        // The kubelet takes a logind delay inhibitor lock for this long
+        // (and raises logind's InhibitDelayMaxSec to it when lower).
+        let _ = write!(
+            kubelet,
+            "    shutdownGracePeriod: {}s\n    shutdownGracePeriodCriticalPods: {}s\n",
+            secs(all),
+            secs(critical)
         );
     }
     if !kubelet.is_empty() {
@@ -151,7 +178,46 @@ mod tests {
             node_ports: SCENARIO_NODE_PORTS.to_vec(),
             timings,
             quirks,
+            shared_dir: None,
+            shutdown_grace: None,
         }
+    }
+
+    /// Seeds 000 and 003: a directory every node mounts, and the kubelets'
+    /// graceful node shutdown.
+    #[test]
+    fn a_shared_directory_on_every_node_and_graceful_shutdown() {
+        let mut s = spec(None, Quirks::default());
+        s.shared_dir = Some("/var/state/nodefall/kind/x y/shared".into());
+        s.shutdown_grace = Some((Duration::from_secs(30), Duration::from_secs(10)));
+        let y = kind_config(&s);
+        let parsed: serde_yaml_ng::Value = serde_yaml_ng::from_str(&y).unwrap();
+        let nodes = parsed["nodes"].as_sequence().unwrap();
+        assert_eq!(nodes.len(), 3);
+        for n in nodes {
+            assert_eq!(
+                n["extraMounts"][0]["hostPath"].as_str(),
+                Some("/var/state/nodefall/kind/x y/shared"),
+                "{y}"
+            );
+            assert_eq!(
+                n["extraMounts"][0]["containerPath"].as_str(),
+                Some(SHARED_MOUNT)
+            );
+        }
+        // The control plane keeps its port mappings beside the mount.
+        assert_eq!(
+            nodes[0]["extraPortMappings"].as_sequence().unwrap().len(),
+            2
+        );
+        let patches = parsed["kubeadmConfigPatches"].as_sequence().unwrap();
+        let kubelet: serde_yaml_ng::Value =
+            serde_yaml_ng::from_str(patches[1].as_str().unwrap()).unwrap();
+        assert_eq!(kubelet["shutdownGracePeriod"].as_str(), Some("30s"));
+        assert_eq!(
+            kubelet["shutdownGracePeriodCriticalPods"].as_str(),
+            Some("10s")
+        );
     }
 
     #[test]
