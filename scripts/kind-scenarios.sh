@@ -10,7 +10,7 @@
 # written to DIR/summary.md. Exit 0 when every scenario passed, 1 otherwise.
 # Needs Docker and the node image (built here when missing:
 # scripts/kind/image.sh). With default timings a scenario takes 7-10 minutes
-# (the 300 s toleration), the whole run about 20.
+# (the 300 s toleration), the whole run about 45 (five scenarios).
 #
 # NODEFALL (the binary, default: `cargo build` then target/debug/nodefall)
 # and NODEFALL_KIND_NAME (the cluster's name, default nfscen) adjust it.
@@ -71,7 +71,9 @@ trap 'exit 129' HUP
 mkdir -p "$out"
 echo "== nodefall kind up --name $name --profile $profile ($image)" >&2
 start=$(date +%s)
-"$NODEFALL" kind up --name "$name" --image "$image" --profile "$profile"
+# The kubelets' graceful node shutdown on (kind-graceful-shutdown.yaml).
+"$NODEFALL" kind up --name "$name" --image "$image" --profile "$profile" \
+    --shutdown-grace-period 20s --shutdown-grace-period-critical-pods 5s
 up=1
 echo "== cluster up in $(( $(date +%s) - start )) s" >&2
 

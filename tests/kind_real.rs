@@ -287,6 +287,11 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
         &image,
         "--profile",
         "fast",
+        // seed 003: the kubelets' graceful node shutdown
+        "--shutdown-grace-period",
+        "20s",
+        "--shutdown-grace-period-critical-pods",
+        "5s",
     ]);
     assert!(status.success(), "nodefall kind up failed:\n{up_out}");
     assert!(
@@ -479,6 +484,30 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
             &out_dir,
         ]);
         assert!(status.success(), "{file} failed on kind:\n{said}");
+        if file.ends_with("kind-graceful-shutdown.yaml") {
+            assert!(
+                said.contains("graceful shutdown will run: 15 s for pods, 5 s for critical pods"),
+                "{said}"
+            );
+        }
+    }
+    // Seed 000's pods all wrote to the one file on the shared volume, the
+    // replacements on the other worker too (the directory `kind up` mounts
+    // on every node).
+    let shared = made
+        .state
+        .path()
+        .join("nodefall/kind")
+        .join(NAME)
+        .join("shared/outfile");
+    let written = std::fs::read_to_string(&shared).unwrap();
+    for n in 0..8 {
+        let pod = format!("statefulset-nfs-{n} ");
+        assert!(
+            written.lines().any(|l| l.starts_with(&pod)),
+            "no line of {pod}in {}",
+            shared.display()
+        );
     }
 
     // Every fault on a worker, each reverted, while the node's containers
@@ -509,6 +538,28 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
         host_state().sysctls,
         before.sysctls,
         "after the faults that start a kubelet"
+    );
+
+    // Seed 003's negative: no logind on a node (masked, the kubelet
+    // restarted: its shutdown manager cannot start). The preflight says so,
+    // and the pods are not stopped by the kubelet but left as by a crash.
+    must(&format!(
+        "docker exec {NAME}-worker2 sh -c 'systemctl mask --now systemd-logind && systemctl restart kubelet'"
+    ));
+    let (status, said) = made.run(&[
+        "scenario",
+        "tests/fixtures/kind/shutdown-without-logind.yaml",
+        "--backend",
+        "kind",
+        "--kind-cluster",
+        NAME,
+        "--out",
+        &out_dir,
+    ]);
+    assert!(status.success(), "shutdown-without-logind.yaml:\n{said}");
+    assert!(
+        said.contains("graceful shutdown will NOT run: the kubelet holds no logind inhibitor lock, so logind does not wait for it: systemd-logind is masked on the node"),
+        "{said}"
     );
 
     // 3. Down, and the host as it was.

@@ -173,9 +173,19 @@ pub fn evaluate(
     inhibitors: &Fact<Vec<Inhibitor>>,
     inhibit_delay_ms: &Fact<u64>,
 ) -> Verdict {
+    // No logind on the node (its command failed saying so): no lock.
+    let no_logind = match inhibitors {
+        Fact::Failed { error, .. } => super::logind::unavailable(error),
+        _ => None,
+    };
     let held = match inhibitors {
         Fact::Known { value, .. } => Some(value.iter().any(Inhibitor::is_kubelet_shutdown_delay)),
+        _ if no_logind.is_some() => Some(false),
         _ => None,
+    };
+    let no_lock = match no_logind {
+        Some(why) => format!("{NO_LOCK}: {why} on the node"),
+        None => NO_LOCK.to_owned(),
     };
     let plan = match config {
         Fact::Known { value, .. } => match plan(value) {
@@ -186,7 +196,7 @@ pub fn evaluate(
             let why = missing(config);
             return match held {
                 Some(false) => Verdict::WillNotRun {
-                    reason: format!("{NO_LOCK} (its configuration could not be read: {why})"),
+                    reason: format!("{no_lock} (its configuration could not be read: {why})"),
                 },
                 Some(true) => Verdict::Unknown {
                     reason: format!(
@@ -222,7 +232,7 @@ pub fn evaluate(
         Some(false) => {
             return Verdict::WillNotRun {
                 reason: format!(
-                    "{NO_LOCK} ({asked}; its shutdown manager did not start: look for \
+                    "{no_lock} ({asked}; its shutdown manager did not start: look for \
                      \"Failed to start node shutdown manager\" in the kubelet's log)"
                 ),
             };

@@ -185,6 +185,42 @@ fn inhibitors_not_read_leaves_it_unknown() {
     );
 }
 
+/// Seed 003's negative on a real kind node (systemd-logind masked, the
+/// kubelet restarted): `systemd-inhibit --list` fails saying so, and that is
+/// decisive (no process can hold a lock), unlike an SSH failure.
+#[test]
+fn no_logind_on_the_node_means_it_will_not_run() {
+    let masked = "Could not get active inhibitors: Unit systemd-logind.service is masked.";
+    let v = evaluate(&known(config(20, 5)), &failed(masked), &failed(masked));
+    assert!(matches!(v, Verdict::WillNotRun { .. }), "{v:?}");
+    assert!(
+        reason(&v).starts_with(
+            "the kubelet holds no logind inhibitor lock, so logind does not wait for it: \
+             systemd-logind is masked on the node (configured for 20 s (15 s for pods, 5 s for \
+             critical pods)"
+        ),
+        "{v:?}"
+    );
+    for (error, why) in [
+        (
+            "Failed to connect to bus: No such file or directory",
+            "there is no D-Bus system bus",
+        ),
+        (
+            "Unit dbus-org.freedesktop.login1.service not found.",
+            "logind is not installed",
+        ),
+    ] {
+        assert_eq!(crate::gns::logind::unavailable(error), Some(why));
+        let v = evaluate(&known(config(20, 5)), &failed(error), &secs(5));
+        assert!(matches!(v, Verdict::WillNotRun { .. }), "{error}: {v:?}");
+    }
+    assert_eq!(
+        crate::gns::logind::unavailable("ssh: connection refused"),
+        None
+    );
+}
+
 #[test]
 fn config_unreadable_but_no_lock_is_still_decisive() {
     let v = evaluate(&failed("forbidden"), &locks(false), &secs(5));

@@ -267,6 +267,54 @@ fn pods_are_keyed_by_uid_and_a_recreated_pod_is_two_pods() {
     );
 }
 
+/// A kubelet may write a pod's phase and its reason in two updates: the
+/// reason's arrival is recorded too, with the phase it belongs to.
+#[test]
+fn a_reason_that_comes_after_its_phase_is_recorded() {
+    let mut fold = Fold::new(PodDiff);
+    feed(
+        &mut fold,
+        vec![
+            Event::Init,
+            Event::InitApply(pod("web-0", "a", "w1")),
+            Event::InitDone,
+        ],
+    );
+    let with = |phase: &str, reason: Option<&str>| {
+        let mut p = pod("web-0", "a", "w1");
+        let status = p.status.as_mut().unwrap();
+        status.phase = Some(phase.into());
+        status.reason = reason.map(Into::into);
+        p
+    };
+    let out = feed(
+        &mut fold,
+        vec![
+            Event::Apply(with("Failed", None)),
+            Event::Apply(with("Failed", Some("Terminated"))),
+            Event::Apply(with("Failed", Some("Terminated"))),
+        ],
+    );
+    let phases: Vec<_> = out
+        .into_iter()
+        .filter(|(_, c)| matches!(c, Change::PodPhase { .. }))
+        .map(|(_, c)| c)
+        .collect();
+    assert_eq!(
+        phases,
+        [
+            Change::PodPhase {
+                phase: "Failed".into(),
+                reason: None
+            },
+            Change::PodPhase {
+                phase: "Failed".into(),
+                reason: Some("Terminated".into())
+            },
+        ]
+    );
+}
+
 #[test]
 fn a_delete_of_an_unknown_object_records_nothing() {
     let mut fold = synced_nodes(vec![]);

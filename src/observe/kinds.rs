@@ -274,7 +274,11 @@ impl Differ<Pod> for PodDiff {
                 condition(p, "PodScheduled").and_then(|c| time(c.last_transition_time.as_ref()));
             out.push((at, Change::PodScheduled { node: node.clone() }));
         }
-        if prev.map_or(cur.phase != "Pending", |x| x.phase != cur.phase) {
+        // The reason may come in a later status than the phase (a real
+        // kubelet's graceful shutdown: Succeeded first, `Terminated` next).
+        if prev.map_or(cur.phase != "Pending", |x| {
+            x.phase != cur.phase || x.reason != cur.reason
+        }) {
             out.push((
                 None,
                 Change::PodPhase {
