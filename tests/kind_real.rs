@@ -181,6 +181,21 @@ impl Made {
         (o.status, said)
     }
 
+    /// `nodefall scenario FILE --backend kind` on this cluster, reports
+    /// under `out`.
+    fn scenario(&self, file: &str, out: &str) -> (std::process::ExitStatus, String) {
+        self.run(&[
+            "scenario",
+            file,
+            "--backend",
+            "kind",
+            "--kind-cluster",
+            self.name,
+            "--out",
+            out,
+        ])
+    }
+
     fn kubeconfig(&self) -> PathBuf {
         self.state
             .path()
@@ -473,16 +488,7 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
     assert!(!others.is_empty(), "kind-statefulset.yaml at least");
     for file in &others {
         let file = file.strip_prefix(repo()).unwrap().display().to_string();
-        let (status, said) = made.run(&[
-            "scenario",
-            &file,
-            "--backend",
-            "kind",
-            "--kind-cluster",
-            NAME,
-            "--out",
-            &out_dir,
-        ]);
+        let (status, said) = made.scenario(&file, &out_dir);
         assert!(status.success(), "{file} failed on kind:\n{said}");
         if file.ends_with("kind-graceful-shutdown.yaml") {
             assert!(
@@ -516,16 +522,7 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
     // started again writes the host's sysctls again and the kind backend
     // puts them back (the run waits for that before it exits).
     let sampler = Sampler::start(&format!("{NAME}-worker2"));
-    let (status, restart_out) = made.run(&[
-        "scenario",
-        "tests/fixtures/kind/every-fault.yaml",
-        "--backend",
-        "kind",
-        "--kind-cluster",
-        NAME,
-        "--out",
-        &out_dir,
-    ]);
+    let (status, restart_out) = made.scenario("tests/fixtures/kind/every-fault.yaml", &out_dir);
     let samples = sampler.stop();
     assert!(status.success(), "every-fault.yaml:\n{restart_out}");
     let result = run_result(out.path(), "kind-every-fault");
@@ -546,16 +543,8 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
     must(&format!(
         "docker exec {NAME}-worker2 sh -c 'systemctl mask --now systemd-logind && systemctl restart kubelet'"
     ));
-    let (status, said) = made.run(&[
-        "scenario",
-        "tests/fixtures/kind/shutdown-without-logind.yaml",
-        "--backend",
-        "kind",
-        "--kind-cluster",
-        NAME,
-        "--out",
-        &out_dir,
-    ]);
+    let (status, said) =
+        made.scenario("tests/fixtures/kind/shutdown-without-logind.yaml", &out_dir);
     assert!(status.success(), "shutdown-without-logind.yaml:\n{said}");
     assert!(
         said.contains("graceful shutdown will NOT run: the kubelet holds no logind inhibitor lock, so logind does not wait for it: systemd-logind is masked on the node"),
