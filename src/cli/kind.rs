@@ -550,3 +550,40 @@ fn down(name: &str) -> anyhow::Result<ExitCode> {
         exit::INFRASTRUCTURE
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(all: Option<u64>, critical: Option<u64>) -> UpArgs {
+        UpArgs {
+            name: "nf".into(),
+            image: "img".into(),
+            workers: 2,
+            profile: ProfileName::Default,
+            kind_binary: None,
+            wait: Duration::from_secs(300),
+            shutdown_grace_period: all.map(Duration::from_secs),
+            shutdown_grace_period_critical_pods: critical.map(Duration::from_secs),
+        }
+    }
+
+    #[test]
+    fn the_critical_pods_part_must_leave_time_for_the_others() {
+        let secs = Duration::from_secs;
+        assert_eq!(args(None, None).shutdown_grace(), Ok(None));
+        assert_eq!(
+            args(Some(20), None).shutdown_grace(),
+            Ok(Some((secs(20), Duration::ZERO)))
+        );
+        assert_eq!(
+            args(Some(20), Some(5)).shutdown_grace(),
+            Ok(Some((secs(20), secs(5))))
+        );
+        let e = args(Some(20), Some(20)).shutdown_grace().unwrap_err();
+        assert!(
+            e.contains("(20s) must be shorter than --shutdown-grace-period (20s)"),
+            "{e}"
+        );
+    }
+}
