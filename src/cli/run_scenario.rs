@@ -107,11 +107,7 @@ fn warn_unfinished() {
         }
     };
     // A detached journal (`nodefall kind up`) is work left running on purpose.
-    let dead: Vec<_> = scan
-        .runs
-        .iter()
-        .filter(|u| u.abandoned())
-        .collect();
+    let dead: Vec<_> = scan.runs.iter().filter(|u| u.abandoned()).collect();
     if dead.is_empty() && scan.damaged.is_empty() {
         return;
     }
