@@ -714,7 +714,13 @@ fn check_node_containers(
             .collect();
         let after = samples
             .iter()
-            .rfind(|s| s.at < until && s.at > wall(revert.ended.unwrap()))
+            // a read of the shell that finished before the next fault began
+            // (one started just before it may be cut off by it)
+            .rfind(|s| {
+                s.at < until - jiff::SignedDuration::from_millis(1500)
+                    && s.at > wall(revert.ended.unwrap())
+                    && s.shell.is_ok()
+            })
             .unwrap_or_else(|| panic!("{name}: no sample after its revert"));
         assert!(
             during.len() >= 3,

@@ -79,6 +79,16 @@ fn synced_nodes(nodes: Vec<Node>) -> Fold<Node, NodeDiff> {
     fold
 }
 
+/// A pod fold whose first list held `p`.
+fn synced_pod(p: Pod) -> Fold<Pod, PodDiff> {
+    let mut fold = Fold::new(PodDiff);
+    feed(
+        &mut fold,
+        vec![Event::Init, Event::InitApply(p), Event::InitDone],
+    );
+    fold
+}
+
 #[test]
 fn the_first_list_records_every_node_once_it_is_complete() {
     let mut fold = Fold::new(NodeDiff);
@@ -233,15 +243,7 @@ fn live_changes_are_recorded_once_and_unchanged_objects_not_at_all() {
 
 #[test]
 fn pods_are_keyed_by_uid_and_a_recreated_pod_is_two_pods() {
-    let mut fold = Fold::new(PodDiff);
-    feed(
-        &mut fold,
-        vec![
-            Event::Init,
-            Event::InitApply(pod("web-0", "a", "w1")),
-            Event::InitDone,
-        ],
-    );
+    let mut fold = synced_pod(pod("web-0", "a", "w1"));
     let out = fold.handle(Event::Init);
     assert!(out.is_empty());
     fold.handle(Event::InitApply(pod("web-0", "b", "w2")));
@@ -271,15 +273,7 @@ fn pods_are_keyed_by_uid_and_a_recreated_pod_is_two_pods() {
 /// reason's arrival is recorded too, with the phase it belongs to.
 #[test]
 fn a_reason_that_comes_after_its_phase_is_recorded() {
-    let mut fold = Fold::new(PodDiff);
-    feed(
-        &mut fold,
-        vec![
-            Event::Init,
-            Event::InitApply(pod("web-0", "a", "w1")),
-            Event::InitDone,
-        ],
-    );
+    let mut fold = synced_pod(pod("web-0", "a", "w1"));
     let with = |phase: &str, reason: Option<&str>| {
         let mut p = pod("web-0", "a", "w1");
         let status = p.status.as_mut().unwrap();
