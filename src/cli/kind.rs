@@ -81,10 +81,15 @@ pub struct UpArgs {
 impl UpArgs {
     /// The kubelets' graceful shutdown periods, checked against each other.
     fn shutdown_grace(&self) -> Result<Option<(Duration, Duration)>, String> {
-        let Some(all) = self.shutdown_grace_period else {
+        // Compared as the kubelet gets them: whole seconds.
+        let whole = |d: Duration| Duration::from_secs(d.as_secs());
+        let Some(all) = self.shutdown_grace_period.map(whole) else {
             return Ok(None);
         };
-        let critical = self.shutdown_grace_period_critical_pods.unwrap_or_default();
+        let critical = self
+            .shutdown_grace_period_critical_pods
+            .map(whole)
+            .unwrap_or_default();
         if critical >= all {
             return Err(format!(
                 "--shutdown-grace-period-critical-pods ({}) must be shorter than \
@@ -580,6 +585,10 @@ mod tests {
             args(Some(20), Some(5)).shutdown_grace(),
             Ok(Some((secs(20), secs(5))))
         );
+        // 20.5 s and 20 s are both 20 s in the kubelet's configuration.
+        let mut half = args(Some(20), Some(20));
+        half.shutdown_grace_period = Some(Duration::from_millis(20_500));
+        assert!(half.shutdown_grace().is_err());
         let e = args(Some(20), Some(20)).shutdown_grace().unwrap_err();
         assert!(
             e.contains("(20s) must be shorter than --shutdown-grace-period (20s)"),
