@@ -488,8 +488,47 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
     assert!(!others.is_empty(), "kind-statefulset.yaml at least");
     for file in &others {
         let file = file.strip_prefix(repo()).unwrap().display().to_string();
+        // Seed 004 drains two workers at once: on this cluster's two it
+        // would strand the evicted pods, and the run is refused before
+        // anything is cordoned (scripts/kind-scenarios.sh runs it on three).
+        if file.ends_with("kind-drain-pdb.yaml") {
+            let (status, said) = made.scenario(&file, &out_dir);
+            assert_eq!(status.code(), Some(2), "{file} on two workers:\n{said}");
+            assert!(
+                said.contains("leaves no schedulable node for the evicted pods")
+                    && said.contains("--workers 3"),
+                "{said}"
+            );
+            let api: Api<Node> = Api::all(client.clone());
+            for n in rt.block_on(api.list(&Default::default())).unwrap() {
+                let cordoned = n.spec.and_then(|s| s.unschedulable).unwrap_or(false);
+                assert!(!cordoned, "{file}: {} cordoned", n.metadata.name.unwrap());
+            }
+            continue;
+        }
+        // Seed 001: both workers' containers read while the kubelet is
+        // stopped, its Node deleted and registered again.
+        let samplers = file
+            .ends_with("kind-kubelet-stop-node-delete.yaml")
+            .then(|| {
+                [1, 2].map(|n| {
+                    let node = if n == 1 {
+                        format!("{NAME}-worker")
+                    } else {
+                        format!("{NAME}-worker{n}")
+                    };
+                    (node.clone(), Sampler::start(&node))
+                })
+            });
         let (status, said) = made.scenario(&file, &out_dir);
+        let samples = samplers.map(|s| s.map(|(node, s)| (node, s.stop())));
         assert!(status.success(), "{file} failed on kind:\n{said}");
+        if let Some(samples) = samples {
+            let result = run_result(out.path(), "kind-kubelet-stop-node-delete");
+            let target = &result.targets["target"];
+            let (_, samples) = samples.iter().find(|(n, _)| n == target).unwrap();
+            check_reregistered_node(&result, samples, target);
+        }
         if file.ends_with("kind-graceful-shutdown.yaml") {
             assert!(
                 said.contains("graceful shutdown will run: 15 s for pods, 5 s for critical pods"),
@@ -814,6 +853,70 @@ fn check_node_containers(
         policy.trim(),
         "on-failure:1",
         "kind's restart policy not put back after the shutdown"
+    );
+}
+
+/// Seed 001 through the node's own shell: the pods' containers run on
+/// while the kubelet is stopped (its Node deleted meanwhile, the pods
+/// recreated elsewhere); the kubelet started again registers the Node anew
+/// and stops every container of the pods the API server no longer has.
+fn check_reregistered_node(
+    result: &nodefall::report::result::RunResult,
+    samples: &[Sample],
+    node: &str,
+) {
+    use nodefall::report::result::StepKind;
+    let faults: Vec<_> = result
+        .steps
+        .iter()
+        .filter(|s| s.kind == StepKind::Fault)
+        .collect();
+    assert_eq!(faults.len(), 2, "stop and start the kubelet: {faults:?}");
+    let wall = |ms| result.wall_clock(ms);
+    let (stopped, started) = (wall(faults[0].ended.unwrap()), wall(faults[1].started));
+    let before = samples
+        .iter()
+        .rfind(|s| s.at < wall(faults[0].started) && s.shell.is_ok())
+        .expect("a sample before the kubelet stopped");
+    // The StatefulSet's containers (agnhost), not the DaemonSets'.
+    let pods: BTreeMap<String, String> = before
+        .running()
+        .into_iter()
+        .filter(|(_, image)| image.starts_with("agnhost"))
+        .collect();
+    assert!(
+        !pods.is_empty(),
+        "no agnhost container on {node}: {before:?}"
+    );
+    let during: Vec<_> = samples
+        .iter()
+        .filter(|s| s.at > stopped && s.at < started)
+        .collect();
+    assert!(during.len() >= 10, "{} samples while stopped", during.len());
+    for s in &during {
+        let running = s.running();
+        assert!(
+            pods.keys().all(|id| running.contains_key(id)),
+            "{node}: a pod container stopped with the kubelet away: {s:?}"
+        );
+    }
+    let gone = samples
+        .iter()
+        .find(|s| {
+            s.at > started && s.shell.is_ok() && pods.keys().all(|id| !s.running().contains_key(id))
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "{node}: the old pod containers still ran at the end: {:?}",
+                samples.last()
+            )
+        });
+    eprintln!(
+        "seed 001 on {node}: {} pod containers ran on through {} samples with the kubelet stopped \
+         and the Node deleted; all stopped {:.1} s after the kubelet was started again",
+        pods.len(),
+        during.len(),
+        gone.at.duration_since(started).as_secs_f64()
     );
 }
 

@@ -417,6 +417,7 @@ impl Run<'_> {
 
         let nodes = self.resolve_targets().await?;
         self.resolve_machines(backend, &nodes).await?;
+        self.check_drains(&nodes)?;
         // Not kept through the steps (a thousand Nodes).
         drop(nodes);
         self.check_namespaces().await?;

@@ -263,6 +263,42 @@ impl Run<'_> {
         }
     }
 
+    /// A drain that would leave no schedulable node strands every pod it
+    /// evicts (and a PodDisruptionBudget then refuses the rest until the
+    /// timeout): refused before anything is cordoned, with what to do.
+    pub(super) fn check_drains(&self, nodes: &[Node]) -> Result<(), Error> {
+        let schedulable: Vec<String> = nodes
+            .iter()
+            .filter(|n| schedulable(n))
+            .map(|n| n.name_any())
+            .collect();
+        let mut cordoned: Vec<String> = Vec::new();
+        for step in &self.plan.scenario.steps {
+            let StepKind::Action(action) = &step.kind else {
+                continue;
+            };
+            match action {
+                Action::Cordon { node } => cordoned.push(self.node(node)?),
+                Action::Uncordon { node } => {
+                    let node = self.node(node)?;
+                    cordoned.retain(|c| *c != node);
+                }
+                Action::Drain(drain) => {
+                    let mut drained = Vec::new();
+                    for target in &drain.nodes {
+                        drained.push(self.node(target)?);
+                    }
+                    cordoned.extend(drained.iter().cloned());
+                    if let Some(why) = strands(&schedulable, &cordoned, &drained) {
+                        return Err(Error::Preflight(format!("step {}: {why}", step.label())));
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
     /// Namespaces that actions name must exist before any fault.
     pub(super) async fn check_namespaces(&self) -> Result<(), Error> {
         let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(self.client.clone());
@@ -280,5 +316,94 @@ impl Run<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// A node the scheduler may place an ordinary pod on: not cordoned, and no
+/// taint that keeps pods off (the control plane's `NoSchedule`, a NotReady
+/// node's `NoExecute`).
+fn schedulable(node: &Node) -> bool {
+    let spec = node.spec.as_ref();
+    !spec.and_then(|s| s.unschedulable).unwrap_or(false)
+        && !spec
+            .and_then(|s| s.taints.as_ref())
+            .is_some_and(|t| t.iter().any(|t| t.effect != "PreferNoSchedule"))
+}
+
+/// Why draining `drained` (with `cordoned`, which includes it, off limits)
+/// leaves no schedulable node, if it does.
+fn strands(schedulable: &[String], cordoned: &[String], drained: &[String]) -> Option<String> {
+    if schedulable.iter().any(|n| !cordoned.contains(n)) {
+        return None;
+    }
+    let now = if schedulable.is_empty() {
+        "none".to_owned()
+    } else {
+        schedulable.join(", ")
+    };
+    Some(format!(
+        "draining {} leaves no schedulable node for the evicted pods (schedulable before the \
+         run: {now}); give the cluster one more schedulable node (for a kind cluster: `nodefall \
+         kind up --workers {}`) or drain fewer nodes",
+        drained.join(", "),
+        schedulable.len() + 1
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{NodeSpec, Taint};
+
+    fn node(name: &str, unschedulable: bool, taint: Option<&str>) -> Node {
+        let mut n = Node::default();
+        n.metadata.name = Some(name.into());
+        n.spec = Some(NodeSpec {
+            unschedulable: Some(unschedulable),
+            taints: taint.map(|effect| {
+                vec![Taint {
+                    key: "k".into(),
+                    effect: effect.into(),
+                    ..Taint::default()
+                }]
+            }),
+            ..NodeSpec::default()
+        });
+        n
+    }
+
+    fn names(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn schedulable_means_uncordoned_and_untainted_for_ordinary_pods() {
+        assert!(schedulable(&node("w", false, None)));
+        assert!(schedulable(&node("w", false, Some("PreferNoSchedule"))));
+        assert!(!schedulable(&node("cp", false, Some("NoSchedule"))));
+        assert!(!schedulable(&node("w", false, Some("NoExecute"))));
+        assert!(!schedulable(&node("w", true, None)));
+    }
+
+    #[test]
+    fn a_drain_that_leaves_a_node_passes_and_one_that_leaves_none_says_what_to_do() {
+        let two = names(&["w1", "w2"]);
+        assert_eq!(strands(&two, &names(&["w1"]), &names(&["w1"])), None);
+        let why = strands(&two, &two, &two).unwrap();
+        assert!(
+            why.contains("draining w1, w2 leaves no schedulable node"),
+            "{why}"
+        );
+        assert!(why.contains("before the run: w1, w2"), "{why}");
+        assert!(why.contains("--workers 3"), "{why}");
+        let three = names(&["w1", "w2", "w3"]);
+        assert_eq!(strands(&three, &two, &two), None);
+        // An earlier cordon counts.
+        assert!(strands(&three, &three, &names(&["w3"])).is_some());
+        assert!(
+            strands(&[], &[], &names(&["w1"]))
+                .unwrap()
+                .contains("run: none")
+        );
     }
 }

@@ -73,7 +73,10 @@ func internalIPv4(addrs []corev1.NodeAddress) string {
 // Conflist renders the node's CNI configuration: Debian's bridge,
 // host-local and portmap plugins (containernetworking-plugins) on the pod
 // CIDR, the bridge as the pods' gateway. No masquerade: nothing of a test
-// cluster is meant to leave the node network.
+// cluster is meant to leave the node network. A Node deleted and registered
+// again gets a new pod CIDR: forceAddress lets the bridge plugin replace the
+// old gateway address on cni0 (else every new pod's sandbox fails with
+// "cni0 already has an IP address different from ...").
 func Conflist(podCIDR string) ([]byte, error) {
 	if _, _, err := net.ParseCIDR(podCIDR); err != nil {
 		return nil, fmt.Errorf("pod CIDR %q: %w", podCIDR, err)
@@ -83,11 +86,12 @@ func Conflist(podCIDR string) ([]byte, error) {
 		"name":       "nodefall",
 		"plugins": []any{
 			map[string]any{
-				"type":        "bridge",
-				"bridge":      "cni0",
-				"isGateway":   true,
-				"ipMasq":      false,
-				"hairpinMode": true,
+				"type":         "bridge",
+				"bridge":       "cni0",
+				"isGateway":    true,
+				"forceAddress": true,
+				"ipMasq":       false,
+				"hairpinMode":  true,
 				"ipam": map[string]any{
 					"type":   "host-local",
 					"ranges": [][]map[string]string{{{"subnet": podCIDR}}},

@@ -56,9 +56,10 @@ func TestConflistIsTheBridgeOnThePodCIDRWithoutMasquerade(t *testing.T) {
 	}
 	var c struct {
 		Plugins []struct {
-			Type   string `json:"type"`
-			IPMasq *bool  `json:"ipMasq"`
-			IPAM   struct {
+			Type         string `json:"type"`
+			IPMasq       *bool  `json:"ipMasq"`
+			ForceAddress bool   `json:"forceAddress"`
+			IPAM         struct {
 				Ranges [][]map[string]string `json:"ranges"`
 			} `json:"ipam"`
 		} `json:"plugins"`
@@ -66,7 +67,7 @@ func TestConflistIsTheBridgeOnThePodCIDRWithoutMasquerade(t *testing.T) {
 	if err := json.Unmarshal(b, &c); err != nil {
 		t.Fatal(err)
 	}
-	if c.Plugins[0].Type != "bridge" || c.Plugins[0].IPMasq == nil || *c.Plugins[0].IPMasq {
+	if c.Plugins[0].Type != "bridge" || c.Plugins[0].IPMasq == nil || *c.Plugins[0].IPMasq || !c.Plugins[0].ForceAddress {
 		t.Fatalf("%s", b)
 	}
 	if c.Plugins[0].IPAM.Ranges[0][0]["subnet"] != "10.244.1.0/24" || c.Plugins[1].Type != "portmap" {
