@@ -3,14 +3,16 @@
 # `nodefall kind up` makes for the purpose, with upstream default timings
 # unless told otherwise, then removes the cluster (also on failure or Ctrl-C).
 #
-#   scripts/kind-scenarios.sh [--profile default|fast] [--out DIR] [SCENARIO...]
+#   scripts/kind-scenarios.sh [--profile default|fast] [--workers N] [--out DIR] [SCENARIO...]
 #
+# The cluster has N workers (default 3: seed 004, kind-drain-pdb.yaml, drains
+# two of them at once and needs a third for the evicted pods).
 # Each scenario's report goes to DIR/<scenario>/ (default
 # target/kind-scenarios/<profile>); a summary table is printed at the end and
 # written to DIR/summary.md. Exit 0 when every scenario passed, 1 otherwise.
 # Needs Docker and the node image (built here when missing:
 # scripts/kind/image.sh). With default timings a scenario takes 7-10 minutes
-# (the 300 s toleration), the whole run about 45 (five scenarios).
+# (the 300 s toleration), the whole run about an hour (seven scenarios).
 #
 # NODEFALL (the binary, default: `cargo build` then target/debug/nodefall)
 # and NODEFALL_KIND_NAME (the cluster's name, default nfscen) adjust it.
@@ -20,13 +22,15 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 
 profile=default
+workers=3
 out=
 scenarios=()
 while [ $# -gt 0 ]; do
     case $1 in
         --profile) profile=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
-        -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --workers) workers=$2; shift 2 ;;
+        -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) echo "kind-scenarios.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
         *) scenarios+=("$1"); shift ;;
     esac
@@ -69,10 +73,10 @@ trap 'exit 143' TERM
 trap 'exit 129' HUP
 
 mkdir -p "$out"
-echo "== nodefall kind up --name $name --profile $profile ($image)" >&2
+echo "== nodefall kind up --name $name --profile $profile --workers $workers ($image)" >&2
 start=$(date +%s)
 # The kubelets' graceful node shutdown on (kind-graceful-shutdown.yaml).
-"$NODEFALL" kind up --name "$name" --image "$image" --profile "$profile" \
+"$NODEFALL" kind up --name "$name" --image "$image" --profile "$profile" --workers "$workers" \
     --shutdown-grace-period 20s --shutdown-grace-period-critical-pods 5s
 up=1
 echo "== cluster up in $(( $(date +%s) - start )) s" >&2

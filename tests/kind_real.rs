@@ -10,7 +10,11 @@
 //!    with where it was read, and refuses `--profile default`;
 //!    `scenarios/kind-pause-worker.yaml` through the kind backend passes, and
 //!    no node but the paused one ever left Ready=True (no flapping); every
-//!    other `scenarios/kind-*.yaml` passes; then every fault on another
+//!    other `scenarios/kind-*.yaml` passes (seed 001 while both workers'
+//!    containers are read: the pods' containers run on with the kubelet
+//!    stopped and its Node deleted, and stop once the kubelet is back),
+//!    but seed 004, which drains two workers at once and is refused on
+//!    this cluster's two before anything is cordoned; then every fault on another
 //!    worker (`tests/fixtures/kind/every-fault.yaml`), each reverted, while
 //!    the node's containers are read through its own shell (`docker exec
 //!    crictl ps`) once a second: paused, the shell refuses; cut off or
@@ -874,25 +878,23 @@ fn check_reregistered_node(
     assert_eq!(faults.len(), 2, "stop and start the kubelet: {faults:?}");
     let wall = |ms| result.wall_clock(ms);
     let (stopped, started) = (wall(faults[0].ended.unwrap()), wall(faults[1].started));
-    let before = samples
+    let during: Vec<_> = samples
         .iter()
-        .rfind(|s| s.at < wall(faults[0].started) && s.shell.is_ok())
-        .expect("a sample before the kubelet stopped");
-    // The StatefulSet's containers (agnhost), not the DaemonSets'.
-    let pods: BTreeMap<String, String> = before
+        .filter(|s| s.at > stopped && s.at < started)
+        .collect();
+    assert!(during.len() >= 10, "{} samples while stopped", during.len());
+    // The StatefulSet's containers (agnhost), not the DaemonSets', as the
+    // first read with the kubelet stopped found them (nothing starts after).
+    let pods: BTreeMap<String, String> = during[0]
         .running()
         .into_iter()
         .filter(|(_, image)| image.starts_with("agnhost"))
         .collect();
     assert!(
         !pods.is_empty(),
-        "no agnhost container on {node}: {before:?}"
+        "no agnhost container on {node}: {:?}",
+        during[0]
     );
-    let during: Vec<_> = samples
-        .iter()
-        .filter(|s| s.at > stopped && s.at < started)
-        .collect();
-    assert!(during.len() >= 10, "{} samples while stopped", during.len());
     for s in &during {
         let running = s.running();
         assert!(
@@ -912,8 +914,8 @@ fn check_reregistered_node(
             )
         });
     eprintln!(
-        "seed 001 on {node}: {} pod containers ran on through {} samples with the kubelet stopped \
-         and the Node deleted; all stopped {:.1} s after the kubelet was started again",
+        "seed 001 on {node}: {} pod container(s) ran on through {} samples with the kubelet \
+         stopped and the Node deleted; all stopped {:.1} s after the kubelet was started again",
         pods.len(),
         during.len(),
         gone.at.duration_since(started).as_secs_f64()

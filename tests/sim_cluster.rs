@@ -143,12 +143,36 @@ async fn assert_goes_unknown(client: &kube::Client, node: &str, fault: &str) {
     );
 }
 
-async fn assert_back_ready(client: &kube::Client, node: &str, fault: &str, within: Duration) {
+/// Waits until the node is Ready without the unreachable taints after its
+/// agent came back at `back`, and checks Ready's `lastTransitionTime` says
+/// when it turned Ready: a kubelet's does (KWOK's stock stages wrote the
+/// Node's creation time, so the report showed a "server lag" of minutes).
+async fn assert_back_ready(
+    client: &kube::Client,
+    node: &str,
+    fault: &str,
+    within: Duration,
+    back: jiff::Timestamp,
+) {
     let took = wait_node(client, node, within, |n| {
         ready_status(n).as_deref() == Some("True") && !has_unreachable_taints(n)
     })
     .await;
     eprintln!("{fault} {node}: Ready, taints gone after {took:?}");
+    let n: Node = Api::all(client.clone()).get(node).await.unwrap();
+    let ready = n
+        .status
+        .and_then(|s| s.conditions)
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.type_ == "Ready")
+        .unwrap();
+    let changed = ready.last_transition_time.unwrap().0;
+    // Whole seconds: up to 1 s before the return it was stamped in.
+    assert!(
+        changed >= back - jiff::SignedDuration::from_secs(1) && changed <= jiff::Timestamp::now(),
+        "{fault} {node}: Ready=True since {changed}, the agent came back at {back}"
+    );
 }
 
 fn pinned_pod(name: &str, node: &str) -> Pod {
@@ -231,26 +255,82 @@ async fn fail_and_recover(shards: usize) {
     }
     // The node lifecycle controller marks its pods not Ready ...
     wait_pod_ready(&client, "probe", "False", Duration::from_secs(30)).await;
+    let back = jiff::Timestamp::now();
     cluster.thaw_node("worker-1").await.unwrap();
-    assert_back_ready(&client, "worker-1", "resume-vm", Duration::from_secs(60)).await;
+    assert_back_ready(
+        &client,
+        "worker-1",
+        "resume-vm",
+        Duration::from_secs(60),
+        back,
+    )
+    .await;
     // ... and the returning node reports them Ready again, like a kubelet.
     wait_pod_ready(&client, "probe", "True", Duration::from_secs(60)).await;
 
     // poweroff / poweron: kill worker-2's agent, start a new one.
     cluster.kill_node("worker-2").await.unwrap();
     assert_goes_unknown(&client, "worker-2", "poweroff").await;
+    let back = jiff::Timestamp::now();
     cluster.start_node("worker-2").await.unwrap();
-    assert_back_ready(&client, "worker-2", "poweron", Duration::from_secs(60)).await;
+    assert_back_ready(
+        &client,
+        "worker-2",
+        "poweron",
+        Duration::from_secs(60),
+        back,
+    )
+    .await;
 
     // stop-kubelet / start-kubelet on worker-3.
+    // Its Node deleted meanwhile (seed 001's remedy), the agent registers it
+    // again as a kubelet does: the Node's first version is NotReady
+    // (KubeletNotReady) with the not-ready NoSchedule taint, then Ready.
     cluster.stop_node("worker-3").await.unwrap();
     assert_goes_unknown(&client, "worker-3", "stop-kubelet").await;
+    let config = watcher::Config::default().fields("metadata.name=worker-3");
+    let mut events = std::pin::pin!(watcher(nodes.clone(), config));
+    let mut next = async || {
+        tokio::time::timeout(Duration::from_secs(30), events.next())
+            .await
+            .expect("a worker-3 event within 30 s")
+            .unwrap()
+            .unwrap()
+    };
+    while !matches!(next().await, watcher::Event::InitDone) {}
+    nodes.delete("worker-3", &Default::default()).await.unwrap();
+    assert!(matches!(next().await, watcher::Event::Delete(_)));
+    let back = jiff::Timestamp::now();
     cluster.start_node("worker-3").await.unwrap();
+    let watcher::Event::Apply(first) = next().await else {
+        panic!("worker-3 not registered again");
+    };
+    let ready = first
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .unwrap_or_else(|| panic!("registered with no Ready condition: {first:?}"));
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_deref()),
+        ("False", Some("KubeletNotReady")),
+        "{first:?}"
+    );
+    let tainted = first
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|t| {
+            t.iter()
+                .any(|t| t.key == "node.kubernetes.io/not-ready" && t.effect == "NoSchedule")
+        });
+    assert!(tainted, "registered without the not-ready taint: {first:?}");
     assert_back_ready(
         &client,
         "worker-3",
         "start-kubelet",
         Duration::from_secs(60),
+        back,
     )
     .await;
 

@@ -153,6 +153,28 @@ pub async fn register_all(client: &kube::Client, nodes: &[SimNode]) -> Result<()
 }
 
 async fn create(api: &Api<Node>, node: &SimNode) -> Result<(), Error> {
+    let object = node_object(node, jiff::Timestamp::now());
+    match api.create(&PostParams::default(), &object).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(source) => Err(Error::Kube {
+            what: format!("registering node {}", node.name),
+            source,
+        }),
+    }
+}
+
+/// The Node a kubelet registers, as the kubelet does it: with its
+/// conditions (Ready=False, KubeletNotReady, until its first status update)
+/// and the `node.kubernetes.io/not-ready:NoSchedule` taint, which the node
+/// lifecycle controller removes once the node is Ready (seen on kind: both in
+/// the Node's first event, Ready=True 0.19 s later). KWOK's node-initialize
+/// stage then reports it Ready. A shared node also brings its addresses (a
+/// shared kwok has one --node-ip for all its nodes; it keeps the addresses
+/// it finds).
+fn node_object(node: &SimNode, now: jiff::Timestamp) -> Node {
+    use k8s_openapi::api::core::v1::{NodeCondition, Taint};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     let mut labels: Vec<(String, String)> = [
         ("kubernetes.io/hostname", node.name.as_str()),
         ("kubernetes.io/os", "linux"),
@@ -166,10 +188,8 @@ async fn create(api: &Api<Node>, node: &SimNode) -> Result<(), Error> {
     if let Some(k) = node.shard {
         labels.push((SHARD_LABEL.to_owned(), k.to_string()));
     }
-    // A shared kwok has one --node-ip for all its nodes: each node brings
-    // its own (kwok keeps the addresses it finds).
-    let status = node.shard.map(|_| NodeStatus {
-        addresses: Some(vec![
+    let addresses = node.shard.map(|_| {
+        vec![
             NodeAddress {
                 address: node.ip.clone(),
                 type_: "InternalIP".into(),
@@ -178,10 +198,17 @@ async fn create(api: &Api<Node>, node: &SimNode) -> Result<(), Error> {
                 address: node.name.clone(),
                 type_: "Hostname".into(),
             },
-        ]),
-        ..NodeStatus::default()
+        ]
     });
-    let object = Node {
+    let ready = NodeCondition {
+        type_: "Ready".into(),
+        status: "False".into(),
+        reason: Some("KubeletNotReady".into()),
+        message: Some("container runtime status check may not have completed yet".into()),
+        last_heartbeat_time: Some(Time(now)),
+        last_transition_time: Some(Time(now)),
+    };
+    Node {
         metadata: ObjectMeta {
             name: Some(node.name.clone()),
             labels: Some(labels.into_iter().collect()),
@@ -190,16 +217,17 @@ async fn create(api: &Api<Node>, node: &SimNode) -> Result<(), Error> {
         },
         spec: Some(NodeSpec {
             pod_cidr: Some(node.pod_cidr.clone()),
+            taints: Some(vec![Taint {
+                key: "node.kubernetes.io/not-ready".into(),
+                effect: "NoSchedule".into(),
+                ..Taint::default()
+            }]),
             ..NodeSpec::default()
         }),
-        status,
-    };
-    match api.create(&PostParams::default(), &object).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-        Err(source) => Err(Error::Kube {
-            what: format!("registering node {}", node.name),
-            source,
+        status: Some(NodeStatus {
+            addresses,
+            conditions: Some(vec![ready]),
+            ..NodeStatus::default()
         }),
     }
 }
@@ -279,5 +307,38 @@ mod tests {
         let shards: Vec<_> = n.iter().map(|n| n.shard).collect();
         assert_eq!(shards, [Some(0), Some(1), Some(0), Some(1), Some(0)]);
         assert!(nodes(3, 0).iter().all(|n| n.shard.is_none()));
+    }
+
+    #[test]
+    fn a_node_registers_not_ready_and_tainted_as_a_kubelet_registers_it() {
+        let now: jiff::Timestamp = "2026-11-26T04:15:01Z".parse().unwrap();
+        for (node, shared) in [
+            (nodes(1, 0).remove(0), false),
+            (nodes(1, 1).remove(0), true),
+        ] {
+            let o = node_object(&node, now);
+            let spec = o.spec.unwrap();
+            let taints = spec.taints.unwrap();
+            assert_eq!(taints.len(), 1);
+            assert_eq!(
+                (taints[0].key.as_str(), taints[0].effect.as_str()),
+                ("node.kubernetes.io/not-ready", "NoSchedule")
+            );
+            assert_eq!(spec.pod_cidr.as_deref(), Some(node.pod_cidr.as_str()));
+            let status = o.status.unwrap();
+            let conditions = status.conditions.unwrap();
+            assert_eq!(conditions.len(), 1);
+            let ready = &conditions[0];
+            assert_eq!(
+                (ready.type_.as_str(), ready.status.as_str()),
+                ("Ready", "False")
+            );
+            assert_eq!(ready.reason.as_deref(), Some("KubeletNotReady"));
+            assert_eq!(ready.last_transition_time.as_ref().map(|t| t.0), Some(now));
+            assert_eq!(status.addresses.is_some(), shared, "{node:?}");
+            let labels = o.metadata.labels.unwrap();
+            assert_eq!(labels.contains_key(SHARD_LABEL), shared);
+            assert_eq!(labels[SIM_NODE_LABEL], "true");
+        }
     }
 }
