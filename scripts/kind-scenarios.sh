@@ -11,8 +11,8 @@
 # target/kind-scenarios/<profile>); a summary table is printed at the end and
 # written to DIR/summary.md. Exit 0 when every scenario passed, 1 otherwise.
 # Needs Docker and the node image (built here when missing:
-# scripts/kind/image.sh). With default timings a scenario takes 7-10 minutes
-# (the 300 s toleration), the whole run about an hour (seven scenarios).
+# scripts/kind/image.sh). With default timings a scenario takes up to 8 minutes
+# (the 300 s toleration; seeds 003 and 004 1-2), the whole run about 45.
 #
 # NODEFALL (the binary, default: `cargo build` then target/debug/nodefall)
 # and NODEFALL_KIND_NAME (the cluster's name, default nfscen) adjust it.
