@@ -515,13 +515,10 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
         let samplers = file
             .ends_with("kind-kubelet-stop-node-delete.yaml")
             .then(|| {
-                [1, 2].map(|n| {
-                    let node = if n == 1 {
-                        format!("{NAME}-worker")
-                    } else {
-                        format!("{NAME}-worker{n}")
-                    };
-                    (node.clone(), Sampler::start(&node))
+                ["worker", "worker2"].map(|w| {
+                    let node = format!("{NAME}-{w}");
+                    let sampler = Sampler::start(&node);
+                    (node, sampler)
                 })
             });
         let (status, said) = made.scenario(&file, &out_dir);

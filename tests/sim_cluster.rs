@@ -20,7 +20,7 @@ mod cli_run;
 
 use cli_run::{proc_state, processes_naming};
 use futures::StreamExt as _;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod};
 use kube::api::{Api, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use nodefall::profile::TimingProfile;
@@ -51,14 +51,17 @@ fn records(state: &State) -> Vec<ProcRecord> {
         .collect()
 }
 
-fn ready_status(node: &Node) -> Option<String> {
+fn ready_condition(node: &Node) -> Option<&NodeCondition> {
     node.status
         .as_ref()?
         .conditions
         .as_ref()?
         .iter()
         .find(|c| c.type_ == "Ready")
-        .map(|c| c.status.clone())
+}
+
+fn ready_status(node: &Node) -> Option<String> {
+    ready_condition(node).map(|c| c.status.clone())
 }
 
 fn has_unreachable_taints(node: &Node) -> bool {
@@ -160,14 +163,10 @@ async fn assert_back_ready(
     .await;
     eprintln!("{fault} {node}: Ready, taints gone after {took:?}");
     let n: Node = Api::all(client.clone()).get(node).await.unwrap();
-    let ready = n
-        .status
-        .and_then(|s| s.conditions)
-        .unwrap_or_default()
-        .into_iter()
-        .find(|c| c.type_ == "Ready")
-        .unwrap();
-    let changed = ready.last_transition_time.unwrap().0;
+    let changed = ready_condition(&n)
+        .and_then(|c| c.last_transition_time.as_ref())
+        .unwrap()
+        .0;
     // Whole seconds: up to 1 s before the return it was stamped in.
     assert!(
         changed >= back - jiff::SignedDuration::from_secs(1) && changed <= jiff::Timestamp::now(),
@@ -305,11 +304,7 @@ async fn fail_and_recover(shards: usize) {
     let watcher::Event::Apply(first) = next().await else {
         panic!("worker-3 not registered again");
     };
-    let ready = first
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+    let ready = ready_condition(&first)
         .unwrap_or_else(|| panic!("registered with no Ready condition: {first:?}"));
     assert_eq!(
         (ready.status.as_str(), ready.reason.as_deref()),
