@@ -174,6 +174,52 @@ async fn assert_back_ready(
     );
 }
 
+/// How long a powered-on node boots in [`fail_and_recover`].
+const NODE_BOOT: Duration = Duration::from_secs(3);
+
+/// Watches `node` from now until its Ready condition is True again: each
+/// Ready status seen (the current one first) with when and its reason.
+/// Returns once the current status is seen.
+async fn record_readiness(
+    nodes: &Api<Node>,
+    node: &str,
+) -> tokio::task::JoinHandle<Vec<(Instant, String, Option<String>)>> {
+    let config = watcher::Config::default().fields(&format!("metadata.name={node}"));
+    let stream = watcher(nodes.clone(), config).applied_objects();
+    let node = node.to_owned();
+    let (started, watching) = tokio::sync::oneshot::channel();
+    let mut started = Some(started);
+    let task = tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        let mut seen: Vec<(Instant, String, Option<String>)> = Vec::new();
+        let deadline = Duration::from_secs(60);
+        while let Some(n) = tokio::time::timeout(deadline, stream.next())
+            .await
+            .unwrap_or_else(|_| panic!("{node} not Ready again within {deadline:?}: {seen:?}"))
+        {
+            let n = n.unwrap();
+            let Some(c) = ready_condition(&n) else {
+                continue;
+            };
+            if seen.last().is_none_or(|(_, s, _)| *s != c.status) {
+                seen.push((Instant::now(), c.status.clone(), c.reason.clone()));
+            }
+            if let Some(tx) = started.take() {
+                let _ = tx.send(());
+            }
+            if c.status == "True" {
+                break;
+            }
+        }
+        seen
+    });
+    tokio::time::timeout(Duration::from_secs(30), watching)
+        .await
+        .expect("the node's current status within 30 s")
+        .expect("the watch ended before the node's current status");
+    task
+}
+
 fn pinned_pod(name: &str, node: &str) -> Pod {
     serde_json::from_value(serde_json::json!({
         "apiVersion": "v1",
@@ -208,6 +254,10 @@ async fn fail_and_recover(shards: usize) {
     let mut progress = |m: &str| eprintln!("sim: {m}");
     let mut opts = options(root.path(), "faults", 3);
     opts.shards = shards;
+    // A kubelet resumed after a pause longer than this reports NotReady
+    // first (its own is 3 min; the pause below lasts about 10 s).
+    opts.pleg_threshold = Duration::from_secs(2);
+    opts.node_boot = NODE_BOOT;
     let mut cluster = SimCluster::up(&opts, &mut progress).await.unwrap();
     let kwoks = records(cluster.state())
         .iter()
@@ -241,7 +291,7 @@ async fn fail_and_recover(shards: usize) {
     wait_pod_ready(&client, "probe", "True", Duration::from_secs(60)).await;
 
     // pause-vm: freeze worker-1's agent.
-    cluster.freeze_node("worker-1").await.unwrap();
+    cluster.pause_node("worker-1").await.unwrap();
     assert_goes_unknown(&client, "worker-1", "pause-vm").await;
     // Only worker-1: its shard (or neighbours) still play the others.
     for other in ["worker-2", "worker-3"] {
@@ -254,8 +304,24 @@ async fn fail_and_recover(shards: usize) {
     }
     // The node lifecycle controller marks its pods not Ready ...
     wait_pod_ready(&client, "probe", "False", Duration::from_secs(30)).await;
+    let readiness = record_readiness(&nodes, "worker-1").await;
     let back = jiff::Timestamp::now();
     cluster.thaw_node("worker-1").await.unwrap();
+    // Past the PLEG threshold: Ready=False (KubeletNotReady) at once, Ready
+    // one status update (1 s) later, as a kubelet resumed from a long pause.
+    let seen = readiness.await.unwrap();
+    let statuses: Vec<&str> = seen.iter().map(|(_, s, _)| s.as_str()).collect();
+    assert_eq!(
+        statuses,
+        ["Unknown", "False", "True"],
+        "worker-1 after resume: {seen:?}"
+    );
+    assert_eq!(seen[1].2.as_deref(), Some("KubeletNotReady"), "{seen:?}");
+    let not_ready_for = seen[2].0 - seen[1].0;
+    assert!(
+        not_ready_for >= Duration::from_millis(500),
+        "Ready=False for only {not_ready_for:?} after a long pause"
+    );
     assert_back_ready(
         &client,
         "worker-1",
@@ -271,7 +337,8 @@ async fn fail_and_recover(shards: usize) {
     cluster.kill_node("worker-2").await.unwrap();
     assert_goes_unknown(&client, "worker-2", "poweroff").await;
     let back = jiff::Timestamp::now();
-    cluster.start_node("worker-2").await.unwrap();
+    let booted = Instant::now();
+    cluster.boot_node("worker-2").await.unwrap();
     assert_back_ready(
         &client,
         "worker-2",
@@ -280,6 +347,12 @@ async fn fail_and_recover(shards: usize) {
         back,
     )
     .await;
+    // Ready once booted, not as soon as its agent runs.
+    let took = booted.elapsed();
+    assert!(
+        took >= NODE_BOOT - Duration::from_millis(200),
+        "poweron: Ready after {took:?}"
+    );
 
     // stop-kubelet / start-kubelet on worker-3.
     // Its Node deleted meanwhile (seed 001's remedy), the agent registers it

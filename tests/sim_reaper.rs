@@ -172,6 +172,8 @@ fn stand_in(root: &Path, name: &str) -> (State, Vec<Proc>) {
         nodes: Vec::new(),
         reaper: None,
         kept: false,
+        node_boot_ms: 8000,
+        pleg_threshold_ms: 180_000,
     };
     state.save(&dir.join("state.json")).unwrap();
     (state, procs)

@@ -44,7 +44,8 @@ impl NodeFaults for SimBackend {
             FaultKind::ResumeVm | FaultKind::RestoreNic => "replace the frozen kwok by a fresh one",
             FaultKind::Poweroff => "SIGKILL the node's kwok",
             FaultKind::StopKubelet => "SIGTERM the node's kwok",
-            FaultKind::Poweron | FaultKind::StartKubelet => "start a new kwok for the node",
+            FaultKind::Poweron => "start a new kwok for the node, Ready once booted",
+            FaultKind::StartKubelet => "start a new kwok for the node",
             FaultKind::Shutdown => "unsupported",
         };
         format!("{} {node} ({what})", fault.name())
@@ -53,11 +54,13 @@ impl NodeFaults for SimBackend {
     async fn inject(&mut self, node: &str, fault: FaultKind) -> Result<(), Error> {
         let c = &mut self.cluster;
         let result = match fault {
-            FaultKind::PauseVm | FaultKind::DropNic => c.freeze_node(node).await,
+            FaultKind::PauseVm => c.pause_node(node).await,
+            FaultKind::DropNic => c.freeze_node(node).await,
             FaultKind::ResumeVm | FaultKind::RestoreNic => c.thaw_node(node).await,
             FaultKind::Poweroff => c.kill_node(node).await,
             FaultKind::StopKubelet => c.stop_node(node).await,
-            FaultKind::Poweron | FaultKind::StartKubelet => c.start_node(node).await,
+            FaultKind::Poweron => c.boot_node(node).await,
+            FaultKind::StartKubelet => c.start_node(node).await,
             FaultKind::Shutdown => {
                 return Err(Error::Unsupported {
                     backend: "sim",

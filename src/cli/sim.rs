@@ -170,6 +170,11 @@ pub struct UpArgs {
     /// Give up when the cluster is not ready after this many seconds (1 to 86400).
     #[arg(long, default_value_t = 120, value_parser = super::values::whole(1u64, 86_400))]
     pub timeout: u64,
+    /// How long a powered-on node takes to boot before it reports Ready
+    /// (`poweron`; default measured on a kind node: docs/fidelity.md).
+    #[arg(long, value_name = "DURATION", default_value = "8s",
+          value_parser = super::values::duration(super::values::NODE_BOOT))]
+    pub node_boot: Duration,
 }
 
 pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
@@ -183,6 +188,7 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
                 .map_or_else(|| sim::auto_shards(opts.nodes), usize::from);
             opts.root = root;
             opts.timeout = Duration::from_secs(args.timeout);
+            opts.node_boot = args.node_boot;
             // Until it is ready and detached, the cluster is as throwaway as
             // a scenario's: if this process is killed half-way, the reaper
             // removes the half-started cluster. `detach` stops the reaper.

@@ -57,6 +57,11 @@ pub const SHUTDOWN_GRACE: Span = Span {
     min: Duration::ZERO,
     max: secs(HOUR),
 };
+/// `sim up --node-boot`: a powered-on node's boot, up to an hour.
+pub const NODE_BOOT: Span = Span {
+    min: Duration::ZERO,
+    max: secs(HOUR),
+};
 /// `scenario --shutdown-timeout`: how long a guest may take to power off.
 pub const SHUTDOWN_TIMEOUT: Span = Span {
     min: secs(1),

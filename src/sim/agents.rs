@@ -19,6 +19,7 @@ use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeSpec, NodeStatus};
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 
 use super::Error;
+use super::kubelet;
 use super::state::{Layout, SimNode};
 use crate::profile::TimingProfile;
 
@@ -56,6 +57,7 @@ pub fn nodes(count: usize, shards: usize) -> Vec<SimNode> {
             agent_state: super::AgentState::Stopped,
             agent: None,
             shard: (shards > 0).then(|| (i - 1) % shards),
+            paused_at_ms: None,
         })
         .collect()
 }
@@ -230,6 +232,55 @@ fn node_object(node: &SimNode, now: jiff::Timestamp) -> Node {
             ..NodeStatus::default()
         }),
     }
+}
+
+/// Posts what a returning node's kubelet reports first (`kubelet.rs`):
+/// Ready=False when the report says so, and the time KWOK's node-initialize
+/// stage may report it Ready ([`kubelet::READY_AT`]). A Node that no longer
+/// exists is left to be registered afresh.
+pub async fn report_return(
+    client: &kube::Client,
+    node: &str,
+    report: &kubelet::FirstReport,
+    now: jiff::Timestamp,
+) -> Result<(), Error> {
+    let api: Api<Node> = Api::all(client.clone());
+    let ready_at = now
+        .checked_add(jiff::SignedDuration::try_from(report.ready_after).unwrap_or_default())
+        .unwrap_or(now);
+    let kube_err = |what: &str, source| Error::Kube {
+        what: format!("{what} of returning node {node}"),
+        source,
+    };
+    let meta =
+        serde_json::json!({"metadata": {"annotations": {kubelet::READY_AT: ready_at.to_string()}}});
+    match api
+        .patch(node, &PatchParams::default(), &Patch::Merge(&meta))
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+        Err(source) => return Err(kube_err("annotating", source)),
+    }
+    if let Some(message) = &report.not_ready {
+        let status = serde_json::json!({"status": {"conditions": [{
+            "type": "Ready",
+            "status": "False",
+            "reason": "KubeletNotReady",
+            "message": message,
+            "lastHeartbeatTime": now.to_string(),
+            "lastTransitionTime": now.to_string(),
+        }]}});
+        match api
+            .patch_status(node, &PatchParams::default(), &Patch::Strategic(&status))
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(source) => return Err(kube_err("reporting the status", source)),
+        }
+    }
+    Ok(())
 }
 
 /// Puts a shared node in its shard's managed set (registering it again if it

@@ -22,6 +22,7 @@ use super::Error;
 use super::agents;
 use super::binaries::Binaries;
 use super::evidence;
+use super::kubelet::{self, Comeback};
 use super::pki::{self, Pki};
 use super::process::{self, Proc, ProcRecord};
 use super::reaper;
@@ -72,6 +73,11 @@ pub struct UpOptions {
     /// Appended to kube-apiserver's flags (tests: e.g. an egress selector
     /// that sends the node proxy's traffic through a loopback proxy).
     pub extra_apiserver_args: Vec<String>,
+    /// How long a powered-on node takes to boot to its first status.
+    pub node_boot: Duration,
+    /// The kubelets' PLEG relist threshold: a node resumed after a longer
+    /// pause reports NotReady first. The kubelet's is 3 min; tests shorten it.
+    pub pleg_threshold: Duration,
 }
 
 impl UpOptions {
@@ -85,6 +91,8 @@ impl UpOptions {
             timeout: Duration::from_secs(120),
             reaper: None,
             extra_apiserver_args: Vec::new(),
+            node_boot: kubelet::DEFAULT_BOOT,
+            pleg_threshold: kubelet::PLEG_RELIST_THRESHOLD,
         }
     }
 }
@@ -150,6 +158,8 @@ impl SimCluster {
                 nodes,
                 reaper: None,
                 kept: false,
+                node_boot_ms: state::millis(opts.node_boot),
+                pleg_threshold_ms: state::millis(opts.pleg_threshold),
             },
             procs: BTreeMap::new(),
             reaper: None,
@@ -505,6 +515,16 @@ impl SimCluster {
         Ok(())
     }
 
+    /// `pause-vm`: freezes the node as [`freeze_node`] does, remembering
+    /// when, since a kubelet resumed after a long pause reports NotReady
+    /// first (`kubelet.rs`).
+    ///
+    /// [`freeze_node`]: SimCluster::freeze_node
+    pub async fn pause_node(&mut self, node: &str) -> Result<(), Error> {
+        self.node_entry(node)?.paused_at_ms = Some(unix_ms());
+        self.freeze_node(node).await
+    }
+
     /// `resume-vm` / `restore-nic`: the node comes back. The frozen agent is
     /// replaced by a fresh one rather than thawed with SIGCONT: a thawed
     /// kwok acts on its stale cache and deletes pods by name without a UID
@@ -521,6 +541,13 @@ impl SimCluster {
                 wanted: "frozen",
             });
         }
+        let how = match self.node_entry(node)?.paused_at_ms.take() {
+            Some(at) => Comeback::Resumed {
+                paused_for: Duration::from_millis(unix_ms().saturating_sub(at)),
+            },
+            None => Comeback::Restarted,
+        };
+        self.report_return(node, how).await?;
         if self.is_shared(node)? {
             self.bring_back(node).await?;
             return self.set_agent_state(node, AgentState::Running);
@@ -530,6 +557,30 @@ impl SimCluster {
         // The frozen agent is gone and recorded so; no new one yet.
         testpoint::reached(|| "sim:thaw".to_owned()).await;
         self.start_node(node).await
+    }
+
+    /// `poweron`: starts the node as [`start_node`] does, after which it
+    /// reports Ready only once it has booted (`sim up --node-boot`).
+    ///
+    /// [`start_node`]: SimCluster::start_node
+    pub async fn boot_node(&mut self, node: &str) -> Result<(), Error> {
+        self.check_stopped(node)?;
+        self.report_return(node, Comeback::Booted).await?;
+        self.start_node(node).await
+    }
+
+    /// Posts what the node's kubelet reports first on its return `how`
+    /// (`kubelet.rs`): Ready=False when it says so, and when KWOK may report
+    /// it Ready. A Node that no longer exists is registered afresh instead.
+    async fn report_return(&mut self, node: &str, how: Comeback) -> Result<(), Error> {
+        let kubelet = kubelet::Kubelet {
+            status_update: self.state.profile.node_status_update_frequency,
+            boot: Duration::from_millis(self.state.node_boot_ms),
+            pleg_threshold: Duration::from_millis(self.state.pleg_threshold_ms),
+        };
+        let report = kubelet.first_report(how);
+        let client = self.client().await?;
+        agents::report_return(&client, node, &report, jiff::Timestamp::now()).await
     }
 
     /// `poweroff`: kills the agent at once (SIGKILL), like pulling the plug.
@@ -566,6 +617,7 @@ impl SimCluster {
     /// killed but no new one started yet, an agent recorded frozen that is
     /// gone, a fresh one already running). Says what it found.
     pub async fn restore_node(&mut self, node: &str) -> Result<String, Error> {
+        self.node_entry(node)?.paused_at_ms = None;
         let spec = self.node_state(node)?.clone();
         if spec.shard.is_some() {
             // Putting the shard label back is the same act from any state.
@@ -605,21 +657,27 @@ impl SimCluster {
     /// registering the Node again first if it was deleted meanwhile (as a
     /// kubelet does on start).
     pub async fn start_node(&mut self, node: &str) -> Result<(), Error> {
-        let state = self.node_state(node)?;
-        if state.agent_state != AgentState::Stopped {
-            return Err(Error::AgentState {
-                node: node.to_owned(),
-                state: state.agent_state,
-                wanted: "stopped",
-            });
-        }
-        if state.shard.is_some() {
+        self.check_stopped(node)?;
+        if self.is_shared(node)? {
             self.bring_back(node).await?;
             return self.set_agent_state(node, AgentState::Running);
         }
         let client = self.client().await?;
         self.start_agent(&client, node).await?;
         self.save()
+    }
+
+    /// A start needs the node's agent stopped.
+    fn check_stopped(&self, node: &str) -> Result<(), Error> {
+        let state = self.node_state(node)?.agent_state;
+        if state != AgentState::Stopped {
+            return Err(Error::AgentState {
+                node: node.to_owned(),
+                state,
+                wanted: "stopped",
+            });
+        }
+        Ok(())
     }
 
     /// Whether a shard (not its own kwok) plays the node.

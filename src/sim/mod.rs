@@ -8,6 +8,7 @@ pub mod binaries;
 mod cluster;
 pub mod evidence;
 mod kubeadm_config;
+pub mod kubelet;
 mod pki;
 pub mod process;
 pub mod reaper;

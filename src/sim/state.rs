@@ -59,6 +59,11 @@ pub struct SimNode {
     /// managed set (running) or taken out (frozen or stopped).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<usize>,
+    /// Unix time (ms) the node was paused (`pause-vm`), while it is: a
+    /// kubelet resumed after a long pause reports NotReady first
+    /// (`kubelet.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused_at_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -84,6 +89,27 @@ pub struct State {
     /// it down, even one that missed the signal meant to stop it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub kept: bool,
+    /// How long a powered-on node takes to boot to its first status (ms;
+    /// `sim up --node-boot`, see `kubelet.rs`).
+    #[serde(default = "default_boot_ms")]
+    pub node_boot_ms: u64,
+    /// The kubelets' PLEG relist threshold (ms; the kubelet's own is 3 min,
+    /// tests shorten it, see `kubelet.rs`).
+    #[serde(default = "default_pleg_ms")]
+    pub pleg_threshold_ms: u64,
+}
+
+fn default_boot_ms() -> u64 {
+    millis(super::kubelet::DEFAULT_BOOT)
+}
+
+fn default_pleg_ms() -> u64 {
+    millis(super::kubelet::PLEG_RELIST_THRESHOLD)
+}
+
+/// Whole milliseconds, as the state records a duration.
+pub fn millis(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Paths inside a cluster directory.

@@ -1,0 +1,160 @@
+//! How a node played by KWOK comes back, as a kubelet comes back (pure).
+//!
+//! KWOK reports a node Ready as soon as its process runs. A kubelet does
+//! not, and how long it takes depends on what happened to it (measured on a
+//! real kind cluster, docs/fidelity.md):
+//! - **resumed after a pause** (a frozen VM): its clocks jumped, so the
+//!   first status it posts after a pause longer than the PLEG relist
+//!   threshold (3 min, compiled into the kubelet) says Ready=False
+//!   (`KubeletNotReady`, "PLEG is not healthy"), and the next one, a status
+//!   update period later, Ready=True (seen: Ready=False at once, Ready=True
+//!   10.1 s later with the default 10 s period). After a shorter pause it
+//!   goes straight to Ready=True.
+//! - **powered on**: the machine boots first (seen on kind: Ready=True 8.2 s
+//!   after `docker start`, on both seeds that power a node on);
+//! - **NIC restored**, **kubelet started**: the kubelet kept its state or
+//!   registers afresh (`agents.rs`); Ready at its first status.
+//!
+//! The sim writes the first report itself and tells KWOK's node-initialize
+//! stage when to report Ready with the [`READY_AT`] annotation.
+
+use std::time::Duration;
+
+/// The node annotation (an RFC 3339 time) that delays KWOK's
+/// node-initialize stage (`stages/node-initialize.yaml`) until then.
+pub const READY_AT: &str = "nodefall.dev/ready-at";
+
+/// The kubelet's PLEG relist threshold (`genericPlegRelistThreshold`,
+/// pkg/kubelet/pleg/generic.go): a relist older than this makes the runtime
+/// unhealthy and the node NotReady.
+pub const PLEG_RELIST_THRESHOLD: Duration = Duration::from_secs(180);
+
+/// How long a powered-on node takes to boot to its first status by default:
+/// a kind node on this project's 2-core machine (8.25 s and 8.17 s from
+/// `poweron` to Ready=True with default timings).
+pub const DEFAULT_BOOT: Duration = Duration::from_secs(8);
+
+/// How the node's agent comes back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Comeback {
+    /// `resume-vm` after a pause that lasted this long.
+    Resumed { paused_for: Duration },
+    /// `poweron`.
+    Booted,
+    /// `restore-nic`, `start-kubelet`, a revert.
+    Restarted,
+}
+
+/// What the returning kubelet reports, and when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FirstReport {
+    /// Ready=False with this message, posted at once (none: nothing posted
+    /// before Ready=True).
+    pub not_ready: Option<String>,
+    /// How long after its return the node reports Ready=True.
+    pub ready_after: Duration,
+}
+
+/// What decides a returning node's first report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Kubelet {
+    /// `nodeStatusUpdateFrequency`.
+    pub status_update: Duration,
+    /// A powered-on node's boot.
+    pub boot: Duration,
+    /// [`PLEG_RELIST_THRESHOLD`], or a shorter one in tests.
+    pub pleg_threshold: Duration,
+}
+
+impl Kubelet {
+    /// The first report of a node coming back `how`.
+    pub fn first_report(&self, how: Comeback) -> FirstReport {
+        match how {
+            Comeback::Resumed { paused_for } if paused_for > self.pleg_threshold => FirstReport {
+                not_ready: Some(format!(
+                    "PLEG is not healthy: pleg was last seen active {} ago; threshold is {}",
+                    go_duration(paused_for),
+                    go_duration(self.pleg_threshold)
+                )),
+                ready_after: self.status_update,
+            },
+            Comeback::Resumed { .. } | Comeback::Restarted => FirstReport {
+                not_ready: None,
+                ready_after: Duration::ZERO,
+            },
+            Comeback::Booted => FirstReport {
+                not_ready: None,
+                ready_after: self.boot,
+            },
+        }
+    }
+}
+
+/// A duration as Go prints it, to whole milliseconds (`6m3.5s`).
+fn go_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    let (m, rest) = (ms / 60_000, ms % 60_000);
+    let s = format!("{}.{:03}", rest / 1000, rest % 1000);
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if m > 0 {
+        format!("{m}m{s}s")
+    } else {
+        format!("{s}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KUBELET: Kubelet = Kubelet {
+        status_update: Duration::from_secs(10),
+        boot: DEFAULT_BOOT,
+        pleg_threshold: PLEG_RELIST_THRESHOLD,
+    };
+
+    #[test]
+    fn a_long_pause_reports_not_ready_first_and_ready_one_status_update_later() {
+        let r = KUBELET.first_report(Comeback::Resumed {
+            paused_for: Duration::from_millis(363_500),
+        });
+        assert_eq!(
+            r.not_ready.as_deref(),
+            Some("PLEG is not healthy: pleg was last seen active 6m3.5s ago; threshold is 3m0s")
+        );
+        assert_eq!(r.ready_after, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn a_pause_within_the_relist_threshold_goes_straight_to_ready() {
+        for paused_for in [Duration::from_secs(100), PLEG_RELIST_THRESHOLD] {
+            let r = KUBELET.first_report(Comeback::Resumed { paused_for });
+            assert_eq!(
+                r,
+                FirstReport {
+                    not_ready: None,
+                    ready_after: Duration::ZERO
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn a_powered_on_node_boots_first_and_a_restarted_agent_does_not() {
+        let boot = Duration::from_secs(3);
+        let k = Kubelet { boot, ..KUBELET };
+        assert_eq!(
+            k.first_report(Comeback::Booted),
+            FirstReport {
+                not_ready: None,
+                ready_after: boot
+            }
+        );
+        assert_eq!(
+            k.first_report(Comeback::Restarted).ready_after,
+            Duration::ZERO
+        );
+        // A whole-second threshold prints as Go prints it.
+        assert_eq!(go_duration(Duration::from_secs(2)), "2s");
+    }
+}
