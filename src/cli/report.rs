@@ -20,6 +20,27 @@ pub enum ReportCommand {
     /// every figure side by side with its delta and ratio, the expectations
     /// whose verdict changed; exit 1 when something got slower than allowed.
     Compare(CompareArgs),
+    /// The simulator against real kubelets: runs of the same scenarios on
+    /// kind and on the sim, each transition's time on both, the difference
+    /// and a verdict (docs/fidelity.md); exit 1 when a row misses the goal.
+    Fidelity(FidelityArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct FidelityArgs {
+    /// The kind runs: a directory searched for `result.json` files (the
+    /// newest run of each scenario counts).
+    #[arg(long, value_name = "DIR")]
+    pub kind: PathBuf,
+    /// The sim runs of the same scenarios, likewise.
+    #[arg(long, value_name = "DIR")]
+    pub sim: PathBuf,
+    /// Write the Markdown here instead of to stdout.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// A paragraph put under the title (how the runs were made).
+    #[arg(long, value_name = "TEXT", default_value = "")]
+    pub note: String,
 }
 
 #[derive(Debug, Args)]
@@ -102,7 +123,88 @@ pub fn run(cmd: ReportCommand) -> anyhow::Result<ExitCode> {
             Ok(exit::code(exit::PASS))
         }
         ReportCommand::Compare(args) => compare(&args),
+        ReportCommand::Fidelity(args) => fidelity(&args),
     }
+}
+
+fn fidelity(args: &FidelityArgs) -> anyhow::Result<ExitCode> {
+    use crate::stats::fidelity;
+    let kind = newest_runs(&args.kind)?;
+    let sim = newest_runs(&args.sim)?;
+    let mut scenarios = Vec::new();
+    let mut unpaired = Vec::new();
+    for (name, k) in &kind {
+        match sim.get(name) {
+            Some(s) => scenarios.push(fidelity::compare(k, s)),
+            None => unpaired.push(report::fidelity::Unpaired {
+                scenario: name.clone(),
+                side: "kind",
+            }),
+        }
+    }
+    for name in sim.keys().filter(|n| !kind.contains_key(*n)) {
+        unpaired.push(report::fidelity::Unpaired {
+            scenario: name.clone(),
+            side: "sim",
+        });
+    }
+    let text = report::fidelity::render(
+        &args.note,
+        &kind.values().collect::<Vec<_>>(),
+        &sim.values().collect::<Vec<_>>(),
+        &scenarios,
+        &unpaired,
+    );
+    match &args.out {
+        Some(path) => {
+            std::fs::write(path, &text).map_err(|e| {
+                InvalidFlag(format!("--out {}: cannot write it: {e}", path.display()))
+            })?;
+            tracing::info!("wrote {}", path.display());
+        }
+        None => super::write_stdout(&text),
+    }
+    let met = unpaired.is_empty() && scenarios.iter().all(|s| s.meets_goal());
+    Ok(exit::code(if met {
+        exit::PASS
+    } else {
+        exit::EXPECTATION_FAILED
+    }))
+}
+
+/// The newest run of each scenario found under `dir` (any depth).
+fn newest_runs(
+    dir: &Path,
+) -> anyhow::Result<std::collections::BTreeMap<String, report::result::RunResult>> {
+    let mut found = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let entries = std::fs::read_dir(&d)
+            .map_err(|e| InvalidFlag(format!("{}: cannot read the directory: {e}", d.display())))?;
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                todo.push(path);
+            } else if path.file_name().is_some_and(|n| n == "result.json") {
+                found.push(path);
+            }
+        }
+    }
+    if found.is_empty() {
+        return Err(InvalidFlag(format!("{}: holds no result.json", dir.display())).into());
+    }
+    let mut runs: std::collections::BTreeMap<String, report::result::RunResult> =
+        std::collections::BTreeMap::new();
+    for path in found {
+        let run = report::read_result(&path)?;
+        if runs
+            .get(&run.scenario)
+            .is_none_or(|r| r.started_at < run.started_at)
+        {
+            runs.insert(run.scenario.clone(), run);
+        }
+    }
+    Ok(runs)
 }
 
 fn compare(args: &CompareArgs) -> anyhow::Result<ExitCode> {

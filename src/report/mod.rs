@@ -9,6 +9,7 @@ pub mod bounds;
 mod clients;
 mod commands;
 pub mod compare;
+pub mod fidelity;
 pub(crate) mod format;
 mod graceful;
 mod guard;

@@ -31,10 +31,12 @@ use crate::profile::TimingProfile;
 use crate::testpoint;
 
 /// KWOK stages every node agent runs with (see `src/sim/stages/README.md`).
-const STAGES: [&str; 6] = [
+const STAGES: [&str; 8] = [
     include_str!("stages/node-initialize.yaml"),
     include_str!("stages/node-heartbeat-with-lease.yaml"),
     include_str!("stages/pod-ready.yaml"),
+    include_str!("stages/pod-probe-ready.yaml"),
+    include_str!("stages/pod-stop.yaml"),
     include_str!("stages/pod-complete.yaml"),
     include_str!("stages/pod-delete.yaml"),
     include_str!("stages/pod-recover.yaml"),

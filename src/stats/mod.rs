@@ -3,6 +3,7 @@
 
 pub mod aggregate;
 pub mod compare;
+pub mod fidelity;
 pub mod figures;
 
 use std::path::{Path, PathBuf};

@@ -1,0 +1,627 @@
+//! The simulator against real kubelets (pure): the same scenario run on the
+//! sim and on kind, each transition's time on both, the difference and a
+//! verdict (`nodefall report fidelity`, docs/fidelity.md).
+//!
+//! A run's transitions become *points*: the target nodes' own transitions
+//! (named by role, so `worker-1` on the sim meets `nfscen-worker` on kind),
+//! and the pods' and endpoints' grouped by where they were (on a target,
+//! elsewhere, a replacement) with the first and the last of each kind. Each
+//! point is timed from the fault or action step it followed: both runs take
+//! the same steps, but not at the same times (a step waits for the one
+//! before). Two points match when their names and steps match.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+
+use crate::report::result::{RunResult, StepKind};
+use crate::timeline::{Change, Ms, ObjectRef};
+
+/// The goal: within 10 % of the kind figure, or within this.
+pub const SLACK_MS: Ms = 1000;
+/// ... or within this share of it.
+pub const SLACK_SHARE: f64 = 0.10;
+
+/// One timed transition of a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Point {
+    /// What happened (`target: Ready=Unknown (NodeStatusUnknown)`,
+    /// `pods on target: Terminating (first of 4)`).
+    pub what: String,
+    /// The fault or action step it followed (its label), and that step's
+    /// position among them.
+    pub step: String,
+    pub step_index: usize,
+    /// Since that step started.
+    pub after: Ms,
+    /// How many transitions the point stands for (pods of a group).
+    pub count: usize,
+}
+
+/// A point's verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase", tag = "kind")]
+pub enum RowVerdict {
+    /// Within 10 % or 1 s (and the same count).
+    Within,
+    /// Further apart than that.
+    Off,
+    /// Both saw it, a different number of times.
+    Count,
+    OnlyKind,
+    OnlySim,
+    /// The sim cannot show it: what the kubelet does that KWOK does not.
+    Cannot {
+        lacks: String,
+    },
+}
+
+impl RowVerdict {
+    pub fn meets_goal(&self) -> bool {
+        matches!(self, RowVerdict::Within)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Row {
+    pub what: String,
+    pub step: String,
+    pub kind: Option<Ms>,
+    pub sim: Option<Ms>,
+    pub kind_count: usize,
+    pub sim_count: usize,
+    pub verdict: RowVerdict,
+}
+
+impl Row {
+    /// sim - kind.
+    pub fn delta(&self) -> Option<Ms> {
+        Some(self.sim? - self.kind?)
+    }
+}
+
+/// Two points seen in one order on one side and the other on the other.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Inversion {
+    /// First on kind.
+    pub first: String,
+    pub then: String,
+    pub step: String,
+}
+
+/// One scenario on both.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScenarioFidelity {
+    pub scenario: String,
+    pub kind_verdict: String,
+    pub sim_verdict: String,
+    pub rows: Vec<Row>,
+    pub inversions: Vec<Inversion>,
+}
+
+impl ScenarioFidelity {
+    /// Every row within the goal or a "cannot", and no inversion.
+    pub fn meets_goal(&self) -> bool {
+        self.inversions.is_empty()
+            && self
+                .rows
+                .iter()
+                .all(|r| r.verdict.meets_goal() || matches!(r.verdict, RowVerdict::Cannot { .. }))
+    }
+}
+
+/// What the sim lacks for a scenario's HTTP probes.
+pub const PROBES_LACK: &str = "containers and kube-proxy: no request reaches a pod KWOK plays, \
+                               so the clients' figures exist on kind only";
+
+/// Compares a kind run and a sim run of one scenario.
+pub fn compare(kind: &RunResult, sim: &RunResult) -> ScenarioFidelity {
+    let (k, s) = (points(kind), points(sim));
+    let key = |p: &Point| (p.step_index, p.step.clone(), p.what.clone());
+    let sim_by: HashMap<_, &Point> = s.iter().map(|p| (key(p), p)).collect();
+    let kind_by: HashMap<_, &Point> = k.iter().map(|p| (key(p), p)).collect();
+    let mut rows: Vec<(usize, Ms, Row)> = Vec::new();
+    for p in &k {
+        let other = sim_by.get(&key(p)).copied();
+        rows.push((p.step_index, p.after, row(Some(p), other)));
+    }
+    for p in s.iter().filter(|p| !kind_by.contains_key(&key(p))) {
+        rows.push((p.step_index, p.after, row(None, Some(p))));
+    }
+    rows.sort_by_key(|r| (r.0, r.1));
+    let mut rows: Vec<Row> = rows.into_iter().map(|(_, _, r)| r).collect();
+    if !kind.probes.is_empty() || !sim.probes.is_empty() {
+        rows.push(Row {
+            what: "clients: the HTTP probes' requests and error windows".into(),
+            step: "-".into(),
+            kind: None,
+            sim: None,
+            kind_count: kind.probes.len(),
+            sim_count: sim.probes.len(),
+            verdict: RowVerdict::Cannot {
+                lacks: PROBES_LACK.into(),
+            },
+        });
+    }
+    ScenarioFidelity {
+        scenario: kind.scenario.clone(),
+        kind_verdict: verdict(kind),
+        sim_verdict: verdict(sim),
+        inversions: inversions(&k, &s),
+        rows,
+    }
+}
+
+fn verdict(run: &RunResult) -> String {
+    let held = run
+        .expectations
+        .iter()
+        .filter(|e| e.verdict == crate::report::result::Verdict::Pass)
+        .count();
+    format!("{:?} {held}/{}", run.verdict, run.expectations.len()).to_uppercase()
+}
+
+fn row(kind: Option<&Point>, sim: Option<&Point>) -> Row {
+    let either = kind.or(sim).expect("a point on one side at least");
+    let verdict = match (kind, sim) {
+        (Some(k), Some(s)) if k.count != s.count => RowVerdict::Count,
+        (Some(k), Some(s)) => {
+            if within(k.after, s.after) {
+                RowVerdict::Within
+            } else {
+                RowVerdict::Off
+            }
+        }
+        (Some(_), None) => RowVerdict::OnlyKind,
+        _ => RowVerdict::OnlySim,
+    };
+    Row {
+        what: either.what.clone(),
+        step: either.step.clone(),
+        kind: kind.map(|p| p.after),
+        sim: sim.map(|p| p.after),
+        kind_count: kind.map_or(0, |p| p.count),
+        sim_count: sim.map_or(0, |p| p.count),
+        verdict,
+    }
+}
+
+/// Whether `sim` is within 10 % of `kind`, or within 1 s.
+pub fn within(kind: Ms, sim: Ms) -> bool {
+    let slack = SLACK_MS.max((kind.abs() as f64 * SLACK_SHARE).round() as Ms);
+    (sim - kind).abs() <= slack
+}
+
+/// Pairs of points of one step that one side saw more than 1 s apart and
+/// the other in the opposite order (closer than that, two transitions of
+/// one controller pass come in either order).
+fn inversions(kind: &[Point], sim: &[Point]) -> Vec<Inversion> {
+    let key = |p: &Point| (p.step_index, p.what.clone());
+    let sim_at: HashMap<_, Ms> = sim.iter().map(|p| (key(p), p.after)).collect();
+    let both: Vec<(&Point, Ms)> = kind
+        .iter()
+        .filter_map(|p| sim_at.get(&key(p)).map(|s| (p, *s)))
+        .collect();
+    let mut out = Vec::new();
+    for (i, (a, a_sim)) in both.iter().enumerate() {
+        for (b, b_sim) in &both[i + 1..] {
+            if a.step_index != b.step_index {
+                continue;
+            }
+            let (kind_gap, sim_gap) = (b.after - a.after, b_sim - a_sim);
+            let inverted = (kind_gap > SLACK_MS && sim_gap < 0)
+                || (sim_gap > SLACK_MS && kind_gap < 0)
+                || (kind_gap < -SLACK_MS && sim_gap > 0)
+                || (sim_gap < -SLACK_MS && kind_gap > 0);
+            if inverted {
+                let (first, then) = if kind_gap >= 0 { (a, b) } else { (b, a) };
+                out.push(Inversion {
+                    first: first.what.clone(),
+                    then: then.what.clone(),
+                    step: a.step.clone(),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Where a pod was when the run's first fault or action came.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Group {
+    On(String),
+    Elsewhere,
+    Replacement,
+}
+
+impl Group {
+    fn name(&self, things: &str) -> String {
+        match self {
+            Group::On(role) => format!("{things} on {role}"),
+            Group::Elsewhere => format!("{things} elsewhere"),
+            Group::Replacement => format!("new {things}"),
+        }
+    }
+}
+
+/// A run's points: from its first fault or action to its clean-up.
+pub fn points(run: &RunResult) -> Vec<Point> {
+    let steps: Vec<(Ms, &str)> = run
+        .steps
+        .iter()
+        .filter(|s| matches!(s.kind, StepKind::Fault | StepKind::Action))
+        .map(|s| (s.started, s.label.as_str()))
+        .collect();
+    let Some(&(start, _)) = steps.first() else {
+        return Vec::new();
+    };
+    let end = run
+        .cleanup
+        .iter()
+        .map(|s| s.started)
+        .min()
+        .unwrap_or(Ms::MAX);
+    let anchor = |at: Ms| steps.iter().rposition(|(s, _)| *s <= at);
+    let role: HashMap<&str, &str> = run
+        .targets
+        .iter()
+        .map(|(role, node)| (node.as_str(), role.as_str()))
+        .collect();
+    // Each pod's node and each endpoint address's node, as last seen.
+    let mut pod_node: HashMap<&str, &str> = HashMap::new();
+    let mut pod_group: HashMap<&str, Group> = HashMap::new();
+    let mut address_node: HashMap<&str, &str> = HashMap::new();
+    let mut address_group: HashMap<&str, Group> = HashMap::new();
+    let group_of = |node: Option<&str>| match node.and_then(|n| role.get(n)) {
+        Some(r) => Group::On((*r).to_owned()),
+        None => Group::Elsewhere,
+    };
+    let mut node_points: Vec<Point> = Vec::new();
+    let mut seen: HashMap<(usize, String), usize> = HashMap::new();
+    // (step, group label, change) -> times
+    let mut grouped: BTreeMap<(usize, String), Vec<Ms>> = BTreeMap::new();
+    for t in &run.transitions {
+        let before = t.at < start;
+        match (&t.object, &t.change) {
+            (ObjectRef::Pod { uid, .. }, Change::PodScheduled { node }) => {
+                pod_node.insert(uid, node);
+            }
+            (
+                ObjectRef::EndpointSlice { .. },
+                Change::Endpoint {
+                    address,
+                    node: Some(n),
+                    ..
+                },
+            ) => {
+                address_node.insert(address, n);
+            }
+            _ => {}
+        }
+        if before {
+            continue;
+        }
+        if t.at >= end {
+            break;
+        }
+        let Some(step) = anchor(t.at) else { continue };
+        let what = match &t.object {
+            ObjectRef::Node { name } => {
+                let Some(role) = role.get(name.as_str()) else {
+                    continue;
+                };
+                let Some(change) = node_change(&t.change) else {
+                    continue;
+                };
+                let what = format!("{role}: {change}");
+                let n = seen.entry((step, what.clone())).or_default();
+                *n += 1;
+                let what = if *n > 1 {
+                    format!("{what} (#{n})")
+                } else {
+                    what
+                };
+                node_points.push(Point {
+                    what,
+                    step: steps[step].1.to_owned(),
+                    step_index: step,
+                    after: t.at - steps[step].0,
+                    count: 1,
+                });
+                continue;
+            }
+            ObjectRef::Pod { uid, .. } => {
+                let Some(change) = pod_change(&t.change) else {
+                    continue;
+                };
+                let group = pod_group
+                    .entry(uid)
+                    .or_insert_with(|| match &t.change {
+                        Change::PodAdded { .. } => Group::Replacement,
+                        _ => group_of(pod_node.get(uid.as_str()).copied()),
+                    })
+                    .clone();
+                format!("{}: {change}", group.name("pods"))
+            }
+            ObjectRef::EndpointSlice { .. } => {
+                let (address, change) = match &t.change {
+                    Change::Endpoint { address, ready, .. } => {
+                        (address.as_str(), if *ready { "ready" } else { "not ready" })
+                    }
+                    Change::EndpointRemoved { address } => (address.as_str(), "removed"),
+                    _ => continue,
+                };
+                let group = address_group
+                    .entry(address)
+                    .or_insert_with(|| group_of(address_node.get(address).copied()))
+                    .clone();
+                if change == "removed" {
+                    // A later pod may get the address again.
+                    address_group.remove(address);
+                }
+                format!("{}: {change}", group.name("endpoints"))
+            }
+            _ => continue,
+        };
+        grouped
+            .entry((step, what))
+            .or_default()
+            .push(t.at - steps[step].0);
+    }
+    let mut out = node_points;
+    for ((step, what), times) in grouped {
+        let (first, last) = (times[0], times[times.len() - 1]);
+        let count = times.len();
+        let point = |what: String, after: Ms| Point {
+            what,
+            step: steps[step].1.to_owned(),
+            step_index: step,
+            after,
+            count,
+        };
+        if count == 1 {
+            out.push(point(what, first));
+        } else {
+            out.push(point(format!("{what} (first)"), first));
+            out.push(point(format!("{what} (last)"), last));
+        }
+    }
+    out.sort_by_key(|p| (p.step_index, p.after));
+    out
+}
+
+/// A node transition as a row names it; None for those not compared.
+fn node_change(c: &Change) -> Option<String> {
+    match c {
+        Change::NodeAdded
+        | Change::NodeDeleted
+        | Change::NodeReady { .. }
+        | Change::Unschedulable { .. } => Some(c.describe()),
+        Change::TaintAdded { key, effect, .. } => Some(format!("taint + {key}:{effect}")),
+        Change::TaintRemoved { .. } => Some(c.describe()),
+        _ => None,
+    }
+}
+
+/// A pod transition as a row names it (without the pod's own names).
+fn pod_change(c: &Change) -> Option<String> {
+    Some(match c {
+        Change::PodAdded { .. } => "created".into(),
+        Change::PodScheduled { .. } => "scheduled".into(),
+        Change::PodReady { .. } | Change::PodTerminating | Change::PodDeleted => c.describe(),
+        Change::PodPhase { phase, .. } => format!("phase {phase}"),
+        Change::PodDisruptionTarget { .. } => "DisruptionTarget".into(),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A run of one scenario: a pause of `nfscen-worker` (the target) at
+    /// 10 s and its resume at 100 s, with `transitions` ([at, node, change]
+    /// for nodes, [at, pod uid, change] for pods).
+    fn run(target: &str, transitions: serde_json::Value) -> RunResult {
+        let step = |label: &str, kind: &str, started: i64| {
+            json!({"label": label, "kind": kind, "description": label, "started": started,
+                   "ended": started + 100, "outcome": {"status": "ok"}})
+        };
+        serde_json::from_value(json!({
+            "schemaVersion": crate::report::result::SCHEMA_VERSION,
+            "scenario": "pause", "file": "pause.yaml", "backend": "sim",
+            "profile": crate::profile::TimingProfile::fast(),
+            "namespace": "ns", "targets": {"target": target},
+            "startedAt": "2026-11-25T15:01:56.691Z",
+            "finished": 200_000, "verdict": "pass",
+            "steps": [step("setup", "setup", 0), step("#1 (pause)", "fault", 10_000),
+                      step("#4", "expect", 11_000), step("#5 (resume)", "fault", 100_000)],
+            "expectations": [],
+            "cleanup": [step("cleanup", "cleanup", 150_000)],
+            "metrics": crate::timeline::metrics::Metrics::default(),
+            "transitions": transitions,
+        }))
+        .unwrap()
+    }
+
+    fn node(at: i64, name: &str, change: serde_json::Value) -> serde_json::Value {
+        json!({"at": at, "object": {"kind": "node", "name": name}, "change": change})
+    }
+
+    fn pod(at: i64, uid: &str, change: serde_json::Value) -> serde_json::Value {
+        json!({"at": at, "object": {"kind": "pod", "name": uid, "uid": uid}, "change": change})
+    }
+
+    fn ready(status: &str) -> serde_json::Value {
+        json!({"type": "nodeReady", "status": status})
+    }
+
+    /// What kind saw: Unknown 48 s after the pause, two pods Terminating,
+    /// a replacement Ready, and on resume Ready=False then True 10 s later.
+    fn kind_run() -> RunResult {
+        let w = "nfscen-worker";
+        run(
+            w,
+            json!([
+                pod(1_000, "a", json!({"type": "podScheduled", "node": w})),
+                pod(1_000, "b", json!({"type": "podScheduled", "node": w})),
+                pod(
+                    1_000,
+                    "c",
+                    json!({"type": "podScheduled", "node": "nfscen-worker2"})
+                ),
+                node(5_000, w, ready("True")),
+                node(58_000, w, ready("Unknown")),
+                node(
+                    58_100,
+                    w,
+                    json!({"type": "taintAdded", "key": "node.kubernetes.io/unreachable", "effect": "NoExecute"})
+                ),
+                pod(80_000, "a", json!({"type": "podTerminating"})),
+                pod(80_500, "b", json!({"type": "podTerminating"})),
+                pod(81_000, "d", json!({"type": "podAdded", "labels": {}})),
+                pod(84_000, "d", json!({"type": "podReady", "ready": true})),
+                node(100_300, w, ready("False")),
+                node(110_300, w, ready("True")),
+                node(160_000, w, ready("Unknown")),
+            ]),
+        )
+    }
+
+    fn names(points: &[Point]) -> Vec<(&str, &str, Ms, usize)> {
+        points
+            .iter()
+            .map(|p| (p.what.as_str(), p.step.as_str(), p.after, p.count))
+            .collect()
+    }
+
+    #[test]
+    fn points_are_named_by_role_and_group_and_timed_from_their_step() {
+        assert_eq!(
+            names(&points(&kind_run())),
+            [
+                ("target: Ready=Unknown", "#1 (pause)", 48_000, 1),
+                (
+                    "target: taint + node.kubernetes.io/unreachable:NoExecute",
+                    "#1 (pause)",
+                    48_100,
+                    1
+                ),
+                (
+                    "pods on target: Terminating (first)",
+                    "#1 (pause)",
+                    70_000,
+                    2
+                ),
+                (
+                    "pods on target: Terminating (last)",
+                    "#1 (pause)",
+                    70_500,
+                    2
+                ),
+                ("new pods: created", "#1 (pause)", 71_000, 1),
+                ("new pods: Ready=True", "#1 (pause)", 74_000, 1),
+                ("target: Ready=False", "#5 (resume)", 300, 1),
+                ("target: Ready=True", "#5 (resume)", 10_300, 1),
+            ],
+            "nothing before the first fault, nothing from the clean-up on"
+        );
+    }
+
+    #[test]
+    fn a_sim_without_the_kubelets_not_ready_is_caught_and_one_within_the_goal_is_not() {
+        let w = "worker-1";
+        // The sim as it was: straight to Ready on resume; else within 10 %
+        // or 1 s (Unknown 4.1 s later is within 10 % of 48 s).
+        let sim = run(
+            w,
+            json!([
+                pod(1_000, "x", json!({"type": "podScheduled", "node": w})),
+                pod(1_000, "y", json!({"type": "podScheduled", "node": w})),
+                node(62_100, w, ready("Unknown")),
+                node(
+                    62_200,
+                    w,
+                    json!({"type": "taintAdded", "key": "node.kubernetes.io/unreachable", "effect": "NoExecute"})
+                ),
+                pod(80_100, "x", json!({"type": "podTerminating"})),
+                pod(80_200, "y", json!({"type": "podTerminating"})),
+                pod(81_000, "z", json!({"type": "podAdded", "labels": {}})),
+                pod(82_100, "z", json!({"type": "podReady", "ready": true})),
+                node(100_200, w, ready("True")),
+            ]),
+        );
+        let f = compare(&kind_run(), &sim);
+        assert!(!f.meets_goal());
+        let off = |what: &str| {
+            f.rows
+                .iter()
+                .find(|r| r.what == what)
+                .unwrap()
+                .verdict
+                .clone()
+        };
+        assert_eq!(off("target: Ready=False"), RowVerdict::OnlyKind);
+        assert_eq!(
+            off("target: Ready=True"),
+            RowVerdict::Off,
+            "Ready 10.1 s early"
+        );
+        assert_eq!(off("target: Ready=Unknown"), RowVerdict::Within);
+        assert_eq!(off("new pods: Ready=True"), RowVerdict::Within);
+    }
+
+    #[test]
+    fn the_goal_is_ten_percent_or_one_second() {
+        assert!(within(48_000, 52_800));
+        assert!(!within(48_000, 52_801));
+        assert!(within(300, 1_300), "1 s on a small figure");
+        assert!(!within(300, 1_301));
+    }
+
+    #[test]
+    fn an_order_seen_more_than_a_second_apart_on_one_side_must_hold_on_the_other() {
+        let p = |what: &str, after: Ms| Point {
+            what: what.into(),
+            step: "#1".into(),
+            step_index: 0,
+            after,
+            count: 1,
+        };
+        let kind = [p("a", 0), p("b", 1_500), p("c", 1_600)];
+        // b and c swapped: 0.1 s apart on kind, so either order is fine.
+        assert!(inversions(&kind, &[p("a", 0), p("c", 1_500), p("b", 1_600)]).is_empty());
+        let inv = inversions(&kind, &[p("b", 0), p("a", 300), p("c", 1_600)]);
+        assert_eq!(
+            inv,
+            [Inversion {
+                first: "a".into(),
+                then: "b".into(),
+                step: "#1".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn probes_are_a_row_the_sim_cannot_show() {
+        let with_probes: RunResult = serde_json::from_str(include_str!(
+            "../../tests/fixtures/results/clients-probe.json"
+        ))
+        .unwrap();
+        let mut kind = kind_run();
+        kind.probes = with_probes.probes;
+        assert!(!kind.probes.is_empty());
+        let f = compare(&kind, &kind_run());
+        let last = f.rows.last().unwrap();
+        assert!(
+            matches!(last.verdict, RowVerdict::Cannot { .. }),
+            "{last:?}"
+        );
+        assert!(f.meets_goal(), "a run against itself, probes aside: {f:?}");
+        assert!(f.rows.iter().filter(|r| r.verdict.meets_goal()).count() >= 8);
+    }
+}
