@@ -46,14 +46,22 @@ pub fn render(
         all.clone().count(),
         all.clone().filter(|r| r.verdict.meets_goal()).count(),
     );
-    let cannot = all
-        .filter(|r| matches!(r.verdict, RowVerdict::Cannot { .. }))
-        .count();
+    // Each behaviour the sim lacks, with the scenarios that need it.
+    let mut lacks: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for s in scenarios {
+        for r in &s.rows {
+            if let RowVerdict::Cannot { lacks: l } = &r.verdict {
+                lacks.entry(l).or_default().push(&s.scenario);
+            }
+        }
+    }
+    let cannot: usize = lacks.values().map(Vec::len).sum();
     let _ = writeln!(
         out,
-        "## Summary\n\n**{met} of {total} rows within the goal, {cannot} the sim cannot show, {} \
-         not met; {} scenario(s) with transitions in another order; {} run on one side \
-         only.**\n",
+        "## Summary\n\n**{met} of {total} rows within the goal, {cannot} the sim cannot show \
+         ({} behaviour(s) it lacks), {} not met; {} scenario(s) with transitions in another \
+         order; {} run on one side only.**\n",
+        lacks.len(),
         total - met - cannot,
         scenarios
             .iter()
@@ -106,6 +114,27 @@ pub fn render(
         rows,
     ));
     out.push('\n');
+    if !lacks.is_empty() {
+        let _ = writeln!(out, "What the sim cannot show, and why:\n");
+        for (l, in_scenarios) in &lacks {
+            let _ = writeln!(
+                out,
+                "- {} ({}): it lacks {}.",
+                in_scenarios
+                    .iter()
+                    .map(|s| format!("`{s}`"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if in_scenarios.len() == 1 {
+                    "one row"
+                } else {
+                    "one row each"
+                },
+                cell(l)
+            );
+        }
+        out.push('\n');
+    }
     for s in scenarios {
         scenario(&mut out, s);
     }

@@ -28,6 +28,14 @@ pub(super) fn section(out: &mut String, r: &RunResult) {
         );
         return;
     }
+    if r.backend == "sim" {
+        let _ = writeln!(
+            out,
+            "**On the sim no request reaches a pod**: KWOK plays the pods without containers \
+             and the cluster has no kube-proxy, so what answered these requests is whatever \
+             listens at the URL, not the workload (docs/fidelity.md).\n"
+        );
+    }
     if let Some(ms) = r.metrics.error_window {
         let _ = writeln!(
             out,

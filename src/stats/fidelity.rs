@@ -155,6 +155,28 @@ pub fn compare(kind: &RunResult, sim: &RunResult) -> ScenarioFidelity {
     }
 }
 
+/// A scenario the sim cannot run at all (one of its faults needs what KWOK
+/// lacks): one row saying so.
+pub fn cannot_run(kind: &RunResult, lacks: &str) -> ScenarioFidelity {
+    ScenarioFidelity {
+        scenario: kind.scenario.clone(),
+        kind_verdict: verdict(kind),
+        sim_verdict: "CANNOT RUN".into(),
+        rows: vec![Row {
+            what: "the whole scenario".into(),
+            step: "-".into(),
+            kind: None,
+            sim: None,
+            kind_count: kind.transitions.len(),
+            sim_count: 0,
+            verdict: RowVerdict::Cannot {
+                lacks: lacks.to_owned(),
+            },
+        }],
+        inversions: Vec::new(),
+    }
+}
+
 fn verdict(run: &RunResult) -> String {
     let held = run
         .expectations
