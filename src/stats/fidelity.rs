@@ -271,12 +271,23 @@ impl Group {
 
 /// A run's points: from its first fault or action to its clean-up.
 pub fn points(run: &RunResult) -> Vec<Point> {
-    let steps: Vec<(Ms, &str)> = run
+    // Steps taken back to back (one within 1 s of the one before, e.g. two
+    // uncordons) are one moment: which of them a transition follows is a
+    // race between the watch and the next step, so they share one anchor.
+    let mut steps: Vec<(Ms, String)> = Vec::new();
+    for s in run
         .steps
         .iter()
         .filter(|s| matches!(s.kind, StepKind::Fault | StepKind::Action))
-        .map(|s| (s.started, s.label.as_str()))
-        .collect();
+    {
+        match steps.last_mut() {
+            Some((at, label)) if s.started - *at < SLACK_MS => {
+                label.push_str(" + ");
+                label.push_str(&s.label);
+            }
+            _ => steps.push((s.started, s.label.clone())),
+        }
+    }
     let Some(&(start, _)) = steps.first() else {
         return Vec::new();
     };
@@ -348,7 +359,7 @@ pub fn points(run: &RunResult) -> Vec<Point> {
                 };
                 node_points.push(Point {
                     what,
-                    step: steps[step].1.to_owned(),
+                    step: steps[step].1.clone(),
                     step_index: step,
                     after: t.at - steps[step].0,
                     count: 1,
@@ -399,7 +410,7 @@ pub fn points(run: &RunResult) -> Vec<Point> {
         let count = times.len();
         let point = |what: String, after: Ms| Point {
             what,
-            step: steps[step].1.to_owned(),
+            step: steps[step].1.clone(),
             step_index: step,
             after,
             count,
@@ -595,6 +606,22 @@ mod tests {
         );
         assert_eq!(off("target: Ready=Unknown"), RowVerdict::Within);
         assert_eq!(off("new pods: Ready=True"), RowVerdict::Within);
+    }
+
+    #[test]
+    fn steps_taken_back_to_back_share_one_anchor() {
+        let mut r = run("n", json!([node(100_030, "n", ready("True"))]));
+        // A second action 20 ms after the resume: the transition is timed
+        // from the resume either way.
+        r.steps.push(
+            serde_json::from_value(json!({"label": "#6", "kind": "action", "description": "x",
+                "started": 100_020, "ended": 100_040, "outcome": {"status": "ok"}}))
+            .unwrap(),
+        );
+        assert_eq!(
+            names(&points(&r)),
+            [("target: Ready=True", "#5 (resume) + #6", 30, 1)]
+        );
     }
 
     #[test]
