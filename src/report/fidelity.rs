@@ -35,8 +35,10 @@ pub fn render(
         out,
         "Each scenario ran on a real kind cluster and on the simulator with the same timings. \
          Every transition is timed from the fault or action step it followed (both runs take \
-         the same steps, not at the same moments). The goal: every transition on both, in the \
-         same order, each within {:.0} % of the kind figure or {}.\n",
+         the same steps, not at the same moments), and judged by its own latency: the time since \
+         the row before it (in kind's order, seen on both sides) or since its step, so a \
+         transition late on one side does not make every later one late. The goal: every \
+         transition on both, in the same order, each latency within {:.0} % of kind's or {}.\n",
         SLACK_SHARE * 100.0,
         secs(SLACK_MS)
     );
@@ -187,7 +189,8 @@ fn scenario(out: &mut String, s: &ScenarioFidelity) {
             "after step",
             "kind",
             "sim",
-            "sim - kind",
+            "kind: since the row before",
+            "sim: since the row before",
             "verdict",
         ],
         rows,
@@ -207,7 +210,7 @@ fn scenario(out: &mut String, s: &ScenarioFidelity) {
     }
 }
 
-fn row(r: &Row) -> [String; 6] {
+fn row(r: &Row) -> [String; 7] {
     let time = |t: Option<i64>, n: usize| match t {
         Some(t) if n > 1 => format!("{} ({n})", signed_secs(t)),
         Some(t) => signed_secs(t),
@@ -226,7 +229,8 @@ fn row(r: &Row) -> [String; 6] {
         cell(&r.step),
         time(r.kind, r.kind_count),
         time(r.sim, r.sim_count),
-        r.delta().map_or_else(|| "-".into(), signed_secs),
+        r.kind_gap.map_or_else(|| "-".into(), signed_secs),
+        r.sim_gap.map_or_else(|| "-".into(), signed_secs),
         verdict,
     ]
 }
@@ -244,6 +248,8 @@ mod tests {
             sim: Some(347_900),
             kind_count: 4,
             sim_count: 4,
+            kind_gap: Some(300),
+            sim_gap: Some(-20),
             verdict: RowVerdict::Within,
         };
         assert_eq!(
@@ -253,7 +259,8 @@ mod tests {
                 "#1 (pause)",
                 "+348.381s (4)",
                 "+347.900s (4)",
-                "-0.481s",
+                "+0.300s",
+                "-0.020s",
                 "ok"
             ]
             .map(String::from)
@@ -261,9 +268,14 @@ mod tests {
         let r = Row {
             sim: None,
             sim_count: 0,
+            kind_gap: None,
+            sim_gap: None,
             verdict: RowVerdict::OnlyKind,
             ..r
         };
-        assert_eq!(row(&r)[3..], ["-", "-", "**kind only**"].map(String::from));
+        assert_eq!(
+            row(&r)[3..],
+            ["-", "-", "-", "**kind only**"].map(String::from)
+        );
     }
 }

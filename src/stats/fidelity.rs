@@ -71,14 +71,11 @@ pub struct Row {
     pub sim: Option<Ms>,
     pub kind_count: usize,
     pub sim_count: usize,
+    /// Since the row before it (or the step) on each side: what the
+    /// verdict judges.
+    pub kind_gap: Option<Ms>,
+    pub sim_gap: Option<Ms>,
     pub verdict: RowVerdict,
-}
-
-impl Row {
-    /// sim - kind.
-    pub fn delta(&self) -> Option<Ms> {
-        Some(self.sim? - self.kind?)
-    }
 }
 
 /// Two points seen in one order on one side and the other on the other.
@@ -132,6 +129,7 @@ pub fn compare(kind: &RunResult, sim: &RunResult) -> ScenarioFidelity {
         rows.push((p.step_index, p.after, row(None, Some(p))));
     }
     rows.sort_by_key(|r| (r.0, r.1));
+    judge_gaps(&mut rows);
     let mut rows: Vec<Row> = rows.into_iter().map(|(_, _, r)| r).collect();
     if !kind.probes.is_empty() || !sim.probes.is_empty() {
         rows.push(Row {
@@ -141,6 +139,8 @@ pub fn compare(kind: &RunResult, sim: &RunResult) -> ScenarioFidelity {
             sim: None,
             kind_count: kind.probes.len(),
             sim_count: sim.probes.len(),
+            kind_gap: None,
+            sim_gap: None,
             verdict: RowVerdict::Cannot {
                 lacks: PROBES_LACK.into(),
             },
@@ -169,6 +169,8 @@ pub fn cannot_run(kind: &RunResult, lacks: &str) -> ScenarioFidelity {
             sim: None,
             kind_count: kind.transitions.len(),
             sim_count: 0,
+            kind_gap: None,
+            sim_gap: None,
             verdict: RowVerdict::Cannot {
                 lacks: lacks.to_owned(),
             },
@@ -188,15 +190,10 @@ fn verdict(run: &RunResult) -> String {
 
 fn row(kind: Option<&Point>, sim: Option<&Point>) -> Row {
     let either = kind.or(sim).expect("a point on one side at least");
+    // Both: judged in `judge_gaps`.
     let verdict = match (kind, sim) {
         (Some(k), Some(s)) if k.count != s.count => RowVerdict::Count,
-        (Some(k), Some(s)) => {
-            if within(k.after, s.after) {
-                RowVerdict::Within
-            } else {
-                RowVerdict::Off
-            }
-        }
+        (Some(_), Some(_)) => RowVerdict::Within,
         (Some(_), None) => RowVerdict::OnlyKind,
         _ => RowVerdict::OnlySim,
     };
@@ -207,7 +204,37 @@ fn row(kind: Option<&Point>, sim: Option<&Point>) -> Row {
         sim: sim.map(|p| p.after),
         kind_count: kind.map_or(0, |p| p.count),
         sim_count: sim.map_or(0, |p| p.count),
+        kind_gap: None,
+        sim_gap: None,
         verdict,
+    }
+}
+
+/// Judges each row seen on both sides by its own latency: the time since
+/// the row before it in the same step (in kind's order) that both sides saw,
+/// or since the step. A transition driven by a timer of its own (a
+/// controller's period) then differs on its row alone, instead of moving
+/// every row after it.
+fn judge_gaps(rows: &mut [(usize, Ms, Row)]) {
+    let mut prev: Option<(usize, Ms, Ms)> = None;
+    for (step, _, r) in rows.iter_mut() {
+        let (Some(k), Some(s)) = (r.kind, r.sim) else {
+            continue;
+        };
+        let (pk, ps) = match prev {
+            Some((p, pk, ps)) if p == *step => (pk, ps),
+            _ => (0, 0),
+        };
+        r.kind_gap = Some(k - pk);
+        r.sim_gap = Some(s - ps);
+        if r.verdict != RowVerdict::Count {
+            r.verdict = if within(k - pk, s - ps) {
+                RowVerdict::Within
+            } else {
+                RowVerdict::Off
+            };
+        }
+        prev = Some((*step, k, s));
     }
 }
 
@@ -584,7 +611,7 @@ mod tests {
                 pod(80_100, "x", json!({"type": "podTerminating"})),
                 pod(80_200, "y", json!({"type": "podTerminating"})),
                 pod(81_000, "z", json!({"type": "podAdded", "labels": {}})),
-                pod(82_100, "z", json!({"type": "podReady", "ready": true})),
+                pod(83_200, "z", json!({"type": "podReady", "ready": true})),
                 node(100_200, w, ready("True")),
             ]),
         );
@@ -606,6 +633,29 @@ mod tests {
         );
         assert_eq!(off("target: Ready=Unknown"), RowVerdict::Within);
         assert_eq!(off("new pods: Ready=True"), RowVerdict::Within);
+    }
+
+    #[test]
+    fn a_transition_late_on_its_own_timer_is_the_only_row_off() {
+        let r = |what: &str, kind: Ms, sim: Ms| {
+            let p = |after| Point {
+                what: what.into(),
+                step: "#1".into(),
+                step_index: 0,
+                after,
+                count: 1,
+            };
+            (0, kind, row(Some(&p(kind)), Some(&p(sim))))
+        };
+        // Pod GC's pass came 30 s later on the sim; what followed it did not.
+        let mut rows = [r("gc", 79_500, 49_900), r("created", 79_530, 49_960)];
+        judge_gaps(&mut rows);
+        assert_eq!(rows[0].2.verdict, RowVerdict::Off);
+        assert_eq!(rows[1].2.verdict, RowVerdict::Within);
+        assert_eq!(
+            (rows[1].2.kind_gap, rows[1].2.sim_gap),
+            (Some(30), Some(60))
+        );
     }
 
     #[test]
