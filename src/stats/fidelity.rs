@@ -128,6 +128,7 @@ pub fn compare(kind: &RunResult, sim: &RunResult) -> ScenarioFidelity {
     for p in s.iter().filter(|p| !kind_by.contains_key(&key(p))) {
         rows.push((p.step_index, p.after, row(None, Some(p))));
     }
+    join_boundary_races(&mut rows, &anchors(sim));
     rows.sort_by_key(|r| (r.0, r.1));
     judge_gaps(&mut rows);
     let mut rows: Vec<Row> = rows.into_iter().map(|(_, _, r)| r).collect();
@@ -207,6 +208,46 @@ fn row(kind: Option<&Point>, sim: Option<&Point>) -> Row {
         kind_gap: None,
         sim_gap: None,
         verdict,
+    }
+}
+
+/// A transition seen right at a step's start falls before the step on one
+/// side and after it on the other (a race between the watch and a step that
+/// began the moment an expectation held). A row seen on kind only and one of
+/// the same name seen on the sim only, in the step before or after, are that
+/// one transition: the sim's time is taken from kind's step.
+fn join_boundary_races(rows: &mut Vec<(usize, Ms, Row)>, sim_steps: &[(Ms, String)]) {
+    let mut i = 0;
+    while i < rows.len() {
+        let (step, _, r) = &rows[i];
+        let found = (r.verdict == RowVerdict::OnlyKind)
+            .then(|| {
+                rows.iter().position(|(s, _, o)| {
+                    o.verdict == RowVerdict::OnlySim && o.what == r.what && s.abs_diff(*step) == 1
+                })
+            })
+            .flatten();
+        let Some(j) = found else {
+            i += 1;
+            continue;
+        };
+        let (sim_step, sim_after, sim_row) = rows.remove(j);
+        if j < i {
+            i -= 1;
+        }
+        let (step, _, r) = &mut rows[i];
+        let (Some(from), Some(to)) = (sim_steps.get(sim_step), sim_steps.get(*step)) else {
+            i += 1;
+            continue;
+        };
+        r.sim = Some(from.0 + sim_after - to.0);
+        r.sim_count = sim_row.sim_count;
+        r.verdict = if r.kind_count == r.sim_count {
+            RowVerdict::Within
+        } else {
+            RowVerdict::Count
+        };
+        i += 1;
     }
 }
 
@@ -296,11 +337,11 @@ impl Group {
     }
 }
 
-/// A run's points: from its first fault or action to its clean-up.
-pub fn points(run: &RunResult) -> Vec<Point> {
-    // Steps taken back to back (one within 1 s of the one before, e.g. two
-    // uncordons) are one moment: which of them a transition follows is a
-    // race between the watch and the next step, so they share one anchor.
+/// The steps transitions are timed from: each fault or action step's start
+/// and label. Steps taken back to back (one within 1 s of the one before,
+/// e.g. two uncordons) are one moment: which of them a transition follows is
+/// a race between the watch and the next step, so they share one anchor.
+fn anchors(run: &RunResult) -> Vec<(Ms, String)> {
     let mut steps: Vec<(Ms, String)> = Vec::new();
     for s in run
         .steps
@@ -315,6 +356,12 @@ pub fn points(run: &RunResult) -> Vec<Point> {
             _ => steps.push((s.started, s.label.clone())),
         }
     }
+    steps
+}
+
+/// A run's points: from its first fault or action to its clean-up.
+pub fn points(run: &RunResult) -> Vec<Point> {
+    let steps = anchors(run);
     let Some(&(start, _)) = steps.first() else {
         return Vec::new();
     };
@@ -656,6 +703,27 @@ mod tests {
             (rows[1].2.kind_gap, rows[1].2.sim_gap),
             (Some(30), Some(60))
         );
+    }
+
+    #[test]
+    fn a_transition_on_either_side_of_a_step_start_is_one_row() {
+        let p = |step_index, after| Point {
+            what: "endpoints elsewhere: ready".into(),
+            step: format!("#{step_index}"),
+            step_index,
+            after,
+            count: 1,
+        };
+        // Kind saw it 27 ms into step 1, the sim 0.471 s before its step 1.
+        let mut rows = vec![
+            (1, 27, row(Some(&p(1, 27)), None)),
+            (0, 51_529, row(None, Some(&p(0, 51_529)))),
+        ];
+        join_boundary_races(&mut rows, &[(0, "#0".into()), (52_000, "#1".into())]);
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        let r = &rows[0].2;
+        assert_eq!((r.kind, r.sim), (Some(27), Some(-471)));
+        assert_eq!(r.verdict, RowVerdict::Within);
     }
 
     #[test]
