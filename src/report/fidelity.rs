@@ -219,6 +219,9 @@ fn row(r: &Row) -> [String; 7] {
     let verdict = match &r.verdict {
         RowVerdict::Within => "ok".into(),
         RowVerdict::Off => "**off**".into(),
+        RowVerdict::Timer { rule } => {
+            format!("ok: both inside the timer's window ({})", cell(rule))
+        }
         RowVerdict::Count => format!("**{} on kind, {} on sim**", r.kind_count, r.sim_count),
         RowVerdict::OnlyKind => "**kind only**".into(),
         RowVerdict::OnlySim => "**sim only**".into(),

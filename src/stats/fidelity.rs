@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
+use crate::profile::TimingProfile;
 use crate::report::result::{RunResult, StepKind};
 use crate::timeline::{Change, Ms, ObjectRef};
 
@@ -48,6 +49,11 @@ pub enum RowVerdict {
     Off,
     /// Both saw it, a different number of times.
     Count,
+    /// Apart by more than the goal, both inside the window of the
+    /// controller's timer that makes the transition (see [`timer`]).
+    Timer {
+        rule: String,
+    },
     OnlyKind,
     OnlySim,
     /// The sim cannot show it: what the kubelet does that KWOK does not.
@@ -58,7 +64,7 @@ pub enum RowVerdict {
 
 impl RowVerdict {
     pub fn meets_goal(&self) -> bool {
-        matches!(self, RowVerdict::Within)
+        matches!(self, RowVerdict::Within | RowVerdict::Timer { .. })
     }
 }
 
@@ -130,7 +136,7 @@ pub fn compare(kind: &RunResult, sim: &RunResult) -> ScenarioFidelity {
     }
     join_boundary_races(&mut rows, &anchors(sim));
     rows.sort_by_key(|r| (r.0, r.1));
-    judge_gaps(&mut rows);
+    judge_gaps(&mut rows, &kind.profile);
     let mut rows: Vec<Row> = rows.into_iter().map(|(_, _, r)| r).collect();
     if !kind.probes.is_empty() || !sim.probes.is_empty() {
         rows.push(Row {
@@ -256,7 +262,7 @@ fn join_boundary_races(rows: &mut Vec<(usize, Ms, Row)>, sim_steps: &[(Ms, Strin
 /// or since the step. A transition driven by a timer of its own (a
 /// controller's period) then differs on its row alone, instead of moving
 /// every row after it.
-fn judge_gaps(rows: &mut [(usize, Ms, Row)]) {
+fn judge_gaps(rows: &mut [(usize, Ms, Row)], profile: &TimingProfile) {
     let mut prev: Option<(usize, Ms, Ms)> = None;
     for (step, _, r) in rows.iter_mut() {
         let (Some(k), Some(s)) = (r.kind, r.sim) else {
@@ -269,14 +275,110 @@ fn judge_gaps(rows: &mut [(usize, Ms, Row)]) {
         r.kind_gap = Some(k - pk);
         r.sim_gap = Some(s - ps);
         if r.verdict != RowVerdict::Count {
-            r.verdict = if within(k - pk, s - ps) {
+            // Its own latency, or its time since the step (two transitions
+            // of separate chains, e.g. the node's status and its pods', are
+            // not each other's cause).
+            r.verdict = if within(k - pk, s - ps) || within(k, s) {
                 RowVerdict::Within
             } else {
-                RowVerdict::Off
+                match timer(&r.what, profile) {
+                    Some(t) if t.holds(k, s, k - pk, s - ps) => RowVerdict::Timer { rule: t.rule },
+                    _ => RowVerdict::Off,
+                }
             };
         }
         prev = Some((*step, k, s));
     }
+}
+
+/// A transition a controller makes on a timer of its own: when it comes
+/// depends on where that timer's period stood at the fault (random, on
+/// either cluster: they run the same kube-controller-manager), so two runs
+/// differ by up to the period whatever plays the node. Both sides inside the
+/// window the rule allows is what can be asked of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Timer {
+    rule: String,
+    /// The window, since the step or since the row before.
+    from: Ms,
+    to: Ms,
+    since_step: bool,
+}
+
+impl Timer {
+    fn holds(&self, kind: Ms, sim: Ms, kind_gap: Ms, sim_gap: Ms) -> bool {
+        let (k, s) = if self.since_step {
+            (kind, sim)
+        } else {
+            (kind_gap, sim_gap)
+        };
+        let inside = |t: Ms| t >= self.from - SLACK_MS && t <= self.to + SLACK_MS;
+        inside(k) && inside(s)
+    }
+}
+
+/// The timer behind a transition, where one is known.
+fn timer(what: &str, p: &TimingProfile) -> Option<Timer> {
+    let ms = |d: std::time::Duration| Ms::try_from(d.as_millis()).unwrap_or(Ms::MAX);
+    let (grace, period, lease) = (
+        ms(p.node_monitor_grace_period),
+        ms(p.node_monitor_period),
+        ms(p.node_lease_duration),
+    );
+    let (gc, quarantine) = (ms(p.pod_gc_period), ms(p.orphan_quarantine));
+    if what.ends_with(": Ready=Unknown (NodeStatusUnknown)") {
+        return Some(Timer {
+            rule: format!(
+                "the node lifecycle controller: `grace` ({}) after the last lease renewal (every \
+                 `lease`/4, {}), seen at its next pass (every `monitorPeriod`, {}): {} after the \
+                 step",
+                secs(grace),
+                secs(lease / 4),
+                secs(period),
+                span(grace - lease / 4, grace + period)
+            ),
+            from: grace - lease / 4,
+            to: grace + period,
+            since_step: true,
+        });
+    }
+    if what.ends_with(": taint + node.kubernetes.io/not-ready:NoExecute") {
+        return Some(Timer {
+            rule: format!(
+                "the node lifecycle controller taints a NotReady node at its next pass (every \
+                 `monitorPeriod`, {}): up to that after the row before",
+                secs(period)
+            ),
+            from: 0,
+            to: period,
+            since_step: false,
+        });
+    }
+    if what.ends_with(": phase Failed") {
+        return Some(Timer {
+            rule: format!(
+                "pod garbage collection of a deleted node's pods: after `orphanQuarantine` ({}), \
+                 at a pass (every `podGc`, {}): {} after the step",
+                secs(quarantine),
+                secs(gc),
+                span(quarantine, quarantine + 2 * gc)
+            ),
+            from: quarantine,
+            to: quarantine + 2 * gc,
+            since_step: true,
+        });
+    }
+    None
+}
+
+/// `48.3 s`.
+fn secs(ms: Ms) -> String {
+    format!("{:.1} s", ms as f64 / 1000.0)
+}
+
+/// `40.0-80.0 s`.
+fn span(from: Ms, to: Ms) -> String {
+    format!("{:.1}-{}", from as f64 / 1000.0, secs(to))
 }
 
 /// Whether `sim` is within 10 % of `kind`, or within 1 s.
@@ -696,13 +798,44 @@ mod tests {
         };
         // Pod GC's pass came 30 s later on the sim; what followed it did not.
         let mut rows = [r("gc", 79_500, 49_900), r("created", 79_530, 49_960)];
-        judge_gaps(&mut rows);
+        judge_gaps(&mut rows, &TimingProfile::upstream_default());
         assert_eq!(rows[0].2.verdict, RowVerdict::Off);
         assert_eq!(rows[1].2.verdict, RowVerdict::Within);
         assert_eq!(
             (rows[1].2.kind_gap, rows[1].2.sim_gap),
             (Some(30), Some(60))
         );
+    }
+
+    #[test]
+    fn a_controller_timers_phase_is_judged_by_its_window() {
+        let judge = |what: &str, kind: Ms, sim: Ms| {
+            let p = |after| Point {
+                what: what.into(),
+                step: "#6".into(),
+                step_index: 0,
+                after,
+                count: 2,
+            };
+            let mut rows = [(0, kind, row(Some(&p(kind)), Some(&p(sim))))];
+            judge_gaps(&mut rows, &TimingProfile::upstream_default());
+            rows[0].2.verdict.clone()
+        };
+        // Pod GC: 40-80 s after the Node's deletion (quarantine 40 s, a pass
+        // every 20 s), whichever cluster.
+        let gc = judge("pods on target: phase Failed", 79_484, 49_935);
+        assert!(
+            matches!(gc, RowVerdict::Timer { ref rule } if rule.contains("40.0-80.0 s")),
+            "{gc:?}"
+        );
+        assert_eq!(
+            judge("pods on target: phase Failed", 79_484, 95_000),
+            RowVerdict::Off
+        );
+        // Unknown: grace 50 s after the last renewal (every 10 s), a pass every 5 s.
+        let unknown = judge("target: Ready=Unknown (NodeStatusUnknown)", 42_000, 54_000);
+        assert!(matches!(unknown, RowVerdict::Timer { .. }), "{unknown:?}");
+        assert_eq!(judge("target: Ready=True", 42_000, 54_000), RowVerdict::Off);
     }
 
     #[test]
