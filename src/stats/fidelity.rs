@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 
 use crate::profile::TimingProfile;
-use crate::report::result::{RunResult, StepKind};
+use crate::report::result::{RunResult, RunVerdict, StepKind};
 use crate::timeline::{Change, Ms, ObjectRef};
 
 /// The goal: within 10 % of the kind figure, or within this.
@@ -122,6 +122,17 @@ pub const PROBES_LACK: &str = "containers and kube-proxy: no request reaches a p
 
 /// Compares a kind run and a sim run of one scenario.
 pub fn compare(kind: &RunResult, sim: &RunResult) -> ScenarioFidelity {
+    // A sim run that never got past its setup has nothing to compare: what
+    // the setup waited for is what the sim lacks.
+    if sim.t0.is_none() && sim.verdict == RunVerdict::Error {
+        let why = sim.error.as_deref().unwrap_or("no error recorded");
+        let mut f = cannot_run(
+            kind,
+            &format!("what the scenario's setup needs (on the sim: {why})"),
+        );
+        f.sim_verdict = verdict(sim);
+        return f;
+    }
     let (k, s) = (points(kind), points(sim));
     let key = |p: &Point| (p.step_index, p.step.clone(), p.what.clone());
     let sim_by: HashMap<_, &Point> = s.iter().map(|p| (key(p), p)).collect();
@@ -281,9 +292,12 @@ fn judge_gaps(rows: &mut [(usize, Ms, Row)], profile: &TimingProfile) {
             r.verdict = if within(k - pk, s - ps) || within(k, s) {
                 RowVerdict::Within
             } else {
-                match timer(&r.what, profile) {
-                    Some(t) if t.holds(k, s, k - pk, s - ps) => RowVerdict::Timer { rule: t.rule },
-                    _ => RowVerdict::Off,
+                match timers(&r.what, profile)
+                    .into_iter()
+                    .find(|t| t.holds(k, s, k - pk, s - ps))
+                {
+                    Some(t) => RowVerdict::Timer { rule: t.rule },
+                    None => RowVerdict::Off,
                 }
             };
         }
@@ -317,8 +331,14 @@ impl Timer {
     }
 }
 
-/// The timer behind a transition, where one is known.
-fn timer(what: &str, p: &TimingProfile) -> Option<Timer> {
+/// The timers that may be behind a transition (none known: empty).
+fn timers(what: &str, p: &TimingProfile) -> Vec<Timer> {
+    // The transition itself, without which of a group it is.
+    let what = what
+        .strip_suffix(" (first)")
+        .or_else(|| what.strip_suffix(" (last)"))
+        .or_else(|| what.rsplit_once(" (#").map(|(w, _)| w))
+        .unwrap_or(what);
     let ms = |d: std::time::Duration| Ms::try_from(d.as_millis()).unwrap_or(Ms::MAX);
     let (grace, period, lease) = (
         ms(p.node_monitor_grace_period),
@@ -327,7 +347,7 @@ fn timer(what: &str, p: &TimingProfile) -> Option<Timer> {
     );
     let (gc, quarantine) = (ms(p.pod_gc_period), ms(p.orphan_quarantine));
     if what.ends_with(": Ready=Unknown (NodeStatusUnknown)") {
-        return Some(Timer {
+        return vec![Timer {
             rule: format!(
                 "the node lifecycle controller: `grace` ({}) after the last lease renewal (every \
                  `lease`/4, {}), seen at its next pass (every `monitorPeriod`, {}): {} after the \
@@ -340,35 +360,52 @@ fn timer(what: &str, p: &TimingProfile) -> Option<Timer> {
             from: grace - lease / 4,
             to: grace + period,
             since_step: true,
-        });
+        }];
     }
-    if what.ends_with(": taint + node.kubernetes.io/not-ready:NoExecute") {
-        return Some(Timer {
+    let no_execute = ["not-ready", "unreachable"]
+        .iter()
+        .any(|k| what.ends_with(&format!(" node.kubernetes.io/{k}:NoExecute")));
+    if no_execute && what.contains(": taint ") {
+        return vec![Timer {
             rule: format!(
-                "the node lifecycle controller taints a NotReady node at its next pass (every \
-                 `monitorPeriod`, {}): up to that after the row before",
+                "the node lifecycle controller puts on or takes off a NoExecute taint at its next \
+                 pass after the Ready change (every `monitorPeriod`, {}): up to that after the row \
+                 before",
                 secs(period)
             ),
             from: 0,
             to: period,
             since_step: false,
-        });
+        }];
     }
     if what.ends_with(": phase Failed") {
-        return Some(Timer {
-            rule: format!(
-                "pod garbage collection of a deleted node's pods: after `orphanQuarantine` ({}), \
-                 at a pass (every `podGc`, {}): {} after the step",
-                secs(quarantine),
-                secs(gc),
-                span(quarantine, quarantine + 2 * gc)
-            ),
-            from: quarantine,
-            to: quarantine + 2 * gc,
-            since_step: true,
-        });
+        return vec![
+            Timer {
+                rule: format!(
+                    "pod garbage collection of the Terminating pods of an out-of-service node, at \
+                     its next pass (every `podGc`, {}): {} after the step",
+                    secs(gc),
+                    span(0, gc)
+                ),
+                from: 0,
+                to: gc,
+                since_step: true,
+            },
+            Timer {
+                rule: format!(
+                    "pod garbage collection of a deleted node's pods: after `orphanQuarantine` \
+                     ({}), at a pass (every `podGc`, {}): {} after the step",
+                    secs(quarantine),
+                    secs(gc),
+                    span(quarantine, quarantine + 2 * gc)
+                ),
+                from: quarantine,
+                to: quarantine + 2 * gc,
+                since_step: true,
+            },
+        ];
     }
-    None
+    Vec::new()
 }
 
 /// `48.3 s`.
@@ -836,6 +873,27 @@ mod tests {
         let unknown = judge("target: Ready=Unknown (NodeStatusUnknown)", 42_000, 54_000);
         assert!(matches!(unknown, RowVerdict::Timer { .. }), "{unknown:?}");
         assert_eq!(judge("target: Ready=True", 42_000, 54_000), RowVerdict::Off);
+        // Pods of an out-of-service node: at the next pass, up to 20 s on.
+        let oos = judge("pods on target: phase Failed (first)", 8_913, 14_818);
+        assert!(
+            matches!(oos, RowVerdict::Timer { ref rule } if rule.contains("out-of-service")),
+            "{oos:?}"
+        );
+    }
+
+    #[test]
+    fn a_sim_run_stopped_in_its_setup_is_one_row_naming_what_the_setup_waited_for() {
+        let mut sim = kind_run();
+        sim.verdict = RunVerdict::Error;
+        sim.t0 = None;
+        sim.error = Some("setup failed: timed out after 300s waiting for statefulset web".into());
+        let f = compare(&kind_run(), &sim);
+        assert_eq!(f.rows.len(), 1);
+        let RowVerdict::Cannot { lacks } = &f.rows[0].verdict else {
+            panic!("{f:?}")
+        };
+        assert!(lacks.contains("waiting for statefulset web"), "{lacks}");
+        assert_eq!(f.sim_verdict, "ERROR 0/0");
     }
 
     #[test]
