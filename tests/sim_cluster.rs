@@ -306,6 +306,7 @@ async fn fail_and_recover(shards: usize) {
     wait_pod_ready(&client, "probe", "False", Duration::from_secs(30)).await;
     let readiness = record_readiness(&nodes, "worker-1").await;
     let back = jiff::Timestamp::now();
+    let resumed = Instant::now();
     cluster.thaw_node("worker-1").await.unwrap();
     // Past the PLEG threshold: Ready=False (KubeletNotReady) at once, Ready
     // one status update (1 s) later, as a kubelet resumed from a long pause.
@@ -330,8 +331,14 @@ async fn fail_and_recover(shards: usize) {
         back,
     )
     .await;
-    // ... and the returning node reports them Ready again, like a kubelet.
+    // ... and the returning node reports them Ready again, like a kubelet,
+    // a moment after the resume (kind: 2.2-2.7 s).
     wait_pod_ready(&client, "probe", "True", Duration::from_secs(60)).await;
+    let took = resumed.elapsed();
+    assert!(
+        took >= Duration::from_millis(2200),
+        "the pod Ready again {took:?} after the resume"
+    );
 
     // poweroff / poweron: kill worker-2's agent, start a new one.
     cluster.kill_node("worker-2").await.unwrap();

@@ -283,6 +283,64 @@ pub async fn report_return(
     Ok(())
 }
 
+/// Times what a resumed node's kubelet does with its pods (`kubelet.rs`):
+/// each running pod of `node` is re-reported as it was ([`kubelet::RESYNC_AT`])
+/// and one deleted meanwhile is stopped ([`kubelet::STOP_DELAY`]) a moment
+/// after the resume, not the instant KWOK sees it.
+pub async fn resync_pods(
+    client: &kube::Client,
+    node: &str,
+    now: jiff::Timestamp,
+) -> Result<(), Error> {
+    use k8s_openapi::api::core::v1::Pod;
+    let at = |d: std::time::Duration| {
+        now.checked_add(jiff::SignedDuration::try_from(d).unwrap_or_default())
+            .unwrap_or(now)
+            .to_string()
+    };
+    let (resync, stop) = (at(kubelet::RESYNC_AFTER), at(kubelet::STOP_AFTER));
+    let all: Api<Pod> = Api::all(client.clone());
+    let params = kube::api::ListParams::default().fields(&format!("spec.nodeName={node}"));
+    let pods = all.list(&params).await.map_err(|source| Error::Kube {
+        what: format!("listing the pods of resumed node {node}"),
+        source,
+    })?;
+    for pod in pods.items {
+        let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+        let (Some(name), Some(ns)) = (
+            pod.metadata.name.as_deref(),
+            pod.metadata.namespace.as_deref(),
+        ) else {
+            continue;
+        };
+        if !running {
+            continue;
+        }
+        let mut annotations = serde_json::Map::new();
+        annotations.insert(kubelet::RESYNC_AT.into(), resync.clone().into());
+        if pod.metadata.deletion_timestamp.is_some() {
+            annotations.insert(kubelet::STOP_DELAY.into(), stop.clone().into());
+        }
+        let patch = serde_json::json!({"metadata": {"annotations": annotations}});
+        let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {}
+            // Gone meanwhile: nothing to stop.
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(source) => {
+                return Err(Error::Kube {
+                    what: format!("timing pod {ns}/{name} of resumed node {node}"),
+                    source,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Puts a shared node in its shard's managed set (registering it again if it
 /// was deleted) or takes it out. Taking out a Node that no longer exists is
 /// done already.

@@ -31,12 +31,13 @@ use crate::profile::TimingProfile;
 use crate::testpoint;
 
 /// KWOK stages every node agent runs with (see `src/sim/stages/README.md`).
-const STAGES: [&str; 8] = [
+const STAGES: [&str; 9] = [
     include_str!("stages/node-initialize.yaml"),
     include_str!("stages/node-heartbeat-with-lease.yaml"),
     include_str!("stages/pod-ready.yaml"),
     include_str!("stages/pod-probe-ready.yaml"),
     include_str!("stages/pod-stop.yaml"),
+    include_str!("stages/pod-resync.yaml"),
     include_str!("stages/pod-complete.yaml"),
     include_str!("stages/pod-delete.yaml"),
     include_str!("stages/pod-recover.yaml"),
@@ -550,6 +551,11 @@ impl SimCluster {
             None => Comeback::Restarted,
         };
         self.report_return(node, how).await?;
+        if matches!(how, Comeback::Resumed { .. }) {
+            // A resumed kubelet takes a moment over its pods (kubelet.rs).
+            let client = self.client().await?;
+            agents::resync_pods(&client, node, jiff::Timestamp::now()).await?;
+        }
         if self.is_shared(node)? {
             self.bring_back(node).await?;
             return self.set_agent_state(node, AgentState::Running);

@@ -24,6 +24,25 @@ use std::time::Duration;
 /// node-initialize stage (`stages/node-initialize.yaml`) until then.
 pub const READY_AT: &str = "nodefall.dev/ready-at";
 
+/// The pod annotation (an RFC 3339 time) at which a resumed node's kubelet
+/// re-reports the pods it runs as it last knew them (`stages/pod-recover.yaml`,
+/// `stages/pod-resync.yaml`).
+pub const RESYNC_AT: &str = "nodefall.dev/resync-at";
+
+/// The pod annotation (a duration or an RFC 3339 time) that delays its stop
+/// (`stages/pod-stop.yaml`).
+pub const STOP_DELAY: &str = "pod-stop.stage.kwok.x-k8s.io/delay";
+
+/// After a resume, when the kubelet re-reports its pods (Ready again, even a
+/// Terminating one the node lifecycle controller had marked not Ready): seen
+/// on kind 2.18-2.69 s after `docker unpause` (five pods, a short and a long
+/// pause).
+pub const RESYNC_AFTER: Duration = Duration::from_millis(2400);
+
+/// After a resume, when the kubelet stops the pods deleted meanwhile: seen on
+/// kind 2.49-2.93 s after `docker unpause` (four pods).
+pub const STOP_AFTER: Duration = Duration::from_millis(2700);
+
 /// The kubelet's PLEG relist threshold (`genericPlegRelistThreshold`,
 /// pkg/kubelet/pleg/generic.go): a relist older than this makes the runtime
 /// unhealthy and the node NotReady.
