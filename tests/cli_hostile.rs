@@ -585,3 +585,68 @@ proptest! {
         }
     }
 }
+
+/// `report fidelity` over two directories of runs: a run against itself
+/// meets the goal (exit 0); one that lacks a kind of transition does not
+/// (exit 1, the rows say "kind only"); a directory with no run is bad input.
+#[test]
+fn report_fidelity_judges_runs_and_refuses_an_empty_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let run: Value = serde_json::from_str(&std::fs::read_to_string(FIXTURE).unwrap()).unwrap();
+    let put = |side: &str, run: &Value| {
+        let d = dir.path().join(side).join("run-1");
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("result.json"), serde_json::to_string(run).unwrap()).unwrap();
+        dir.path().join(side)
+    };
+    let kind = put("kind", &run);
+    let same = put("same", &run);
+    let arg = |p: &Path| p.display().to_string();
+    let out = nodefall(&[
+        "report",
+        "fidelity",
+        "--kind",
+        &arg(&kind),
+        "--sim",
+        &arg(&same),
+    ]);
+    let md = text(&out.stdout);
+    assert_eq!(no_panic(&out, "fidelity"), 0, "{md}{}", text(&out.stderr));
+    assert!(md.contains(", 0 not met;"), "{md}");
+
+    let mut untainted = run.clone();
+    untainted["transitions"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|t| t["change"]["type"] != "taintAdded");
+    let sim = put("untainted", &untainted);
+    let out = nodefall(&[
+        "report",
+        "fidelity",
+        "--kind",
+        &arg(&kind),
+        "--sim",
+        &arg(&sim),
+    ]);
+    let md = text(&out.stdout);
+    assert_eq!(no_panic(&out, "fidelity"), 1, "{md}{}", text(&out.stderr));
+    assert!(
+        md.contains("target: taint + node.kubernetes.io/unreachable:NoExecute")
+            && md.contains("**kind only**"),
+        "{md}"
+    );
+
+    let empty = dir.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = nodefall(&[
+        "report",
+        "fidelity",
+        "--kind",
+        &arg(&kind),
+        "--sim",
+        &arg(&empty),
+    ]);
+    let err = text(&out.stderr);
+    assert_eq!(no_panic(&out, "fidelity"), 2, "{err}");
+    assert!(err.contains("holds no result.json"), "{err}");
+}
