@@ -524,8 +524,13 @@ impl SimCluster {
     ///
     /// [`freeze_node`]: SimCluster::freeze_node
     pub async fn pause_node(&mut self, node: &str) -> Result<(), Error> {
-        self.node_entry(node)?.paused_at_ms = Some(unix_ms());
-        self.freeze_node(node).await
+        let before = self.node_entry(node)?.paused_at_ms.replace(unix_ms());
+        let frozen = self.freeze_node(node).await;
+        if frozen.is_err() {
+            // Refused (a node not running, say): no pause began.
+            self.node_entry(node)?.paused_at_ms = before;
+        }
+        frozen
     }
 
     /// `resume-vm` / `restore-nic`: the node comes back. The frozen agent is
