@@ -283,26 +283,30 @@ pub async fn report_return(
     Ok(())
 }
 
-/// Times what a resumed node's kubelet does with its pods (`kubelet.rs`):
-/// each running pod of `node` is re-reported as it was ([`kubelet::RESYNC_AT`])
-/// and one deleted meanwhile is stopped ([`kubelet::STOP_DELAY`]) a moment
-/// after the resume, not the instant KWOK sees it.
-pub async fn resync_pods(
+/// Times what a returning node's kubelet does with its pods (`kubelet.rs`):
+/// each running pod of `node` is re-reported as it was
+/// ([`kubelet::RESYNC_AT`]) and one deleted meanwhile is stopped
+/// ([`kubelet::STOP_DELAY`], [`kubelet::STOP_PHASE`]) and removed
+/// ([`kubelet::DELETE_DELAY`]) when that kubelet would, not the instant KWOK
+/// sees it.
+pub async fn time_pods(
     client: &kube::Client,
     node: &str,
+    times: &kubelet::PodTimes,
     now: jiff::Timestamp,
 ) -> Result<(), Error> {
     use k8s_openapi::api::core::v1::Pod;
     let at = |d: std::time::Duration| {
-        now.checked_add(jiff::SignedDuration::try_from(d).unwrap_or_default())
-            .unwrap_or(now)
-            .to_string()
+        serde_json::Value::from(
+            now.checked_add(jiff::SignedDuration::try_from(d).unwrap_or_default())
+                .unwrap_or(now)
+                .to_string(),
+        )
     };
-    let (resync, stop) = (at(kubelet::RESYNC_AFTER), at(kubelet::STOP_AFTER));
     let all: Api<Pod> = Api::all(client.clone());
     let params = kube::api::ListParams::default().fields(&format!("spec.nodeName={node}"));
     let pods = all.list(&params).await.map_err(|source| Error::Kube {
-        what: format!("listing the pods of resumed node {node}"),
+        what: format!("listing the pods of returning node {node}"),
         source,
     })?;
     for pod in pods.items {
@@ -313,13 +317,21 @@ pub async fn resync_pods(
         ) else {
             continue;
         };
-        if !running {
-            continue;
-        }
         let mut annotations = serde_json::Map::new();
-        annotations.insert(kubelet::RESYNC_AT.into(), resync.clone().into());
+        if let Some(d) = times.resync {
+            annotations.insert(kubelet::RESYNC_AT.into(), at(d));
+        }
         if pod.metadata.deletion_timestamp.is_some() {
-            annotations.insert(kubelet::STOP_DELAY.into(), stop.clone().into());
+            annotations.insert(kubelet::STOP_DELAY.into(), at(times.stop));
+            if let Some(phase) = times.stop_phase {
+                annotations.insert(kubelet::STOP_PHASE.into(), phase.into());
+            }
+            if let Some(d) = times.delete {
+                annotations.insert(kubelet::DELETE_DELAY.into(), at(d));
+            }
+        }
+        if !running || annotations.is_empty() {
+            continue;
         }
         let patch = serde_json::json!({"metadata": {"annotations": annotations}});
         let api: Api<Pod> = Api::namespaced(client.clone(), ns);
@@ -328,11 +340,11 @@ pub async fn resync_pods(
             .await
         {
             Ok(_) => {}
-            // Gone meanwhile: nothing to stop.
+            // Gone meanwhile: nothing to time.
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(source) => {
                 return Err(Error::Kube {
-                    what: format!("timing pod {ns}/{name} of resumed node {node}"),
+                    what: format!("timing pod {ns}/{name} of returning node {node}"),
                     source,
                 });
             }

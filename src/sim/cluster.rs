@@ -556,11 +556,6 @@ impl SimCluster {
             None => Comeback::Restarted,
         };
         self.report_return(node, how).await?;
-        if matches!(how, Comeback::Resumed { .. }) {
-            // A resumed kubelet takes a moment over its pods (kubelet.rs).
-            let client = self.client().await?;
-            agents::resync_pods(&client, node, jiff::Timestamp::now()).await?;
-        }
         if self.is_shared(node)? {
             self.bring_back(node).await?;
             return self.set_agent_state(node, AgentState::Running);
@@ -593,7 +588,13 @@ impl SimCluster {
         };
         let report = kubelet.first_report(how);
         let client = self.client().await?;
-        agents::report_return(&client, node, &report, jiff::Timestamp::now()).await
+        let now = jiff::Timestamp::now();
+        agents::report_return(&client, node, &report, now).await?;
+        // Its kubelet takes a moment over its pods, too.
+        match kubelet.pod_times(how) {
+            Some(times) => agents::time_pods(&client, node, &times, now).await,
+            None => Ok(()),
+        }
     }
 
     /// `poweroff`: kills the agent at once (SIGKILL), like pulling the plug.

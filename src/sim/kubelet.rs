@@ -43,6 +43,56 @@ pub const RESYNC_AFTER: Duration = Duration::from_millis(2400);
 /// kind 2.49-2.93 s after `docker unpause` (four pods).
 pub const STOP_AFTER: Duration = Duration::from_millis(2700);
 
+/// The pod annotation (`Failed`) that makes pod-stop report that phase: the
+/// pods of a node powered off and on again, whose containers died with it.
+pub const STOP_PHASE: &str = "nodefall.dev/stop-phase";
+
+/// The pod annotation (a duration or an RFC 3339 time) that delays its
+/// removal once stopped (`stages/pod-delete.yaml`).
+pub const DELETE_DELAY: &str = "pod-delete.stage.kwok.x-k8s.io/delay";
+
+/// After a powered-on node is Ready, when its kubelet reports the pods
+/// deleted while it was off `Failed` (kind: 0.85-0.92 s, four pods) and when
+/// it removes them (1.0-1.1 s later).
+pub const FAIL_AFTER_BOOT: Duration = Duration::from_millis(900);
+pub const DELETE_AFTER_FAIL: Duration = Duration::from_millis(1000);
+
+/// When a returning node's kubelet acts on its pods, from its return.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodTimes {
+    /// Running pods re-reported as they were (none: at once).
+    pub resync: Option<Duration>,
+    /// Pods deleted meanwhile stopped.
+    pub stop: Duration,
+    /// ... in this phase (none: `Succeeded`).
+    pub stop_phase: Option<&'static str>,
+    /// ... and removed (none: the stage's own delay after the stop).
+    pub delete: Option<Duration>,
+}
+
+impl Kubelet {
+    /// What the kubelet of a node coming back `how` does with the pods the
+    /// API server still binds to it, when it does something else than KWOK
+    /// (none: KWOK's stages as they are).
+    pub fn pod_times(&self, how: Comeback) -> Option<PodTimes> {
+        match how {
+            Comeback::Resumed { .. } => Some(PodTimes {
+                resync: Some(RESYNC_AFTER),
+                stop: STOP_AFTER,
+                stop_phase: None,
+                delete: None,
+            }),
+            Comeback::Booted => Some(PodTimes {
+                resync: None,
+                stop: self.boot + FAIL_AFTER_BOOT,
+                stop_phase: Some("Failed"),
+                delete: Some(self.boot + FAIL_AFTER_BOOT + DELETE_AFTER_FAIL),
+            }),
+            Comeback::Restarted => None,
+        }
+    }
+}
+
 /// The kubelet's PLEG relist threshold (`genericPlegRelistThreshold`,
 /// pkg/kubelet/pleg/generic.go): a relist older than this makes the runtime
 /// unhealthy and the node NotReady.
@@ -173,6 +223,13 @@ mod tests {
             k.first_report(Comeback::Restarted).ready_after,
             Duration::ZERO
         );
+        // Booted: the pods deleted while it was off are Failed after the boot.
+        let t = k.pod_times(Comeback::Booted).unwrap();
+        assert_eq!(
+            (t.stop, t.stop_phase),
+            (boot + FAIL_AFTER_BOOT, Some("Failed"))
+        );
+        assert_eq!(k.pod_times(Comeback::Restarted), None);
         // A whole-second threshold prints as Go prints it.
         assert_eq!(go_duration(Duration::from_secs(2)), "2s");
     }

@@ -18,6 +18,10 @@ use crate::profile::TimingProfile;
 use crate::report::result::{RunResult, RunVerdict, StepKind};
 use crate::timeline::{Change, Ms, ObjectRef};
 
+/// A pod or endpoint turning ready this soon after a step began is counted
+/// with the step before (see `points`).
+const READY_RACE_MS: Ms = 200;
+
 /// The goal: within 10 % of the kind figure, or within this.
 pub const SLACK_MS: Ms = 1000;
 /// ... or within this share of it.
@@ -168,7 +172,7 @@ pub fn compare(kind: &RunResult, sim: &RunResult) -> ScenarioFidelity {
         scenario: kind.scenario.clone(),
         kind_verdict: verdict(kind),
         sim_verdict: verdict(sim),
-        inversions: inversions(&k, &s),
+        inversions: inversions(&k, &s, &kind.profile),
         rows,
     }
 }
@@ -427,11 +431,14 @@ pub fn within(kind: Ms, sim: Ms) -> bool {
 /// Pairs of points of one step that one side saw more than 1 s apart and
 /// the other in the opposite order (closer than that, two transitions of
 /// one controller pass come in either order).
-fn inversions(kind: &[Point], sim: &[Point]) -> Vec<Inversion> {
+fn inversions(kind: &[Point], sim: &[Point], profile: &TimingProfile) -> Vec<Inversion> {
     let key = |p: &Point| (p.step_index, p.what.clone());
     let sim_at: HashMap<_, Ms> = sim.iter().map(|p| (key(p), p.after)).collect();
+    // A transition made on a controller's own timer comes anywhere in its
+    // window, before or after the others: its order is not the sim's doing.
     let both: Vec<(&Point, Ms)> = kind
         .iter()
+        .filter(|p| timers(&p.what, profile).is_empty())
         .filter_map(|p| sim_at.get(&key(p)).map(|s| (p, *s)))
         .collect();
     let mut out = Vec::new();
@@ -611,6 +618,18 @@ pub fn points(run: &RunResult) -> Vec<Point> {
                 format!("{}: {change}", group.name("endpoints"))
             }
             _ => continue,
+        };
+        // A pod or an endpoint turning ready right after a step began was
+        // on its way before it (no step makes anything ready that fast):
+        // the step began because an expectation saw the pods Ready.
+        let readied = matches!(
+            &t.change,
+            Change::PodReady { ready: true } | Change::Endpoint { ready: true, .. }
+        ) || matches!(&t.change, Change::PodPhase { phase, .. } if phase == "Running");
+        let step = if readied && step > 0 && t.at - steps[step].0 < READY_RACE_MS {
+            step - 1
+        } else {
+            step
         };
         grouped
             .entry((step, what))
@@ -952,8 +971,9 @@ mod tests {
         };
         let kind = [p("a", 0), p("b", 1_500), p("c", 1_600)];
         // b and c swapped: 0.1 s apart on kind, so either order is fine.
-        assert!(inversions(&kind, &[p("a", 0), p("c", 1_500), p("b", 1_600)]).is_empty());
-        let inv = inversions(&kind, &[p("b", 0), p("a", 300), p("c", 1_600)]);
+        let d = TimingProfile::upstream_default();
+        assert!(inversions(&kind, &[p("a", 0), p("c", 1_500), p("b", 1_600)], &d).is_empty());
+        let inv = inversions(&kind, &[p("b", 0), p("a", 300), p("c", 1_600)], &d);
         assert_eq!(
             inv,
             [Inversion {
@@ -961,6 +981,36 @@ mod tests {
                 then: "b".into(),
                 step: "#1".into()
             }]
+        );
+    }
+
+    #[test]
+    fn a_timer_rows_order_is_not_checked_and_readiness_at_a_step_start_counts_before_it() {
+        let p = |what: &str, after: Ms| Point {
+            what: what.into(),
+            step: "#9".into(),
+            step_index: 0,
+            after,
+            count: 1,
+        };
+        let taint = "target: taint + node.kubernetes.io/not-ready:NoExecute";
+        let kind = [p(taint, 1_800), p("pods on target: deleted", 3_400)];
+        let sim = [p(taint, 3_500), p("pods on target: deleted", 3_100)];
+        let d = TimingProfile::upstream_default();
+        assert!(inversions(&kind, &sim, &d).is_empty());
+        // An endpoint ready 26 ms into the resume step: counted with the pause.
+        let w = "nfscen-worker";
+        let r = run(
+            w,
+            json!([
+                {"at": 100_026, "object": {"kind": "endpointSlice", "name": "s", "service": "web"},
+                 "change": {"type": "endpoint", "address": "10.0.0.9", "node": "other",
+                            "ready": true, "serving": true, "terminating": false}},
+            ]),
+        );
+        assert_eq!(
+            names(&points(&r)),
+            [("endpoints elsewhere: ready", "#1 (pause)", 90_026, 1)]
         );
     }
 
