@@ -601,15 +601,11 @@ fn report_fidelity_judges_runs_and_refuses_an_empty_directory() {
     };
     let kind = put("kind", &run);
     let same = put("same", &run);
-    let arg = |p: &Path| p.display().to_string();
-    let out = nodefall(&[
-        "report",
-        "fidelity",
-        "--kind",
-        &arg(&kind),
-        "--sim",
-        &arg(&same),
-    ]);
+    let fidelity = |kind: &Path, sim: &Path| {
+        let (kind, sim) = (kind.display().to_string(), sim.display().to_string());
+        nodefall(&["report", "fidelity", "--kind", &kind, "--sim", &sim])
+    };
+    let out = fidelity(&kind, &same);
     let md = text(&out.stdout);
     assert_eq!(no_panic(&out, "fidelity"), 0, "{md}{}", text(&out.stderr));
     assert!(md.contains(", 0 not met;"), "{md}");
@@ -620,14 +616,7 @@ fn report_fidelity_judges_runs_and_refuses_an_empty_directory() {
         .unwrap()
         .retain(|t| t["change"]["type"] != "taintAdded");
     let sim = put("untainted", &untainted);
-    let out = nodefall(&[
-        "report",
-        "fidelity",
-        "--kind",
-        &arg(&kind),
-        "--sim",
-        &arg(&sim),
-    ]);
+    let out = fidelity(&kind, &sim);
     let md = text(&out.stdout);
     assert_eq!(no_panic(&out, "fidelity"), 1, "{md}{}", text(&out.stderr));
     assert!(
@@ -638,14 +627,7 @@ fn report_fidelity_judges_runs_and_refuses_an_empty_directory() {
 
     let empty = dir.path().join("empty");
     std::fs::create_dir_all(&empty).unwrap();
-    let out = nodefall(&[
-        "report",
-        "fidelity",
-        "--kind",
-        &arg(&kind),
-        "--sim",
-        &arg(&empty),
-    ]);
+    let out = fidelity(&kind, &empty);
     let err = text(&out.stderr);
     assert_eq!(no_panic(&out, "fidelity"), 2, "{err}");
     assert!(err.contains("holds no result.json"), "{err}");
