@@ -142,6 +142,26 @@ pub async fn register(client: &kube::Client, node: &SimNode) -> Result<(), Error
     create(&api, node).await
 }
 
+/// Deletes the node's Lease a kwok that is gone left behind, before a new
+/// kwok starts for the node. A kubelet owns its Lease by name; a new kwok
+/// manages a node only once it holds its Lease, and its first sync, reading
+/// a cache not filled yet, tries to create it, fails on the old one and tries
+/// again a renew interval (`lease`/4) later: 10 s with default timings,
+/// during which the node stays as it was (seen: a powered-on node Ready
+/// 10.5 s after `poweron` instead of once booted, 8 s). No Lease is fine.
+pub async fn drop_stale_lease(client: &kube::Client, node: &str) -> Result<(), Error> {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let api: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    match api.delete(node, &Default::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(source) => Err(Error::Kube {
+            what: format!("deleting the Lease node {node}'s last kwok left"),
+            source,
+        }),
+    }
+}
+
 /// Registers many nodes, [`REGISTER_PARALLELISM`] at a time.
 pub async fn register_all(client: &kube::Client, nodes: &[SimNode]) -> Result<(), Error> {
     let api: Api<Node> = Api::all(client.clone());

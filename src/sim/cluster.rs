@@ -872,6 +872,7 @@ impl SimCluster {
     async fn start_agent(&mut self, client: &kube::Client, node: &str) -> Result<(), Error> {
         let spec = self.node_state(node)?.clone();
         agents::register(client, &spec).await?;
+        agents::drop_stale_lease(client, node).await?;
         testpoint::reached(|| "sim:start".to_owned()).await;
         let binaries = Binaries::at(&super::binaries::cache_root(), self.state.versions.clone());
         let name = format!("kwok/{node}");
