@@ -265,9 +265,7 @@ pub async fn report_return(
     now: jiff::Timestamp,
 ) -> Result<(), Error> {
     let api: Api<Node> = Api::all(client.clone());
-    let ready_at = now
-        .checked_add(jiff::SignedDuration::try_from(report.ready_after).unwrap_or_default())
-        .unwrap_or(now);
+    let ready_at = after(now, report.ready_after);
     let kube_err = |what: &str, source| Error::Kube {
         what: format!("{what} of returning node {node}"),
         source,
@@ -316,13 +314,7 @@ pub async fn time_pods(
     now: jiff::Timestamp,
 ) -> Result<(), Error> {
     use k8s_openapi::api::core::v1::Pod;
-    let at = |d: std::time::Duration| {
-        serde_json::Value::from(
-            now.checked_add(jiff::SignedDuration::try_from(d).unwrap_or_default())
-                .unwrap_or(now)
-                .to_string(),
-        )
-    };
+    let at = |d| serde_json::Value::from(after(now, d).to_string());
     let all: Api<Pod> = Api::all(client.clone());
     let params = kube::api::ListParams::default().fields(&format!("spec.nodeName={node}"));
     let pods = all.list(&params).await.map_err(|source| Error::Kube {
@@ -371,6 +363,14 @@ pub async fn time_pods(
         }
     }
     Ok(())
+}
+
+/// `d` after `now` (now itself past the representable range).
+fn after(now: jiff::Timestamp, d: std::time::Duration) -> jiff::Timestamp {
+    jiff::SignedDuration::try_from(d)
+        .ok()
+        .and_then(|d| now.checked_add(d).ok())
+        .unwrap_or(now)
 }
 
 /// Puts a shared node in its shard's managed set (registering it again if it
