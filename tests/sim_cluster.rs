@@ -520,6 +520,99 @@ fn cli_up_status_kubeconfig_down() {
     );
 }
 
+/// `shutdown` on a sim whose kubelets have graceful node shutdown on: the
+/// preflight reads the settings the sim plays, the node goes NotReady at
+/// once, its pods end stopped by the kubelet and are replaced at once, the
+/// node goes Unknown once its lease lapses, and powers on again (seed 003 on
+/// real kubelets, `scenarios/kind-graceful-shutdown.yaml`, on the sim).
+#[test]
+fn a_shutdown_is_played_as_a_kubelet_with_graceful_shutdown_plays_it() {
+    let _serial = serial();
+    let root = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let mut cluster = CliCluster {
+        root: root.path().to_owned(),
+        name: "gns".into(),
+        seen: Vec::new(),
+    };
+    let (code, _, stderr) = nodefall(
+        root.path(),
+        &[
+            "sim",
+            "up",
+            "--name",
+            "gns",
+            "--nodes",
+            "3",
+            "--shutdown-grace-period",
+            "20s",
+            "--shutdown-grace-period-critical-pods",
+            "5s",
+        ],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    cluster.state();
+    let out_dir = out.path().to_str().unwrap();
+    let (code, stdout, stderr) = nodefall(
+        root.path(),
+        &[
+            "scenario",
+            "scenarios/kind-graceful-shutdown.yaml",
+            "--backend",
+            "sim",
+            "--cluster",
+            "gns",
+            "--out",
+            out_dir,
+        ],
+    );
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let result = std::fs::read_dir(out.path())
+        .unwrap()
+        .map(|e| e.unwrap().path().join("result.json"))
+        .find(|p| p.exists())
+        .expect("a result.json");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(result).unwrap()).unwrap();
+    let gns = &r["gracefulShutdown"][0];
+    assert_eq!(gns["verdict"]["verdict"], "will-run", "{gns}");
+    assert!(
+        gns["config"]["source"]
+            .as_str()
+            .unwrap()
+            .contains("--shutdown-grace-period 20s --shutdown-grace-period-critical-pods 5s"),
+        "{gns}"
+    );
+    let node = r["targets"]["target"].as_str().unwrap().to_owned();
+    let changes: Vec<&serde_json::Value> = r["transitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["at"].as_i64() >= r["t0"].as_i64())
+        .map(|t| &t["change"])
+        .collect();
+    let stopped = changes
+        .iter()
+        .filter(|c| c["type"] == "podDisruptionTarget" && c["reason"] == "TerminationByKubelet")
+        .count();
+    assert_eq!(
+        stopped, 2,
+        "pods stopped by the kubelet on {node}: {changes:?}"
+    );
+    let not_ready = changes
+        .iter()
+        .position(|c| c["type"] == "nodeReady" && c["reason"] == "KubeletNotReady");
+    let unknown = changes
+        .iter()
+        .position(|c| c["type"] == "nodeReady" && c["status"] == "Unknown");
+    assert!(
+        matches!((not_ready, unknown), (Some(a), Some(b)) if a < b),
+        "NotReady from the kubelet, then Unknown: {changes:?}"
+    );
+    let (code, _, stderr) = nodefall(root.path(), &["sim", "down", "--name", "gns"]);
+    assert_eq!(code, Some(0), "{stderr}");
+}
+
 /// A node agent that another invocation started on this cluster (a run with
 /// `--cluster`, or `recover`, replacing a frozen agent) stops with the
 /// cluster, though the owner never started it.

@@ -174,6 +174,8 @@ fn stand_in(root: &Path, name: &str) -> (State, Vec<Proc>) {
         kept: false,
         node_boot_ms: 8000,
         pleg_threshold_ms: 180_000,
+        shutdown_grace_ms: 0,
+        shutdown_grace_critical_ms: 0,
     };
     state.save(&dir.join("state.json")).unwrap();
     (state, procs)

@@ -350,7 +350,12 @@ impl Folder {
                     }
                     WatchEvent::Delete(p) => {
                         self.last_pod.remove(&key(&p));
-                        self.pods.handle(WatchEvent::Delete(p))
+                        // A pod's DELETE is graceful even with no grace
+                        // left: the API server stores it marked for deletion
+                        // (a watch sees it Terminating), then removes it.
+                        let mut batch = self.pods.handle(WatchEvent::Apply(p.clone()));
+                        batch.extend(self.pods.handle(WatchEvent::Delete(p)));
+                        batch
                     }
                     e => self.pods.handle(e),
                 }
@@ -382,11 +387,10 @@ impl Folder {
                 let mut batch = self.pods.handle(WatchEvent::Apply(kept.pod()));
                 let gone = kept.delete(at, grace);
                 let pod = kept.pod();
+                batch.extend(self.pods.handle(WatchEvent::Apply(pod.clone())));
                 if gone {
                     self.last_pod.remove(&key);
                     batch.extend(self.pods.handle(WatchEvent::Delete(pod)));
-                } else {
-                    batch.extend(self.pods.handle(WatchEvent::Apply(pod)));
                 }
                 batch
             }
@@ -470,8 +474,9 @@ impl Kept {
     /// it (`BeforeDelete`, and the pod strategy's `CheckGracefulDelete`):
     /// the request's grace period, else the pod's (30 s by default), none
     /// for a pod never scheduled or finished; a pod already being deleted
-    /// only takes a shorter one. With none left and no finalizer the pod is
-    /// removed (true); else it is marked for deletion (Terminating).
+    /// only takes a shorter one. It is marked for deletion (Terminating)
+    /// either way, and then removed (true) when none is left and no
+    /// finalizer holds it.
     fn delete(&mut self, at: Timestamp, grace: Option<i64>) -> bool {
         // A negative grace period counts as 1 s.
         let grace = grace.map(|g| if g < 0 { 1 } else { g });
@@ -486,9 +491,8 @@ impl Kept {
             grace.or(self.grace).unwrap_or(30).max(0)
         };
         let held = m.finalizers.as_ref().is_some_and(|f| !f.is_empty());
-        if period == 0 && !held {
-            return true;
-        }
+        // Stored marked for deletion first, even with no grace left (see
+        // `fold`), then removed unless a finalizer holds it.
         if m.deletion_timestamp.is_none() {
             let when = at
                 .checked_add(jiff::SignedDuration::from_secs(period))
@@ -496,7 +500,7 @@ impl Kept {
             m.deletion_timestamp = Some(Time(when));
         }
         m.deletion_grace_period_seconds = Some(period);
-        false
+        period == 0 && !held
     }
 
     /// The pod as the fold reads it (a binding gives it a spec).
@@ -670,10 +674,15 @@ mod tests {
         let got = changes(&evicted_pod_log(429));
         assert!(
             got.iter()
-                .all(|c| !c.contains("DisruptionTarget") && !c.contains("Terminating")),
+                .all(|c| !c.contains("DisruptionTarget") && !c.starts_with("59.433")),
             "{got:?}"
         );
-        assert_eq!(got.last().map(String::as_str), Some("59.513 podDeleted"));
+        // Only the later DELETE (no grace): stored Terminating, then removed,
+        // as a watch sees a force deletion.
+        assert_eq!(
+            got[got.len() - 2..],
+            ["59.513 podTerminating", "59.513 podDeleted"]
+        );
         // A dry run is answered 201 and changes nothing either.
         let mut dry = evicted_pod_log(201);
         dry[1] = eviction(
@@ -707,9 +716,10 @@ mod tests {
         ];
         let got = changes(&lines);
         assert_eq!(
-            got[got.len() - 2..],
+            got[got.len() - 3..],
             [
                 "52.000 DisruptionTarget EvictionByEvictionAPI",
+                "52.000 podTerminating",
                 "52.000 podDeleted"
             ],
             "{got:?}"

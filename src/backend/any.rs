@@ -159,6 +159,13 @@ impl NodeFaults for AnyBackend {
         each!(self, b => b.shell(node, command).await)
     }
 
+    fn played_shutdown_grace(
+        &self,
+        node: &str,
+    ) -> Option<(std::time::Duration, std::time::Duration, String)> {
+        each!(self, b => b.played_shutdown_grace(node))
+    }
+
     fn memo(&self, node: &str, fault: FaultKind) -> Option<String> {
         each!(self, b => b.memo(node, fault))
     }

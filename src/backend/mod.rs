@@ -13,15 +13,10 @@ use std::future::Future;
 
 use k8s_openapi::api::core::v1::Node;
 
-use crate::scenario::model::{BackendKind, FaultKind};
+use crate::scenario::model::FaultKind;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("fault `{fault}` is not supported by the `{backend}` backend")]
-    Unsupported {
-        backend: &'static str,
-        fault: &'static str,
-    },
     #[error(transparent)]
     Exec(crate::exec::Error),
     #[error(
@@ -156,8 +151,7 @@ impl Error {
     pub fn invalid_input(&self) -> bool {
         matches!(
             self,
-            Error::Unsupported { .. }
-                | Error::UnknownNode { .. }
+            Error::UnknownNode { .. }
                 | Error::NoMachine { .. }
                 | Error::WrongMachine { .. }
                 | Error::NotRunning { .. }
@@ -234,17 +228,6 @@ impl std::fmt::Display for CommandFailure {
     }
 }
 
-/// Whether a backend can inject a fault at all; the reason when not.
-pub fn supports(backend: BackendKind, fault: FaultKind) -> Result<(), &'static str> {
-    match backend {
-        BackendKind::Sim => sim::supports(fault),
-        // The command backend's file says what it can do (checked at start).
-        BackendKind::Kind | BackendKind::Libvirt | BackendKind::Vagrant | BackendKind::Command => {
-            Ok(())
-        }
-    }
-}
-
 /// Breaks and repairs nodes.
 pub trait NodeFaults: Send {
     /// Backend name for reports (`sim`, `kind`, ...).
@@ -271,6 +254,17 @@ pub trait NodeFaults: Send {
         _command: &str,
     ) -> impl Future<Output = Option<(String, Result<String, String>)>> + Send {
         async { None }
+    }
+    /// The graceful node shutdown settings of a node whose kubelet the
+    /// backend plays itself (sim): `shutdownGracePeriod`,
+    /// `shutdownGracePeriodCriticalPods` and where they come from, in words.
+    /// None: a real kubelet, whose configuration and logind lock are read
+    /// from the node.
+    fn played_shutdown_grace(
+        &self,
+        _node: &str,
+    ) -> Option<(std::time::Duration, std::time::Duration, String)> {
+        None
     }
     /// Injects (or reverts) `fault` on `node`; returns once it is done.
     fn inject(

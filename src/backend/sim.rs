@@ -2,23 +2,46 @@
 //! processes). The mapping is documented in `docs/sim-backend.md`.
 
 use super::{Error, NodeFaults};
+use std::time::Duration;
+
+use crate::scenario::duration::format_duration;
 use crate::scenario::model::FaultKind;
 use crate::sim::SimCluster;
-
-/// What the sim cannot do, and why.
-pub fn supports(fault: FaultKind) -> Result<(), &'static str> {
-    match fault {
-        FaultKind::Shutdown => Err(
-            "graceful node shutdown needs a real kubelet; run this scenario with --backend kind, \
-             libvirt or vagrant (see docs/sim-backend.md)",
-        ),
-        _ => Ok(()),
-    }
-}
+use crate::sim::provisioner::{self, Provisioner};
 
 #[derive(Debug)]
 pub struct SimBackend {
     pub cluster: SimCluster,
+    /// The stand-in for kind's local-path provisioner while a run uses the
+    /// cluster (`sim::provisioner`); none when only reverting faults.
+    storage: Option<Provisioner>,
+}
+
+impl SimBackend {
+    /// A backend that reverts faults (`nodefall recover`).
+    pub fn new(cluster: SimCluster) -> SimBackend {
+        SimBackend {
+            cluster,
+            storage: None,
+        }
+    }
+
+    /// A backend for a run: the cluster's default StorageClass `standard`
+    /// is there and provisioned for as long as the run lasts.
+    pub async fn for_run(cluster: SimCluster) -> Result<SimBackend, crate::sim::Error> {
+        let client = cluster.client().await?;
+        provisioner::ensure_class(&client).await?;
+        Ok(SimBackend {
+            cluster,
+            storage: Some(Provisioner::spawn(client)),
+        })
+    }
+
+    /// The cluster back, the provisioner stopped.
+    pub fn into_cluster(self) -> SimCluster {
+        drop(self.storage);
+        self.cluster
+    }
 }
 
 impl NodeFaults for SimBackend {
@@ -34,7 +57,6 @@ impl NodeFaults for SimBackend {
                 | FaultKind::RestoreNic
                 | FaultKind::Poweron
                 | FaultKind::StartKubelet => format!("back into kwok shard {k}"),
-                FaultKind::Shutdown => "unsupported".to_owned(),
                 _ => format!("out of kwok shard {k}"),
             };
             return format!("{} {node} ({what})", fault.name());
@@ -46,7 +68,12 @@ impl NodeFaults for SimBackend {
             FaultKind::StopKubelet => "SIGTERM the node's kwok",
             FaultKind::Poweron => "start a new kwok for the node, Ready once booted",
             FaultKind::StartKubelet => "start a new kwok for the node",
-            FaultKind::Shutdown => "unsupported",
+            FaultKind::Shutdown if self.cluster.shutdown_grace().all.is_zero() => {
+                "graceful shutdown off: SIGKILL the node's kwok"
+            }
+            FaultKind::Shutdown => {
+                "SIGKILL the node's kwok; its kubelet's graceful shutdown played by nodefall"
+            }
         };
         format!("{} {node} ({what})", fault.name())
     }
@@ -61,18 +88,31 @@ impl NodeFaults for SimBackend {
             FaultKind::StopKubelet => c.stop_node(node).await,
             FaultKind::Poweron => c.boot_node(node).await,
             FaultKind::StartKubelet => c.start_node(node).await,
-            FaultKind::Shutdown => {
-                return Err(Error::Unsupported {
-                    backend: "sim",
-                    fault: fault.name(),
-                });
-            }
+            FaultKind::Shutdown => c.shutdown_node(node).await,
         };
         result.map_err(|source| Error::Sim {
             fault: fault.name(),
             node: node.to_owned(),
             source: Box::new(source),
         })
+    }
+
+    fn played_shutdown_grace(&self, _node: &str) -> Option<(Duration, Duration, String)> {
+        let g = self.cluster.shutdown_grace();
+        let how = if g.all.is_zero() {
+            "off: `nodefall sim up` without --shutdown-grace-period".to_owned()
+        } else {
+            format!(
+                "`nodefall sim up --shutdown-grace-period {} --shutdown-grace-period-critical-pods {}`",
+                format_duration(g.all),
+                format_duration(g.critical)
+            )
+        };
+        Some((
+            g.all,
+            g.critical,
+            format!("the sim plays the kubelet ({how})"),
+        ))
     }
 
     async fn restore(&mut self, node: &str, revert: FaultKind) -> Result<String, Error> {

@@ -66,40 +66,8 @@ pub struct UpArgs {
     /// How long to wait for every node to be Ready.
     #[arg(long, default_value = "5m", value_parser = super::values::duration(super::values::KIND_WAIT))]
     pub wait: Duration,
-    /// Turns the kubelets' graceful node shutdown on: their
-    /// `shutdownGracePeriod` (whole seconds), the time a `systemctl
-    /// poweroff` in a node waits for its pods (through logind's inhibitor
-    /// lock). Unset: off, as Kubernetes has it.
-    #[arg(long, value_name = "DURATION", value_parser = super::values::duration(super::values::SHUTDOWN_GRACE))]
-    pub shutdown_grace_period: Option<Duration>,
-    /// The part of `--shutdown-grace-period` kept for critical pods
-    /// (`shutdownGracePeriodCriticalPods`; default 0: all of it for the others).
-    #[arg(long, value_name = "DURATION", requires = "shutdown_grace_period", value_parser = super::values::duration(super::values::SHUTDOWN_GRACE))]
-    pub shutdown_grace_period_critical_pods: Option<Duration>,
-}
-
-impl UpArgs {
-    /// The kubelets' graceful shutdown periods, checked against each other.
-    fn shutdown_grace(&self) -> Result<Option<(Duration, Duration)>, String> {
-        // Compared as the kubelet gets them: whole seconds.
-        let whole = |d: Duration| Duration::from_secs(d.as_secs());
-        let Some(all) = self.shutdown_grace_period.map(whole) else {
-            return Ok(None);
-        };
-        let critical = self
-            .shutdown_grace_period_critical_pods
-            .map(whole)
-            .unwrap_or_default();
-        if critical >= all {
-            return Err(format!(
-                "--shutdown-grace-period-critical-pods ({}) must be shorter than \
-                 --shutdown-grace-period ({}): the kubelet gives the other pods the difference",
-                crate::scenario::duration::format_duration(critical),
-                crate::scenario::duration::format_duration(all)
-            ));
-        }
-        Ok(Some((all, critical)))
-    }
+    #[command(flatten)]
+    pub grace: super::grace::ShutdownGraceArgs,
 }
 
 pub fn run(cmd: KindCommand) -> anyhow::Result<ExitCode> {
@@ -143,7 +111,7 @@ async fn up_session(args: UpArgs) -> anyhow::Result<ExitCode> {
         .clone()
         .unwrap_or_else(kindlab::default_kind_binary);
     let name = args.name.clone();
-    let shutdown_grace = match args.shutdown_grace() {
+    let shutdown_grace = match args.grace.checked() {
         Ok(g) => g,
         Err(e) => {
             eprintln!("error: {e}; nothing was made");
@@ -554,45 +522,4 @@ fn down(name: &str) -> anyhow::Result<ExitCode> {
     } else {
         exit::INFRASTRUCTURE
     }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn args(all: Option<u64>, critical: Option<u64>) -> UpArgs {
-        UpArgs {
-            name: "nf".into(),
-            image: "img".into(),
-            workers: 2,
-            profile: ProfileName::Default,
-            kind_binary: None,
-            wait: Duration::from_secs(300),
-            shutdown_grace_period: all.map(Duration::from_secs),
-            shutdown_grace_period_critical_pods: critical.map(Duration::from_secs),
-        }
-    }
-
-    #[test]
-    fn the_critical_pods_part_must_leave_time_for_the_others() {
-        let secs = Duration::from_secs;
-        assert_eq!(args(None, None).shutdown_grace(), Ok(None));
-        assert_eq!(
-            args(Some(20), None).shutdown_grace(),
-            Ok(Some((secs(20), Duration::ZERO)))
-        );
-        assert_eq!(
-            args(Some(20), Some(5)).shutdown_grace(),
-            Ok(Some((secs(20), secs(5))))
-        );
-        // 20.5 s and 20 s are both 20 s in the kubelet's configuration.
-        let mut half = args(Some(20), Some(20));
-        half.shutdown_grace_period = Some(Duration::from_millis(20_500));
-        assert!(half.shutdown_grace().is_err());
-        let e = args(Some(20), Some(20)).shutdown_grace().unwrap_err();
-        assert!(
-            e.contains("(20s) must be shorter than --shutdown-grace-period (20s)"),
-            "{e}"
-        );
-    }
 }

@@ -18,6 +18,7 @@ macro_rules! outln {
 mod audit;
 mod cluster;
 mod flags;
+mod grace;
 mod kind;
 mod machines;
 mod plan_ops;

@@ -186,7 +186,7 @@ async fn recover_one(header: &Header, journal: &mut Journal) -> bool {
             };
             match (opened, config) {
                 (Ok(c), Ok(config)) => {
-                    let mut backend = SimBackend { cluster: c };
+                    let mut backend = SimBackend::new(c);
                     let ok = revert(journal, Ok(config), &mut backend, keep).await;
                     backend.cluster.detach();
                     ok

@@ -134,10 +134,9 @@ fn fidelity(args: &FidelityArgs) -> anyhow::Result<ExitCode> {
     let mut scenarios = Vec::new();
     let mut unpaired = Vec::new();
     for (name, k) in &kind {
-        match (sim.get(name), sim_lacks(&k.file)) {
-            (Some(s), _) => scenarios.push(fidelity::compare(k, s)),
-            (None, Some(lacks)) => scenarios.push(fidelity::cannot_run(k, &lacks)),
-            (None, None) => unpaired.push(report::fidelity::Unpaired {
+        match sim.get(name) {
+            Some(s) => scenarios.push(fidelity::compare(k, s)),
+            None => unpaired.push(report::fidelity::Unpaired {
                 scenario: name.clone(),
                 side: "kind",
             }),
@@ -171,25 +170,6 @@ fn fidelity(args: &FidelityArgs) -> anyhow::Result<ExitCode> {
     } else {
         exit::EXPECTATION_FAILED
     }))
-}
-
-/// What the sim lacks to run the scenario in `file`, when one of its
-/// faults is one it cannot inject.
-fn sim_lacks(file: &str) -> Option<String> {
-    use crate::scenario::checked::StepKind;
-    let checked = crate::scenario::load(Path::new(file)).ok()?;
-    checked.steps.iter().find_map(|s| match &s.kind {
-        StepKind::Fault { fault, .. } => {
-            crate::backend::supports(crate::scenario::model::BackendKind::Sim, *fault)
-                .err()
-                .map(|why| {
-                    // The reason without its advice to the user.
-                    let why = why.split(';').next().unwrap_or(why);
-                    format!("a kubelet for `{}`: {why}", fault.name())
-                })
-        }
-        _ => None,
-    })
 }
 
 /// The newest run of each scenario found under `dir` (any depth).

@@ -13,7 +13,6 @@ use anyhow::bail;
 use super::ScenarioArgs;
 use super::run_scenario::InvalidFlag;
 use crate::backend::kind;
-use crate::plan;
 use crate::runner::journal::BackendRef;
 use crate::scenario::{self, model::BackendKind};
 use crate::sim;
@@ -119,8 +118,6 @@ fn on_machines(
     checked: &scenario::Checked,
     backend: BackendKind,
 ) -> anyhow::Result<On> {
-    // Faults the backend cannot inject are bad input.
-    plan::check_backend(checked, backend)?;
     let machines = &checked.libvirt;
     let invalid = |e: String| anyhow::anyhow!(InvalidFlag(e));
     let (backend, context) = match backend {

@@ -272,7 +272,9 @@ fn run_on_sim(
             }
         };
         let config = cluster.config().await?;
-        let mut backend = SimBackend { cluster };
+        let mut backend = SimBackend::for_run(cluster)
+            .await
+            .context("starting the simulated cluster's volume provisioner")?;
         let mut outcome = runner::run(
             &plan,
             &mut backend,
@@ -284,7 +286,7 @@ fn run_on_sim(
             Limits::default(),
         )
         .await;
-        let cluster = backend.cluster;
+        let cluster = backend.into_cluster();
         check_audit(&cluster.audit_log_path(), &progress, &mut outcome.result).await;
         // A throwaway cluster goes away now (inside the runtime, so a
         // further signal can still cut it short: the cluster's reaper and

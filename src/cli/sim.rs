@@ -175,6 +175,10 @@ pub struct UpArgs {
     #[arg(long, value_name = "DURATION", default_value = "8s",
           value_parser = super::values::duration(super::values::NODE_BOOT))]
     pub node_boot: Duration,
+    /// The kubelets' graceful node shutdown, played by nodefall on a
+    /// `shutdown` fault (docs/sim-backend.md).
+    #[command(flatten)]
+    pub grace: super::grace::ShutdownGraceArgs,
 }
 
 pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
@@ -189,6 +193,16 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
             opts.root = root;
             opts.timeout = Duration::from_secs(args.timeout);
             opts.node_boot = args.node_boot;
+            match args.grace.checked() {
+                Ok(g) => {
+                    let (all, critical) = g.unwrap_or_default();
+                    opts.shutdown_grace = sim::kubelet::ShutdownGrace { all, critical };
+                }
+                Err(e) => {
+                    eprintln!("error: {e}; nothing was started");
+                    return Ok(exit::code(exit::INVALID_INPUT));
+                }
+            }
             // Until it is ready and detached, the cluster is as throwaway as
             // a scenario's: if this process is killed half-way, the reaper
             // removes the half-started cluster. `detach` stops the reaper.

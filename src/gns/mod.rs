@@ -162,6 +162,61 @@ impl NodeReport {
     }
 }
 
+impl NodeReport {
+    /// The facts of a node whose kubelet the backend plays itself (sim), as
+    /// it plays them: the configuration it was given and, when graceful
+    /// shutdown is on, the kubelet's delay lock with logind holding a
+    /// shutdown as long as the grace period. `source` says where from.
+    pub fn played(
+        node: impl Into<String>,
+        target: String,
+        at: Ms,
+        grace: Duration,
+        critical: Duration,
+        source: &str,
+    ) -> NodeReport {
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let config = ShutdownConfig {
+            grace_period_ms: ms(grace),
+            critical_pods_ms: ms(critical),
+            by_pod_priority: Vec::new(),
+            gate_graceful_node_shutdown: None,
+            gate_based_on_pod_priority: None,
+        };
+        let locks = if grace.is_zero() {
+            Vec::new()
+        } else {
+            vec![Inhibitor {
+                who: "kubelet".into(),
+                uid: None,
+                user: None,
+                pid: None,
+                comm: None,
+                what: "shutdown".into(),
+                why: "Kubelet needs time to handle node shutdown".into(),
+                mode: "delay".into(),
+            }]
+        };
+        NodeReport::new(
+            node,
+            vec![target],
+            at,
+            Fact::Known {
+                value: config,
+                source: source.to_owned(),
+            },
+            Fact::Known {
+                value: locks,
+                source: source.to_owned(),
+            },
+            Fact::Known {
+                value: ms(grace),
+                source: source.to_owned(),
+            },
+        )
+    }
+}
+
 /// Reads a node's kubelet configuration through the API server's node
 /// proxy, as a fact. Pass a client without automatic retries (the runner's
 /// `strict` one) so that a refused connection is reported as such.
@@ -259,6 +314,26 @@ mod tests {
 
     const TWO: &str =
         "name: t\nnamespace: ns\ntargets:\n  first: {name: w1}\n  second: {name: w2}\nsteps:\n";
+
+    #[test]
+    fn a_played_kubelet_runs_graceful_shutdown_only_with_a_grace_period() {
+        let secs = Duration::from_secs;
+        let on = NodeReport::played("w1", "t".into(), 0, secs(20), secs(5), "sim");
+        assert_eq!(
+            on.verdict,
+            Verdict::WillRun {
+                pods_ms: 15_000,
+                critical_ms: 5_000,
+                notes: Vec::new()
+            }
+        );
+        let off = NodeReport::played("w1", "t".into(), 0, Duration::ZERO, Duration::ZERO, "sim");
+        assert!(
+            matches!(off.verdict, Verdict::WillNotRun { .. }),
+            "{:?}",
+            off.verdict
+        );
+    }
 
     #[test]
     fn a_requirement_reads_as_a_preflight_expectation() {

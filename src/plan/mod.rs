@@ -205,7 +205,6 @@ pub fn resolve(
     let (steps, restores) = resolve_steps(&checked, &profile)?;
     let guard_holds = resolve_guards(&checked, &profile)?;
     let backend = backend.unwrap_or(checked.backend);
-    check_backend(&checked, backend)?;
     Ok(Plan {
         scenario: checked,
         backend,
@@ -214,34 +213,6 @@ pub fn resolve(
         restores,
         guard_holds,
     })
-}
-
-/// Rejects faults the chosen backend cannot inject, before anything runs.
-pub fn check_backend(checked: &Checked, backend: BackendKind) -> Result<()> {
-    let diags: Vec<Diagnostic> = checked
-        .steps
-        .iter()
-        .filter_map(|step| match step.kind {
-            StepKind::Fault { fault, .. } => {
-                let why = crate::backend::supports(backend, fault).err()?;
-                let (what, how) = why.split_once("; ").unwrap_or((why, ""));
-                Some(checked.source.diag(
-                    &format!("{}.fault", step.path),
-                    format!(
-                        "fault `{}` cannot run on the `{backend}` backend: {what}",
-                        fault.name()
-                    ),
-                    (!how.is_empty()).then(|| how.to_owned()),
-                ))
-            }
-            _ => None,
-        })
-        .collect();
-    if diags.is_empty() {
-        Ok(())
-    } else {
-        Err(Error::Invalid(Diagnostics(diags)))
-    }
 }
 
 /// Checks that every window makes sense under each built-in profile, so a

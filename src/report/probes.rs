@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use super::format::{cell, secs};
 use super::markdown::{rel, table};
 use super::result::RunResult;
-use crate::probe::{ProbeRecord, StopReason};
+use crate::probe::{ProbeRecord, StopReason, windows};
 use crate::timeline::Ms;
 
 /// Shown for a value the run did not observe.
@@ -36,18 +36,51 @@ pub(super) fn section(out: &mut String, r: &RunResult) {
              listens at the URL, not the workload (docs/fidelity.md).\n"
         );
     }
-    if let Some(ms) = r.metrics.error_window {
-        let _ = writeln!(
-            out,
-            "The longest client error window after T0 lasted **{}** (`errorWindow`).\n",
-            secs(ms)
-        );
-    } else if r.t0.is_some() {
-        let _ = writeln!(out, "No client error window began after T0.\n");
-    }
+    out.push_str(&headline(r.t0, &r.probes));
     for p in &r.probes {
         probe(out, r, p);
     }
+}
+
+/// What the probes say as a whole: probes none of whose requests
+/// succeeded, and the longest error window still failing at or after T0
+/// (`errorWindow`, measured whole), with when it began if before T0.
+fn headline(t0: Option<Ms>, probes: &[ProbeRecord]) -> String {
+    let mut out = String::new();
+    for p in probes
+        .iter()
+        .filter(|p| p.requests > 0 && p.errors == p.requests)
+    {
+        let _ = writeln!(
+            out,
+            "**Every request of probe `{}` failed** ({} of {}): clients never reached the \
+             workload, so its error window is the whole run, not the failure's effect.\n",
+            p.name, p.errors, p.requests
+        );
+    }
+    let Some(t0) = t0 else {
+        return out;
+    };
+    let longest = probes
+        .iter()
+        .filter_map(|p| windows::longest(&p.windows, t0, None))
+        .max_by_key(|w| w.duration);
+    let _ = match longest {
+        None => writeln!(out, "No client error window was open at or after T0.\n"),
+        Some(w) if w.start < t0 => writeln!(
+            out,
+            "The longest client error window lasted **{}** (`errorWindow`, whole) and **began \
+             before T0**, at T0-{}: clients were already failing before the first fault.\n",
+            secs(w.duration),
+            secs(t0 - w.start)
+        ),
+        Some(w) => writeln!(
+            out,
+            "The longest client error window after T0 lasted **{}** (`errorWindow`).\n",
+            secs(w.duration)
+        ),
+    };
+    out
 }
 
 fn probe(out: &mut String, r: &RunResult, p: &ProbeRecord) {
@@ -148,9 +181,72 @@ pub(super) fn bars(r: &RunResult) -> Vec<(String, &'static str, Ms, Ms)> {
 }
 
 fn ok_bar(p: &ProbeRecord, from: Ms, to: Ms) -> String {
-    let l = crate::probe::windows::latency(p.samples.iter().filter(|s| s.at >= from && s.at < to));
+    let l = windows::latency(p.samples.iter().filter(|s| s.at >= from && s.at < to));
     match (l.p50, l.max) {
         (Some(p50), Some(max)) => format!("{} ok p50 {p50}ms max {max}ms", p.name),
         _ => format!("{} ok", p.name),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::{Outcome, ProbeSpec, Sample};
+
+    /// A probe sending every 500 ms from 0 to 30 s; `fails` says which fail.
+    fn probe(fails: impl Fn(Ms) -> bool) -> ProbeRecord {
+        let spec = ProbeSpec {
+            name: "web".into(),
+            urls: vec![http::Uri::from_static("http://127.0.0.1:30080/")],
+            interval: std::time::Duration::from_millis(500),
+            timeout: std::time::Duration::from_secs(1),
+            expect: vec![(200, 399)],
+            max_requests: 1_000,
+            max_duration: std::time::Duration::from_secs(600),
+            gap: std::time::Duration::from_secs(5),
+        };
+        let samples = (0..60)
+            .map(|i| Sample {
+                at: i * 500,
+                url: 0,
+                latency: 2,
+                outcome: if fails(i * 500) {
+                    Outcome::Refused
+                } else {
+                    Outcome::Ok { status: 200 }
+                },
+            })
+            .collect();
+        ProbeRecord::new(&spec, samples, 0, 30_000, StopReason::Stopped)
+    }
+
+    #[test]
+    fn a_run_whose_every_request_failed_does_not_read_clean() {
+        let text = headline(Some(10_000), &[probe(|_| true)]);
+        assert!(
+            text.starts_with(
+                "**Every request of probe `web` failed** (60 of 60): clients never reached"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "lasted **29.502s** (`errorWindow`, whole) and **began before T0**, at T0-10.000s"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("No client error window"), "{text}");
+    }
+
+    #[test]
+    fn a_window_after_t0_and_none_at_all() {
+        let text = headline(Some(10_000), &[probe(|at| (12_000..15_000).contains(&at))]);
+        assert_eq!(
+            text,
+            "The longest client error window after T0 lasted **3.000s** (`errorWindow`).\n\n"
+        );
+        // Over before T0: not this run's failure.
+        let text = headline(Some(10_000), &[probe(|at| at < 2_000)]);
+        assert_eq!(text, "No client error window was open at or after T0.\n\n");
     }
 }

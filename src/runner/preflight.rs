@@ -224,6 +224,20 @@ impl Run<'_> {
                 r.targets.push(target);
                 continue;
             }
+            if let Some((all, critical, source)) = backend.played_shutdown_grace(&node) {
+                let report = gns::NodeReport::played(
+                    node.clone(),
+                    target,
+                    self.now(),
+                    all,
+                    critical,
+                    &source,
+                );
+                self.progress
+                    .log(&format!("node {node}: {}", report.verdict.summary()));
+                self.gns.push(report);
+                continue;
+            }
             let config = gns::read_config(&self.strict, &node, gns::CONFIGZ_TIMEOUT).await;
             let inhibitors = backend.shell(&node, logind::INHIBITORS_COMMAND).await;
             let delay = backend.shell(&node, logind::INHIBIT_DELAY_COMMAND).await;

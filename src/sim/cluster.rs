@@ -22,10 +22,11 @@ use super::Error;
 use super::agents;
 use super::binaries::Binaries;
 use super::evidence;
-use super::kubelet::{self, Comeback};
+use super::kubelet::{self, Comeback, Shutdown, ShutdownGrace};
 use super::pki::{self, Pki};
 use super::process::{self, Proc, ProcRecord};
 use super::reaper;
+use super::shutdown::{self, Which};
 use super::state::{self, AgentState, Layout, SimNode, State};
 use crate::profile::TimingProfile;
 use crate::testpoint;
@@ -81,6 +82,9 @@ pub struct UpOptions {
     /// The kubelets' PLEG relist threshold: a node resumed after a longer
     /// pause reports NotReady first. The kubelet's is 3 min; tests shorten it.
     pub pleg_threshold: Duration,
+    /// The kubelets' graceful node shutdown (off by default, as Kubernetes
+    /// has it).
+    pub shutdown_grace: kubelet::ShutdownGrace,
 }
 
 impl UpOptions {
@@ -96,6 +100,7 @@ impl UpOptions {
             extra_apiserver_args: Vec::new(),
             node_boot: kubelet::DEFAULT_BOOT,
             pleg_threshold: kubelet::PLEG_RELIST_THRESHOLD,
+            shutdown_grace: kubelet::ShutdownGrace::default(),
         }
     }
 }
@@ -163,6 +168,8 @@ impl SimCluster {
                 kept: false,
                 node_boot_ms: state::millis(opts.node_boot),
                 pleg_threshold_ms: state::millis(opts.pleg_threshold),
+                shutdown_grace_ms: state::millis(opts.shutdown_grace.all),
+                shutdown_grace_critical_ms: state::millis(opts.shutdown_grace.critical),
             },
             procs: BTreeMap::new(),
             reaper: None,
@@ -610,6 +617,36 @@ impl SimCluster {
         self.agent(node)?.kill_async().await;
         testpoint::reached(|| "sim:kill".to_owned()).await;
         self.forget_agent(node)
+    }
+
+    /// `shutdown`: logind announces a shutdown to the node's kubelet. With
+    /// graceful node shutdown on (`sim up --shutdown-grace-period`) it
+    /// reports the node NotReady, stops its pods, the critical ones last,
+    /// and lets the machine power off (`kubelet.rs`, `shutdown.rs`); with it
+    /// off the node goes down as on `poweroff`. The agent goes at once: from
+    /// then on nodefall plays the kubelet's last acts.
+    pub async fn shutdown_node(&mut self, node: &str) -> Result<(), Error> {
+        let began = tokio::time::Instant::now();
+        let now = jiff::Timestamp::now();
+        self.kill_node(node).await?;
+        let Shutdown::Graceful { pods, critical } = self.shutdown_grace().shutdown() else {
+            return Ok(());
+        };
+        let client = self.client().await?;
+        shutdown::report_shutting_down(&client, node, now).await?;
+        tokio::time::sleep_until(began + pods).await;
+        shutdown::stop_pods(&client, node, Which::Others, jiff::Timestamp::now()).await?;
+        tokio::time::sleep_until(began + critical).await;
+        shutdown::stop_pods(&client, node, Which::Critical, jiff::Timestamp::now()).await?;
+        Ok(())
+    }
+
+    /// The kubelets' graceful node shutdown settings.
+    pub fn shutdown_grace(&self) -> ShutdownGrace {
+        ShutdownGrace {
+            all: Duration::from_millis(self.state.shutdown_grace_ms),
+            critical: Duration::from_millis(self.state.shutdown_grace_critical_ms),
+        }
     }
 
     /// `stop-kubelet`: stops the agent cleanly (SIGTERM).

@@ -16,6 +16,11 @@
 //! - **NIC restored**, **kubelet started**: the kubelet kept its state or
 //!   registers afresh (`agents.rs`); Ready at its first status.
 //!
+//! And how it goes down on a `shutdown` (logind announcing it): with a
+//! graceful shutdown period it reports the node NotReady and stops its pods
+//! first ([`ShutdownGrace::shutdown`], `shutdown.rs`); without one, as on a
+//! power-off.
+//!
 //! The sim writes the first report itself and tells KWOK's node-initialize
 //! stage when to report Ready with the [`READY_AT`] annotation.
 
@@ -160,6 +165,63 @@ impl Kubelet {
     }
 }
 
+/// The kubelet's graceful node shutdown (KEP-2000) as configured:
+/// `shutdownGracePeriod` and `shutdownGracePeriodCriticalPods` (zero: off,
+/// the kubelet's default; `sim up --shutdown-grace-period`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ShutdownGrace {
+    pub all: Duration,
+    pub critical: Duration,
+}
+
+/// The message of the Ready=False condition a shutting-down kubelet posts
+/// (`nodeshutdown` manager: "node is shutting down").
+pub const SHUTTING_DOWN: &str = "node is shutting down";
+
+/// After logind announced the shutdown, when the kubelet has stopped a pod
+/// whose containers exit on SIGTERM: seen on kind 0.47 s and 0.67 s after
+/// `systemctl poweroff` (two agnhost pods), reported not Ready, in their
+/// containers' phase, with a DisruptionTarget condition.
+pub const SHUTDOWN_STOP_AFTER: Duration = Duration::from_millis(450);
+
+/// The pods' DisruptionTarget condition from a shutting-down kubelet.
+pub const SHUTDOWN_REASON: &str = "TerminationByKubelet";
+pub const SHUTDOWN_MESSAGE: &str = "Pod was terminated in response to imminent node shutdown.";
+
+/// A pod priority at or above which the kubelet counts a pod critical
+/// (`system-cluster-critical`, `system-node-critical`).
+pub const CRITICAL_PRIORITY: i32 = 2_000_000_000;
+
+/// What a kubelet does when logind announces a shutdown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shutdown {
+    /// Graceful shutdown is off: the node goes down with its pods as they
+    /// were, as on a power-off.
+    Abrupt,
+    /// It reports the node NotReady at once, stops the other pods after
+    /// `pods`, then the critical ones after `critical` (both from the
+    /// announcement, each within its part of the grace period), then lets
+    /// the machine power off.
+    Graceful { pods: Duration, critical: Duration },
+}
+
+impl ShutdownGrace {
+    /// What the kubelet does with these settings. A pod's containers stop in
+    /// [`SHUTDOWN_STOP_AFTER`] (they exit on SIGTERM) or when its part of the
+    /// grace period is over, whichever comes first.
+    pub fn shutdown(&self) -> Shutdown {
+        if self.all.is_zero() {
+            return Shutdown::Abrupt;
+        }
+        let others = self.all.saturating_sub(self.critical);
+        let pods = SHUTDOWN_STOP_AFTER.min(others);
+        Shutdown::Graceful {
+            pods,
+            critical: pods + SHUTDOWN_STOP_AFTER.min(self.critical),
+        }
+    }
+}
+
 /// A duration as Go prints it, to whole milliseconds (`6m3.5s`).
 fn go_duration(d: Duration) -> String {
     let ms = d.as_millis();
@@ -207,6 +269,41 @@ mod tests {
                 }
             );
         }
+    }
+
+    #[test]
+    fn a_graceful_shutdown_stops_the_pods_then_the_critical_ones_within_their_parts() {
+        let ms = Duration::from_millis;
+        let grace = |all, critical| ShutdownGrace {
+            all: ms(all),
+            critical: ms(critical),
+        };
+        // Off by default: the node goes down as on a power-off.
+        assert_eq!(ShutdownGrace::default().shutdown(), Shutdown::Abrupt);
+        // kind-graceful-shutdown's 20 s / 5 s: stopped as fast as they exit.
+        assert_eq!(
+            grace(20_000, 5_000).shutdown(),
+            Shutdown::Graceful {
+                pods: SHUTDOWN_STOP_AFTER,
+                critical: SHUTDOWN_STOP_AFTER * 2
+            }
+        );
+        // A part shorter than the containers take cuts them short.
+        assert_eq!(
+            grace(300, 100).shutdown(),
+            Shutdown::Graceful {
+                pods: ms(200),
+                critical: ms(300)
+            }
+        );
+        // No part for critical pods: stopped together with the others.
+        assert_eq!(
+            grace(10_000, 0).shutdown(),
+            Shutdown::Graceful {
+                pods: SHUTDOWN_STOP_AFTER,
+                critical: SHUTDOWN_STOP_AFTER
+            }
+        );
     }
 
     #[test]

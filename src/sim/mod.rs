@@ -11,7 +11,9 @@ mod kubeadm_config;
 pub mod kubelet;
 mod pki;
 pub mod process;
+pub mod provisioner;
 pub mod reaper;
+mod shutdown;
 pub mod state;
 
 use std::path::PathBuf;

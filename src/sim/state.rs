@@ -97,6 +97,17 @@ pub struct State {
     /// tests shorten it, see `kubelet.rs`).
     #[serde(default = "default_pleg_ms")]
     pub pleg_threshold_ms: u64,
+    /// The kubelets' `shutdownGracePeriod` and
+    /// `shutdownGracePeriodCriticalPods` (ms; 0: graceful node shutdown off;
+    /// `sim up --shutdown-grace-period`, see `kubelet.rs`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub shutdown_grace_ms: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub shutdown_grace_critical_ms: u64,
+}
+
+fn is_zero(ms: &u64) -> bool {
+    *ms == 0
 }
 
 fn default_boot_ms() -> u64 {

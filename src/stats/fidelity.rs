@@ -177,7 +177,7 @@ pub fn compare(kind: &RunResult, sim: &RunResult) -> ScenarioFidelity {
     }
 }
 
-/// A scenario the sim cannot run at all (one of its faults needs what KWOK
+/// A scenario the sim cannot run at all (its setup needs what the sim
 /// lacks): one row saying so.
 pub fn cannot_run(kind: &RunResult, lacks: &str) -> ScenarioFidelity {
     ScenarioFidelity {

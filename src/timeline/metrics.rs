@@ -51,8 +51,11 @@ pub struct Metrics {
     /// the end of the steps.
     #[serde(flatten)]
     pub endpoints: super::endpoints::EndpointMetrics,
-    /// The longest error window of any probe that began at or after T0, in
-    /// ms (see `probes` in the result).
+    /// The longest error window of any probe still failing at or after T0,
+    /// in ms, measured whole: one that began before T0 (clients already
+    /// failing before the first fault, or never reaching the workload)
+    /// counts from its first error (`probe::windows::longest`; see `probes`
+    /// in the result).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_window: Option<Ms>,
 }
