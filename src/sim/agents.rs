@@ -18,9 +18,9 @@ use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeSpec, NodeStatus};
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 
-use super::Error;
 use super::kubelet;
 use super::state::{Layout, SimNode};
+use super::{Error, done_unless_gone};
 use crate::profile::TimingProfile;
 
 /// The label that puts a Node in a shard's managed set (value: the shard).
@@ -152,14 +152,12 @@ pub async fn register(client: &kube::Client, node: &SimNode) -> Result<(), Error
 pub async fn drop_stale_lease(client: &kube::Client, node: &str) -> Result<(), Error> {
     use k8s_openapi::api::coordination::v1::Lease;
     let api: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
-    match api.delete(node, &Default::default()).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(source) => Err(Error::Kube {
+    done_unless_gone(api.delete(node, &Default::default()).await)
+        .map(drop)
+        .map_err(|source| Error::Kube {
             what: format!("deleting the Lease node {node}'s last kwok left"),
             source,
-        }),
-    }
+        })
 }
 
 /// Registers many nodes, [`REGISTER_PARALLELISM`] at a time.
@@ -272,13 +270,13 @@ pub async fn report_return(
     };
     let meta =
         serde_json::json!({"metadata": {"annotations": {kubelet::READY_AT: ready_at.to_string()}}});
-    match api
-        .patch(node, &PatchParams::default(), &Patch::Merge(&meta))
-        .await
-    {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
-        Err(source) => return Err(kube_err("annotating", source)),
+    let there = done_unless_gone(
+        api.patch(node, &PatchParams::default(), &Patch::Merge(&meta))
+            .await,
+    )
+    .map_err(|source| kube_err("annotating", source))?;
+    if !there {
+        return Ok(());
     }
     if let Some(message) = &report.not_ready {
         let status = serde_json::json!({"status": {"conditions": [{
@@ -289,14 +287,11 @@ pub async fn report_return(
             "lastHeartbeatTime": now.to_string(),
             "lastTransitionTime": now.to_string(),
         }]}});
-        match api
-            .patch_status(node, &PatchParams::default(), &Patch::Strategic(&status))
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(source) => return Err(kube_err("reporting the status", source)),
-        }
+        done_unless_gone(
+            api.patch_status(node, &PatchParams::default(), &Patch::Strategic(&status))
+                .await,
+        )
+        .map_err(|source| kube_err("reporting the status", source))?;
     }
     Ok(())
 }
@@ -347,20 +342,15 @@ pub async fn time_pods(
         }
         let patch = serde_json::json!({"metadata": {"annotations": annotations}});
         let api: Api<Pod> = Api::namespaced(client.clone(), ns);
-        match api
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            Ok(_) => {}
-            // Gone meanwhile: nothing to time.
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(source) => {
-                return Err(Error::Kube {
-                    what: format!("timing pod {ns}/{name} of returning node {node}"),
-                    source,
-                });
-            }
-        }
+        // Gone meanwhile: nothing to time.
+        done_unless_gone(
+            api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await,
+        )
+        .map_err(|source| Error::Kube {
+            what: format!("timing pod {ns}/{name} of returning node {node}"),
+            source,
+        })?;
     }
     Ok(())
 }
@@ -390,18 +380,14 @@ pub async fn set_managed(
     let api: Api<Node> = Api::all(client.clone());
     let value = managed.then(|| shard.to_string());
     let patch = serde_json::json!({ "metadata": { "labels": { SHARD_LABEL: value } } });
-    match api
-        .patch(&node.name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 => {
-            if managed {
-                create(&api, node).await
-            } else {
-                Ok(())
-            }
-        }
+    let there = done_unless_gone(
+        api.patch(&node.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await,
+    );
+    match there {
+        Ok(true) => Ok(()),
+        Ok(false) if managed => create(&api, node).await,
+        Ok(false) => Ok(()),
         Err(source) => Err(Error::Kube {
             what: format!(
                 "{} node {} {} kwok shard {shard}",

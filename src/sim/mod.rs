@@ -19,6 +19,17 @@ pub mod state;
 use std::path::PathBuf;
 use std::process::ExitStatus;
 
+/// A write's outcome when its object may have gone meanwhile (a pod deleted,
+/// a Node removed as a remedy): `Ok(true)` done, `Ok(false)` nothing there
+/// to write to, which is fine; other errors as they were.
+fn done_unless_gone<T>(r: Result<T, kube::Error>) -> Result<bool, kube::Error> {
+    match r {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 pub use agents::{MAX_NODES, SHARD_LABEL, SIM_NODE_LABEL, auto_shards};
 pub use cluster::{CONTEXT, SimCluster, UpOptions, is_ready, ready_for_pods};
 pub use state::{AgentState, State, default_root};

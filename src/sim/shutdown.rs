@@ -9,10 +9,10 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use super::Error;
 use super::kubelet::{
     CRITICAL_PRIORITY, SHUTDOWN_MESSAGE, SHUTDOWN_REASON, SHUTTING_DOWN, STOP_PHASE,
 };
+use super::{Error, done_unless_gone};
 
 /// Which of a node's pods a step of the shutdown stops.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,17 +50,15 @@ pub async fn report_shutting_down(
         "lastHeartbeatTime": now.to_string(),
         "lastTransitionTime": now.to_string(),
     }]}});
-    match api
-        .patch_status(node, &PatchParams::default(), &Patch::Strategic(&status))
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(source) => Err(Error::Kube {
-            what: format!("reporting node {node} shutting down"),
-            source,
-        }),
-    }
+    done_unless_gone(
+        api.patch_status(node, &PatchParams::default(), &Patch::Strategic(&status))
+            .await,
+    )
+    .map(drop)
+    .map_err(|source| Error::Kube {
+        what: format!("reporting node {node} shutting down"),
+        source,
+    })
 }
 
 /// Stops `which` pods of `node` that still run: not Ready, in their
@@ -91,20 +89,16 @@ pub async fn stop_pods(
             continue;
         };
         let api: Api<Pod> = Api::namespaced(client.clone(), ns);
-        match api
-            .patch_status(name, &PatchParams::default(), &Patch::Strategic(&patch))
-            .await
-        {
-            Ok(_) => stopped += 1,
-            // Gone meanwhile: nothing left to stop.
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(source) => {
-                return Err(Error::Kube {
-                    what: format!("stopping pod {ns}/{name} of shutting-down node {node}"),
-                    source,
-                });
-            }
-        }
+        // Gone meanwhile: nothing left to stop.
+        let there = done_unless_gone(
+            api.patch_status(name, &PatchParams::default(), &Patch::Strategic(&patch))
+                .await,
+        )
+        .map_err(|source| Error::Kube {
+            what: format!("stopping pod {ns}/{name} of shutting-down node {node}"),
+            source,
+        })?;
+        stopped += usize::from(there);
     }
     Ok(stopped)
 }
