@@ -279,10 +279,20 @@ fn join_boundary_races(rows: &mut Vec<(usize, Ms, Row)>, sim_steps: &[(Ms, Strin
 /// every row after it.
 fn judge_gaps(rows: &mut [(usize, Ms, Row)], profile: &TimingProfile) {
     let mut prev: Option<(usize, Ms, Ms)> = None;
+    // A node's own last status in the step, on both sides: (step, node, kind, sim).
+    let mut status: Option<(usize, String, Ms, Ms)> = None;
     for (step, _, r) in rows.iter_mut() {
         let (Some(k), Some(s)) = (r.kind, r.sim) else {
             continue;
         };
+        let node = r.what.split_once(": ").map_or("", |(n, _)| n);
+        let posted = match &status {
+            Some((st, n, sk, ss)) if st == step && n == node => Some((*sk, *ss)),
+            _ => None,
+        };
+        if r.what.ends_with(": Ready=False (KubeletNotReady)") {
+            status = Some((*step, node.to_owned(), k, s));
+        }
         let (pk, ps) = match prev {
             Some((p, pk, ps)) if p == *step => (pk, ps),
             _ => (0, 0),
@@ -296,7 +306,7 @@ fn judge_gaps(rows: &mut [(usize, Ms, Row)], profile: &TimingProfile) {
             r.verdict = if within(k - pk, s - ps) || within(k, s) {
                 RowVerdict::Within
             } else {
-                match timers(&r.what, profile)
+                match timers(&r.what, profile, posted)
                     .into_iter()
                     .find(|t| t.holds(k, s, k - pk, s - ps))
                 {
@@ -317,18 +327,27 @@ fn judge_gaps(rows: &mut [(usize, Ms, Row)], profile: &TimingProfile) {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Timer {
     rule: String,
-    /// The window, since the step or since the row before.
+    /// The window, since `since`.
     from: Ms,
     to: Ms,
-    since_step: bool,
+    since: Since,
+}
+
+/// What a timer's window counts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Since {
+    Step,
+    RowBefore,
+    /// A row of the step at these times after it (kind, sim).
+    Row(Ms, Ms),
 }
 
 impl Timer {
     fn holds(&self, kind: Ms, sim: Ms, kind_gap: Ms, sim_gap: Ms) -> bool {
-        let (k, s) = if self.since_step {
-            (kind, sim)
-        } else {
-            (kind_gap, sim_gap)
+        let (k, s) = match self.since {
+            Since::Step => (kind, sim),
+            Since::RowBefore => (kind_gap, sim_gap),
+            Since::Row(at_kind, at_sim) => (kind - at_kind, sim - at_sim),
         };
         let inside = |t: Ms| t >= self.from - SLACK_MS && t <= self.to + SLACK_MS;
         inside(k) && inside(s)
@@ -336,7 +355,10 @@ impl Timer {
 }
 
 /// The timers that may be behind a transition (none known: empty).
-fn timers(what: &str, p: &TimingProfile) -> Vec<Timer> {
+/// `posted`: when the node itself last posted a status in the step (a
+/// kubelet shutting down gracefully reports Ready=False at once), on each
+/// side.
+fn timers(what: &str, p: &TimingProfile, posted: Option<(Ms, Ms)>) -> Vec<Timer> {
     // The transition itself, without which of a group it is.
     let what = what
         .strip_suffix(" (first)")
@@ -351,7 +373,7 @@ fn timers(what: &str, p: &TimingProfile) -> Vec<Timer> {
     );
     let (gc, quarantine) = (ms(p.pod_gc_period), ms(p.orphan_quarantine));
     if what.ends_with(": Ready=Unknown (NodeStatusUnknown)") {
-        return vec![Timer {
+        let mut found = vec![Timer {
             rule: format!(
                 "the node lifecycle controller: `grace` ({}) after the last lease renewal (every \
                  `lease`/4, {}), seen at its next pass (every `monitorPeriod`, {}): {} after the \
@@ -363,8 +385,25 @@ fn timers(what: &str, p: &TimingProfile) -> Vec<Timer> {
             ),
             from: grace - lease / 4,
             to: grace + period,
-            since_step: true,
+            since: Since::Step,
         }];
+        if let Some((k, s)) = posted {
+            found.push(Timer {
+                rule: format!(
+                    "the node lifecycle controller: `grace` ({}) after the node's last status \
+                     (its Ready=False above, posted during the step), which it takes at its next \
+                     pass and judges at a later one (every `monitorPeriod`, {}): {} after that \
+                     status",
+                    secs(grace),
+                    secs(period),
+                    span(grace, grace + 2 * period)
+                ),
+                from: grace,
+                to: grace + 2 * period,
+                since: Since::Row(k, s),
+            });
+        }
+        return found;
     }
     let no_execute = ["not-ready", "unreachable"]
         .iter()
@@ -379,7 +418,7 @@ fn timers(what: &str, p: &TimingProfile) -> Vec<Timer> {
             ),
             from: 0,
             to: period,
-            since_step: false,
+            since: Since::RowBefore,
         }];
     }
     if what.ends_with(": phase Failed") {
@@ -393,7 +432,7 @@ fn timers(what: &str, p: &TimingProfile) -> Vec<Timer> {
                 ),
                 from: 0,
                 to: gc,
-                since_step: true,
+                since: Since::Step,
             },
             Timer {
                 rule: format!(
@@ -405,7 +444,7 @@ fn timers(what: &str, p: &TimingProfile) -> Vec<Timer> {
                 ),
                 from: quarantine,
                 to: quarantine + 2 * gc,
-                since_step: true,
+                since: Since::Step,
             },
         ];
     }
@@ -438,7 +477,7 @@ fn inversions(kind: &[Point], sim: &[Point], profile: &TimingProfile) -> Vec<Inv
     // window, before or after the others: its order is not the sim's doing.
     let both: Vec<(&Point, Ms)> = kind
         .iter()
-        .filter(|p| timers(&p.what, profile).is_empty())
+        .filter(|p| timers(&p.what, profile, None).is_empty())
         .filter_map(|p| sim_at.get(&key(p)).map(|s| (p, *s)))
         .collect();
     let mut out = Vec::new();
@@ -898,6 +937,46 @@ mod tests {
             matches!(oos, RowVerdict::Timer { ref rule } if rule.contains("out-of-service")),
             "{oos:?}"
         );
+    }
+
+    #[test]
+    fn unknown_after_a_status_posted_in_the_step_counts_from_that_status() {
+        let p = |what: &str, after| Point {
+            what: what.into(),
+            step: "#2 (shutdown)".into(),
+            step_index: 1,
+            after,
+            count: 1,
+        };
+        let unknown = "target: Ready=Unknown (NodeStatusUnknown)";
+        let judge = |status: bool| {
+            // kind-graceful-shutdown, default timings: the kubelet's
+            // Ready=False at once, Unknown 51.5 s (kind) and 57.7 s (sim) on.
+            let mut rows = Vec::new();
+            if status {
+                let not_ready = "target: Ready=False (KubeletNotReady)";
+                rows.push((
+                    1,
+                    235,
+                    row(Some(&p(not_ready, 235)), Some(&p(not_ready, 82))),
+                ));
+            }
+            rows.push((
+                1,
+                51_523,
+                row(Some(&p(unknown, 51_523)), Some(&p(unknown, 57_652))),
+            ));
+            judge_gaps(&mut rows, &TimingProfile::upstream_default());
+            rows.last().unwrap().2.verdict.clone()
+        };
+        let v = judge(true);
+        assert!(
+            matches!(&v, RowVerdict::Timer { rule } if rule.contains("50.0-60.0 s after that status")),
+            "{v:?}"
+        );
+        // No status of its own in the step: the last renewal came before it,
+        // so 57.7 s is past the controller's window (40-55 s).
+        assert_eq!(judge(false), RowVerdict::Off);
     }
 
     #[test]
