@@ -1,9 +1,9 @@
 //! The `sim` backend: faults on a simulated cluster's node agents (kwok
 //! processes). The mapping is documented in `docs/sim-backend.md`.
 
-use super::{Error, NodeFaults};
 use std::time::Duration;
 
+use super::{Error, NodeFaults};
 use crate::scenario::duration::format_duration;
 use crate::scenario::model::FaultKind;
 use crate::sim::SimCluster;
@@ -100,7 +100,7 @@ impl NodeFaults for SimBackend {
     fn played_shutdown_grace(&self, _node: &str) -> Option<(Duration, Duration, String)> {
         let g = self.cluster.shutdown_grace();
         let how = if g.all.is_zero() {
-            "off: `nodefall sim up` without --shutdown-grace-period".to_owned()
+            "off: the cluster was started without --shutdown-grace-period".to_owned()
         } else {
             format!(
                 "`nodefall sim up --shutdown-grace-period {} --shutdown-grace-period-critical-pods {}`",
