@@ -107,16 +107,7 @@ mod tests {
     use crate::scenario::expr::Expr;
 
     fn spec() -> ProbeSpec {
-        ProbeSpec {
-            name: "web".into(),
-            urls: vec![http::Uri::from_static("http://127.0.0.1:30080/")],
-            interval: std::time::Duration::from_millis(500),
-            timeout: std::time::Duration::from_secs(1),
-            expect: vec![(200, 399)],
-            max_requests: 1_000,
-            max_duration: std::time::Duration::from_secs(600),
-            gap: std::time::Duration::from_secs(5),
-        }
+        ProbeSpec::example()
     }
 
     fn record() -> ProbeRecord {

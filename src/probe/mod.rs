@@ -51,6 +51,22 @@ pub enum Error {
 }
 
 impl ProbeSpec {
+    /// A probe of `http://127.0.0.1:30080/` every 500 ms with a 1 s
+    /// timeout and a 5 s gap, for unit tests.
+    #[cfg(test)]
+    pub fn example() -> ProbeSpec {
+        ProbeSpec {
+            name: "web".into(),
+            urls: vec![http::Uri::from_static("http://127.0.0.1:30080/")],
+            interval: Duration::from_millis(500),
+            timeout: Duration::from_secs(1),
+            expect: vec![(200, 399)],
+            max_requests: 1_000,
+            max_duration: Duration::from_secs(600),
+            gap: Duration::from_secs(5),
+        }
+    }
+
     /// The runtime form of a checked `probe:` entry.
     pub fn from_checked(p: &crate::scenario::checked::Probe) -> Result<ProbeSpec, Error> {
         let urls = p

@@ -195,16 +195,7 @@ mod tests {
 
     /// A probe sending every 500 ms from 0 to 30 s; `fails` says which fail.
     fn probe(fails: impl Fn(Ms) -> bool) -> ProbeRecord {
-        let spec = ProbeSpec {
-            name: "web".into(),
-            urls: vec![http::Uri::from_static("http://127.0.0.1:30080/")],
-            interval: std::time::Duration::from_millis(500),
-            timeout: std::time::Duration::from_secs(1),
-            expect: vec![(200, 399)],
-            max_requests: 1_000,
-            max_duration: std::time::Duration::from_secs(600),
-            gap: std::time::Duration::from_secs(5),
-        };
+        let spec = ProbeSpec::example();
         let samples = (0..60)
             .map(|i| Sample {
                 at: i * 500,
