@@ -4,27 +4,26 @@
 
 mod drain;
 mod objects;
+mod ready;
 
 pub use drain::{DrainEvent, DrainSummary, drain};
 pub use objects::{
     ManifestObject, apply_object, delete_object, existing_uid, namespace_uid, node_marks, replicas,
     resolve_manifest,
 };
+pub use ready::wait_ready;
 
 use std::path::Path;
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
-use k8s_openapi::api::core::v1::{
-    Namespace, Node, PersistentVolumeClaim, Pod, ServiceAccount, Taint,
-};
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ServiceAccount, Taint};
 use kube::ResourceExt as _;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::await_condition;
 use serde_json::json;
 
-use crate::scenario::checked::{ReadyCheck, WorkloadKind};
+use crate::scenario::checked::WorkloadKind;
 use crate::scenario::model::TaintEffect;
 use crate::selector::Selector;
 
@@ -135,93 +134,6 @@ where
         Ok(Err(e)) => Err(Error::Watch(format!("{what}: {e}"))),
         Err(_) => Err(Error::Timeout { what, after }),
     }
-}
-
-/// Waits (watching) until a workload is ready.
-pub async fn wait_ready(client: &kube::Client, namespace: &str, check: &ReadyCheck) -> Result<()> {
-    let name = check.name.as_str();
-    let what = format!("{} {name} to be ready", check.kind.name());
-    let want = check.replicas;
-    let c = client.clone();
-    match check.kind {
-        WorkloadKind::StatefulSet => {
-            let api: Api<StatefulSet> = Api::namespaced(c, namespace);
-            with_timeout(
-                what,
-                check.timeout,
-                await_condition(api, name, move |o: Option<&StatefulSet>| {
-                    o.is_some_and(|s| {
-                        let spec = s.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-                        let ready = s
-                            .status
-                            .as_ref()
-                            .and_then(|s| s.ready_replicas)
-                            .unwrap_or(0);
-                        ready >= want.map_or(spec, |w| i32::try_from(w).unwrap_or(i32::MAX))
-                    })
-                }),
-            )
-            .await?;
-        }
-        WorkloadKind::Deployment => {
-            let api: Api<Deployment> = Api::namespaced(c, namespace);
-            with_timeout(
-                what,
-                check.timeout,
-                await_condition(api, name, move |o: Option<&Deployment>| {
-                    o.is_some_and(|d| {
-                        let spec = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-                        let ready = d
-                            .status
-                            .as_ref()
-                            .and_then(|s| s.ready_replicas)
-                            .unwrap_or(0);
-                        ready >= want.map_or(spec, |w| i32::try_from(w).unwrap_or(i32::MAX))
-                    })
-                }),
-            )
-            .await?;
-        }
-        WorkloadKind::DaemonSet => {
-            let api: Api<DaemonSet> = Api::namespaced(c, namespace);
-            with_timeout(
-                what,
-                check.timeout,
-                await_condition(api, name, |o: Option<&DaemonSet>| {
-                    o.and_then(|d| d.status.as_ref()).is_some_and(|s| {
-                        s.desired_number_scheduled > 0
-                            && s.number_ready == s.desired_number_scheduled
-                    })
-                }),
-            )
-            .await?;
-        }
-        WorkloadKind::Pvc => {
-            let api: Api<PersistentVolumeClaim> = Api::namespaced(c, namespace);
-            with_timeout(
-                what,
-                check.timeout,
-                await_condition(api, name, |o: Option<&PersistentVolumeClaim>| {
-                    o.and_then(|p| p.status.as_ref())
-                        .is_some_and(|s| s.phase.as_deref() == Some("Bound"))
-                }),
-            )
-            .await?;
-        }
-        WorkloadKind::Pdb => {
-            let api: Api<PodDisruptionBudget> = Api::namespaced(c, namespace);
-            with_timeout(
-                what,
-                check.timeout,
-                await_condition(api, name, |o: Option<&PodDisruptionBudget>| {
-                    o.and_then(|p| p.status.as_ref())
-                        .is_some_and(|s| s.observed_generation.is_some())
-                }),
-            )
-            .await?;
-        }
-    }
-    Ok(())
 }
 
 async fn node(client: &kube::Client, name: &str) -> Result<Node> {

@@ -8,6 +8,7 @@ use crate::scenario::duration::format_duration;
 use crate::scenario::model::FaultKind;
 use crate::sim::SimCluster;
 use crate::sim::provisioner::{self, Provisioner};
+use crate::sim::proxy::{Machines, ServiceProxy};
 
 #[derive(Debug)]
 pub struct SimBackend {
@@ -15,6 +16,10 @@ pub struct SimBackend {
     /// The stand-in for kind's local-path provisioner while a run uses the
     /// cluster (`sim::provisioner`); none when only reverting faults.
     storage: Option<Provisioner>,
+    /// The stand-in for kube-proxy and the pods' servers while a run uses
+    /// the cluster (`sim::proxy`), and the machines it knows to be down.
+    proxy: Option<ServiceProxy>,
+    machines: Machines,
 }
 
 impl SimBackend {
@@ -23,23 +28,30 @@ impl SimBackend {
         SimBackend {
             cluster,
             storage: None,
+            proxy: None,
+            machines: Machines::default(),
         }
     }
 
     /// A backend for a run: the cluster's default StorageClass `standard`
-    /// is there and provisioned for as long as the run lasts.
+    /// is there and provisioned, and NodePort Services answer on 127.0.0.1,
+    /// for as long as the run lasts.
     pub async fn for_run(cluster: SimCluster) -> Result<SimBackend, crate::sim::Error> {
         let client = cluster.client().await?;
         provisioner::ensure_class(&client).await?;
+        let machines = Machines::default();
         Ok(SimBackend {
             cluster,
-            storage: Some(Provisioner::spawn(client)),
+            storage: Some(Provisioner::spawn(client.clone())),
+            proxy: Some(ServiceProxy::spawn(client, machines.clone())),
+            machines,
         })
     }
 
-    /// The cluster back, the provisioner stopped.
+    /// The cluster back, the provisioner and the proxy stopped.
     pub fn into_cluster(self) -> SimCluster {
         drop(self.storage);
+        drop(self.proxy);
         self.cluster
     }
 }
@@ -80,6 +92,14 @@ impl NodeFaults for SimBackend {
 
     async fn inject(&mut self, node: &str, fault: FaultKind) -> Result<(), Error> {
         let c = &mut self.cluster;
+        // A machine that stops answering does so before the fault is
+        // complete on the sim; one that comes back answers once it is.
+        if matches!(
+            fault,
+            FaultKind::PauseVm | FaultKind::DropNic | FaultKind::Poweroff
+        ) {
+            self.machines.set_down(node, true);
+        }
         let result = match fault {
             FaultKind::PauseVm => c.pause_node(node).await,
             FaultKind::DropNic => c.freeze_node(node).await,
@@ -90,6 +110,14 @@ impl NodeFaults for SimBackend {
             FaultKind::StartKubelet => c.start_node(node).await,
             FaultKind::Shutdown => c.shutdown_node(node).await,
         };
+        match fault {
+            // Off once the kubelet has stopped its pods.
+            FaultKind::Shutdown => self.machines.set_down(node, true),
+            FaultKind::ResumeVm | FaultKind::RestoreNic | FaultKind::Poweron if result.is_ok() => {
+                self.machines.set_down(node, false);
+            }
+            _ => {}
+        }
         result.map_err(|source| Error::Sim {
             fault: fault.name(),
             node: node.to_owned(),
@@ -116,13 +144,14 @@ impl NodeFaults for SimBackend {
     }
 
     async fn restore(&mut self, node: &str, revert: FaultKind) -> Result<String, Error> {
-        self.cluster
-            .restore_node(node)
-            .await
-            .map_err(|source| Error::Sim {
-                fault: revert.name(),
-                node: node.to_owned(),
-                source: Box::new(source),
-            })
+        let restored = self.cluster.restore_node(node).await;
+        if restored.is_ok() {
+            self.machines.set_down(node, false);
+        }
+        restored.map_err(|source| Error::Sim {
+            fault: revert.name(),
+            node: node.to_owned(),
+            source: Box::new(source),
+        })
     }
 }

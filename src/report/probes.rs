@@ -31,9 +31,12 @@ pub(super) fn section(out: &mut String, r: &RunResult) {
     if r.backend == "sim" {
         let _ = writeln!(
             out,
-            "**On the sim no request reaches a pod**: KWOK plays the pods without containers \
-             and the cluster has no kube-proxy, so what answered these requests is whatever \
-             listens at the URL, not the workload (docs/fidelity.md).\n"
+            "**On the sim, KWOK's pods have no containers and the cluster no kube-proxy**: a \
+             NodePort on 127.0.0.1 is answered by nodefall's stand-in for both (it routes each \
+             connection to a ready endpoint as kube-proxy does, and answers as that pod's \
+             machine would: `200` from a running pod, a reset from a stopped one, nothing from \
+             a machine that is down); any other URL reaches whatever listens there, not the \
+             workload (docs/sim-backend.md).\n"
         );
     }
     out.push_str(&headline(r.t0, &r.probes));

@@ -12,6 +12,7 @@ pub mod kubelet;
 mod pki;
 pub mod process;
 pub mod provisioner;
+pub mod proxy;
 pub mod reaper;
 mod shutdown;
 pub mod state;
