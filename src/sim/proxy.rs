@@ -245,15 +245,15 @@ impl Drop for ServiceProxy {
 }
 
 enum Seen<K> {
-    Present(K),
-    Gone(K),
+    Present(Box<K>),
+    Gone(Box<K>),
     Relisted,
 }
 
 fn seen<K: Clone>(e: Event<K>) -> Vec<Seen<K>> {
     match e {
-        Event::Apply(o) | Event::InitApply(o) => vec![Seen::Present(o)],
-        Event::Delete(o) => vec![Seen::Gone(o)],
+        Event::Apply(o) | Event::InitApply(o) => vec![Seen::Present(Box::new(o))],
+        Event::Delete(o) => vec![Seen::Gone(Box::new(o))],
         Event::Init | Event::InitDone => vec![Seen::Relisted],
     }
 }
