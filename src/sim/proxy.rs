@@ -283,7 +283,9 @@ async fn run(client: kube::Client, machines: Machines) {
         services,
         futures::stream::select(slices, pods)
     ));
-    let mut listening: BTreeMap<u16, tokio::task::JoinHandle<()>> = BTreeMap::new();
+    // Dropped with this task (the proxy dropped): every listener aborted.
+    let mut tasks = JoinSet::new();
+    let mut listening: BTreeMap<u16, tokio::task::AbortHandle> = BTreeMap::new();
     while let Some(w) = events.next().await {
         {
             let mut r = routes.lock().unwrap_or_else(PoisonError::into_inner);
@@ -313,6 +315,7 @@ async fn run(client: kube::Client, machines: Machines) {
             }
             keep
         });
+        while tasks.try_join_next().is_some() {}
         for port in ports {
             if listening.contains_key(&port) {
                 continue;
@@ -320,21 +323,19 @@ async fn run(client: kube::Client, machines: Machines) {
             match TcpListener::bind(("127.0.0.1", port)).await {
                 Ok(l) => {
                     tracing::debug!("sim service proxy: listening on 127.0.0.1:{port}");
-                    let task = tokio::spawn(accept(l, port, routes.clone(), machines.clone()));
+                    let task = tasks.spawn(accept(l, port, routes.clone(), machines.clone()));
                     listening.insert(port, task);
                 }
                 Err(e) => {
                     tracing::warn!(
                         "sim service proxy: cannot listen on 127.0.0.1:{port} ({e}); clients of that NodePort will not reach the sim's pods"
                     );
-                    listening.insert(port, tokio::spawn(async {}));
+                    listening.insert(port, tasks.spawn(async {}));
                 }
             }
         }
     }
-    for task in listening.values() {
-        task.abort();
-    }
+    tasks.abort_all();
 }
 
 async fn accept(l: TcpListener, port: u16, routes: Arc<Mutex<Routes>>, machines: Machines) {
@@ -342,6 +343,8 @@ async fn accept(l: TcpListener, port: u16, routes: Arc<Mutex<Routes>>, machines:
     let mut n: u64 = 0;
     loop {
         let Ok((stream, _)) = l.accept().await else {
+            // Out of descriptors, say: let connections end first.
+            tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
         n = n.wrapping_add(1);
