@@ -328,7 +328,7 @@ pub(crate) struct EventDiff {
 }
 
 /// Event reasons shown on the timeline (others are noise for node failures).
-const EVENT_REASONS: [&str; 10] = [
+const EVENT_REASONS: [&str; 11] = [
     "NodeNotReady",
     "TaintManagerEviction",
     "RemovingNode",
@@ -337,6 +337,8 @@ const EVENT_REASONS: [&str; 10] = [
     "NodeNotSchedulable",
     "NodeSchedulable",
     "FailedAttachVolume",
+    // The kubelet could not mount a pod's volumes (and retries the pod later).
+    "FailedMount",
     "Evicted",
     "FailedScheduling",
 ];
