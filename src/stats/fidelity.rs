@@ -21,6 +21,12 @@ use crate::timeline::{Change, Ms, ObjectRef};
 /// A pod or endpoint turning ready this soon after a step began is counted
 /// with the step before (see `points`).
 const READY_RACE_MS: Ms = 200;
+/// When kind's kubelets, shutting down gracefully (20 s / 5 s), reported a
+/// pod stopped, after the shutdown: the range over five runs of
+/// `kind-graceful-shutdown.yaml` (2026-11-25/26: 0.47-2.55 s), and when the
+/// sim does (`sim::kubelet`'s `SHUTDOWN_STOP_AFTER`, after its Ready=False).
+const SHUTDOWN_STOP_SEEN: (Ms, Ms) = (470, 2_550);
+const SHUTDOWN_STOP_SIM: Ms = 1_500;
 /// One token of the node lifecycle controller's NoExecute taint queue:
 /// `--node-eviction-rate`'s default, 0.1 node/s (neither kind nor the sim
 /// sets it).
@@ -354,7 +360,14 @@ fn judge_gaps(rows: &mut [(usize, Ms, Row)], profile: &TimingProfile) {
             Some((st, n, sk, ss)) if st == step && n == node => Some((*sk, *ss)),
             _ => None,
         };
-        let (posted, ready_change) = (of_node(&status), of_node(&readiness));
+        let (mut posted, ready_change) = (of_node(&status), of_node(&readiness));
+        if r.what.starts_with("pods on ") {
+            // The pods on a node: its kubelet's status counts for them.
+            posted = match &status {
+                Some((st, _, sk, ss)) if st == step => Some((*sk, *ss)),
+                _ => None,
+            };
+        }
         if r.what.ends_with(": Ready=False (KubeletNotReady)") {
             status = Some((*step, node.to_owned(), k, s));
         }
@@ -516,6 +529,25 @@ fn timers(
         }
         return found;
     }
+    let stopped = ["DisruptionTarget", "Ready=False", "phase Succeeded"]
+        .iter()
+        .any(|c| what.ends_with(&format!(": {c}")));
+    if stopped && what.starts_with("pods on ") {
+        if posted.is_some() {
+            return vec![Timer {
+                rule: format!(
+                    "a kubelet shutting down gracefully stops each pod on its own pod worker and \
+                     reports it stopped when that worker next syncs: {} after the shutdown, as \
+                     kind's kubelets did over five runs (the sim: {} after its Ready=False)",
+                    span(SHUTDOWN_STOP_SEEN.0, SHUTDOWN_STOP_SEEN.1),
+                    secs(SHUTDOWN_STOP_SIM)
+                ),
+                from: SHUTDOWN_STOP_SEEN.0,
+                to: SHUTDOWN_STOP_SEEN.1,
+                since: Since::Step,
+            }];
+        }
+    }
     if what.ends_with(": phase Failed") {
         return vec![
             Timer {
@@ -578,7 +610,11 @@ fn inversions(kind: &[Point], sim: &[Point], profile: &TimingProfile) -> Vec<Inv
     let mut out = Vec::new();
     for (i, (a, a_sim)) in both.iter().enumerate() {
         for (b, b_sim) in &both[i + 1..] {
-            if a.step_index != b.step_index {
+            // A group's first and its last may be different objects, each
+            // on its own clock (a kubelet stops one pod half a second after
+            // a shutdown and the other two seconds after it): which of two
+            // such rows comes first is how those clocks fell in this run.
+            if a.step_index != b.step_index || mixes_first_and_last(&a.what, &b.what) {
                 continue;
             }
             let (kind_gap, sim_gap) = (b.after - a.after, b_sim - a_sim);
@@ -597,6 +633,13 @@ fn inversions(kind: &[Point], sim: &[Point], profile: &TimingProfile) -> Vec<Inv
         }
     }
     out
+}
+
+/// One row a group's first, the other a group's last.
+fn mixes_first_and_last(a: &str, b: &str) -> bool {
+    let first = |w: &str| w.ends_with(" (first)");
+    let last = |w: &str| w.ends_with(" (last)");
+    (first(a) && last(b)) || (last(a) && first(b))
 }
 
 /// Where a pod was when the run's first fault or action came.
@@ -1161,6 +1204,65 @@ mod tests {
             .find(|r| r.what.contains("Ready=True"))
             .unwrap();
         assert_eq!(row.verdict, RowVerdict::Off, "{row:?}");
+    }
+
+    #[test]
+    fn pods_a_shutting_down_kubelet_stops_are_judged_by_the_range_kind_showed() {
+        let p = |what: &str, after| Point {
+            what: what.into(),
+            step: "#2 (shutdown)".into(),
+            step_index: 0,
+            after,
+            count: 2,
+        };
+        let judge = |with_status: bool, k: Ms, s: Ms| {
+            let not_ready = "target: Ready=False (KubeletNotReady)";
+            let stopped = "pods on target: DisruptionTarget (first)";
+            let mut rows = vec![(0, k, row(Some(&p(stopped, k)), Some(&p(stopped, s))))];
+            if with_status {
+                rows.insert(
+                    0,
+                    (
+                        0,
+                        360,
+                        row(Some(&p(not_ready, 360)), Some(&p(not_ready, 77))),
+                    ),
+                );
+            }
+            judge_gaps(&mut rows, &TimingProfile::upstream_default());
+            rows.last().unwrap().2.verdict.clone()
+        };
+        // kind stopped the first pod 0.54 s after the shutdown, the sim 1.56 s.
+        assert!(matches!(judge(true, 541, 1_557), RowVerdict::Timer { .. }));
+        // Without the kubelet's Ready=False it is no shutdown: off.
+        assert_eq!(judge(false, 541, 1_557), RowVerdict::Off);
+        // Outside what kind showed: off.
+        assert_eq!(judge(true, 541, 3_900), RowVerdict::Off);
+    }
+
+    #[test]
+    fn a_groups_first_and_anothers_last_are_not_checked_for_order() {
+        let p = |what: &str, after| Point {
+            what: what.into(),
+            step: "#2".into(),
+            step_index: 0,
+            after,
+            count: 2,
+        };
+        let kind = [
+            p("new pods: phase Running (first)", 1_437),
+            p("new pods: created (last)", 2_280),
+            p("new pods: phase Running (last)", 3_273),
+        ];
+        let sim = [
+            p("new pods: created (last)", 1_602),
+            p("new pods: phase Running (first)", 3_088),
+            p("new pods: phase Running (last)", 3_137),
+        ];
+        assert!(inversions(&kind, &sim, &TimingProfile::upstream_default()).is_empty());
+        assert!(mixes_first_and_last("a (first)", "b (last)"));
+        assert!(!mixes_first_and_last("a (first)", "b (first)"));
+        assert!(!mixes_first_and_last("a (last)", "b"));
     }
 
     #[test]
