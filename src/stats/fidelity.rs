@@ -192,6 +192,9 @@ fn excuse_authorizer_races(
 /// How many of a probe's requests after a fault may go to live endpoints
 /// before one reaches the failed node's pods, and still be chance.
 const ROUTING_DRAWS: Ms = 5;
+/// kube-proxy's `minSyncPeriod` (1 s by default): how long after an
+/// EndpointSlice change its rules may still route to the old endpoints.
+const KUBE_PROXY_SYNC_MS: Ms = 1_000;
 
 /// A probe's first error after a fault comes with the first request that
 /// kube-proxy (or the sim's stand-in) sends to the failed node's pods, each
@@ -199,7 +202,48 @@ const ROUTING_DRAWS: Ms = 5;
 /// first unlucky request fell is within the goal when both sides had it
 /// within the first [`ROUTING_DRAWS`] requests.
 fn judge_random_routing(rows: &mut [(usize, Ms, Row)], kind: &RunResult) {
-    for (_, _, r) in rows.iter_mut() {
+    // When each step's failed endpoints left the Service (kind, sim).
+    let gone: HashMap<usize, (Ms, Ms)> = rows
+        .iter()
+        .filter(|(_, _, r)| {
+            r.what.starts_with("endpoints on ")
+                && (r.what.ends_with(": not ready") || r.what.ends_with(": not ready (first)"))
+        })
+        .filter_map(|(step, _, r)| Some((*step, (r.kind?, r.sim?))))
+        .collect();
+    for (step, _, r) in rows.iter_mut() {
+        if let (Some(name), Some(&(gk, gs))) = (
+            r.what
+                .strip_prefix("clients ")
+                .and_then(|w| w.strip_suffix(": errors end")),
+            gone.get(step),
+        ) {
+            let Some(probe) = kind.probes.iter().find(|p| p.name == name) else {
+                continue;
+            };
+            let (from, to) = (
+                -ROUTING_DRAWS * probe.interval,
+                KUBE_PROXY_SYNC_MS + probe.timeout + probe.interval,
+            );
+            let inside = |t: Option<Ms>, gone: Ms| {
+                t.is_some_and(|t| (from - SLACK_MS..=to + SLACK_MS).contains(&(t - gone)))
+            };
+            if r.verdict == RowVerdict::Off && inside(r.kind, gk) && inside(r.sim, gs) {
+                r.verdict = RowVerdict::Timer {
+                    rule: format!(
+                        "a probe's errors end with the last request sent to the failed node's \
+                         pods: a random one of those sent before the endpoints left the Service, \
+                         or one sent before kube-proxy rewrote its rules (within {} of the \
+                         change; the sim's stand-in at once) and failing after its timeout: \
+                         {} to {} after the endpoints' not ready",
+                        secs(KUBE_PROXY_SYNC_MS),
+                        secs(from),
+                        secs(to)
+                    ),
+                };
+            }
+            continue;
+        }
         let Some(name) = r
             .what
             .strip_prefix("clients ")
@@ -756,6 +800,9 @@ pub fn points(run: &RunResult) -> Vec<Point> {
     let mut grouped: BTreeMap<(usize, String), Vec<Ms>> = BTreeMap::new();
     let blips = not_ready_blips(&run.transitions);
     let mut last_ready: HashMap<&str, bool> = HashMap::new();
+    // Each node's last Ready change, and the controller's pass period.
+    let mut ready_at: HashMap<&str, Ms> = HashMap::new();
+    let monitor = Ms::try_from(run.profile.node_monitor_period.as_millis()).unwrap_or(Ms::MAX);
     for (i, t) in run.transitions.iter().enumerate() {
         let before = t.at < start;
         match (&t.object, &t.change) {
@@ -792,7 +839,30 @@ pub fn points(run: &RunResult) -> Vec<Point> {
         if t.at >= end {
             break;
         }
-        let Some(step) = anchor(blips.ready_since.get(&i).copied().unwrap_or(t.at)) else {
+        // A node lifecycle controller's NoExecute taint follows the node's
+        // Ready change by up to a pass (or a taint-queue token): it belongs
+        // to the step of that change, wherever the next step began.
+        let node_ready = match (&t.object, &t.change) {
+            (ObjectRef::Node { name }, Change::NodeReady { .. }) => {
+                ready_at.insert(name.as_str(), t.at);
+                None
+            }
+            (
+                ObjectRef::Node { name },
+                Change::TaintAdded { key, effect, .. } | Change::TaintRemoved { key, effect },
+            ) if effect == "NoExecute"
+                && (key == "node.kubernetes.io/not-ready"
+                    || key == "node.kubernetes.io/unreachable") =>
+            {
+                ready_at
+                    .get(name.as_str())
+                    .copied()
+                    .filter(|&r| t.at - r <= monitor + EVICTION_TOKEN_MS + SLACK_MS)
+            }
+            _ => None,
+        };
+        let cause = blips.ready_since.get(&i).copied().or(node_ready);
+        let Some(step) = anchor(cause.unwrap_or(t.at)) else {
             continue;
         };
         let what = match &t.object {
@@ -1371,6 +1441,45 @@ mod tests {
     }
 
     #[test]
+    fn a_noexecute_taint_belongs_to_the_step_of_the_ready_change_it_follows() {
+        let w = "nfscen-worker";
+        let r = run(
+            w,
+            json!([
+                node(97_000, w, ready("True")),
+                node(
+                    100_300,
+                    w,
+                    json!({"type": "taintRemoved",
+                    "key": "node.kubernetes.io/not-ready", "effect": "NoExecute"})
+                ),
+                // Not the controller's: where it came.
+                node(
+                    100_400,
+                    w,
+                    json!({"type": "taintRemoved",
+                    "key": "node.kubernetes.io/out-of-service", "effect": "NoExecute"})
+                ),
+            ]),
+        );
+        let got: Vec<(String, String)> = points(&r).into_iter().map(|p| (p.what, p.step)).collect();
+        assert_eq!(
+            got,
+            [
+                ("target: Ready=True".to_owned(), "#1 (pause)".to_owned()),
+                (
+                    "target: taint - node.kubernetes.io/not-ready:NoExecute".to_owned(),
+                    "#1 (pause)".to_owned()
+                ),
+                (
+                    "target: taint - node.kubernetes.io/out-of-service:NoExecute".to_owned(),
+                    "#5 (resume)".to_owned()
+                ),
+            ]
+        );
+    }
+
+    #[test]
     fn a_noexecute_taint_a_token_late_is_the_taint_queues_rate_limit() {
         // Seed 001 on kind: the taint 9.9 s after Unknown (a token spent on
         // a stale read), on the sim in the same pass.
@@ -1643,7 +1752,8 @@ mod tests {
             matches!(&begin.verdict, RowVerdict::Timer { rule } if rule.contains("at random")),
             "{begin:?}"
         );
-        // Errors that end 5 s later on the sim are off.
+        // Errors that end 5 s later on the sim are off (and so far from
+        // any endpoint change in this run that no routing explains it).
         let f = compare(&kind, &with_probe(kind_run(), 10_400, 64_000));
         let end = f
             .rows
@@ -1651,6 +1761,46 @@ mod tests {
             .find(|r| r.what == "clients web: errors end")
             .unwrap();
         assert!(!end.verdict.meets_goal(), "{end:?}");
+    }
+
+    #[test]
+    fn a_probes_errors_end_is_judged_from_the_endpoints_leaving() {
+        let gone = |run: &mut RunResult, at: Ms| {
+            run.transitions.push(
+                serde_json::from_value(json!({"at": at,
+                    "object": {"kind": "endpointSlice", "name": "web-x", "service": "web"},
+                    "change": {"type": "endpoint", "address": "10.0.0.1", "node": "nfscen-worker",
+                               "ready": false, "serving": false, "terminating": false}}))
+                .unwrap(),
+            );
+            run.transitions.sort_by_key(|t| t.at);
+        };
+        // kind: the last error's request just before the endpoints left
+        // (errors end 0.1 s before); the sim: its request timed out after.
+        let mut kind = with_probe(kind_run(), 10_500, 51_000);
+        gone(&mut kind, 51_100);
+        let mut sim = with_probe(kind_run(), 10_400, 57_500);
+        gone(&mut sim, 56_500);
+        let f = compare(&kind, &sim);
+        let end = f
+            .rows
+            .iter()
+            .find(|r| r.what == "clients web: errors end")
+            .unwrap();
+        assert!(
+            matches!(&end.verdict, RowVerdict::Timer { rule } if rule.contains("kube-proxy")),
+            "{end:?}"
+        );
+        // Errors going on 10 s after the endpoints left: off.
+        let mut sim = with_probe(kind_run(), 10_400, 66_500);
+        gone(&mut sim, 56_500);
+        let f = compare(&kind, &sim);
+        let end = f
+            .rows
+            .iter()
+            .find(|r| r.what == "clients web: errors end")
+            .unwrap();
+        assert_eq!(end.verdict, RowVerdict::Off, "{end:?}");
     }
 
     #[test]
