@@ -940,23 +940,34 @@ pub fn points(run: &RunResult) -> Vec<Point> {
             .or_default()
             .push(t.at - steps[step].0);
     }
-    // What clients saw: each error window's first failed request and the
-    // first answered one after it, on the step they fell in.
+    // What clients saw after each step: the first failed request of its
+    // error windows and the first answered one after the last (how many
+    // windows the errors split into is chance: kube-proxy routes each
+    // request to a random endpoint, and a lucky run of live ones splits one).
     for p in &run.probes {
-        for w in &p.windows {
-            let edges = [
-                (w.start, "errors begin"),
-                (w.end.unwrap_or(Ms::MAX), "errors end"),
-            ];
-            for (at, what) in edges {
-                if at < start || at >= end {
-                    continue;
-                }
-                let Some(step) = anchor(at) else { continue };
+        let mut spans: BTreeMap<usize, (Ms, Ms)> = BTreeMap::new();
+        for w in p
+            .windows
+            .iter()
+            .filter(|w| w.start >= start && w.start < end)
+        {
+            let Some(step) = anchor(w.start) else {
+                continue;
+            };
+            let stop = w.end.unwrap_or(Ms::MAX);
+            let span = spans.entry(step).or_insert((w.start, stop));
+            *span = (span.0.min(w.start), span.1.max(stop));
+        }
+        for (step, (from, to)) in spans {
+            let mut add = |what: &str, at: Ms| {
                 grouped
                     .entry((step, format!("clients {}: {what}", p.name)))
                     .or_default()
                     .push(at - steps[step].0);
+            };
+            add("errors begin", from);
+            if to < end {
+                add("errors end", to);
             }
         }
     }
@@ -1801,6 +1812,26 @@ mod tests {
             .find(|r| r.what == "clients web: errors end")
             .unwrap();
         assert_eq!(end.verdict, RowVerdict::Off, "{end:?}");
+    }
+
+    #[test]
+    fn a_steps_error_windows_are_one_span_however_many() {
+        let mut sim = with_probe(kind_run(), 10_400, 40_000);
+        let mut second = sim.probes[0].windows[0].clone();
+        (second.start, second.end) = (44_000, Some(59_300));
+        sim.probes[0].windows.push(second);
+        let got: Vec<(String, Ms, usize)> = points(&sim)
+            .into_iter()
+            .filter(|p| p.what.starts_with("clients"))
+            .map(|p| (p.what, p.after, p.count))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("clients web: errors begin".to_owned(), 400, 1),
+                ("clients web: errors end".to_owned(), 49_300, 1)
+            ]
+        );
     }
 
     #[test]
