@@ -617,21 +617,19 @@ fn timers(
     let stopped = ["DisruptionTarget", "Ready=False", "phase Succeeded"]
         .iter()
         .any(|c| what.ends_with(&format!(": {c}")));
-    if stopped && what.starts_with("pods on ") {
-        if posted.is_some() {
-            return vec![Timer {
-                rule: format!(
-                    "a kubelet shutting down gracefully stops each pod on its own pod worker and \
-                     reports it stopped when that worker next syncs: {} after the shutdown, as \
-                     kind's kubelets did over five runs (the sim: {} after its Ready=False)",
-                    span(SHUTDOWN_STOP_SEEN.0, SHUTDOWN_STOP_SEEN.1),
-                    secs(SHUTDOWN_STOP_SIM)
-                ),
-                from: SHUTDOWN_STOP_SEEN.0,
-                to: SHUTDOWN_STOP_SEEN.1,
-                since: Since::Step,
-            }];
-        }
+    if stopped && what.starts_with("pods on ") && posted.is_some() {
+        return vec![Timer {
+            rule: format!(
+                "a kubelet shutting down gracefully stops each pod on its own pod worker and \
+                 reports it stopped when that worker next syncs: {} after the shutdown, as \
+                 kind's kubelets did over five runs (the sim: {} after its Ready=False)",
+                span(SHUTDOWN_STOP_SEEN.0, SHUTDOWN_STOP_SEEN.1),
+                secs(SHUTDOWN_STOP_SIM)
+            ),
+            from: SHUTDOWN_STOP_SEEN.0,
+            to: SHUTDOWN_STOP_SEEN.1,
+            since: Since::Step,
+        }];
     }
     if what.ends_with(": phase Failed") {
         return vec![
