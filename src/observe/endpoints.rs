@@ -28,19 +28,33 @@ pub(crate) struct EndpointSnap {
 /// The conditions as the API defines their absence: `ready` unknown counts
 /// as ready, `serving` unknown follows `ready`, `terminating` unknown is false.
 fn snap_of(e: &Endpoint) -> EndpointSnap {
-    let c = e.conditions.as_ref();
-    let ready = c.and_then(|c| c.ready).unwrap_or(true);
+    let (ready, serving, terminating) = conditions(e);
     EndpointSnap {
-        pod: e
-            .target_ref
-            .as_ref()
-            .filter(|r| r.kind.as_deref().is_none_or(|k| k == "Pod"))
-            .and_then(|r| r.name.clone()),
+        pod: pod_ref(e).and_then(|r| r.name.clone()),
         node: e.node_name.clone(),
         ready,
-        serving: c.and_then(|c| c.serving).unwrap_or(ready),
-        terminating: c.and_then(|c| c.terminating).unwrap_or(false),
+        serving,
+        terminating,
     }
+}
+
+/// An endpoint's `(ready, serving, terminating)`, absent ones as the API
+/// defines them.
+pub(crate) fn conditions(e: &Endpoint) -> (bool, bool, bool) {
+    let c = e.conditions.as_ref();
+    let ready = c.and_then(|c| c.ready).unwrap_or(true);
+    (
+        ready,
+        c.and_then(|c| c.serving).unwrap_or(ready),
+        c.and_then(|c| c.terminating).unwrap_or(false),
+    )
+}
+
+/// The pod behind an endpoint (its `targetRef`, when that is a Pod).
+pub(crate) fn pod_ref(e: &Endpoint) -> Option<&k8s_openapi::api::core::v1::ObjectReference> {
+    e.target_ref
+        .as_ref()
+        .filter(|r| r.kind.as_deref().is_none_or(|k| k == "Pod"))
 }
 
 impl Differ<EndpointSlice> for EndpointSliceDiff {

@@ -9,7 +9,7 @@
 //! changes that happened meanwhile as changes, so no transition of the ground
 //! truth is lost, only observed later.
 
-mod endpoints;
+pub(crate) mod endpoints;
 pub(crate) mod fold;
 pub(crate) mod kinds;
 

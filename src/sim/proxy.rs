@@ -37,6 +37,8 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 
+use crate::observe::endpoints;
+
 /// The label naming an EndpointSlice's Service.
 const SERVICE_LABEL: &str = "kubernetes.io/service-name";
 /// How long a connection to a silent machine is held at most (clients
@@ -133,18 +135,14 @@ impl Routes {
             .endpoints
             .iter()
             .map(|e| {
-                let c = e.conditions.as_ref();
-                let ready = c.and_then(|c| c.ready).unwrap_or(true);
+                let (ready, serving, terminating) = endpoints::conditions(e);
                 Endpoint {
-                    pod: e
-                        .target_ref
-                        .as_ref()
-                        .filter(|r| r.kind.as_deref().is_none_or(|k| k == "Pod"))
+                    pod: endpoints::pod_ref(e)
                         .and_then(|r| Some(key(r.namespace.as_deref().or(ns), r.name.as_deref()?))),
                     node: e.node_name.clone(),
                     ready,
-                    serving: c.and_then(|c| c.serving).unwrap_or(ready),
-                    terminating: c.and_then(|c| c.terminating).unwrap_or(false),
+                    serving,
+                    terminating,
                 }
             })
             .collect();

@@ -1521,18 +1521,8 @@ mod tests {
         // A token later still is off, and so is a taint removed that late.
         assert_eq!(judge(53_500, 44_703), RowVerdict::Off);
         let gone = "target: taint - node.kubernetes.io/unreachable:NoExecute";
-        let mut rows = [
-            (
-                0,
-                42_099,
-                row(Some(&p(unknown, 42_099)), Some(&p(unknown, 44_637))),
-            ),
-            (
-                0,
-                52_176,
-                row(Some(&p(gone, 52_176)), Some(&p(gone, 44_703))),
-            ),
-        ];
+        let both = |what: &str, k: Ms, s: Ms| (0, k, row(Some(&p(what, k)), Some(&p(what, s))));
+        let mut rows = [both(unknown, 42_099, 44_637), both(gone, 52_176, 44_703)];
         judge_gaps(&mut rows, &TimingProfile::upstream_default());
         assert_eq!(rows[1].2.verdict, RowVerdict::Off);
         // The vm-halt power-on: the taint off 4.9 s after Ready=True on kind,
@@ -1541,21 +1531,9 @@ mod tests {
         let ready = "target: Ready=True (KubeletReady)";
         let deleted = "pods on target: deleted (last)";
         let mut rows = [
-            (
-                0,
-                8_262,
-                row(Some(&p(ready, 8_262)), Some(&p(ready, 8_020))),
-            ),
-            (
-                0,
-                10_209,
-                row(Some(&p(deleted, 10_209)), Some(&p(deleted, 9_920))),
-            ),
-            (
-                0,
-                13_117,
-                row(Some(&p(gone, 13_117)), Some(&p(gone, 8_378))),
-            ),
+            both(ready, 8_262, 8_020),
+            both(deleted, 10_209, 9_920),
+            both(gone, 13_117, 8_378),
         ];
         judge_gaps(&mut rows, &TimingProfile::upstream_default());
         assert!(
