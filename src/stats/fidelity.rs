@@ -1697,6 +1697,11 @@ mod tests {
         );
     }
 
+    /// The row of that name.
+    fn named<'a>(f: &'a ScenarioFidelity, what: &str) -> &'a Row {
+        f.rows.iter().find(|r| r.what == what).unwrap()
+    }
+
     fn with_probe(mut run: RunResult, start: Ms, end: Ms) -> RunResult {
         let mut fixture: RunResult = serde_json::from_str(include_str!(
             "../../tests/fixtures/results/clients-probe.json"
@@ -1730,11 +1735,7 @@ mod tests {
         assert!(f.meets_goal(), "{f:?}");
         // The first error a few requests later on one side: chance.
         let f = compare(&kind, &with_probe(kind_run(), 11_900, 59_300));
-        let begin = f
-            .rows
-            .iter()
-            .find(|r| r.what == "clients web: errors begin")
-            .unwrap();
+        let begin = named(&f, "clients web: errors begin");
         assert!(
             matches!(&begin.verdict, RowVerdict::Timer { rule } if rule.contains("at random")),
             "{begin:?}"
@@ -1742,11 +1743,7 @@ mod tests {
         // Errors that end 5 s later on the sim are off (and so far from
         // any endpoint change in this run that no routing explains it).
         let f = compare(&kind, &with_probe(kind_run(), 10_400, 64_000));
-        let end = f
-            .rows
-            .iter()
-            .find(|r| r.what == "clients web: errors end")
-            .unwrap();
+        let end = named(&f, "clients web: errors end");
         assert!(!end.verdict.meets_goal(), "{end:?}");
     }
 
@@ -1769,11 +1766,7 @@ mod tests {
         let mut sim = with_probe(kind_run(), 10_400, 57_500);
         gone(&mut sim, 56_500);
         let f = compare(&kind, &sim);
-        let end = f
-            .rows
-            .iter()
-            .find(|r| r.what == "clients web: errors end")
-            .unwrap();
+        let end = named(&f, "clients web: errors end");
         assert!(
             matches!(&end.verdict, RowVerdict::Timer { rule } if rule.contains("kube-proxy")),
             "{end:?}"
@@ -1782,11 +1775,7 @@ mod tests {
         let mut sim = with_probe(kind_run(), 10_400, 66_500);
         gone(&mut sim, 56_500);
         let f = compare(&kind, &sim);
-        let end = f
-            .rows
-            .iter()
-            .find(|r| r.what == "clients web: errors end")
-            .unwrap();
+        let end = named(&f, "clients web: errors end");
         assert_eq!(end.verdict, RowVerdict::Off, "{end:?}");
     }
 
