@@ -248,11 +248,17 @@ enum Seen<K> {
     Relisted,
 }
 
-fn seen<K: Clone>(e: Event<K>) -> Vec<Seen<K>> {
+/// A watch event as the proxy uses it; an error is logged (the watcher
+/// retries with its backoff).
+fn seen<K: Clone>(e: Result<Event<K>, watcher::Error>) -> Vec<Seen<K>> {
     match e {
-        Event::Apply(o) | Event::InitApply(o) => vec![Seen::Present(Box::new(o))],
-        Event::Delete(o) => vec![Seen::Gone(Box::new(o))],
-        Event::Init | Event::InitDone => vec![Seen::Relisted],
+        Ok(Event::Apply(o) | Event::InitApply(o)) => vec![Seen::Present(Box::new(o))],
+        Ok(Event::Delete(o)) => vec![Seen::Gone(Box::new(o))],
+        Ok(Event::Init | Event::InitDone) => vec![Seen::Relisted],
+        Err(e) => {
+            tracing::debug!("sim service proxy: watch error, the watcher retries: {e}");
+            Vec::new()
+        }
     }
 }
 
@@ -267,15 +273,15 @@ async fn run(client: kube::Client, machines: Machines) {
     let cfg = watcher::Config::default;
     let services = watcher::watcher(Api::<Service>::all(client.clone()), cfg())
         .default_backoff()
-        .flat_map(|e| futures::stream::iter(e.map(seen).unwrap_or_default()))
+        .flat_map(|e| futures::stream::iter(seen(e)))
         .map(Watched::Service);
     let slices = watcher::watcher(Api::<EndpointSlice>::all(client.clone()), cfg())
         .default_backoff()
-        .flat_map(|e| futures::stream::iter(e.map(seen).unwrap_or_default()))
+        .flat_map(|e| futures::stream::iter(seen(e)))
         .map(Watched::Slice);
     let pods = watcher::watcher(Api::<Pod>::all(client), cfg())
         .default_backoff()
-        .flat_map(|e| futures::stream::iter(e.map(seen).unwrap_or_default()))
+        .flat_map(|e| futures::stream::iter(seen(e)))
         .map(Watched::Pod);
     let mut events = std::pin::pin!(futures::stream::select(
         services,
