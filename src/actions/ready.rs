@@ -90,44 +90,10 @@ async fn wait_workload(
     let c = client.clone();
     let ready = match check.kind {
         WorkloadKind::StatefulSet => {
-            let named = check.replicas;
-            let api: Api<StatefulSet> = Api::namespaced(c, namespace);
-            let want_of =
-                move |s: &StatefulSet| wanted(named, s.spec.as_ref().and_then(|s| s.replicas));
-            let s = with_timeout(
-                what,
-                check.timeout,
-                await_condition(api, name, move |o: Option<&StatefulSet>| {
-                    o.is_some_and(|s| {
-                        ready_of(s.status.as_ref().and_then(|s| s.ready_replicas)) >= want_of(s)
-                    })
-                }),
-            )
-            .await?;
-            s.and_then(|s| {
-                let want = want_of(&s);
-                Some(ReadyPods::of(&s.spec?.template, want))
-            })
+            wait_replicated::<StatefulSet>(Api::namespaced(c, namespace), check, what).await?
         }
         WorkloadKind::Deployment => {
-            let named = check.replicas;
-            let api: Api<Deployment> = Api::namespaced(c, namespace);
-            let want_of =
-                move |d: &Deployment| wanted(named, d.spec.as_ref().and_then(|s| s.replicas));
-            let d = with_timeout(
-                what,
-                check.timeout,
-                await_condition(api, name, move |o: Option<&Deployment>| {
-                    o.is_some_and(|d| {
-                        ready_of(d.status.as_ref().and_then(|s| s.ready_replicas)) >= want_of(d)
-                    })
-                }),
-            )
-            .await?;
-            d.and_then(|d| {
-                let want = want_of(&d);
-                Some(ReadyPods::of(&d.spec?.template, want))
-            })
+            wait_replicated::<Deployment>(Api::namespaced(c, namespace), check, what).await?
         }
         WorkloadKind::DaemonSet => {
             let api: Api<DaemonSet> = Api::namespaced(c, namespace);
@@ -175,6 +141,69 @@ async fn wait_workload(
         }
     };
     Ok(ready)
+}
+
+/// A workload that runs `replicas` copies of one pod template.
+trait Replicated {
+    fn replicas(&self) -> Option<i32>;
+    fn ready_replicas(&self) -> Option<i32>;
+    fn template(self) -> Option<PodTemplateSpec>;
+}
+
+impl Replicated for StatefulSet {
+    fn replicas(&self) -> Option<i32> {
+        self.spec.as_ref().and_then(|s| s.replicas)
+    }
+    fn ready_replicas(&self) -> Option<i32> {
+        self.status.as_ref().and_then(|s| s.ready_replicas)
+    }
+    fn template(self) -> Option<PodTemplateSpec> {
+        self.spec.map(|s| s.template)
+    }
+}
+
+impl Replicated for Deployment {
+    fn replicas(&self) -> Option<i32> {
+        self.spec.as_ref().and_then(|s| s.replicas)
+    }
+    fn ready_replicas(&self) -> Option<i32> {
+        self.status.as_ref().and_then(|s| s.ready_replicas)
+    }
+    fn template(self) -> Option<PodTemplateSpec> {
+        self.spec.map(|s| s.template)
+    }
+}
+
+/// Waits (watching) until a StatefulSet or Deployment has the ready
+/// replicas the check wants; returns its pods.
+async fn wait_replicated<K>(
+    api: Api<K>,
+    check: &ReadyCheck,
+    what: String,
+) -> Result<Option<ReadyPods>>
+where
+    K: Replicated
+        + kube::Resource
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + 'static,
+{
+    let named = check.replicas;
+    let want_of = move |k: &K| wanted(named, k.replicas());
+    let found = with_timeout(
+        what,
+        check.timeout,
+        await_condition(api, &check.name, move |o: Option<&K>| {
+            o.is_some_and(|k| ready_of(k.ready_replicas()) >= want_of(k))
+        }),
+    )
+    .await?;
+    Ok(found.and_then(|k| {
+        let want = want_of(&k);
+        Some(ReadyPods::of(&k.template()?, want))
+    }))
 }
 
 fn ready_of(n: Option<i32>) -> i32 {

@@ -1323,15 +1323,14 @@ mod tests {
         // The replacement Ready 16 s after its creation on kind, 1.6 s on the sim.
         let kind = run(w, json!([added.clone(), refused, ready(130_900)]));
         let sim = run(w, json!([added, ready(116_500)]));
-        let f = compare(&kind, &sim);
-        let row = f
-            .rows
-            .iter()
-            .find(|r| r.what.contains("Ready=True"))
-            .unwrap();
+        let verdict = |kind: &RunResult| {
+            let f = compare(kind, &sim);
+            named(&f, "new pods: Ready=True").verdict.clone()
+        };
+        let got = verdict(&kind);
         assert!(
-            matches!(&row.verdict, RowVerdict::Cannot { lacks } if lacks.contains("node authorizer")),
-            "{row:?}"
+            matches!(&got, RowVerdict::Cannot { lacks } if lacks.contains("node authorizer")),
+            "{got:?}"
         );
         // Without the refusal it is simply off.
         let kind = run(
@@ -1341,13 +1340,7 @@ mod tests {
                 ready(130_900)
             ]),
         );
-        let f = compare(&kind, &sim);
-        let row = f
-            .rows
-            .iter()
-            .find(|r| r.what.contains("Ready=True"))
-            .unwrap();
-        assert_eq!(row.verdict, RowVerdict::Off, "{row:?}");
+        assert_eq!(verdict(&kind), RowVerdict::Off);
     }
 
     #[test]
