@@ -73,7 +73,7 @@ fn a_running_sim_is_discovered_pinned_and_pods_keep_their_own_toleration() {
                 "name: {name}\nnamespace: {name}\n{pin}\nsetup:\n  apply: patient.yaml\n  \
                  waitReady: {{deployment: patient, timeout: 1m}}\ntarget: {{mostPods: app=patient}}\n\
                  steps:\n  - fault: pause-vm\n  \
-                 - expect: {{pods: app=patient, on: target, terminating: true, after: \"grace + toleration +- 8s\"}}\n  \
+                 - expect: {{pods: app=patient, on: target, terminating: true, within: \"grace + toleration - 8s .. grace + toleration + 14s\"}}\n  \
                  - fault: resume-vm\n  - expect: {{node: target, ready: \"True\", within: 1m}}\n"
             ),
         )
@@ -159,7 +159,10 @@ fn a_running_sim_is_discovered_pinned_and_pods_keep_their_own_toleration() {
     );
     left_nothing("own");
 
-    // the pods' own 40 s, not the cluster's 20 s: eviction at grace + 40 s
+    // the pods' own 40 s, not the cluster's 20 s: eviction at grace + 40 s,
+    // or up to 10 s later: the taint manager's queue spends its token
+    // (`--node-eviction-rate` 0.1/s) on a pass that still reads the node
+    // Ready from its cache, and taints it at the next token (CI saw it)
     let out = d
         .command(&[
             "scenario",
@@ -179,7 +182,7 @@ fn a_running_sim_is_discovered_pinned_and_pods_keep_their_own_toleration() {
         e.window,
         Window::Between {
             from: 40_000,
-            to: 56_000
+            to: 62_000
         },
         "{err}"
     );
