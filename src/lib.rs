@@ -19,6 +19,7 @@ pub mod observe;
 pub mod plan;
 pub mod probe;
 pub mod profile;
+pub mod record;
 pub mod report;
 pub mod runner;
 pub mod scenario;

@@ -12,7 +12,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use nodefall::report::result::{RunVerdict, StepOutcome, Verdict};
+use nodefall::record::{RunVerdict, StepOutcome, Verdict};
 
 #[path = "support/cli_run.rs"]
 mod cli_run;

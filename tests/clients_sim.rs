@@ -17,7 +17,7 @@
 use std::time::Duration;
 
 use nodefall::report::read_result;
-use nodefall::report::result::{RunVerdict, Verdict};
+use nodefall::record::{RunVerdict, Verdict};
 
 #[path = "support/cli_run.rs"]
 mod cli_run;

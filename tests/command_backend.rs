@@ -22,7 +22,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
 use kube::runtime::wait::await_condition;
 use nix::sys::signal::Signal;
-use nodefall::report::result::{RunVerdict, StepOutcome};
+use nodefall::record::{RunVerdict, StepOutcome};
 use nodefall::sim::SimCluster;
 
 static SERIAL: Mutex<()> = Mutex::new(());

@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
-use nodefall::report::result::RunVerdict;
+use nodefall::record::RunVerdict;
 
 #[path = "support/vm_rig.rs"]
 mod vm_rig;

@@ -11,7 +11,7 @@
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::Api;
-use nodefall::report::result::{RunVerdict, Verdict};
+use nodefall::record::{RunVerdict, Verdict};
 use nodefall::scenario::expr::Window;
 
 #[path = "support/cli_run.rs"]

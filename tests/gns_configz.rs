@@ -32,7 +32,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use nodefall::gns::{self, Error, Fact, GracefulShutdown, NodeReport, Verdict, configz};
 use nodefall::profile::TimingProfile;
-use nodefall::report::result::Verdict as Outcome;
+use nodefall::record::Verdict as Outcome;
 use nodefall::sim::{SimCluster, UpOptions};
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tokio::net::UnixListener;

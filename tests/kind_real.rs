@@ -701,7 +701,7 @@ fn sample(container: &str) -> Sample {
 }
 
 /// The result of the run of `scenario` written under `out`.
-fn run_result(out: &Path, scenario: &str) -> nodefall::report::result::RunResult {
+fn run_result(out: &Path, scenario: &str) -> nodefall::record::RunResult {
     let dir = std::fs::read_dir(out)
         .unwrap()
         .filter_map(Result::ok)
@@ -719,11 +719,11 @@ fn run_result(out: &Path, scenario: &str) -> nodefall::report::result::RunResult
 /// For each fault of every-fault.yaml and its revert, what the node's
 /// shell showed while the fault lasted and after it was reverted.
 fn check_node_containers(
-    result: &nodefall::report::result::RunResult,
+    result: &nodefall::record::RunResult,
     samples: &[Sample],
     container: &str,
 ) {
-    use nodefall::report::result::StepKind;
+    use nodefall::record::StepKind;
     let faults: Vec<_> = result
         .steps
         .iter()
@@ -862,11 +862,11 @@ fn check_node_containers(
 /// recreated elsewhere); the kubelet started again registers the Node anew
 /// and stops every container of the pods the API server no longer has.
 fn check_reregistered_node(
-    result: &nodefall::report::result::RunResult,
+    result: &nodefall::record::RunResult,
     samples: &[Sample],
     node: &str,
 ) {
-    use nodefall::report::result::StepKind;
+    use nodefall::record::StepKind;
     let faults: Vec<_> = result
         .steps
         .iter()

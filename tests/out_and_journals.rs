@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
 use nix::sys::signal::Signal;
-use nodefall::report::result::RunVerdict;
+use nodefall::record::RunVerdict;
 use nodefall::runner::journal::{BackendRef, Header, KubeRef, Record, Undo};
 use nodefall::scenario::model::Cleanup;
 

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
-use nodefall::report::result::RunVerdict;
+use nodefall::record::RunVerdict;
 use nodefall::stats::Aggregate;
 
 #[path = "support/cli_run.rs"]

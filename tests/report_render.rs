@@ -12,8 +12,9 @@
 
 use std::path::{Path, PathBuf};
 
-use nodefall::report::result::{ExpectationResult, RunVerdict, StepOutcome, Verdict};
-use nodefall::report::{self, RunResult, junit, markdown};
+use nodefall::record::{ExpectationResult, RunVerdict, StepOutcome, Verdict};
+use nodefall::record::{self, RunResult};
+use nodefall::report::{self, junit, markdown};
 use nodefall::scenario::expr::Window;
 use nodefall::timeline::Ms;
 
@@ -427,7 +428,7 @@ fn schema_1_holds_are_not_drawn_from_their_anchor() {
         return; // regenerated in schema 2: `windows_are_recorded_where_they_ran` covers it
     }
     let r = report::read_result(path).unwrap();
-    assert_eq!(r.schema_version, report::SCHEMA_VERSION);
+    assert_eq!(r.schema_version, record::SCHEMA_VERSION);
     let hold = r.expectations.iter().find(|e| e.index == 4).unwrap();
     assert!(matches!(hold.window, Window::HoldsFor { .. }));
     assert_eq!((hold.window_from, hold.window_to), (None, None));
@@ -552,7 +553,7 @@ fn preflight_reports_round_trip_and_old_results_have_none() {
     // a schema-2 file reads with no reports, as schema 3
     let old = fixture(DEPLOYMENT);
     assert!(old.graceful_shutdown.is_empty());
-    assert_eq!(old.schema_version, report::SCHEMA_VERSION);
+    assert_eq!(old.schema_version, record::SCHEMA_VERSION);
     // the junit case of a preflight expectation
     let xml = junit::render(&r);
     assert!(xml.contains("graceful shutdown will run"), "{xml}");
@@ -708,7 +709,7 @@ fn a_run_without_a_fault_names_no_failed_node_and_no_failure_it_did_not_see() {
     assert!(
         r.steps
             .iter()
-            .all(|s| s.kind != nodefall::report::result::StepKind::Fault)
+            .all(|s| s.kind != nodefall::record::StepKind::Fault)
     );
     let md = markdown::render(&r);
     let metrics = section(&md, "Key metrics");
@@ -762,7 +763,7 @@ fn a_run_without_a_fault_names_no_failed_node_and_no_failure_it_did_not_see() {
     for s in r
         .steps
         .iter_mut()
-        .filter(|s| s.kind == nodefall::report::result::StepKind::Fault)
+        .filter(|s| s.kind == nodefall::record::StepKind::Fault)
     {
         s.outcome = StepOutcome::Skipped;
         s.ended = None;

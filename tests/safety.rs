@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, PersistentVolume};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::wait::await_condition;
 use nix::sys::signal::Signal;
-use nodefall::report::result::RunVerdict;
+use nodefall::record::RunVerdict;
 use serde_json::json;
 
 #[path = "support/cli_run.rs"]

@@ -11,8 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 
-use nodefall::report::result::{RunVerdict, Verdict};
-use nodefall::report::{RunResult, read_result};
+use nodefall::record::{RunVerdict, Verdict};
+use nodefall::record::RunResult;
+use nodefall::report::{read_result};
 use nodefall::timeline::Change;
 
 static SERIAL: Mutex<()> = Mutex::new(());

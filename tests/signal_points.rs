@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Namespace, Node};
 use kube::api::Api;
 use nix::sys::signal::Signal;
-use nodefall::report::result::RunVerdict;
+use nodefall::record::RunVerdict;
 use nodefall::sim::{State, is_ready};
 
 #[path = "support/cli_run.rs"]

@@ -16,7 +16,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use nodefall::report::{self, RunResult, lanes, svg};
+use nodefall::record::RunResult;
+use nodefall::report::{self, lanes, svg};
 use nodefall::stats::{self, aggregate};
 
 #[path = "support/skip.rs"]

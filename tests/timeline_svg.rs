@@ -19,7 +19,8 @@
 use std::path::Path;
 
 use nodefall::report::lanes::{self, Lanes, Row, Tone};
-use nodefall::report::{self, RunResult, svg};
+use nodefall::record::RunResult;
+use nodefall::report::{self, svg};
 use nodefall::timeline::{Change, ObjectRef};
 
 const LONG: &str = "tests/fixtures/results/kubelet-stop-long.json";

@@ -13,7 +13,7 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use nodefall::report::result::RunVerdict;
+use nodefall::record::RunVerdict;
 
 #[path = "support/vm_rig.rs"]
 mod vm_rig;

@@ -25,7 +25,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
 use kube::runtime::wait::await_condition;
 use nix::sys::signal::Signal;
-use nodefall::report::result::RunVerdict;
+use nodefall::record::RunVerdict;
 
 const UUID: &str = "0b8a3f4e-5c1d-4e7a-9f0b-2a6c8d1e3f57";
 const VM: &str = "lab_k8s-2_1665804309774_65270";

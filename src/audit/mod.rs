@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 pub use check::{Check, Match, Window, compare};
 pub use log::{Scope, Truth};
 
-use crate::report::RunResult;
+use crate::record::RunResult;
 use crate::timeline::{Change, ObjectRef};
 
 #[derive(Debug, thiserror::Error)]
@@ -305,12 +305,12 @@ fn json_lines<T: serde::de::DeserializeOwned>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::result::{StepKind, StepOutcome};
+    use crate::record::{StepKind, StepOutcome};
 
     /// A drain's run as result.json holds it, from `fields`.
     fn run(fields: serde_json::Value) -> RunResult {
         let mut v = serde_json::json!({
-            "schemaVersion": crate::report::result::SCHEMA_VERSION,
+            "schemaVersion": crate::record::SCHEMA_VERSION,
             "scenario": "drain-pdb", "file": "drain-pdb.yaml", "backend": "sim",
             "profile": crate::profile::TimingProfile::fast(),
             "namespace": "seed-004", "targets": {},

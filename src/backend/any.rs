@@ -170,7 +170,7 @@ impl NodeFaults for AnyBackend {
         each!(self, b => b.memo(node, fault))
     }
 
-    fn take_commands(&mut self) -> Vec<crate::report::result::CommandRecord> {
+    fn take_commands(&mut self) -> Vec<crate::record::CommandRecord> {
         each!(self, b => b.take_commands())
     }
 

@@ -297,7 +297,7 @@ pub trait NodeFaults: Send {
     fn remember(&mut self, _node: &str, _memo: &str) {}
     /// The external commands run since the last call, with their output,
     /// for the report (backends that keep none return nothing).
-    fn take_commands(&mut self) -> Vec<crate::report::result::CommandRecord> {
+    fn take_commands(&mut self) -> Vec<crate::record::CommandRecord> {
         Vec::new()
     }
 }

@@ -129,7 +129,7 @@ fn print(description: String, r: Result<(), String>) {
 }
 
 /// The commands a revert ran (command backend), under its line.
-fn print_commands(commands: &[crate::report::result::CommandRecord]) {
+fn print_commands(commands: &[crate::record::CommandRecord]) {
     for c in commands {
         outln!("    ran `{}`: {}", c.line, c.status);
     }

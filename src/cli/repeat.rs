@@ -18,8 +18,10 @@ use jiff::Timestamp;
 use super::ScenarioArgs;
 use super::resolve::{On, Resolved};
 use super::run_scenario::{Once, Written, run_once, write_or_fallback};
+use crate::record;
 use crate::exit;
-use crate::report::{self, RunResult};
+use crate::record::RunResult;
+use crate::report;
 use crate::runner::journal;
 use crate::scenario::model::Cleanup;
 use crate::shutdown::{self, Signals, Stop};
@@ -166,7 +168,7 @@ fn summarize(a: &Aggregate, md: &Path) {
     let passed = a
         .runs
         .iter()
-        .filter(|r| r.verdict == report::result::RunVerdict::Pass)
+        .filter(|r| r.verdict == record::RunVerdict::Pass)
         .count();
     outln!(
         "REPEAT: {passed}/{counted} runs passed{}; aggregate: {}",

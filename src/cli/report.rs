@@ -7,6 +7,7 @@ use clap::{Args, Subcommand};
 
 use super::run_scenario::InvalidFlag;
 use super::values;
+use crate::record;
 use crate::exit;
 use crate::report;
 
@@ -175,7 +176,7 @@ fn fidelity(args: &FidelityArgs) -> anyhow::Result<ExitCode> {
 /// The newest run of each scenario found under `dir` (any depth).
 fn newest_runs(
     dir: &Path,
-) -> anyhow::Result<std::collections::BTreeMap<String, report::result::RunResult>> {
+) -> anyhow::Result<std::collections::BTreeMap<String, record::RunResult>> {
     let mut found = Vec::new();
     let mut todo = vec![dir.to_path_buf()];
     while let Some(d) = todo.pop() {
@@ -193,7 +194,7 @@ fn newest_runs(
     if found.is_empty() {
         return Err(InvalidFlag(format!("{}: holds no result.json", dir.display())).into());
     }
-    let mut runs: std::collections::BTreeMap<String, report::result::RunResult> =
+    let mut runs: std::collections::BTreeMap<String, record::RunResult> =
         std::collections::BTreeMap::new();
     for path in found {
         let run = report::read_result(&path)?;

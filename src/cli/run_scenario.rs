@@ -14,12 +14,14 @@ use jiff::Timestamp;
 
 use super::resolve::{On, Resolved, SimTarget};
 use super::{ScenarioArgs, default_profile, runtime};
+use crate::record;
 use crate::backend::any::AnyBackend;
 use crate::backend::sim::SimBackend;
 use crate::exit;
 use crate::plan::{self, Plan};
 use crate::profile::TimingProfile;
-use crate::report::{self, RunResult, result::RunVerdict};
+use crate::record::{RunResult, RunVerdict};
+use crate::report;
 use crate::runner::journal::{self, BackendRef, Header, KubeRef, Settled, Undo};
 use crate::runner::{self, Journal, Limits, Outcome, Progress};
 use crate::scenario::{self, model::BackendKind};
@@ -635,7 +637,7 @@ fn summarize(result: &RunResult, dir: &std::path::Path) {
     let passed = result
         .expectations
         .iter()
-        .filter(|e| e.verdict == report::result::Verdict::Pass)
+        .filter(|e| e.verdict == record::Verdict::Pass)
         .count();
     let verdict = match result.verdict {
         RunVerdict::Pass => "PASS",

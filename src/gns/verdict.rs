@@ -12,7 +12,7 @@ use super::configz::{PriorityGrace, SYSTEM_CRITICAL_PRIORITY, ShutdownConfig};
 use super::duration::human;
 use super::logind::Inhibitor;
 use super::{Fact, GracefulShutdown};
-use crate::report::result::Verdict as Outcome;
+use crate::record::Verdict as Outcome;
 
 /// Whether graceful node shutdown will run, as far as the preflight can tell.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

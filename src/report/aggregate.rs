@@ -8,7 +8,7 @@ use std::path::Path;
 use super::format::{cell, code, inline, link_path, utc_full};
 use super::markdown::table;
 use super::svg::{self, Distribution, Point};
-use crate::report::result::RunVerdict;
+use crate::record::RunVerdict;
 use crate::stats::Aggregate;
 use crate::stats::figures::{self, Unit};
 

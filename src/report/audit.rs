@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 
 use super::format::{cell, code};
 use super::markdown::table;
-use super::result::RunResult;
+use crate::record::RunResult;
 use crate::audit::{Check, Seen};
 use crate::stats::aggregate::Summary;
 use crate::timeline::ObjectRef;
@@ -252,7 +252,7 @@ mod tests {
 
     fn render(c: Check) -> String {
         let mut r: RunResult = serde_json::from_value(serde_json::json!({
-            "schemaVersion": super::super::result::SCHEMA_VERSION,
+            "schemaVersion": crate::record::SCHEMA_VERSION,
             "scenario": "s", "file": "s.yaml", "backend": "sim",
             "profile": crate::profile::TimingProfile::fast(),
             "namespace": "ns", "targets": {},

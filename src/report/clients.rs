@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use super::format::{cell, secs, t0_rel};
 use super::markdown::table;
-use super::result::RunResult;
+use crate::record::RunResult;
 use crate::timeline::endpoints::EndpointMetrics;
 
 /// The Clients band of the mermaid timeline: each failed node's endpoint

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use super::format::{cell, fence_for, secs};
 use super::markdown::table;
-use super::result::{CommandRecord, RunResult, StepRecord};
+use crate::record::{CommandRecord, RunResult, StepRecord};
 
 /// Nothing when no step ran a command.
 pub fn section(out: &mut String, r: &RunResult) {

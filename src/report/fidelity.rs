@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use super::format::{cell, secs, signed_secs};
 use super::markdown::table;
-use super::result::RunResult;
+use crate::record::RunResult;
 use crate::profile::Var;
 use crate::stats::fidelity::{Row, RowVerdict, SLACK_MS, SLACK_SHARE, ScenarioFidelity};
 

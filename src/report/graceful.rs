@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::format::cell;
 use super::markdown::{rel, table};
-use super::result::RunResult;
+use crate::record::RunResult;
 use crate::gns::duration::human;
 use crate::gns::{Fact, Inhibitor, NodeReport, ShutdownConfig, Verdict};
 

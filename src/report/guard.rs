@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use super::format::{cell, code, inline};
 use super::markdown::{rel, table};
-use super::result::{GuardRecord, RunResult};
+use crate::record::{GuardRecord, RunResult};
 use crate::scenario::duration::format_millis;
 
 /// `report.md`, right under the title: which guard stopped the run and when.

@@ -8,7 +8,7 @@ use std::time::Duration;
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 
 use super::format::{secs, signed_secs, t0_rel};
-use super::result::{ExpectationResult, RunResult, RunVerdict, Verdict};
+use crate::record::{ExpectationResult, RunResult, RunVerdict, Verdict};
 use crate::timeline::Ms;
 
 /// Renders `junit.xml`.

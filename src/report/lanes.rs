@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 
 use super::format::{secs, t0_rel};
-use super::result::{ExpectationResult, RunResult, StepKind, StepOutcome, StepRecord, Verdict};
+use crate::record::{ExpectationResult, RunResult, StepKind, StepOutcome, StepRecord, Verdict};
 use crate::scenario::expr::Window;
 use crate::timeline::{Change, Ms, ObjectRef};
 

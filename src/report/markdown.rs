@@ -12,7 +12,7 @@ use tabled::builder::Builder;
 use tabled::settings::Style;
 
 use super::format::{cell, fence_for, inline, secs, signed_secs, t0_rel, utc_full, utc_time};
-use super::result::{ExpectationResult, RunResult, StepKind, StepOutcome, StepRecord, Verdict};
+use crate::record::{ExpectationResult, RunResult, StepKind, StepOutcome, StepRecord, Verdict};
 use crate::profile::Var;
 use crate::scenario::duration::format_duration;
 use crate::scenario::expr::Window;
@@ -94,7 +94,7 @@ fn metric_time(result: &RunResult, rel_t0: Option<Ms>) -> [String; 2] {
 }
 
 /// The window as written and as evaluated, with what its numbers rest on.
-fn window_cell(e: &crate::report::result::ExpectationResult) -> String {
+fn window_cell(e: &crate::record::ExpectationResult) -> String {
     let mut text = format!("{} [{}]", e.window_written, e.window);
     for n in &e.notes {
         let _ = write!(text, " ({n})");

@@ -17,7 +17,6 @@ pub mod junit;
 pub mod lanes;
 pub mod markdown;
 mod probes;
-pub mod result;
 pub mod svg;
 mod timing;
 mod volumes;
@@ -27,8 +26,9 @@ use std::path::{Path, PathBuf};
 
 use jiff::Timestamp;
 
+use crate::record::{RunResult, SCHEMA_VERSION};
+
 pub use audit::audit_line;
-pub use result::{RunResult, SCHEMA_VERSION};
 
 /// The file names inside a run directory.
 pub const RESULT_JSON: &str = "result.json";

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use super::format::{cell, secs};
 use super::markdown::{rel, table};
-use super::result::RunResult;
+use crate::record::RunResult;
 use crate::probe::{ProbeRecord, StopReason, windows};
 use crate::timeline::Ms;
 

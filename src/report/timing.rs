@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use super::format::cell;
 use super::markdown::table;
-use super::result::RunResult;
+use crate::record::RunResult;
 
 /// Written only when the profile says where its values came from (a
 /// result of an older nodefall, or a built-in profile as is, does not).

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use super::format::{cell, secs, t0_rel, utc_time};
 use super::markdown::{rel, table};
-use super::result::RunResult;
+use crate::record::RunResult;
 use crate::timeline::{Change, ObjectRef};
 
 /// Shown for a value the run did not observe.

@@ -10,7 +10,7 @@ use super::progress::Progress;
 use super::{Run, undo};
 use crate::backend::NodeFaults;
 use crate::observe::Recorder;
-use crate::report::result::{RunVerdict, StepKind as RecKind, StepOutcome, StepRecord};
+use crate::record::{RunVerdict, StepKind as RecKind, StepOutcome, StepRecord};
 use crate::scenario::model::Cleanup;
 
 impl Run<'_> {

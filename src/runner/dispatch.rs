@@ -10,7 +10,7 @@ use super::journal::{Settled, TaintWas, Undo};
 use super::{Error, Run, journal_failed};
 use crate::actions;
 use crate::expect;
-use crate::report::result::EvictionRecord;
+use crate::record::EvictionRecord;
 use crate::scenario::checked::{Action, WorkloadKind};
 use crate::scenario::model::TaintEffect;
 

@@ -5,7 +5,7 @@ use super::{Error, Run};
 use crate::expect::{self, Decision, Subject, Truth};
 use crate::plan::time;
 use crate::profile::Var;
-use crate::report::result::{ExpectationResult, Verdict};
+use crate::record::{ExpectationResult, Verdict};
 use crate::scenario::checked::{Anchor, Condition, Expectation, Subject as CheckedSubject};
 use crate::scenario::expr::Window;
 use crate::timeline::{Ms, Toleration};

@@ -10,7 +10,7 @@ use super::expectation::describe_conditions;
 use crate::expect::{self, Decision};
 use crate::plan::Plan;
 use crate::probe::windows;
-use crate::report::result::{ExpectationResult, RunResult, RunVerdict, SCHEMA_VERSION, Verdict};
+use crate::record::{ExpectationResult, RunResult, RunVerdict, SCHEMA_VERSION, Usage, Verdict};
 use crate::scenario::checked::StepKind;
 use crate::timeline::{endpoints, metrics};
 
@@ -151,8 +151,22 @@ impl Run<'_> {
             probes: self.probe_records,
             observed_from: self.observed_from,
             watch_errors: self.rec.watch_errors(),
-            usage: crate::report::result::Usage::of_self(),
+            usage: usage_of_self(),
             audit: None,
         }
     }
+}
+
+/// This process's figures so far (getrusage); None where unavailable.
+fn usage_of_self() -> Option<Usage> {
+    let u = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF).ok()?;
+    let ms = |t: nix::sys::time::TimeVal| {
+        u64::try_from(t.tv_sec()).unwrap_or(0) * 1000
+            + u64::try_from(t.tv_usec()).unwrap_or(0) / 1000
+    };
+    Some(Usage {
+        // Linux reports ru_maxrss in KiB.
+        peak_rss_bytes: u64::try_from(u.max_rss()).unwrap_or(0) * 1024,
+        cpu_ms: ms(u.user_time()) + ms(u.system_time()),
+    })
 }

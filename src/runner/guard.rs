@@ -10,7 +10,7 @@ use super::expectation::describe_conditions;
 use super::{Error, Run};
 use crate::expect::{self, Held, Subject, Truth};
 use crate::observe::Recorder;
-use crate::report::result::{AbortRecord, GuardRecord, StepOutcome};
+use crate::record::{AbortRecord, GuardRecord, StepOutcome};
 use crate::scenario::checked::{Condition, Guard};
 use crate::scenario::duration::format_millis;
 use crate::timeline::Ms;

@@ -38,7 +38,7 @@ use crate::actions;
 use crate::backend::{self, NodeFaults};
 use crate::observe::{Observer, Recorder};
 use crate::plan::Plan;
-use crate::report::result::{
+use crate::record::{
     ExpectationResult, RunResult, RunVerdict, StepKind as RecKind, StepOutcome, StepRecord,
 };
 use crate::scenario::checked::{Action, StepKind};
@@ -216,7 +216,7 @@ pub async fn run<B: NodeFaults>(
     let failed = run
         .expectations
         .iter()
-        .any(|e| e.verdict == crate::report::result::Verdict::Fail);
+        .any(|e| e.verdict == crate::record::Verdict::Fail);
     let verdict = verdict_of(error.as_ref(), failed);
     {
         let restore = run.restore(backend, verdict);
@@ -335,9 +335,9 @@ struct Run<'a> {
     /// fault hits, in scenario order.
     gns: Vec<crate::gns::NodeReport>,
     /// The `abortIf` guards, each with when it fired.
-    guard_records: Vec<crate::report::result::GuardRecord>,
+    guard_records: Vec<crate::record::GuardRecord>,
     /// The guard that stopped the steps, if one did.
-    aborted: Option<crate::report::result::AbortRecord>,
+    aborted: Option<crate::record::AbortRecord>,
     /// The `probe:` probes, sending from the end of setup to the end of the steps.
     probes: Vec<crate::probe::Running>,
     /// What they recorded, once stopped.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::{Error, Run};
 use crate::expect;
 use crate::probe::{self, Http, ProbeSpec};
-use crate::report::result::Verdict;
+use crate::record::Verdict;
 use crate::scenario::checked::Expectation;
 use crate::scenario::duration::format_millis;
 use crate::scenario::expr::Window;

@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::journal::{Journal, Settled, Undo};
 use crate::actions;
 use crate::backend::NodeFaults;
-use crate::report::result::CommandRecord;
+use crate::record::CommandRecord;
 
 /// Taints the node lifecycle controller owns: whether they are there is the
 /// controller's call, so cleanup never puts one back.

@@ -8,8 +8,8 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use super::figures::{self, Unit};
-use crate::report::RunResult;
-use crate::report::result::{RunVerdict, Verdict};
+use crate::record::RunResult;
+use crate::record::{RunVerdict, Verdict};
 use crate::timeline::Ms;
 
 /// The `kind` of an aggregate file (a `result.json` has none).

@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use super::aggregate::{Aggregate, Stat};
 use super::figures::{self, Unit};
-use crate::report::RunResult;
-use crate::report::result::Verdict;
+use crate::record::RunResult;
+use crate::record::Verdict;
 
 /// One side of a comparison: a run (N = 1) or an aggregate under one statistic.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 
 use crate::profile::TimingProfile;
-use crate::report::result::{RunResult, RunVerdict, StepKind};
+use crate::record::{RunResult, RunVerdict, StepKind};
 use crate::timeline::{Change, Ms, ObjectRef};
 
 /// A pod or endpoint turning ready this soon after a step began is counted
@@ -358,7 +358,7 @@ fn verdict(run: &RunResult) -> String {
     let held = run
         .expectations
         .iter()
-        .filter(|e| e.verdict == crate::report::result::Verdict::Pass)
+        .filter(|e| e.verdict == crate::record::Verdict::Pass)
         .count();
     format!("{:?} {held}/{}", run.verdict, run.expectations.len()).to_uppercase()
 }
@@ -1079,7 +1079,7 @@ mod tests {
                    "ended": started + 100, "outcome": {"status": "ok"}})
         };
         serde_json::from_value(json!({
-            "schemaVersion": crate::report::result::SCHEMA_VERSION,
+            "schemaVersion": crate::record::SCHEMA_VERSION,
             "scenario": "pause", "file": "pause.yaml", "backend": "sim",
             "profile": crate::profile::TimingProfile::fast(),
             "namespace": "ns", "targets": {"target": target},

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::RunResult;
+use crate::record::RunResult;
 use crate::timeline::Ms;
 
 /// How a figure reads.

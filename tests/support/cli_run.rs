@@ -59,7 +59,7 @@ impl Dirs {
             .collect()
     }
 
-    pub fn results(&self) -> Vec<nodefall::report::RunResult> {
+    pub fn results(&self) -> Vec<nodefall::record::RunResult> {
         std::fs::read_dir(self.out.path())
             .unwrap()
             .map(|e| read_result(&e.unwrap().path().join("result.json")).unwrap())

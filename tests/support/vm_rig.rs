@@ -93,7 +93,7 @@ pub fn ok<T>(r: Result<T, String>) -> T {
 
 /// Prints each fault step of a run with the commands it ran and how long
 /// after the step began the next expectation saw the Node change.
-pub fn print_figures(r: &nodefall::report::RunResult) {
+pub fn print_figures(r: &nodefall::record::RunResult) {
     eprintln!("figures (fault step start -> the expectation's transition):");
     for (i, s) in r.steps.iter().enumerate() {
         let Some(e) = r

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::spec::Role;
 use crate::exec::{Captured, Cmd};
-use crate::report::result::CommandRecord;
+use crate::record::CommandRecord;
 use crate::scenario::model::FaultKind;
 
 /// One command, ready to run.

@@ -33,7 +33,7 @@ use self::template::{Template, Var};
 use super::ssh::{self, SshSettings, SshTarget};
 use super::{CommandFailure, Error, NodeFaults};
 use crate::exec::{Captured, Cmd};
-use crate::report::result::CommandRecord;
+use crate::record::CommandRecord;
 use crate::scenario::model::FaultKind;
 
 /// How often a `check` is run again until it passes.

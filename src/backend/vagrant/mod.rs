@@ -620,7 +620,7 @@ impl NodeFaults for VagrantBackend {
         }
     }
 
-    fn take_commands(&mut self) -> Vec<crate::report::result::CommandRecord> {
+    fn take_commands(&mut self) -> Vec<crate::record::CommandRecord> {
         self.vbox.take_records()
     }
 }

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use crate::backend::command::run;
 use crate::backend::{CommandFailure, Error};
 use crate::exec::{Captured, Cmd};
-use crate::report::result::CommandRecord;
+use crate::record::CommandRecord;
 use crate::scenario::model::FaultKind;
 
 /// The VirtualBox CLI as VirtualBox installs it (Linux packages also link

@@ -113,22 +113,6 @@ pub struct Usage {
     pub cpu_ms: u64,
 }
 
-impl Usage {
-    /// This process's figures so far (getrusage); None where unavailable.
-    pub fn of_self() -> Option<Usage> {
-        let u = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF).ok()?;
-        let ms = |t: nix::sys::time::TimeVal| {
-            u64::try_from(t.tv_sec()).unwrap_or(0) * 1000
-                + u64::try_from(t.tv_usec()).unwrap_or(0) / 1000
-        };
-        Some(Usage {
-            // Linux reports ru_maxrss in KiB.
-            peak_rss_bytes: u64::try_from(u.max_rss()).unwrap_or(0) * 1024,
-            cpu_ms: ms(u.user_time()) + ms(u.system_time()),
-        })
-    }
-}
-
 impl RunResult {
     /// The wall-clock time of `at` (ms since start), saturating at jiff's range.
     pub fn wall_clock(&self, at: Ms) -> Timestamp {
