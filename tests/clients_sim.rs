@@ -16,8 +16,8 @@
 
 use std::time::Duration;
 
-use nodefall::report::read_result;
 use nodefall::record::{RunVerdict, Verdict};
+use nodefall::report::read_result;
 
 #[path = "support/cli_run.rs"]
 mod cli_run;

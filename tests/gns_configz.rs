@@ -327,7 +327,7 @@ async fn through_the_proxy() {
         "graceful shutdown will run: 40 s for pods, 20 s for critical pods"
     );
     assert_eq!(
-        gns::decide(GracefulShutdown::WillRun, &report.verdict).0,
+        nodefall::expect::graceful::decide(GracefulShutdown::WillRun, &report.verdict).0,
         Outcome::Pass
     );
 

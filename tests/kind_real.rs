@@ -861,11 +861,7 @@ fn check_node_containers(
 /// while the kubelet is stopped (its Node deleted meanwhile, the pods
 /// recreated elsewhere); the kubelet started again registers the Node anew
 /// and stops every container of the pods the API server no longer has.
-fn check_reregistered_node(
-    result: &nodefall::record::RunResult,
-    samples: &[Sample],
-    node: &str,
-) {
+fn check_reregistered_node(result: &nodefall::record::RunResult, samples: &[Sample], node: &str) {
     use nodefall::record::StepKind;
     let faults: Vec<_> = result
         .steps

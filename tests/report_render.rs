@@ -12,8 +12,8 @@
 
 use std::path::{Path, PathBuf};
 
-use nodefall::record::{ExpectationResult, RunVerdict, StepOutcome, Verdict};
 use nodefall::record::{self, RunResult};
+use nodefall::record::{ExpectationResult, RunVerdict, StepOutcome, Verdict};
 use nodefall::report::{self, junit, markdown};
 use nodefall::scenario::expr::Window;
 use nodefall::timeline::Ms;
@@ -497,7 +497,7 @@ fn with_preflight() -> RunResult {
             Fact::not_collected("the backend has no shell on this node"),
         ),
     ];
-    let (verdict, detail) = gns::decide(
+    let (verdict, detail) = nodefall::expect::graceful::decide(
         gns::GracefulShutdown::WillRun,
         &r.graceful_shutdown[0].verdict,
     );

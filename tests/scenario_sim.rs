@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 
-use nodefall::record::{RunVerdict, Verdict};
 use nodefall::record::RunResult;
-use nodefall::report::{read_result};
+use nodefall::record::{RunVerdict, Verdict};
+use nodefall::report::read_result;
 use nodefall::timeline::Change;
 
 static SERIAL: Mutex<()> = Mutex::new(());

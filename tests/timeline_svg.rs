@@ -18,8 +18,8 @@
 
 use std::path::Path;
 
-use nodefall::report::lanes::{self, Lanes, Row, Tone};
 use nodefall::record::RunResult;
+use nodefall::report::lanes::{self, Lanes, Row, Tone};
 use nodefall::report::{self, svg};
 use nodefall::timeline::{Change, ObjectRef};
 

@@ -7,8 +7,8 @@ use clap::{Args, Subcommand};
 
 use super::run_scenario::InvalidFlag;
 use super::values;
-use crate::record;
 use crate::exit;
+use crate::record;
 use crate::report;
 
 #[derive(Debug, Subcommand)]

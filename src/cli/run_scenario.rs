@@ -14,12 +14,12 @@ use jiff::Timestamp;
 
 use super::resolve::{On, Resolved, SimTarget};
 use super::{ScenarioArgs, default_profile, runtime};
-use crate::record;
 use crate::backend::any::AnyBackend;
 use crate::backend::sim::SimBackend;
 use crate::exit;
 use crate::plan::{self, Plan};
 use crate::profile::TimingProfile;
+use crate::record;
 use crate::record::{RunResult, RunVerdict};
 use crate::report;
 use crate::runner::journal::{self, BackendRef, Header, KubeRef, Settled, Undo};

@@ -2,6 +2,7 @@
 //! world, and has a window been met, missed, or not yet decided at `now`;
 //! abort guards (`guard`): has a condition held long enough to stop the run.
 
+pub mod graceful;
 mod guard;
 
 pub use guard::{Held, held_for};

@@ -5,53 +5,15 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use super::Error;
 use super::duration::parse_go;
+pub use crate::record::graceful::{PriorityGrace, ShutdownConfig};
 
 /// `scheduling.SystemCriticalPriority`: pods at or above it are the
 /// "critical pods" of graceful node shutdown.
 pub const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
-
-/// One `shutdownGracePeriodByPodPriority` entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PriorityGrace {
-    pub priority: i32,
-    pub shutdown_grace_period_seconds: i64,
-}
-
-/// What the kubelet's configuration says about graceful node shutdown.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ShutdownConfig {
-    /// `shutdownGracePeriod`, in ms (absent: 0).
-    pub grace_period_ms: u64,
-    /// `shutdownGracePeriodCriticalPods`, in ms (absent: 0).
-    pub critical_pods_ms: u64,
-    /// `shutdownGracePeriodByPodPriority`, as configured.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub by_pod_priority: Vec<PriorityGrace>,
-    /// `featureGates.GracefulNodeShutdown`, when the configuration sets it
-    /// (on by default since Kubernetes 1.21).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gate_graceful_node_shutdown: Option<bool>,
-    /// `featureGates.GracefulNodeShutdownBasedOnPodPriority`, when set (on
-    /// by default since 1.24).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gate_based_on_pod_priority: Option<bool>,
-}
-
-impl ShutdownConfig {
-    pub fn grace_period(&self) -> Duration {
-        Duration::from_millis(self.grace_period_ms)
-    }
-
-    pub fn critical_pods(&self) -> Duration {
-        Duration::from_millis(self.critical_pods_ms)
-    }
-}
 
 /// The JSON `/configz` answers: `{"kubeletconfig": {...}}`. Only the fields
 /// that matter here are read; the rest is ignored.

@@ -156,34 +156,10 @@ fn nanos(total: u128) -> Option<Duration> {
     Some(Duration::new(secs, sub))
 }
 
-/// `30 s`, `1 min 30 s`, `1.5 s`, `0 s`: the form the reports use.
-pub fn human(d: Duration) -> String {
-    if d == Duration::MAX {
-        return "infinity".into();
-    }
-    let ms = d.as_millis();
-    if !ms.is_multiple_of(1000) || ms == 0 {
-        let s = ms as f64 / 1000.0;
-        return format!("{s} s");
-    }
-    let secs = ms / 1000;
-    let (h, m, s) = (secs / 3600, (secs % 3600) / 60, secs % 60);
-    let mut parts = Vec::new();
-    if h > 0 {
-        parts.push(format!("{h} h"));
-    }
-    if m > 0 {
-        parts.push(format!("{m} min"));
-    }
-    if s > 0 {
-        parts.push(format!("{s} s"));
-    }
-    parts.join(" ")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::graceful::human;
 
     fn go(t: &str) -> Duration {
         parse_go(t).unwrap_or_else(|e| panic!("{e}"))

@@ -9,10 +9,9 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 use super::Error;
 use super::duration::parse_systemd;
+use crate::record::graceful::Inhibitor;
 
 /// Lists the inhibitor locks. With no pager and a wide table, so that
 /// neither a TTY nor a narrow terminal changes the output; old systemd
@@ -50,36 +49,6 @@ pub const INHIBIT_DELAY_LOGINCTL: &str =
 /// One command line for `InhibitDelayMaxUSec`: `busctl`, else `loginctl`.
 /// [`parse_inhibit_delay`] reads either answer.
 pub const INHIBIT_DELAY_COMMAND: &str = "busctl get-property org.freedesktop.login1 /org/freedesktop/login1 org.freedesktop.login1.Manager InhibitDelayMaxUSec 2>/dev/null || SYSTEMD_PAGER=cat loginctl show-session -p InhibitDelayMaxUSec";
-
-/// One inhibitor lock as `systemd-inhibit --list` shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Inhibitor {
-    pub who: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub uid: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub user: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pid: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub comm: Option<String>,
-    /// Colon-separated: `shutdown`, `sleep:shutdown`, `handle-lid-switch`.
-    pub what: String,
-    pub why: String,
-    /// `delay` or `block`.
-    pub mode: String,
-}
-
-impl Inhibitor {
-    /// The lock the kubelet's shutdown manager takes:
-    /// `Inhibit("shutdown", "kubelet", ..., "delay")`.
-    pub fn is_kubelet_shutdown_delay(&self) -> bool {
-        self.who == "kubelet"
-            && self.mode == "delay"
-            && self.what.split(':').any(|w| w == "shutdown")
-    }
-}
 
 /// Parses `systemd-inhibit --list`. Three layouts exist: the table of
 /// systemd 2xx and later (`WHO UID USER PID COMM WHAT WHY MODE`, ending in

@@ -15,12 +15,11 @@ pub mod verdict;
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
+pub use crate::record::graceful::{
+    Fact, Inhibitor, NodeReport, PriorityGrace, ShutdownConfig, Verdict,
+};
 pub use crate::scenario::model::GracefulShutdown;
-pub use configz::ShutdownConfig;
-pub use logind::Inhibitor;
-pub use verdict::{Verdict, decide, evaluate};
+pub use verdict::evaluate;
 
 use crate::scenario::checked::{Checked, Condition, Expectation, StepKind};
 use crate::scenario::model::FaultKind;
@@ -79,65 +78,6 @@ pub enum Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// One input of the verdict: read (and from where), failed, or not tried.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "status", rename_all = "camelCase")]
-pub enum Fact<T> {
-    Known {
-        value: T,
-        source: String,
-    },
-    Failed {
-        error: String,
-        source: String,
-    },
-    /// Not tried, e.g. the backend has no shell on the node.
-    NotCollected {
-        why: String,
-    },
-}
-
-impl<T> Fact<T> {
-    pub fn value(&self) -> Option<&T> {
-        match self {
-            Fact::Known { value, .. } => Some(value),
-            _ => None,
-        }
-    }
-
-    pub fn not_collected(why: impl Into<String>) -> Fact<T> {
-        Fact::NotCollected { why: why.into() }
-    }
-
-    /// `Ok(value)` as known, an error as failed, both from `source`.
-    pub fn from_result<E: std::fmt::Display>(r: Result<T, E>, source: impl Into<String>) -> Self {
-        let source = source.into();
-        match r {
-            Ok(value) => Fact::Known { value, source },
-            Err(e) => Fact::Failed {
-                error: e.to_string(),
-                source,
-            },
-        }
-    }
-}
-
-/// Everything the preflight learned about one node, and the verdict.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct NodeReport {
-    pub node: String,
-    /// The scenario's targets that are this node.
-    pub targets: Vec<String>,
-    /// When the facts were read, ms since the run started.
-    pub at: Ms,
-    pub config: Fact<ShutdownConfig>,
-    pub inhibitors: Fact<Vec<Inhibitor>>,
-    /// logind's `InhibitDelayMaxUSec`, in ms (`u64::MAX`: infinity).
-    pub inhibit_delay_max_ms: Fact<u64>,
-    pub verdict: Verdict,
-}
 
 impl NodeReport {
     /// Records the facts and computes the verdict from them.

@@ -6,63 +6,10 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 use super::configz::{PriorityGrace, SYSTEM_CRITICAL_PRIORITY, ShutdownConfig};
-use super::duration::human;
-use super::logind::Inhibitor;
-use super::{Fact, GracefulShutdown};
-use crate::record::Verdict as Outcome;
-
-/// Whether graceful node shutdown will run, as far as the preflight can tell.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "verdict", rename_all = "kebab-case")]
-pub enum Verdict {
-    /// The kubelet holds its delay lock and logind grants the full period.
-    WillRun {
-        /// Regular pods' share, ms.
-        #[serde(rename = "podsMs")]
-        pods_ms: u64,
-        /// Critical pods' share (priority >= 2000000000), ms.
-        #[serde(rename = "criticalMs")]
-        critical_ms: u64,
-        /// What could not be checked, and why the verdict stands anyway.
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        notes: Vec<String>,
-    },
-    /// It is off, or cannot work as configured.
-    WillNotRun { reason: String },
-    /// The facts needed to tell were not available.
-    Unknown { reason: String },
-}
-
-impl Verdict {
-    /// One line for logs and reports.
-    pub fn summary(&self) -> String {
-        match self {
-            Verdict::WillRun {
-                pods_ms,
-                critical_ms,
-                ..
-            } => format!(
-                "graceful shutdown will run: {} for pods, {} for critical pods",
-                human(Duration::from_millis(*pods_ms)),
-                human(Duration::from_millis(*critical_ms))
-            ),
-            Verdict::WillNotRun { reason } => format!("graceful shutdown will NOT run: {reason}"),
-            Verdict::Unknown { reason } => format!("graceful shutdown: unknown ({reason})"),
-        }
-    }
-
-    /// `will-run`, `will-not-run`, `unknown`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Verdict::WillRun { .. } => "will-run",
-            Verdict::WillNotRun { .. } => "will-not-run",
-            Verdict::Unknown { .. } => "unknown",
-        }
-    }
-}
+use super::{Fact, Verdict};
+use crate::record::graceful::Inhibitor;
+use crate::record::graceful::human;
 
 /// The shutdown groups the kubelet would run, as `NewManager` builds them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -277,27 +224,6 @@ pub fn evaluate(
                 notes,
             }
         }
-    }
-}
-
-/// Decides a `gracefulShutdown:` expectation against a node's verdict:
-/// pass or fail, and what was found, in words.
-pub fn decide(required: GracefulShutdown, verdict: &Verdict) -> (Outcome, String) {
-    let summary = verdict.summary();
-    match (required, verdict) {
-        (GracefulShutdown::WillRun, Verdict::WillRun { .. })
-        | (GracefulShutdown::WillNotRun, Verdict::WillNotRun { .. }) => (Outcome::Pass, summary),
-        (_, Verdict::Unknown { reason }) => (
-            Outcome::Fail,
-            format!(
-                "required `{}`, but it could not be established: {reason}",
-                required.name()
-            ),
-        ),
-        (_, _) => (
-            Outcome::Fail,
-            format!("required `{}`, but {summary}", required.name()),
-        ),
     }
 }
 

@@ -1,4 +1,4 @@
-//! Every branch of the verdict and of `decide`.
+//! Every branch of the verdict.
 
 use super::*;
 use crate::gns::configz::PriorityGrace;
@@ -307,46 +307,6 @@ fn the_pair_is_truncated_to_whole_seconds_like_the_kubelet() {
     c.critical_pods_ms = 10_500;
     let p = plan(&c).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!((p.pods_ms(), p.critical_ms()), (20_000, 10_000));
-}
-
-#[test]
-fn decide_passes_only_on_the_required_verdict() {
-    let run = will_run(20, 10);
-    let not = Verdict::WillNotRun {
-        reason: "the kubelet holds no logind inhibitor lock".into(),
-    };
-    let unknown = Verdict::Unknown {
-        reason: "no SSH".into(),
-    };
-    use GracefulShutdown::{WillNotRun, WillRun};
-    assert_eq!(
-        decide(WillRun, &run),
-        (
-            Outcome::Pass,
-            "graceful shutdown will run: 20 s for pods, 10 s for critical pods".into()
-        )
-    );
-    assert_eq!(
-        decide(WillRun, &not),
-        (
-            Outcome::Fail,
-            "required `will-run`, but graceful shutdown will NOT run: the kubelet holds no logind inhibitor lock"
-                .into()
-        )
-    );
-    assert_eq!(
-        decide(WillRun, &unknown),
-        (
-            Outcome::Fail,
-            "required `will-run`, but it could not be established: no SSH".into()
-        )
-    );
-    assert_eq!(decide(WillNotRun, &not).0, Outcome::Pass);
-    assert_eq!(
-        decide(WillNotRun, &run).1,
-        "required `will-not-run`, but graceful shutdown will run: 20 s for pods, 10 s for critical pods"
-    );
-    assert_eq!(decide(WillNotRun, &unknown).0, Outcome::Fail);
 }
 
 #[test]

@@ -1,6 +1,8 @@
 //! `result.json`: everything a run observed, versioned, enough to re-render
 //! the Markdown report (`nodefall report render result.json`).
 
+pub mod graceful;
+
 use std::collections::BTreeMap;
 
 use jiff::{SignedDuration, Timestamp};
@@ -20,7 +22,7 @@ use crate::timeline::{Ms, Transition};
 /// through [`RunResult::upgrade_from_v1`].
 ///
 /// 3: `gracefulShutdown`, the graceful-shutdown preflight of each node a
-/// `shutdown` fault hits (facts and verdict, see [`crate::gns::NodeReport`]),
+/// `shutdown` fault hits (facts and verdict, see [`graceful::NodeReport`]),
 /// and expectations may have the window kind `preflight` (`gracefulShutdown:`
 /// expectations). Versions 1 and 2 are read as they are: neither has either.
 ///
@@ -55,7 +57,7 @@ pub struct RunResult {
     /// The graceful-shutdown preflight of each node a `shutdown` fault hits,
     /// in scenario order (empty when there is none; absent before schema 3).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub graceful_shutdown: Vec<crate::gns::NodeReport>,
+    pub graceful_shutdown: Vec<graceful::NodeReport>,
     /// Wall-clock time of `at = 0`.
     pub started_at: Timestamp,
     /// T0: when the first fault (or first action) began, ms since start.

@@ -10,8 +10,8 @@ use std::fmt::Write as _;
 
 use super::format::{cell, code};
 use super::markdown::table;
-use crate::record::RunResult;
 use crate::audit::{Check, Seen};
+use crate::record::RunResult;
 use crate::stats::aggregate::Summary;
 use crate::timeline::ObjectRef;
 

@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 
 use super::format::{cell, secs, signed_secs};
 use super::markdown::table;
-use crate::record::RunResult;
 use crate::profile::Var;
+use crate::record::RunResult;
 use crate::stats::fidelity::{Row, RowVerdict, SLACK_MS, SLACK_SHARE, ScenarioFidelity};
 
 /// A scenario run on one side only.

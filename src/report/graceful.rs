@@ -7,8 +7,8 @@ use std::time::Duration;
 use super::format::cell;
 use super::markdown::{rel, table};
 use crate::record::RunResult;
-use crate::gns::duration::human;
-use crate::gns::{Fact, Inhibitor, NodeReport, ShutdownConfig, Verdict};
+use crate::record::graceful::human;
+use crate::record::graceful::{Fact, Inhibitor, NodeReport, ShutdownConfig, Verdict};
 
 fn ms(v: u64) -> String {
     if v == u64::MAX {

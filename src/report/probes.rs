@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 
 use super::format::{cell, secs};
 use super::markdown::{rel, table};
-use crate::record::RunResult;
 use crate::probe::{ProbeRecord, StopReason, windows};
+use crate::record::RunResult;
 use crate::timeline::Ms;
 
 /// Shown for a value the run did not observe.

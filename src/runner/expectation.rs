@@ -138,7 +138,7 @@ impl Run<'_> {
             reason: "no graceful-shutdown preflight was run for this node".into(),
         };
         let verdict = report.map_or(&unknown, |r| &r.verdict);
-        let (outcome, detail) = crate::gns::decide(required, verdict);
+        let (outcome, detail) = crate::expect::graceful::decide(required, verdict);
         // the "window" is the moment the facts were read
         let at = report.map_or(self.setup_end, |r| r.at);
         let result = ExpectationResult {
