@@ -91,7 +91,7 @@ fn the_clients_fixture_metrics_follow_from_its_record() {
     let p = &r.probes[0];
     assert_eq!(
         p.windows,
-        nodefall::probe::windows::error_windows(&p.samples, p.gap)
+        nodefall::record::probe::windows::error_windows(&p.samples, p.gap)
     );
     let t0 = r.t0.unwrap();
     let targets: Vec<String> = r.targets.values().cloned().collect();

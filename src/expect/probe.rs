@@ -1,7 +1,7 @@
 //! Probe expectations: decided once, over a stopped probe's requests.
 
-use crate::probe::{ProbeRecord, windows};
 use crate::profile::TimingProfile;
+use crate::record::probe::{ProbeRecord, windows};
 use crate::scenario::checked::{Cmp, Condition};
 use crate::scenario::duration::format_millis;
 use crate::timeline::Ms;
@@ -103,12 +103,8 @@ fn all_failed(record: &ProbeRecord) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::{Outcome, ProbeSpec, Sample, StopReason};
+    use crate::record::probe::{Outcome, Sample};
     use crate::scenario::expr::Expr;
-
-    fn spec() -> ProbeSpec {
-        ProbeSpec::example()
-    }
 
     fn record() -> ProbeRecord {
         // errors from 10 s to 17.5 s, all fine before and after
@@ -124,7 +120,7 @@ mod tests {
                 },
             })
             .collect();
-        ProbeRecord::new(&spec(), samples, 0, 30_000, StopReason::Stopped)
+        ProbeRecord::example(samples)
     }
 
     /// A probe none of whose 60 requests (every 500 ms from 0) succeeded.
@@ -137,7 +133,7 @@ mod tests {
                 outcome: Outcome::Refused,
             })
             .collect();
-        ProbeRecord::new(&spec(), samples, 0, 30_000, StopReason::Stopped)
+        ProbeRecord::example(samples)
     }
 
     fn window(text: &str, cmp: Cmp) -> [Condition; 1] {

@@ -161,7 +161,7 @@ impl Running {
                 .unwrap_or(stopped)
                 .min(stopped),
         };
-        ProbeRecord::new(&self.spec, samples, self.started, stopped, reason)
+        self.spec.record(samples, self.started, stopped, reason)
     }
 }
 

@@ -2,6 +2,7 @@
 //! the Markdown report (`nodefall report render result.json`).
 
 pub mod graceful;
+pub mod probe;
 
 use std::collections::BTreeMap;
 
@@ -85,7 +86,7 @@ pub struct RunResult {
     /// The scenario's HTTP probes: every request, the error windows and
     /// latency (empty without `probe:`; older results have none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub probes: Vec<crate::probe::ProbeRecord>,
+    pub probes: Vec<probe::ProbeRecord>,
     /// When the watchers had listed every object once (ms since start): the
     /// observer's transitions from then on are live.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 
 use super::format::{cell, secs};
 use super::markdown::{rel, table};
-use crate::probe::{ProbeRecord, StopReason, windows};
 use crate::record::RunResult;
+use crate::record::probe::{ProbeRecord, StopReason, windows};
 use crate::timeline::Ms;
 
 /// Shown for a value the run did not observe.
@@ -194,11 +194,10 @@ fn ok_bar(p: &ProbeRecord, from: Ms, to: Ms) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::{Outcome, ProbeSpec, Sample};
+    use crate::record::probe::{Outcome, Sample};
 
     /// A probe sending every 500 ms from 0 to 30 s; `fails` says which fail.
     fn probe(fails: impl Fn(Ms) -> bool) -> ProbeRecord {
-        let spec = ProbeSpec::example();
         let samples = (0..60)
             .map(|i| Sample {
                 at: i * 500,
@@ -211,7 +210,7 @@ mod tests {
                 },
             })
             .collect();
-        ProbeRecord::new(&spec, samples, 0, 30_000, StopReason::Stopped)
+        ProbeRecord::example(samples)
     }
 
     #[test]

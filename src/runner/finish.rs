@@ -9,7 +9,7 @@ use super::Run;
 use super::expectation::describe_conditions;
 use crate::expect::{self, Decision};
 use crate::plan::Plan;
-use crate::probe::windows;
+use crate::record::probe::windows;
 use crate::record::{ExpectationResult, RunResult, RunVerdict, SCHEMA_VERSION, Usage, Verdict};
 use crate::scenario::checked::StepKind;
 use crate::timeline::{endpoints, metrics};

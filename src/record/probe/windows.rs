@@ -124,8 +124,8 @@ pub fn errors_between(samples: &[Sample], from: Ms, to: Option<Ms>) -> (u64, u64
 
 #[cfg(test)]
 mod tests {
+    use super::super::{Outcome, Phase};
     use super::*;
-    use crate::probe::{Outcome, Phase};
 
     fn ok(at: Ms) -> Sample {
         Sample {
