@@ -18,9 +18,9 @@ use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use jiff::Timestamp;
-use serde::{Deserialize, Serialize};
 
-pub use check::{Check, Match, Window, compare};
+pub use crate::record::audit::{AuditReport, Check, Match, Seen, Window};
+pub use check::compare;
 pub use log::{Scope, Truth};
 
 use crate::record::RunResult;
@@ -74,14 +74,6 @@ pub enum Error {
     },
 }
 
-/// One transition with its wall-clock time: true (audit) or observed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Seen {
-    pub at: Timestamp,
-    pub object: ObjectRef,
-    pub change: Change,
-}
-
 /// An observer's report, borrowed from where it is kept (the run's record,
 /// a baseline's file): the check copies none of them.
 #[derive(Debug, Clone, Copy)]
@@ -99,21 +91,6 @@ impl<'a> From<&'a Seen> for Report<'a> {
             change: &s.change,
         }
     }
-}
-
-/// A run's observer against its cluster's audit log (in result.json and
-/// report.md).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AuditReport {
-    /// The audit log read.
-    pub log: String,
-    pub window: Window,
-    /// Audit events read, and the writes to Nodes and Pods in scope.
-    pub events: usize,
-    pub writes: usize,
-    /// nodefall first, then any baselines.
-    pub checks: Vec<Check>,
 }
 
 /// Reads an audit log, after the files the API server rotated it into

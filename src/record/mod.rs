@@ -1,8 +1,10 @@
 //! `result.json`: everything a run observed, versioned, enough to re-render
 //! the Markdown report (`nodefall report render result.json`).
 
+pub mod audit;
 pub mod graceful;
 pub mod probe;
+pub mod summary;
 
 use std::collections::BTreeMap;
 
@@ -100,7 +102,7 @@ pub struct RunResult {
     pub usage: Option<Usage>,
     /// The observer checked against the API server's audit log (sim).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub audit: Option<crate::audit::AuditReport>,
+    pub audit: Option<audit::AuditReport>,
 }
 
 fn is_zero(n: &u64) -> bool {
