@@ -4,9 +4,11 @@
 //! clusters (`agents.rs`). See `docs/sim-backend.md`.
 
 mod agents;
+mod args;
 pub mod binaries;
 mod cluster;
 pub mod evidence;
+mod faults;
 mod kubeadm_config;
 pub mod kubelet;
 mod pki;
@@ -16,6 +18,10 @@ pub mod proxy;
 pub mod reaper;
 mod shutdown;
 pub mod state;
+mod state_dir;
+mod teardown;
+mod up;
+mod waits;
 
 use std::path::PathBuf;
 use std::process::ExitStatus;
@@ -32,8 +38,9 @@ fn done_unless_gone<T>(r: Result<T, kube::Error>) -> Result<bool, kube::Error> {
 }
 
 pub use agents::{MAX_NODES, SHARD_LABEL, SIM_NODE_LABEL, auto_shards};
-pub use cluster::{CONTEXT, SimCluster, UpOptions, is_ready, ready_for_pods};
+pub use cluster::{CONTEXT, SimCluster, UpOptions};
 pub use state::{AgentState, State, default_root};
+pub use waits::{is_ready, ready_for_pods};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

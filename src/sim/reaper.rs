@@ -17,9 +17,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::Error;
-use super::cluster::SimCluster;
 use super::process::{self, Proc};
 use super::state::{Layout, State};
+use super::teardown;
 
 /// How often the reaper looks at its parent and the cluster's state. There is
 /// no way to wait for a process that is not one's child without a pidfd, so it
@@ -194,19 +194,27 @@ pub fn run(opts: &ReapOptions, log: &mut dyn FnMut(&str)) -> Result<Outcome, Err
                     "nodefall pid {} is gone; taking cluster `{}` down",
                     opts.parent, opts.name
                 ));
-                return match SimCluster::open(&opts.root, &opts.name) {
-                    // Kept in the moment between the look and now.
-                    Ok(cluster) if cluster.state().kept => Ok(Outcome::Left(Left::Kept)),
-                    Ok(cluster) => Ok(Outcome::TornDown {
-                        killed: cluster.down()?,
-                    }),
-                    // Removed between the look and now: nothing left to do.
-                    Err(Error::NoCluster { .. }) => Ok(Outcome::Left(Left::Removed)),
-                    Err(e) => Err(e),
-                };
+                return tear_down(&layout);
             }
         }
     }
+}
+
+/// Takes the cluster down as `nodefall sim down` does, from its state file
+/// (read afresh: it may have changed since the last look).
+fn tear_down(layout: &Layout) -> Result<Outcome, Error> {
+    // Removed between the look and now: nothing left to do.
+    if !layout.state().is_file() {
+        return Ok(Outcome::Left(Left::Removed));
+    }
+    let state = State::load(&layout.state())?;
+    // Kept in the moment between the look and now.
+    if state.kept {
+        return Ok(Outcome::Left(Left::Kept));
+    }
+    Ok(Outcome::TornDown {
+        killed: teardown::down(layout, &state)?,
+    })
 }
 
 #[cfg(test)]

@@ -212,7 +212,7 @@ impl Layout {
     pub fn audit_policy(&self) -> PathBuf {
         self.dir.join("audit-policy.yaml")
     }
-    /// The API server's audit log (JSON lines; see `cluster.rs`).
+    /// The API server's audit log (JSON lines; see `args.rs`).
     pub fn audit_log(&self) -> PathBuf {
         self.logs().join("audit.log")
     }
