@@ -9,6 +9,7 @@ pub mod audit;
 pub mod backend;
 pub mod cli;
 pub mod discover;
+pub mod errors;
 pub mod exec;
 pub mod exit;
 pub mod expect;

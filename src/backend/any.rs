@@ -2,7 +2,10 @@
 //! (`nodefall scenario`, `nodefall recover`) has one code path: built from
 //! the run's [`BackendRef`], which the journal keeps for `recover`.
 
+use std::path::PathBuf;
+
 use k8s_openapi::api::core::v1::Node;
+use serde::{Deserialize, Serialize};
 
 use super::command::CommandBackend;
 use super::kind::KindBackend;
@@ -11,7 +14,6 @@ use super::sim::SimBackend;
 use super::vagrant::{VagrantBackend, project::Project};
 use super::{Error, NodeFaults};
 use crate::exec::System;
-use crate::runner::journal::BackendRef;
 use crate::scenario::model::FaultKind;
 
 #[cfg(feature = "libvirt")]
@@ -22,6 +24,54 @@ pub type Libvirt = LibvirtBackend<Unbuilt, System>;
 
 /// Stands in for libvirt in a build without it; never constructed.
 #[cfg(not(feature = "libvirt"))]
+/// Which machines the run's faults went to, enough to reach them again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum BackendRef {
+    Sim {
+        root: PathBuf,
+        cluster: String,
+        /// Started for this run and removed after it.
+        throwaway: bool,
+    },
+    Kind {
+        cluster: String,
+        runtime: String,
+    },
+    /// libvirt domains; each fault's memo holds the domain's UUID.
+    Libvirt {
+        uri: String,
+        settings: Box<crate::backend::libvirt::Settings>,
+    },
+    /// A backend file's commands; each fault's memo holds its revert,
+    /// substituted, which is what `recover` runs.
+    Command {
+        /// The file (or `SCENARIO (command:)`) the commands came from.
+        source: String,
+        spec: Box<crate::backend::command::spec::CommandFile>,
+    },
+    /// A Vagrant project's machines; each fault's memo holds the machine
+    /// (provider, UUID, SSH path).
+    Vagrant {
+        /// The project's directory and its `.vagrant`.
+        root: PathBuf,
+        data: PathBuf,
+        settings: Box<crate::backend::vagrant::Settings>,
+    },
+}
+
+impl BackendRef {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            BackendRef::Sim { .. } => "sim",
+            BackendRef::Kind { .. } => "kind",
+            BackendRef::Libvirt { .. } => "libvirt",
+            BackendRef::Command { .. } => "command",
+            BackendRef::Vagrant { .. } => "vagrant",
+        }
+    }
+}
+
 #[derive(Debug)]
 pub enum Unbuilt {}
 

@@ -14,8 +14,8 @@ use crate::exec::{Exec as _, System};
 use crate::exit;
 use crate::kindlab::{self, config, host};
 use crate::profile::{ProfileName, TimingProfile};
+use crate::runner::Journal;
 use crate::runner::journal::{self, BackendRef, Header, KubeRef, Settled, Undo};
-use crate::runner::{self, Journal};
 use crate::scenario::model::Cleanup;
 use crate::shutdown::{self, Stop};
 
@@ -215,7 +215,7 @@ async fn up_session(args: UpArgs) -> anyhow::Result<ExitCode> {
         }
         (Ok(()), Some(s)) => Err(s),
         (Err(e), s) => {
-            eprintln!("error: {}", runner::chain(e.as_ref()));
+            eprintln!("error: {}", crate::errors::chain(e.as_ref()));
             s.map_or(Ok(()), Err)
         }
     };
@@ -409,7 +409,7 @@ pub fn teardown(journal: &mut Journal, say: &mut dyn FnMut(String)) -> bool {
         } = &p.undo
         {
             let r = kindlab::delete(&System, runtime, kind, name, kubeconfig)
-                .map_err(|e| runner::chain(&e));
+                .map_err(|e| crate::errors::chain(&e));
             nodes_gone &= r.is_ok();
             ok &= settle(journal, &p, r, say);
         }
@@ -429,7 +429,7 @@ pub fn teardown(journal: &mut Journal, say: &mut dyn FnMut(String)) -> bool {
             } => host::network_remove(&System, runtime, name, cluster),
             _ => Ok(()),
         };
-        ok &= settle(journal, &p, r.map_err(|e| runner::chain(&e)), say);
+        ok &= settle(journal, &p, r.map_err(|e| crate::errors::chain(&e)), say);
     }
     for p in of(|u| matches!(u, Undo::Sysctls { .. })) {
         if let Undo::Sysctls { values } = &p.undo {
@@ -440,7 +440,7 @@ pub fn teardown(journal: &mut Journal, say: &mut dyn FnMut(String)) -> bool {
                     }
                     Ok(())
                 }
-                Err(e) => Err(runner::chain(&e)),
+                Err(e) => Err(crate::errors::chain(&e)),
             };
             ok &= settle(journal, &p, r, say);
         }
@@ -459,7 +459,7 @@ fn settle(
     match r.and_then(|()| {
         journal
             .settle(p.id, Settled::Reverted)
-            .map_err(|e| runner::chain(&e))
+            .map_err(|e| crate::errors::chain(&e))
     }) {
         Ok(()) => {
             say(format!("{what}: ok"));

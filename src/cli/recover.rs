@@ -14,7 +14,7 @@ use crate::backend::any::AnyBackend;
 use crate::backend::sim::SimBackend;
 use crate::exit;
 use crate::runner::journal::{self, BackendRef, Header, Settled, Undo};
-use crate::runner::{self, Journal, undo};
+use crate::runner::{Journal, undo};
 use crate::scenario::model::Cleanup;
 use crate::sim::SimCluster;
 
@@ -40,7 +40,7 @@ pub fn run(only: Option<&str>) -> anyhow::Result<ExitCode> {
         outln!(
             "damaged {}; skipped: what its run changed cannot be read (check it by hand, then \
              move it out of {})",
-            runner::chain(*e),
+            crate::errors::chain(*e),
             dir.display()
         );
     }
@@ -161,7 +161,7 @@ async fn recover_one(header: &Header, journal: &mut Journal) -> bool {
                 Ok(c) => tokio::task::spawn_blocking(move || c.down())
                     .await
                     .map_err(|e| e.to_string())
-                    .and_then(|r| r.map(|_| ()).map_err(|e| runner::chain(&e))),
+                    .and_then(|r| r.map(|_| ()).map_err(|e| crate::errors::chain(&e))),
                 Err(_) => Ok(()),
             };
             let ok = r.is_ok();
@@ -179,9 +179,9 @@ async fn recover_one(header: &Header, journal: &mut Journal) -> bool {
             ok
         }
         BackendRef::Sim { root, cluster, .. } => {
-            let opened = SimCluster::open(root, cluster).map_err(|e| runner::chain(&e));
+            let opened = SimCluster::open(root, cluster).map_err(|e| crate::errors::chain(&e));
             let config = match &opened {
-                Ok(c) => c.config().await.map_err(|e| runner::chain(&e)),
+                Ok(c) => c.config().await.map_err(|e| crate::errors::chain(&e)),
                 Err(e) => Err(e.clone()),
             };
             match (opened, config) {
@@ -219,7 +219,7 @@ async fn recover_one(header: &Header, journal: &mut Journal) -> bool {
                 Err(e) => {
                     print(
                         format!("open the {} backend", other.kind()),
-                        Err(runner::chain(&e)),
+                        Err(crate::errors::chain(&e)),
                     );
                     false
                 }

@@ -100,7 +100,10 @@ pub(super) fn run(args: &ScenarioArgs, resolved: &Resolved) -> anyhow::Result<Ex
         let done = match run_once(args, resolved, &once) {
             Ok(done) => done,
             Err(e) => {
-                stopped_early = Some(format!("run {k} could not run: {}", chain(&e)));
+                stopped_early = Some(format!(
+                    "run {k} could not run: {}",
+                    crate::errors::chain(e.as_ref())
+                ));
                 failure = Some(e);
                 break;
             }
@@ -153,13 +156,6 @@ pub(super) fn run(args: &ScenarioArgs, resolved: &Resolved) -> anyhow::Result<Ex
         Some(e) => Err(e),
         None => Ok(exit::code(code)),
     }
-}
-
-fn chain(e: &anyhow::Error) -> String {
-    e.chain()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(": ")
 }
 
 /// One line per headline figure, then where the aggregate is.

@@ -103,7 +103,7 @@ fn warn_unfinished() {
         Err(e) => {
             tracing::warn!(
                 "warning: cannot check for earlier runs killed before they could clean up: {}",
-                runner::chain(&e)
+                crate::errors::chain(&e)
             );
             return;
         }
@@ -137,7 +137,7 @@ fn warn_unfinished() {
     for e in &scan.damaged {
         tracing::warn!(
             "  damaged {}: what its run left cannot be read",
-            runner::chain(e)
+            crate::errors::chain(e)
         );
     }
     tracing::warn!("  run `nodefall recover` to revert what they left");
@@ -349,7 +349,7 @@ async fn check_audit(log: &Path, progress: &Progress, result: &mut RunResult) {
             }
             result.audit = Some(report);
         }
-        Err(e) => progress.log(&format!("audit: not checked: {}", crate::runner::chain(&e))),
+        Err(e) => progress.log(&format!("audit: not checked: {}", crate::errors::chain(&e))),
     }
 }
 
@@ -392,7 +392,7 @@ async fn finish_cluster(
     loop {
         tokio::select! {
             r = &mut down => {
-                let r = r.map_err(|e| e.to_string()).and_then(|r| r.map_err(|e| runner::chain(&e)));
+                let r = r.map_err(|e| e.to_string()).and_then(|r| r.map_err(|e| crate::errors::chain(&e)));
                 return match r {
                     Ok(_) => ClusterEnd::Gone,
                     Err(e) => {
@@ -532,7 +532,7 @@ fn conclude(
             tracing::error!(
                 "error: the report could not be written where asked: {}; it was written to {} \
                  instead",
-                runner::chain(&why),
+                crate::errors::chain(&why),
                 at.display()
             );
             // The reports are not where the caller looks for them.
@@ -578,8 +578,8 @@ pub(super) enum Written<T> {
 #[derive(Debug, thiserror::Error)]
 #[error(
     "the report could not be written: {}; nor in the fallback directory: {}",
-    runner::chain(&**.asked),
-    runner::chain(&**.fallback)
+    crate::errors::chain(&**.asked),
+    crate::errors::chain(&**.fallback)
 )]
 pub struct ReportNotWritten {
     asked: Box<report::Error>,
@@ -613,7 +613,7 @@ pub(super) fn write_or_fallback<T>(
 
 fn close(journal: Journal) {
     if let Err(e) = journal.close() {
-        tracing::warn!("warning: {}", runner::chain(&e));
+        tracing::warn!("warning: {}", crate::errors::chain(&e));
     }
 }
 

@@ -9,6 +9,7 @@ use serde::Deserialize;
 
 use super::Error;
 use super::duration::parse_go;
+use crate::errors::chain;
 pub use crate::record::graceful::{PriorityGrace, ShutdownConfig};
 
 /// `scheduling.SystemCriticalPriority`: pods at or above it are the
@@ -141,21 +142,6 @@ fn classify(node: &str, e: kube::Error) -> Error {
             message: chain(&other),
         },
     }
-}
-
-/// An error with its causes, `: `-separated.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let text = c.to_string();
-        if !s.contains(&text) {
-            s.push_str(": ");
-            s.push_str(&text);
-        }
-        cur = c.source();
-    }
-    s
 }
 
 #[cfg(test)]

@@ -15,11 +15,13 @@
 //!   the window start is the anchor when `since:` was written and otherwise
 //!   the moment this step starts (after the step before it is decided).
 
+use super::Span;
 use crate::scenario::checked::{Action, Step, StepKind};
 use crate::scenario::expr::Window;
-use crate::timeline::Ms;
 
-use super::Span;
+/// Milliseconds since the run started (monotonic clock), or relative to T0
+/// in a plan: the one unit of time of every pure function.
+pub type Ms = i64;
 
 /// What a window counts from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,8 +10,8 @@ use std::fmt::Write as _;
 
 use super::format::{cell, code};
 use super::markdown::table;
-use crate::audit::{Check, Seen};
 use crate::record::RunResult;
+use crate::record::audit::{Check, Seen};
 use crate::stats::aggregate::Summary;
 use crate::timeline::ObjectRef;
 
@@ -262,9 +262,9 @@ mod tests {
         }))
         .unwrap();
         let from = r.started_at;
-        r.audit = Some(crate::audit::AuditReport {
+        r.audit = Some(crate::record::audit::AuditReport {
             log: "audit.log".into(),
-            window: crate::audit::Window {
+            window: crate::record::audit::Window {
                 from,
                 to: from,
                 t0: None,

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
+pub use crate::backend::any::BackendRef;
 use crate::scenario::checked::WorkloadKind;
 use crate::scenario::model::{Cleanup, FaultKind, TaintEffect};
 
@@ -85,54 +86,6 @@ fn env_dir(name: &str) -> Option<PathBuf> {
     std::env::var_os(name)
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
-}
-
-/// Which machines the run's faults went to, enough to reach them again.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "camelCase")]
-pub enum BackendRef {
-    Sim {
-        root: PathBuf,
-        cluster: String,
-        /// Started for this run and removed after it.
-        throwaway: bool,
-    },
-    Kind {
-        cluster: String,
-        runtime: String,
-    },
-    /// libvirt domains; each fault's memo holds the domain's UUID.
-    Libvirt {
-        uri: String,
-        settings: Box<crate::backend::libvirt::Settings>,
-    },
-    /// A backend file's commands; each fault's memo holds its revert,
-    /// substituted, which is what `recover` runs.
-    Command {
-        /// The file (or `SCENARIO (command:)`) the commands came from.
-        source: String,
-        spec: Box<crate::backend::command::spec::CommandFile>,
-    },
-    /// A Vagrant project's machines; each fault's memo holds the machine
-    /// (provider, UUID, SSH path).
-    Vagrant {
-        /// The project's directory and its `.vagrant`.
-        root: PathBuf,
-        data: PathBuf,
-        settings: Box<crate::backend::vagrant::Settings>,
-    },
-}
-
-impl BackendRef {
-    pub fn kind(&self) -> &'static str {
-        match self {
-            BackendRef::Sim { .. } => "sim",
-            BackendRef::Kind { .. } => "kind",
-            BackendRef::Libvirt { .. } => "libvirt",
-            BackendRef::Command { .. } => "command",
-            BackendRef::Vagrant { .. } => "vagrant",
-        }
-    }
 }
 
 /// How to reach the cluster's API again.

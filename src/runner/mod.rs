@@ -36,6 +36,7 @@ pub use progress::Progress;
 
 use crate::actions;
 use crate::backend::{self, NodeFaults};
+use crate::errors::chain;
 use crate::observe::{Observer, Recorder};
 use crate::plan::Plan;
 use crate::record::{
@@ -285,17 +286,6 @@ fn verdict_of(error: Option<&Error>, failed: bool) -> RunVerdict {
         None if failed => RunVerdict::Fail,
         None => RunVerdict::Pass,
     }
-}
-
-pub(crate) fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
 }
 
 struct Run<'a> {

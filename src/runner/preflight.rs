@@ -38,7 +38,7 @@ impl Run<'_> {
         for path in files {
             let resolved = actions::resolve_manifest(&self.client, path, ns)
                 .await
-                .map_err(|e| Error::Preflight(super::chain(&e)))?;
+                .map_err(|e| Error::Preflight(crate::errors::chain(&e)))?;
             for o in resolved {
                 // The same object in two files (a later `apply` changing
                 // it) is checked once, and applied from each file.
@@ -48,7 +48,7 @@ impl Run<'_> {
                 if !seen
                     && actions::existing_uid(&self.client, &o)
                         .await
-                        .map_err(|e| Error::Target(super::chain(&e)))?
+                        .map_err(|e| Error::Target(crate::errors::chain(&e)))?
                         .is_some()
                 {
                     existing.push(format!("{} (from {})", o.describe(), o.file.display()));

@@ -46,7 +46,7 @@ pub async fn revert<B: NodeFaults>(
 
 /// Reverts a change that is not a fault, through the API server.
 async fn revert_change(undo: &Undo, client: &kube::Client) -> Result<(), String> {
-    let kube = |e: actions::Error| super::chain(&e);
+    let kube = |e: actions::Error| crate::errors::chain(&e);
     match undo {
         // Reverted through the backend by `revert`.
         Undo::Fault { .. } => Ok(()),
@@ -160,7 +160,7 @@ async fn revert_fault<B: NodeFaults>(
     backend
         .restore(node, revert)
         .await
-        .map_err(|e| super::chain(&e))
+        .map_err(|e| crate::errors::chain(&e))
 }
 
 /// Reverts every pending change of a journal in undo order (faults first,
@@ -200,7 +200,7 @@ pub async fn revert_each<B: NodeFaults>(
         if let (Some(policy), false) = (tidy, p.undo.always()) {
             let r = journal
                 .settle(p.id, Settled::Kept)
-                .map_err(|e| super::chain(&e));
+                .map_err(|e| crate::errors::chain(&e));
             report(
                 format!("kept ({policy}): {}", p.undo.describe()),
                 r,
@@ -220,7 +220,7 @@ pub async fn revert_each<B: NodeFaults>(
         let r = r.and_then(|_| {
             journal
                 .settle(p.id, Settled::Reverted)
-                .map_err(|e| super::chain(&e))
+                .map_err(|e| crate::errors::chain(&e))
         });
         report(description, r, commands);
     }

@@ -17,8 +17,7 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-/// Milliseconds since the run started (monotonic clock).
-pub type Ms = i64;
+pub use crate::plan::time::Ms;
 
 /// One observed change.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -398,7 +398,7 @@ impl<H: Hypervisor, E: Exec + Clone + 'static> NodeFaults for LibvirtBackend<H, 
         let via = format!("ssh {target}");
         let r = ssh::run(&self.exec, &self.settings.ssh, &target, command)
             .await
-            .map_err(|e| crate::runner::chain(&e));
+            .map_err(|e| crate::errors::chain(&e));
         Some((via, r))
     }
 
