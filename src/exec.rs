@@ -1,10 +1,20 @@
-//! Running external commands (docker, podman) with their output kept, so a
-//! failure shows the exact command line and its stderr.
+//! Running external commands to completion (docker, podman, kind, ssh,
+//! VBoxManage, vagrant, the command backend's lines) with their output
+//! kept, so a failure shows the exact command line and its stderr. Every
+//! command goes through the [`Exec`] seam: [`System`] runs it for real,
+//! each in its own process group ([`group`]), and tests put a fake in its
+//! place. Async callers run it with [`call_blocking`] or [`run_blocking`],
+//! on tokio's blocking pool, never on a runtime worker.
+
+pub mod group;
 
 use std::fmt;
 use std::io::Read;
-use std::process::Command;
-use std::time::Duration;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// A command line: program and arguments.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,7 +70,7 @@ pub enum Error {
 pub struct Captured {
     /// The exit code; None when it was killed by a signal or timed out.
     pub code: Option<i32>,
-    /// `exit status: 1`, `signal: 9 (SIGKILL)`, or `timed out after 60s`.
+    /// `exit status: 1`, `killed by signal 9`, or `timed out after 1m`.
     pub status: String,
     pub stdout: String,
     pub stderr: String,
@@ -74,39 +84,82 @@ impl Captured {
     }
 }
 
-/// Runs commands. A trait so backends can be tested without the tools.
-pub trait Exec: Send + Sync {
-    /// Runs `cmd` to completion; returns its stdout, or an error with stderr.
-    fn run(&self, cmd: &Cmd, timeout: Duration) -> Result<String, Error>;
-}
+/// Stops a [`Job`] early from another thread or task: its process group is
+/// killed (an async caller that went away, see [`call_blocking`]).
+#[derive(Debug, Clone, Default)]
+pub struct Cancel(Arc<AtomicBool>);
 
-/// Runs `cmd` through `exec` on tokio's blocking pool, never on a runtime
-/// worker (the workers carry the watchers whose timestamps are the
-/// measurement).
-pub async fn run_blocking<E: Exec + Clone + 'static>(
-    exec: &E,
-    cmd: Cmd,
-    timeout: Duration,
-) -> Result<String, Error> {
-    let exec = exec.clone();
-    let shown = cmd.clone();
-    match tokio::task::spawn_blocking(move || exec.run(&cmd, timeout)).await {
-        Ok(r) => r,
-        Err(e) => Err(Error::Spawn {
-            cmd: shown,
-            source: std::io::Error::other(e.to_string()),
-        }),
+impl Cancel {
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
     }
 }
 
-/// Runs commands for real, each in its own process group (stdin closed),
-/// reaped always; on timeout the whole group is killed.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct System;
+/// Bytes of each output stream a [`Job::acting`] keeps (the end).
+pub const KEEP: usize = 64 * 1024;
 
-impl Exec for System {
+/// One command to run to completion, and how.
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub cmd: Cmd,
+    /// Past it the command's group is killed.
+    pub timeout: Duration,
+    /// Where it runs (default: where nodefall runs).
+    pub dir: Option<PathBuf>,
+    /// Bytes kept of each output stream, its end (default: all of it).
+    pub keep: Option<usize>,
+    /// Whether what the command left in its group is killed once it exits.
+    pub kill_leftovers: bool,
+    pub cancel: Cancel,
+}
+
+impl Job {
+    /// `cmd` with a time limit, all its output kept, nothing killed after
+    /// it exited.
+    pub fn new(cmd: Cmd, timeout: Duration) -> Job {
+        Job {
+            cmd,
+            timeout,
+            dir: None,
+            keep: None,
+            kill_leftovers: false,
+            cancel: Cancel::default(),
+        }
+    }
+
+    /// A command that acts on a machine (the command and vagrant backends):
+    /// once it exits, what it left in its group is killed (it would
+    /// otherwise go on acting on a machine nodefall believes reverted), and
+    /// each output stream keeps its last [`KEEP`] bytes.
+    pub fn acting(cmd: Cmd, timeout: Duration) -> Job {
+        Job {
+            keep: Some(KEEP),
+            kill_leftovers: true,
+            ..Job::new(cmd, timeout)
+        }
+    }
+
+    /// The job run in `dir` (`vagrant` reads the project it is run in).
+    #[must_use]
+    pub fn in_dir(mut self, dir: impl Into<PathBuf>) -> Job {
+        self.dir = Some(dir.into());
+        self
+    }
+}
+
+/// Runs commands. A trait so backends can be tested without the tools.
+pub trait Exec: Send + Sync {
+    /// Runs `job` until it exits, times out or is cancelled, whatever its
+    /// exit: an error only when it could not be started.
+    fn call(&self, job: &Job) -> Result<Captured, Error>;
+
+    /// Runs `cmd` to completion; returns its stdout, or an error with stderr.
     fn run(&self, cmd: &Cmd, timeout: Duration) -> Result<String, Error> {
-        let c = self.capture(cmd, timeout)?;
+        let c = self.call(&Job::new(cmd.clone(), timeout))?;
         if c.timed_out {
             return Err(Error::Timeout {
                 cmd: cmd.clone(),
@@ -124,106 +177,332 @@ impl Exec for System {
     }
 }
 
-impl System {
-    /// Runs `cmd` to completion or `timeout`, whatever its exit: an error
-    /// only when it could not be started.
-    pub fn capture(&self, cmd: &Cmd, timeout: Duration) -> Result<Captured, Error> {
-        use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
+/// Runs `cmd` through `exec` on tokio's blocking pool, never on a runtime
+/// worker (the workers carry the watchers whose timestamps are the
+/// measurement).
+pub async fn run_blocking<E: Exec + Clone + 'static>(
+    exec: &E,
+    cmd: Cmd,
+    timeout: Duration,
+) -> Result<String, Error> {
+    let exec = exec.clone();
+    let shown = cmd.clone();
+    match tokio::task::spawn_blocking(move || exec.run(&cmd, timeout)).await {
+        Ok(r) => r,
+        Err(e) => Err(joined(shown, &e)),
+    }
+}
 
+/// Runs `job` through `exec` on tokio's blocking pool, never on a runtime
+/// worker; dropping the future (a run stopped by a signal) cancels the job,
+/// which kills its process group.
+pub async fn call_blocking<E: Exec + Clone + 'static>(
+    exec: &E,
+    job: Job,
+) -> Result<Captured, Error> {
+    /// Cancels the job when the future is dropped (after it finished: no
+    /// matter).
+    struct OnDrop(Cancel);
+    impl Drop for OnDrop {
+        fn drop(&mut self) {
+            self.0.cancel();
+        }
+    }
+    let _cancel = OnDrop(job.cancel.clone());
+    let exec = exec.clone();
+    let shown = job.cmd.clone();
+    match tokio::task::spawn_blocking(move || exec.call(&job)).await {
+        Ok(r) => r,
+        Err(e) => Err(joined(shown, &e)),
+    }
+}
+
+/// A blocking task that did not finish (it panicked, or the runtime is
+/// going away), as the command's error.
+fn joined(cmd: Cmd, e: &tokio::task::JoinError) -> Error {
+    Error::Spawn {
+        cmd,
+        source: std::io::Error::other(e.to_string()),
+    }
+}
+
+/// Runs commands for real, each in its own process group (stdin closed),
+/// reaped always; on timeout or cancellation the whole group is killed.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct System;
+
+/// How long output is still read after the command exited (a process that
+/// left its group may hold the pipes open).
+const DRAIN: Duration = Duration::from_secs(2);
+/// The longest wait between two looks at a running command.
+const POLL: Duration = Duration::from_millis(20);
+/// How long a killed command may take to be reaped.
+const REAP: Duration = Duration::from_secs(10);
+
+impl Exec for System {
+    fn call(&self, job: &Job) -> Result<Captured, Error> {
+        use std::os::unix::process::ExitStatusExt as _;
+
+        let cmd = &job.cmd;
         tracing::debug!("running `{cmd}`");
-        let started = std::time::Instant::now();
-        let mut child = Command::new(&cmd.program)
+        let started = Instant::now();
+        let mut command = Command::new(&cmd.program);
+        command
             .args(&cmd.args)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .process_group(0)
-            .spawn()
-            .map_err(|source| Error::Spawn {
-                cmd: cmd.clone(),
-                source,
-            })?;
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(dir) = &job.dir {
+            command.current_dir(dir);
+        }
+        let mut child = group::spawn(&mut command).map_err(|source| Error::Spawn {
+            cmd: cmd.clone(),
+            source,
+        })?;
+        let pgid = group::of(&child);
         // Read both pipes on threads so a chatty command cannot block.
-        let read = |pipe: Option<Box<dyn Read + Send>>| {
-            std::thread::spawn(move || {
-                let mut bytes = Vec::new();
-                if let Some(mut p) = pipe {
-                    let _ = p.read_to_end(&mut bytes);
+        let keep = job.keep.unwrap_or(usize::MAX);
+        let out = Reader::start(child.stdout.take(), keep);
+        let err = Reader::start(child.stderr.take(), keep);
+        let deadline = started + job.timeout;
+        let end = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break End::Exited(status),
+                Ok(None) => {}
+                Err(e) => {
+                    group::kill_and_reap(&mut child, REAP);
+                    break End::Unwaited(e);
                 }
-                String::from_utf8_lossy(&bytes).into_owned()
-            })
-        };
-        let out_t = read(
-            child
-                .stdout
-                .take()
-                .map(|p| Box::new(p) as Box<dyn Read + Send>),
-        );
-        let err_t = read(
-            child
-                .stderr
-                .take()
-                .map(|p| Box::new(p) as Box<dyn Read + Send>),
-        );
-        let deadline = started + timeout;
-        let status = loop {
-            if let Some(status) = child.try_wait().ok().flatten() {
-                break Some(status);
             }
-            if std::time::Instant::now() >= deadline {
+            let cancelled = job.cancel.is_cancelled();
+            if cancelled || Instant::now() >= deadline {
                 // The whole group: a shell's children go too.
-                if let Ok(pid) = i32::try_from(child.id()) {
-                    let _ = nix::sys::signal::killpg(
-                        nix::unistd::Pid::from_raw(pid),
-                        nix::sys::signal::Signal::SIGKILL,
-                    );
-                }
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
+                group::kill_and_reap(&mut child, REAP);
+                break if cancelled {
+                    End::Cancelled
+                } else {
+                    End::TimedOut
+                };
             }
-            std::thread::sleep(Duration::from_millis(20));
+            // Soon after a quick command exits, at most POLL after a slow one.
+            std::thread::sleep((started.elapsed() / 10).clamp(Duration::from_millis(1), POLL));
         };
-        // A grandchild that left the group could hold the pipes open: the
+        if job.kill_leftovers
+            && let (End::Exited(_), Some(pgid)) = (&end, pgid)
+        {
+            // What it left behind in its group goes with it.
+            let _ = group::signal(pgid, nix::sys::signal::Signal::SIGKILL);
+        }
+        // A process that left the group could hold the pipes open: the
         // readers are not waited for past a short grace after the exit.
-        let stdout = join_within(out_t, Duration::from_secs(2));
-        let stderr = join_within(err_t, Duration::from_secs(2));
+        let drained = Instant::now() + DRAIN;
+        let stdout = out.text(drained);
+        let stderr = err.text(drained);
         let elapsed = started.elapsed();
-        Ok(match status {
-            None => Captured {
-                code: None,
-                status: format!("timed out after {}s", timeout.as_secs()),
-                stdout,
-                stderr,
-                timed_out: true,
-                elapsed,
-            },
-            Some(s) => Captured {
-                code: s.code(),
-                status: match s.signal() {
+        let (code, status, timed_out) = match end {
+            End::Exited(s) => (
+                s.code(),
+                match s.signal() {
                     Some(sig) => format!("killed by signal {sig}"),
                     None => s.to_string(),
                 },
-                stdout,
-                stderr,
-                timed_out: false,
-                elapsed,
-            },
+                false,
+            ),
+            End::TimedOut => (
+                None,
+                format!(
+                    "timed out after {}",
+                    crate::scenario::duration::Dur(job.timeout)
+                ),
+                true,
+            ),
+            End::Cancelled => (None, "cancelled".to_owned(), false),
+            End::Unwaited(e) => (None, format!("could not be waited for: {e}"), false),
+        };
+        Ok(Captured {
+            code,
+            status,
+            stdout,
+            stderr,
+            timed_out,
+            elapsed,
         })
     }
 }
 
-/// A reader thread's text, or what it has not got when it is still blocked
-/// after `grace` (a background process kept the pipe open).
-fn join_within(t: std::thread::JoinHandle<String>, grace: Duration) -> String {
-    let deadline = std::time::Instant::now() + grace;
-    while !t.is_finished() && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
+impl System {
+    /// Runs `cmd` to completion or `timeout`, whatever its exit: an error
+    /// only when it could not be started.
+    pub fn capture(&self, cmd: &Cmd, timeout: Duration) -> Result<Captured, Error> {
+        self.call(&Job::new(cmd.clone(), timeout))
     }
-    if t.is_finished() {
-        t.join().unwrap_or_default()
-    } else {
-        String::from("(output not read: a background process kept it open)")
+}
+
+/// How a command's run ended.
+enum End {
+    Exited(std::process::ExitStatus),
+    TimedOut,
+    Cancelled,
+    Unwaited(std::io::Error),
+}
+
+/// The last bytes of a stream, up to a limit.
+#[derive(Debug)]
+struct Tail {
+    keep: usize,
+    bytes: Vec<u8>,
+    cut: usize,
+}
+
+impl Tail {
+    fn push(&mut self, chunk: &[u8]) {
+        self.bytes.extend_from_slice(chunk);
+        if self.bytes.len() > self.keep {
+            let drop = self.bytes.len() - self.keep;
+            self.bytes.drain(..drop);
+            self.cut += drop;
+        }
+    }
+
+    fn text(&self) -> String {
+        let s = String::from_utf8_lossy(&self.bytes);
+        if self.cut > 0 {
+            format!("[{} bytes cut]...{s}", self.cut)
+        } else {
+            s.into_owned()
+        }
+    }
+}
+
+/// A pipe read on a thread as it comes; what was read is there whether or
+/// not the pipe was closed.
+struct Reader {
+    tail: Arc<Mutex<Tail>>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Reader {
+    fn start<R: Read + Send + 'static>(pipe: Option<R>, keep: usize) -> Reader {
+        let tail = Arc::new(Mutex::new(Tail {
+            keep,
+            bytes: Vec::new(),
+            cut: 0,
+        }));
+        let kept = Arc::clone(&tail);
+        let thread = std::thread::spawn(move || {
+            let Some(mut pipe) = pipe else { return };
+            let mut buf = [0u8; 8192];
+            loop {
+                match pipe.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => kept
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .push(&buf[..n]),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
+        });
+        Reader { tail, thread }
+    }
+
+    /// What was read once the pipe is closed, or by `until`.
+    fn text(self, until: Instant) -> String {
+        while !self.thread.is_finished() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.tail
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .text()
+    }
+}
+
+/// A recording [`Exec`] for tests: it keeps every job and answers from a
+/// script, the first answer whose prefix the command line starts with, else
+/// a success that printed nothing.
+#[cfg(test)]
+pub mod fake {
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use super::{Captured, Error, Exec, Job};
+
+    type Answer = Arc<dyn Fn(&Job) -> Result<Captured, Error> + Send + Sync>;
+
+    #[derive(Clone, Default)]
+    pub struct Fake {
+        jobs: Arc<Mutex<Vec<Job>>>,
+        answers: Arc<Mutex<Vec<(String, Answer)>>>,
+    }
+
+    impl std::fmt::Debug for Fake {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("Fake").field("jobs", &self.lines()).finish()
+        }
+    }
+
+    impl Fake {
+        /// Lines starting with `prefix` exit with `code`, printing `stdout`
+        /// and `stderr`.
+        pub fn answer(&self, prefix: &str, code: i32, stdout: &str, stderr: &str) -> &Fake {
+            let c = exited(code, stdout, stderr);
+            self.answer_with(prefix, move |_| Ok(c.clone()))
+        }
+
+        /// Lines starting with `prefix` get what `f` says.
+        pub fn answer_with(
+            &self,
+            prefix: &str,
+            f: impl Fn(&Job) -> Result<Captured, Error> + Send + Sync + 'static,
+        ) -> &Fake {
+            self.answers
+                .lock()
+                .expect("lock")
+                .push((prefix.to_owned(), Arc::new(f)));
+            self
+        }
+
+        /// The jobs run so far, in order.
+        pub fn jobs(&self) -> Vec<Job> {
+            self.jobs.lock().expect("lock").clone()
+        }
+
+        /// The command lines run so far, in order.
+        pub fn lines(&self) -> Vec<String> {
+            self.jobs().iter().map(|j| j.cmd.to_string()).collect()
+        }
+    }
+
+    /// A command that exited with `code`.
+    pub fn exited(code: i32, stdout: &str, stderr: &str) -> Captured {
+        Captured {
+            code: Some(code),
+            status: format!("exit status: {code}"),
+            stdout: stdout.to_owned(),
+            stderr: stderr.to_owned(),
+            timed_out: false,
+            elapsed: Duration::from_millis(1),
+        }
+    }
+
+    impl Exec for Fake {
+        fn call(&self, job: &Job) -> Result<Captured, Error> {
+            self.jobs.lock().expect("lock").push(job.clone());
+            let line = job.cmd.to_string();
+            let answer = self
+                .answers
+                .lock()
+                .expect("lock")
+                .iter()
+                .find(|(prefix, _)| line.starts_with(prefix.as_str()))
+                .map(|(_, a)| Arc::clone(a));
+            match answer {
+                Some(a) => a(job),
+                None => Ok(exited(0, "", "")),
+            }
+        }
     }
 }
 
@@ -301,5 +580,121 @@ mod tests {
             .run(&Cmd::new("sleep", &["30"]), Duration::from_millis(200))
             .unwrap_err();
         assert!(matches!(err, Error::Timeout { .. }), "{err}");
+    }
+
+    fn sh(script: &str) -> Cmd {
+        Cmd::new("sh", &["-c", script])
+    }
+
+    fn running(pid: i32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            !s.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+    }
+
+    fn pid_in(file: &std::path::Path) -> i32 {
+        std::fs::read_to_string(file)
+            .unwrap_or_default()
+            .trim()
+            .parse()
+            .unwrap_or(0)
+    }
+
+    /// A backend's command, as the command and vagrant backends run it.
+    async fn capture(cmd: &Cmd, timeout: Duration) -> Result<Captured, Error> {
+        call_blocking(&System, Job::acting(cmd.clone(), timeout)).await
+    }
+
+    #[tokio::test]
+    async fn output_is_kept_and_what_a_command_leaves_behind_is_killed() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("pid");
+        let script = format!(
+            "echo out; echo err >&2; sleep 60 >/dev/null 2>&1 & echo $! > {}; exit 3",
+            pidfile.display()
+        );
+        let c = capture(&sh(&script), Duration::from_secs(10))
+            .await
+            .unwrap();
+        assert_eq!(
+            (c.code, c.stdout.as_str(), c.stderr.as_str()),
+            (Some(3), "out\n", "err\n")
+        );
+        assert!(c.elapsed < Duration::from_secs(5), "{c:?}");
+        let pid = pid_in(&pidfile);
+        assert!(pid > 0);
+        // Killed with its group; reaped by init.
+        let t = Instant::now();
+        while running(pid) && t.elapsed() < Duration::from_secs(5) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(!running(pid), "the background sleep {pid} survived");
+    }
+
+    #[tokio::test]
+    async fn a_timeout_keeps_what_was_printed() {
+        let c = capture(&sh("echo before; sleep 30"), Duration::from_millis(500))
+            .await
+            .unwrap();
+        assert!(c.timed_out && !c.success(), "{c:?}");
+        assert_eq!(c.stdout, "before\n");
+        assert_eq!(c.status, "timed out after 0.5s");
+    }
+
+    #[tokio::test]
+    async fn a_dropped_run_kills_its_command() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("pid");
+        let script = format!("echo $$ > {}; sleep 60", pidfile.display());
+        let cmd = sh(&script);
+        let run = capture(&cmd, Duration::from_secs(60));
+        // Cancelled like a run stopped by a signal.
+        let _ = tokio::time::timeout(Duration::from_millis(500), run).await;
+        let pid = pid_in(&pidfile);
+        assert!(pid > 0);
+        let t = Instant::now();
+        while running(pid) && t.elapsed() < Duration::from_secs(5) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(!running(pid), "the command {pid} outlived its run");
+    }
+
+    #[tokio::test]
+    async fn a_flood_keeps_only_its_end() {
+        let c = capture(
+            &sh("head -c 200000 /dev/zero | tr '\\0' a; echo END"),
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap();
+        assert!(
+            c.stdout.starts_with("[134468 bytes cut]...") && c.stdout.ends_with("aEND\n"),
+            "{}",
+            &c.stdout[..40]
+        );
+    }
+
+    #[test]
+    fn a_job_runs_in_its_directory_and_a_plain_one_keeps_all_its_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = System
+            .call(
+                &Job::new(
+                    sh("pwd; head -c 70000 /dev/zero | tr '\\0' a"),
+                    Duration::from_secs(10),
+                )
+                .in_dir(dir.path()),
+            )
+            .unwrap();
+        let (pwd, rest) = c.stdout.split_once('\n').unwrap();
+        assert_eq!(
+            std::fs::canonicalize(pwd).unwrap(),
+            std::fs::canonicalize(dir.path()).unwrap()
+        );
+        assert_eq!(rest.len(), 70000);
     }
 }

@@ -494,15 +494,16 @@ mod tests {
     }
 
     impl Exec for Arc<Fake> {
-        fn run(&self, cmd: &Cmd, _t: Duration) -> Result<String, exec::Error> {
-            let line = cmd.to_string();
+        fn call(&self, job: &exec::Job) -> Result<exec::Captured, exec::Error> {
+            let line = job.cmd.to_string();
             self.ran.lock().unwrap().push(line.clone());
-            Ok(self
+            let out = self
                 .answers
                 .iter()
                 .find(|(prefix, _)| line.starts_with(prefix))
-                .map(|(_, a)| (*a).to_owned())
-                .unwrap_or_default())
+                .map(|(_, a)| *a)
+                .unwrap_or_default();
+            Ok(exec::fake::exited(0, out, ""))
         }
     }
 

@@ -7,18 +7,16 @@
 
 use std::collections::VecDeque;
 use std::io::{BufRead as _, BufReader};
-use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
-
+use nix::sys::signal::Signal;
 use serde::{Deserialize, Serialize};
 
 use super::Error;
+use crate::exec::group;
 
 /// The provisioning recipe, shared with CI (`scripts/provision-binaries.sh`).
 const PROVISION_SCRIPT: &str = include_str!("../../scripts/provision-binaries.sh");
@@ -166,10 +164,7 @@ const STDERR_TAIL_LINES: usize = 40;
 pub fn run_provision(mut command: Command, cache: &Path) -> Result<ExitStatus, Error> {
     // Its own process group, so that a cancelled run stops the script and
     // every `go build` it started, and nothing else.
-    let mut child = command
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
+    let mut child = group::spawn(command.stderr(Stdio::piped()))
         .map_err(|source| Error::io("running bash for provisioning", source))?;
     let stderr = child.stderr.take();
     let reader = std::thread::spawn(move || {
@@ -199,14 +194,14 @@ pub fn run_provision(mut command: Command, cache: &Path) -> Result<ExitStatus, E
             break status;
         }
         if CANCELLED.load(Ordering::SeqCst) {
-            let group = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
-            let _ = killpg(group, Signal::SIGTERM);
+            let pgid = group::of(&child).unwrap_or(i32::MAX);
+            let _ = group::signal(pgid, Signal::SIGTERM);
             let deadline = std::time::Instant::now() + Duration::from_secs(5);
             while child.try_wait().ok().flatten().is_none() && std::time::Instant::now() < deadline
             {
                 std::thread::sleep(Duration::from_millis(50));
             }
-            let _ = killpg(group, Signal::SIGKILL);
+            let _ = group::signal(pgid, Signal::SIGKILL);
             let _ = child.wait();
             return Err(Error::Other(
                 "provisioning was cancelled (its builds were stopped; binaries already built stay cached)".into(),

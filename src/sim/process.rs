@@ -7,16 +7,15 @@
 //! signalled through their group and watched in `/proc` until they are gone.
 
 use std::fs::File;
-use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use serde::{Deserialize, Serialize};
 
 use super::Error;
+use crate::exec::group;
 
 /// How a process is recorded in the cluster's state file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,18 +52,18 @@ impl Proc {
         let err = out
             .try_clone()
             .map_err(|source| Error::io(format!("opening log {}", log.display()), source))?;
-        let child = Command::new(program)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .process_group(0)
-            .spawn()
-            .map_err(|source| Error::Spawn {
-                component: name.to_owned(),
-                program: program.to_owned(),
-                source,
-            })?;
+        let child = group::spawn(
+            Command::new(program)
+                .args(args)
+                .stdin(Stdio::null())
+                .stdout(out)
+                .stderr(err),
+        )
+        .map_err(|source| Error::Spawn {
+            component: name.to_owned(),
+            program: program.to_owned(),
+            source,
+        })?;
         let pid = i32::try_from(child.id()).map_err(|_| Error::io_msg("PID out of range"))?;
         let start_ticks = stat(pid).map(|s| s.start_ticks).unwrap_or(0);
         Ok(Proc {
@@ -111,7 +110,7 @@ impl Proc {
                 pid: self.record.pid,
             });
         }
-        killpg(Pid::from_raw(self.record.pid), signal).map_err(|errno| Error::Signal {
+        group::signal(self.record.pid, signal).map_err(|errno| Error::Signal {
             component: self.record.name.clone(),
             pid: self.record.pid,
             signal: signal.as_str(),
@@ -127,23 +126,26 @@ impl Proc {
             self.reap();
             return false;
         }
-        let group = Pid::from_raw(self.record.pid);
-        let _ = killpg(group, Signal::SIGTERM);
-        let _ = killpg(group, Signal::SIGCONT);
+        let pgid = self.record.pid;
+        let _ = group::signal(pgid, Signal::SIGTERM);
+        let _ = group::signal(pgid, Signal::SIGCONT);
         if self.wait_gone(grace) {
             return false;
         }
-        let _ = killpg(group, Signal::SIGKILL);
-        self.wait_gone(Duration::from_secs(10));
+        self.kill();
         true
     }
 
     /// Kills the process group at once (a power cut) and reaps it.
     pub fn kill(&mut self) {
-        if self.is_alive() {
-            let _ = killpg(Pid::from_raw(self.record.pid), Signal::SIGKILL);
+        if let Some(child) = &mut self.child {
+            group::kill_and_reap(child, REAP);
+            return;
         }
-        self.wait_gone(Duration::from_secs(10));
+        if self.is_alive() {
+            let _ = group::signal(self.record.pid, Signal::SIGKILL);
+        }
+        self.wait_gone(REAP);
     }
 
     /// [`Proc::stop`] for async callers (a fault on a running scenario): its
@@ -152,23 +154,22 @@ impl Proc {
         if self.gone() {
             return false;
         }
-        let group = Pid::from_raw(self.record.pid);
-        let _ = killpg(group, Signal::SIGTERM);
-        let _ = killpg(group, Signal::SIGCONT);
+        let pgid = self.record.pid;
+        let _ = group::signal(pgid, Signal::SIGTERM);
+        let _ = group::signal(pgid, Signal::SIGCONT);
         if self.wait_gone_async(grace).await {
             return false;
         }
-        let _ = killpg(group, Signal::SIGKILL);
-        self.wait_gone_async(Duration::from_secs(10)).await;
+        self.kill_async().await;
         true
     }
 
     /// [`Proc::kill`] for async callers.
     pub async fn kill_async(&mut self) {
         if self.is_alive() {
-            let _ = killpg(Pid::from_raw(self.record.pid), Signal::SIGKILL);
+            let _ = group::signal(self.record.pid, Signal::SIGKILL);
         }
-        self.wait_gone_async(Duration::from_secs(10)).await;
+        self.wait_gone_async(REAP).await;
     }
 
     /// Whether the process is gone (reaped if it was our child).
@@ -213,6 +214,8 @@ impl Proc {
 
 /// How often a stopping process is looked for (it is not always our child).
 const POLL_GONE: Duration = Duration::from_millis(20);
+/// How long a killed process may take to be gone.
+const REAP: Duration = Duration::from_secs(10);
 
 /// Whether the recorded process still runs: same PID and start time, not a zombie.
 pub fn is_alive(record: &ProcRecord) -> bool {

@@ -12,7 +12,6 @@
 mod action;
 mod node;
 mod plan;
-pub mod run;
 pub mod spec;
 pub mod template;
 #[cfg(test)]
@@ -32,7 +31,7 @@ use self::spec::{CommandFile, Role};
 use self::template::{Template, Var};
 use super::ssh::{self, SshSettings, SshTarget};
 use super::{CommandFailure, Error, NodeFaults};
-use crate::exec::{Captured, Cmd};
+use crate::exec::{self, Captured, Cmd, Exec, Job, System};
 use crate::record::CommandRecord;
 use crate::scenario::model::FaultKind;
 
@@ -49,8 +48,11 @@ struct Resolved {
     revert: BTreeMap<FaultKind, Action>,
 }
 
+/// The backend; its commands run through `E` (the real [`System`], or a
+/// fake in tests).
 #[derive(Debug)]
-pub struct CommandBackend {
+pub struct CommandBackend<E: Exec = System> {
+    exec: E,
     spec: CommandFile,
     /// Where the spec came from (a backend file, or `FILE (command:)`).
     source: String,
@@ -63,7 +65,15 @@ pub struct CommandBackend {
 
 impl CommandBackend {
     pub fn new(spec: CommandFile, source: String) -> CommandBackend {
+        CommandBackend::with_exec(spec, source, System)
+    }
+}
+
+impl<E: Exec + Clone + 'static> CommandBackend<E> {
+    /// The backend running its commands through `exec`.
+    pub fn with_exec(spec: CommandFile, source: String, exec: E) -> CommandBackend<E> {
         CommandBackend {
+            exec,
             spec,
             source,
             nodes: BTreeMap::new(),
@@ -144,7 +154,8 @@ impl CommandBackend {
                 v => node_value(node, v),
             })
             .map_err(|e| bad(format!("{e} in `identify` ({})", self.source)))?;
-        let c = run::capture(&cmd, self.spec.timeout(FaultKind::PauseVm))
+        let job = Job::acting(cmd.clone(), self.spec.timeout(FaultKind::PauseVm));
+        let c = exec::call_blocking(&self.exec, job)
             .await
             .map_err(Error::Exec)?;
         if !c.success() {
@@ -212,7 +223,7 @@ impl CommandBackend {
         limit: Duration,
     ) -> Result<Captured, Error> {
         let timeout = Duration::from_millis(inv.timeout_ms).min(limit);
-        let c = run::capture(&inv.cmd(), timeout)
+        let c = exec::call_blocking(&self.exec, Job::acting(inv.cmd(), timeout))
             .await
             .map_err(Error::Exec)?;
         self.transcript.push(record(role, inv, &c, 1));
@@ -306,7 +317,7 @@ fn unfilled(
     )
 }
 
-impl NodeFaults for CommandBackend {
+impl<E: Exec + Clone + 'static> NodeFaults for CommandBackend<E> {
     fn name(&self) -> &'static str {
         "command"
     }
@@ -472,16 +483,19 @@ impl NodeFaults for CommandBackend {
         let via = format!("ssh {target}");
         Some((
             via,
-            run::capture(&ssh::command(&settings, &target, command), ssh::TIMEOUT)
-                .await
-                .map_err(|e| e.to_string())
-                .and_then(|c| {
-                    if c.success() {
-                        Ok(c.stdout)
-                    } else {
-                        Err(format!("{}: {}", c.status, c.stderr.trim()))
-                    }
-                }),
+            exec::call_blocking(
+                &self.exec,
+                Job::acting(ssh::command(&settings, &target, command), ssh::TIMEOUT),
+            )
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|c| {
+                if c.success() {
+                    Ok(c.stdout)
+                } else {
+                    Err(format!("{}: {}", c.status, c.stderr.trim()))
+                }
+            }),
         ))
     }
 

@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeSpec, NodeStatus, NodeSy
 
 use super::spec::load_str;
 use super::*;
+use crate::exec::fake::Fake;
 
 struct Scratch(PathBuf);
 
@@ -301,4 +302,81 @@ async fn identify_must_print_the_nodes_system_uuid_before_anything_runs() {
     assert!(e.to_string().contains("`identify`"), "{e}");
     assert!(e.to_string().contains("nope"), "{e}");
     assert_eq!(dir.log(), "", "nothing was injected");
+}
+
+/// The backend with its commands answered by a recording fake.
+fn faked(yaml: &str) -> (CommandBackend<Fake>, Fake) {
+    let l = load_str("b.yaml", yaml).unwrap_or_else(|e| panic!("{e}"));
+    let fake = Fake::default();
+    (
+        CommandBackend::with_exec(l.spec, "b.yaml".into(), fake.clone()),
+        fake,
+    )
+}
+
+const VIRSH: &str = "machine: \"{label:lab/vmid}\"\nidentify: virsh domuuid {machine}\nfaults:\n  pause-vm:\n    run: virsh suspend {machine}\n    check: virsh domstate {machine}\n    revert: virsh resume {machine}\n    timeout: 7s\n";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_command_goes_through_the_exec_seam_as_an_acting_job() {
+    let (mut b, fake) = faked(VIRSH);
+    fake.answer(
+        "virsh domuuid",
+        0,
+        "5a3f0c1e-0000-4000-8000-000000000001\n",
+        "",
+    );
+    let said = b
+        .resolve(&node("w1"), &[FaultKind::PauseVm, FaultKind::ResumeVm])
+        .await
+        .unwrap();
+    assert_eq!(
+        said,
+        "node w1 = machine 101, the node's systemUUID is the machine's"
+    );
+    b.inject("w1", FaultKind::PauseVm).await.unwrap();
+    b.inject("w1", FaultKind::ResumeVm).await.unwrap();
+    assert_eq!(
+        fake.lines(),
+        [
+            "virsh domuuid 101",
+            "virsh suspend 101",
+            "virsh domstate 101",
+            "virsh resume 101"
+        ]
+    );
+    // Each with its timeout, its group's leftovers killed, its output's end kept.
+    let jobs = fake.jobs();
+    assert!(
+        jobs.iter()
+            .all(|j| j.kill_leftovers && j.keep == Some(crate::exec::KEEP) && j.dir.is_none()),
+        "{jobs:?}"
+    );
+    assert_eq!(jobs[1].timeout, Duration::from_secs(7));
+    let ran = b.take_commands();
+    let roles: Vec<&str> = ran.iter().map(|r| r.role.as_str()).collect();
+    assert_eq!(roles, ["run", "check", "revert"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failure_the_fake_answers_is_told_with_its_output() {
+    let (mut b, fake) = faked(
+        VIRSH
+            .replace("identify: virsh domuuid {machine}\n", "")
+            .as_str(),
+    );
+    fake.answer("virsh suspend", 1, "", "error: domain is not running\n");
+    b.resolve(&node("w1"), &[FaultKind::PauseVm]).await.unwrap();
+    let e = b.inject("w1", FaultKind::PauseVm).await.unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "run of pause-vm on node `w1`: `virsh suspend 101` failed (exit status: 1); stderr: \
+         error: domain is not running"
+    );
+    // The check does not run after a failed command.
+    assert_eq!(fake.lines(), ["virsh suspend 101"]);
+    let ran = b.take_commands();
+    assert!(
+        !ran[0].ok && ran[0].stderr == "error: domain is not running\n",
+        "{ran:?}"
+    );
 }

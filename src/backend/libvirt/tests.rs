@@ -3,13 +3,12 @@
 //! `test:///default`, and on real QEMU domains in tests/libvirt_vm.rs).
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeStatus, NodeSystemInfo};
 
 use super::hypervisor::{DomState, DomainInfo, DomainKey, HvError, Hypervisor, Op};
 use super::*;
-use crate::exec::{self, Cmd};
+use crate::exec;
 
 const UUID: &str = "11111111-2222-3333-4444-555555555555";
 const MAC: &str = "52:54:00:12:34:56";
@@ -107,9 +106,9 @@ impl Hypervisor for Arc<Fake> {
 struct Ran(Arc<Mutex<Vec<String>>>);
 
 impl Exec for Ran {
-    fn run(&self, cmd: &Cmd, _: Duration) -> Result<String, exec::Error> {
-        self.0.lock().expect("lock").push(cmd.to_string());
-        Ok(String::new())
+    fn call(&self, job: &exec::Job) -> Result<exec::Captured, exec::Error> {
+        self.0.lock().expect("lock").push(job.cmd.to_string());
+        Ok(exec::fake::exited(0, "", ""))
     }
 }
 

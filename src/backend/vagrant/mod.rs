@@ -25,7 +25,7 @@ use super::any::{Libvirt, connect_libvirt};
 use super::libvirt::{self, hypervisor::ShutdownMode};
 use super::ssh::{self, SshSettings, SshTarget};
 use super::{CommandFailure, Error, NodeFaults};
-use crate::backend::command::run;
+use crate::exec::{self, Exec, Job, System};
 use crate::scenario::model::FaultKind;
 
 /// How nodes map to machines and how faults reach them (the flags); the
@@ -150,14 +150,18 @@ pub enum Placed {
     },
 }
 
+/// The backend; `vagrant`, VBoxManage and SSH run through `E` (the real
+/// [`System`], or a fake in tests).
 #[derive(Debug)]
-pub struct VagrantBackend {
+pub struct VagrantBackend<E: Exec = System> {
     /// Where `vagrant` runs and machines are looked up (a revert from the
     /// journal needs neither: its memo says where the machine is).
     project: Project,
     settings: Settings,
     placed: BTreeMap<String, Placed>,
-    vbox: VBox,
+    /// Runs `vagrant ssh-config` and the SSH commands.
+    exec: E,
+    vbox: VBox<E>,
     /// Connected on the first libvirt machine.
     libvirt: Option<Box<Libvirt>>,
 }
@@ -176,8 +180,16 @@ fn kubelet(f: FaultKind) -> bool {
 
 impl VagrantBackend {
     pub fn new(project: Project, settings: Settings) -> VagrantBackend {
+        VagrantBackend::with_exec(project, settings, System)
+    }
+}
+
+impl<E: Exec + Clone + 'static> VagrantBackend<E> {
+    /// The backend running its commands through `exec`.
+    pub fn with_exec(project: Project, settings: Settings, exec: E) -> VagrantBackend<E> {
         VagrantBackend {
-            vbox: VBox::new(settings.vboxmanage.clone()),
+            vbox: VBox::with_exec(settings.vboxmanage.clone(), exec.clone()),
+            exec,
             project,
             settings,
             placed: BTreeMap::new(),
@@ -242,7 +254,8 @@ impl VagrantBackend {
             return Ok(t.clone());
         }
         let cmd = ssh_config::command(&self.settings.vagrant, machine);
-        let c = match run::capture_in(&cmd, Some(&self.project.root), ssh_config::TIMEOUT).await {
+        let job = Job::acting(cmd.clone(), ssh_config::TIMEOUT).in_dir(&self.project.root);
+        let c = match exec::call_blocking(&self.exec, job).await {
             Ok(c) => c,
             Err(crate::exec::Error::Spawn { source, .. })
                 if source.kind() == std::io::ErrorKind::NotFound =>
@@ -429,7 +442,7 @@ impl VagrantBackend {
             _ => &self.settings.ssh.start_kubelet,
         };
         let cmd = ssh::command(&self.settings.ssh, &target, remote);
-        let c = run::capture(&cmd, ssh::TIMEOUT)
+        let c = exec::call_blocking(&self.exec, Job::acting(cmd.clone(), ssh::TIMEOUT))
             .await
             .map_err(Error::Exec)?;
         let role = vbox::For { node, fault }.role();
@@ -529,7 +542,7 @@ fn identity(node: &Node, info: &vbox::VmInfo) -> Result<String, Error> {
     }
 }
 
-impl NodeFaults for VagrantBackend {
+impl<E: Exec + Clone + 'static> NodeFaults for VagrantBackend<E> {
     fn name(&self) -> &'static str {
         "vagrant"
     }
@@ -557,7 +570,8 @@ impl NodeFaults for VagrantBackend {
             Placed::Virtualbox { ssh, .. } => {
                 let target = ssh.clone()?;
                 let cmd = ssh::command(&self.settings.ssh, &target, command);
-                let r = match run::capture(&cmd, ssh::TIMEOUT).await {
+                let job = Job::acting(cmd.clone(), ssh::TIMEOUT);
+                let r = match exec::call_blocking(&self.exec, job).await {
                     Ok(c) if c.success() => Ok(c.stdout),
                     Ok(c) => Err(format!(
                         "`{cmd}` failed ({}){}",

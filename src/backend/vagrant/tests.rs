@@ -2,6 +2,7 @@
 //! themselves are exercised in tests/vagrant_*.rs.
 
 use super::*;
+use crate::exec::fake::Fake;
 
 #[test]
 fn the_memo_carries_the_machine_to_recover() {
@@ -98,4 +99,126 @@ fn a_virtualbox_vm_that_is_not_the_node_is_refused() {
     );
     // a node that says nothing is not checked
     assert_eq!(identity(&Node::default(), &info).unwrap(), "");
+}
+
+const UUID: &str = "0b8a3f4e-5c1d-4e7a-9f0b-2a6c8d1e3f57";
+
+fn showvminfo(state: &str) -> String {
+    format!(
+        "name=\"lab_k8s-2_1\"\nUUID=\"{UUID}\"\nVMState=\"{state}\"\nnic1=\"nat\"\nnic2=\"hostonly\"\n"
+    )
+}
+
+/// A project with machine k8s-2 created by VirtualBox, and the backend on
+/// it with a recording fake for `vagrant`, VBoxManage and ssh.
+fn faked() -> (tempfile::TempDir, VagrantBackend<Fake>, Fake) {
+    let t = tempfile::tempdir().expect("tempdir");
+    let d = t.path().join(".vagrant/machines/k8s-2/virtualbox");
+    std::fs::create_dir_all(&d).expect("dir");
+    std::fs::write(d.join("id"), UUID).expect("id");
+    let project = Project {
+        root: t.path().to_owned(),
+        data: t.path().join(".vagrant"),
+    };
+    let fake = Fake::default();
+    let b = VagrantBackend::with_exec(project, Settings::new(), fake.clone());
+    (t, b, fake)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn vagrant_vboxmanage_and_ssh_run_through_the_exec_seam() {
+    let (t, mut b, fake) = faked();
+    fake.answer("VBoxManage showvminfo", 0, &showvminfo("running"), "")
+        .answer(
+            "vagrant ssh-config",
+            0,
+            "Host k8s-2\n  HostName 127.0.0.1\n  User vagrant\n  Port 2200\n",
+            "",
+        );
+    let said = b
+        .resolve(
+            &node_with_uuid(UUID),
+            &[FaultKind::PauseVm, FaultKind::StopKubelet],
+        )
+        .await
+        .unwrap();
+    assert!(said.contains("SSH vagrant@127.0.0.1:2200"), "{said}");
+    b.inject("k8s-2", FaultKind::PauseVm).await.unwrap();
+    b.inject("k8s-2", FaultKind::StopKubelet).await.unwrap();
+    assert_eq!(
+        fake.lines(),
+        [
+            format!("VBoxManage showvminfo {UUID} --machinereadable"),
+            "vagrant ssh-config k8s-2".to_owned(),
+            format!("VBoxManage controlvm {UUID} pause"),
+            "ssh -o BatchMode=yes -o ConnectTimeout=10 -p 2200 -l vagrant -- 127.0.0.1 'sudo -n \
+             systemctl stop kubelet'"
+                .to_owned(),
+        ]
+    );
+    // vagrant runs in the project; every command is a backend's own.
+    let jobs = fake.jobs();
+    assert_eq!(jobs[1].dir.as_deref(), Some(t.path()));
+    assert!(jobs.iter().all(|j| j.kill_leftovers), "{jobs:?}");
+    let roles: Vec<String> = b.take_commands().into_iter().map(|r| r.role).collect();
+    assert_eq!(roles, ["run", "run"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_revert_looks_at_the_vm_first_and_a_failure_says_vboxmanages_words() {
+    let (_t, mut b, fake) = faked();
+    b.remember(
+        "k8s-2",
+        &serde_json::to_string(&Placed::Virtualbox {
+            machine: "k8s-2".into(),
+            uuid: UUID.into(),
+            vm: "lab_k8s-2_1".into(),
+            nic: 2,
+            ssh: None,
+        })
+        .expect("json"),
+    );
+    fake.answer("VBoxManage showvminfo", 0, &showvminfo("paused"), "")
+        .answer(
+            "VBoxManage controlvm",
+            1,
+            "",
+            "VBoxManage: error: Machine in invalid state\n",
+        );
+    let e = b.inject("k8s-2", FaultKind::ResumeVm).await.unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "revert of resume-vm on node `k8s-2`: `VBoxManage controlvm {UUID} resume` failed \
+             (exit status: 1); stderr: VBoxManage: error: Machine in invalid state"
+        )
+    );
+    let roles: Vec<String> = b.take_commands().into_iter().map(|r| r.role).collect();
+    assert_eq!(roles, ["check", "revert"]);
+    // No SSH path kept: the kubelet cannot be reached.
+    let e = b
+        .inject("k8s-2", FaultKind::StartKubelet)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::NoSsh { .. }), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missing_vboxmanage_is_named() {
+    let (_t, mut b, fake) = faked();
+    fake.answer_with("VBoxManage", |job| {
+        Err(crate::exec::Error::Spawn {
+            cmd: job.cmd.clone(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        })
+    });
+    let e = b
+        .resolve(&node_with_uuid(UUID), &[FaultKind::PauseVm])
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("`VBoxManage` (VirtualBox's CLI) could not be started"),
+        "{e}"
+    );
 }

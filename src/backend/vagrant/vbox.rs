@@ -15,9 +15,8 @@
 
 use std::time::{Duration, Instant};
 
-use crate::backend::command::run;
 use crate::backend::{CommandFailure, Error};
-use crate::exec::{Captured, Cmd};
+use crate::exec::{self, Captured, Cmd, Exec, Job, System};
 use crate::record::CommandRecord;
 use crate::scenario::model::FaultKind;
 
@@ -200,10 +199,12 @@ pub fn lines(program: &str, uuid: &str, nic: u8, fault: FaultKind, wait_secs: u6
     out
 }
 
-/// Runs VBoxManage, keeping each call for the report.
+/// Runs VBoxManage through `E` (the real [`System`], or a fake in tests),
+/// keeping each call for the report.
 #[derive(Debug)]
-pub struct VBox {
+pub struct VBox<E: Exec = System> {
     pub program: String,
+    exec: E,
     records: Vec<CommandRecord>,
 }
 
@@ -235,8 +236,16 @@ pub fn not_found(program: &str) -> Error {
 
 impl VBox {
     pub fn new(program: impl Into<String>) -> VBox {
+        VBox::with_exec(program, System)
+    }
+}
+
+impl<E: Exec + Clone + 'static> VBox<E> {
+    /// VBoxManage run through `exec`.
+    pub fn with_exec(program: impl Into<String>, exec: E) -> VBox<E> {
         VBox {
             program: program.into(),
+            exec,
             records: Vec::new(),
         }
     }
@@ -255,7 +264,7 @@ impl VBox {
     /// Runs once; the outcome whatever the exit status.
     async fn call(&self, args: Vec<String>) -> Result<Captured, Error> {
         let cmd = self.cmd(args);
-        match run::capture(&cmd, TIMEOUT).await {
+        match exec::call_blocking(&self.exec, Job::acting(cmd, TIMEOUT)).await {
             Ok(c) => Ok(c),
             Err(crate::exec::Error::Spawn { source, .. })
                 if source.kind() == std::io::ErrorKind::NotFound =>
