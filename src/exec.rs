@@ -16,6 +16,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::record::CommandRecord;
+
 /// A command line: program and arguments.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cmd {
@@ -76,6 +78,23 @@ pub struct Captured {
     pub stderr: String,
     pub timed_out: bool,
     pub elapsed: Duration,
+}
+
+impl Captured {
+    /// What this command did, for the report (each stream's end, at most
+    /// [`CommandRecord::KEEP`] bytes).
+    pub fn record(&self, role: &str, cmd: &Cmd, attempts: u32) -> CommandRecord {
+        CommandRecord {
+            role: role.to_owned(),
+            line: cmd.to_string(),
+            status: self.status.clone(),
+            ok: self.success(),
+            ms: u64::try_from(self.elapsed.as_millis()).unwrap_or(u64::MAX),
+            attempts,
+            stdout: CommandRecord::tail(&self.stdout),
+            stderr: CommandRecord::tail(&self.stderr),
+        }
+    }
 }
 
 impl Captured {

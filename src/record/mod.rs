@@ -287,25 +287,6 @@ impl CommandRecord {
     /// Bytes of each stream kept (the end, where errors are).
     pub const KEEP: usize = 4096;
 
-    /// What a command did, for the report.
-    pub fn of(
-        role: &str,
-        cmd: &crate::exec::Cmd,
-        c: &crate::exec::Captured,
-        attempts: u32,
-    ) -> CommandRecord {
-        CommandRecord {
-            role: role.to_owned(),
-            line: cmd.to_string(),
-            status: c.status.clone(),
-            ok: c.success(),
-            ms: u64::try_from(c.elapsed.as_millis()).unwrap_or(u64::MAX),
-            attempts,
-            stdout: CommandRecord::tail(&c.stdout),
-            stderr: CommandRecord::tail(&c.stderr),
-        }
-    }
-
     /// The end of an output stream, at most [`CommandRecord::KEEP`] bytes.
     pub fn tail(s: &str) -> String {
         if s.len() <= Self::KEEP {

@@ -60,7 +60,7 @@ pub struct Memo {
 }
 
 pub(super) fn record(role: Role, inv: &Invocation, c: &Captured, attempts: u32) -> CommandRecord {
-    CommandRecord::of(role.field(), &inv.cmd(), c, attempts)
+    c.record(role.field(), &inv.cmd(), attempts)
 }
 
 /// A failed command's output for its error message: the end of each stream.

@@ -276,7 +276,7 @@ impl<E: Exec + Clone + 'static> VBox<E> {
     }
 
     fn record(&mut self, role: &str, cmd: &Cmd, c: &Captured, attempts: u32) {
-        self.records.push(CommandRecord::of(role, cmd, c, attempts));
+        self.records.push(c.record(role, cmd, attempts));
     }
 
     /// Keeps another command of the backend's (SSH) with VBoxManage's.
