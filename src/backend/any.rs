@@ -48,7 +48,7 @@ pub enum BackendRef {
     Command {
         /// The file (or `SCENARIO (command:)`) the commands came from.
         source: String,
-        spec: Box<crate::backend::command::spec::CommandFile>,
+        spec: Box<crate::scenario::command::CommandFile>,
     },
     /// A Vagrant project's machines; each fault's memo holds the machine
     /// (provider, UUID, SSH path).

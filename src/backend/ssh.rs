@@ -34,8 +34,7 @@ pub struct SshSettings {
     pub start_kubelet: String,
 }
 
-pub const STOP_KUBELET: &str = "systemctl stop kubelet";
-pub const START_KUBELET: &str = "systemctl start kubelet";
+pub use crate::scenario::command::{START_KUBELET, STOP_KUBELET};
 
 impl SshSettings {
     pub fn new() -> SshSettings {

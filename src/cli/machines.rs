@@ -6,11 +6,11 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::backend::command::{self, spec::CommandFile};
 use crate::backend::libvirt::{self, hypervisor::ShutdownMode};
 use crate::backend::ssh::{SshSettings, SshTarget};
 use crate::backend::vagrant::{self, project::Project};
 use crate::scenario::Checked;
+use crate::scenario::command::{self as spec, CommandFile};
 use crate::scenario::model::{FaultKind, LibvirtMachines};
 
 #[derive(Debug, Clone, Args)]
@@ -124,7 +124,7 @@ impl CommandArgs {
     pub fn load(&self, checked: &Checked, faults: &[FaultKind]) -> anyhow::Result<Commands> {
         let c = match (&self.backend_file, &checked.command) {
             (Some(path), _) => {
-                let l = command::spec::load(path)?;
+                let l = spec::load(path)?;
                 Commands {
                     source: l.file,
                     spec: l.spec,
@@ -133,7 +133,7 @@ impl CommandArgs {
             }
             (None, Some(spec)) => Commands {
                 source: format!("{} (command:)", checked.source.file),
-                warnings: command::spec::check(&checked.source, "command", spec).1,
+                warnings: spec::check(&checked.source, "command", spec).1,
                 spec: spec.clone(),
             },
             (None, None) => anyhow::bail!(super::InvalidFlag(

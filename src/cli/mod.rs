@@ -330,9 +330,9 @@ fn validate(files: &[PathBuf]) -> anyhow::Result<ExitCode> {
         // bounded: a huge file is refused by scenario::load below, unread
         let text =
             scenario::load::read_text(file, scenario::load::MAX_FILE_BYTES).unwrap_or_default();
-        if crate::backend::command::spec::looks_like_backend_file(&text) {
+        if crate::scenario::command::looks_like_backend_file(&text) {
             // the text read above, not the file again
-            match crate::backend::command::spec::load_str(&file.display().to_string(), &text) {
+            match crate::scenario::command::load_str(&file.display().to_string(), &text) {
                 Ok(l) => {
                     for w in &l.warnings {
                         eprintln!("{w}");
@@ -340,7 +340,7 @@ fn validate(files: &[PathBuf]) -> anyhow::Result<ExitCode> {
                     outln!(
                         "ok       {} (command backend: {})",
                         file.display(),
-                        crate::backend::command::spec::BREAKING
+                        crate::scenario::command::BREAKING
                             .iter()
                             .filter(|f| l.spec.defines(**f))
                             .map(|f| f.name())

@@ -32,7 +32,7 @@ pub struct Checked {
     pub cleanup: Cleanup,
     pub libvirt: super::model::LibvirtMachines,
     /// The `command:` section (command backend), checked.
-    pub command: Option<crate::backend::command::spec::CommandFile>,
+    pub command: Option<crate::scenario::command::CommandFile>,
     /// `abortIf:` guards, in file order.
     pub guards: Vec<Guard>,
     /// `probe:`: HTTP probes, in file order.

@@ -4,6 +4,7 @@
 //! scenario applies, read and checked, in `manifest`).
 
 pub mod checked;
+pub mod command;
 pub mod describe;
 pub mod duration;
 pub mod expr;

@@ -160,7 +160,7 @@ pub struct Scenario {
     /// The command backend's templates, for `--backend command` (a
     /// `--backend-file` given on the command line replaces them).
     #[serde(default)]
-    pub command: Option<crate::backend::command::spec::CommandFile>,
+    pub command: Option<crate::scenario::command::CommandFile>,
     /// Abort guards: conditions that stop the steps (then restore as usual)
     /// once they have held for their `for`.
     #[serde(default)]

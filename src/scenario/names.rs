@@ -149,6 +149,25 @@ pub fn is_system_namespace(ns: &str) -> bool {
     SYSTEM_NAMESPACES.contains(&ns)
 }
 
+/// `8-4-4-4-12` hex digits.
+pub fn is_uuid(s: &str) -> bool {
+    let parts: Vec<&str> = s.split('-').collect();
+    parts.iter().map(|p| p.len()).eq([8, 4, 4, 4, 12])
+        && parts
+            .iter()
+            .all(|p| p.chars().all(|c| c.is_ascii_hexdigit()))
+}
+
+/// A MAC in canonical form, or None when it is not one.
+pub fn normal_mac(s: &str) -> Option<String> {
+    let parts: Vec<&str> = s.split(':').collect();
+    (parts.len() == 6
+        && parts
+            .iter()
+            .all(|p| p.len() == 2 && p.chars().all(|c| c.is_ascii_hexdigit())))
+    .then(|| s.to_ascii_lowercase())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::spec::Role;
 use crate::exec::{Captured, Cmd};
 use crate::record::CommandRecord;
+use crate::scenario::command::Role;
 use crate::scenario::model::FaultKind;
 
 /// One command, ready to run.

@@ -12,8 +12,6 @@
 mod action;
 mod node;
 mod plan;
-pub mod spec;
-pub mod template;
 #[cfg(test)]
 mod tests;
 
@@ -27,12 +25,12 @@ pub use self::action::{Action, Invocation, Memo};
 use self::action::{millis, record};
 use self::node::{holds, node_addresses, node_value, words};
 pub use self::plan::preview;
-use self::spec::{CommandFile, Role};
-use self::template::{Template, Var};
 use super::ssh::{self, SshSettings, SshTarget};
 use super::{CommandFailure, Error, NodeFaults};
 use crate::exec::{self, Captured, Cmd, Exec, Job, System};
 use crate::record::CommandRecord;
+use crate::scenario::command::template::{self, Template, Var};
+use crate::scenario::command::{self as spec, CommandFile, Role};
 use crate::scenario::model::FaultKind;
 
 /// How often a `check` is run again until it passes.
@@ -169,7 +167,7 @@ impl<E: Exec + Clone + 'static> CommandBackend<E> {
         let found: Vec<&str> = c
             .stdout
             .split(|ch: char| !(ch.is_ascii_hexdigit() || ch == '-'))
-            .filter(|w| crate::backend::libvirt::hypervisor::is_uuid(w))
+            .filter(|w| crate::scenario::names::is_uuid(w))
             .collect();
         if found
             .iter()

@@ -3,8 +3,8 @@
 
 use k8s_openapi::api::core::v1::Node;
 
-use super::template::Var;
 use crate::exec::Cmd;
+use crate::scenario::command::template::Var;
 
 /// A Node's fields, as templates name them.
 pub(super) fn node_value(node: &Node, var: &Var) -> Option<String> {

@@ -2,8 +2,8 @@
 //! known before the run substituted (nothing is run).
 
 use super::CHECK_EVERY;
-use super::spec::{CommandFile, Role};
-use super::template::{self, Var};
+use crate::scenario::command::template::{self, Var};
+use crate::scenario::command::{CommandFile, Role};
 use crate::scenario::model::FaultKind;
 
 /// Every command of `fault` on `node` for `nodefall plan`: substituted where

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 
 use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeSpec, NodeStatus, NodeSystemInfo};
 
-use super::spec::load_str;
 use super::*;
 use crate::exec::fake::Fake;
+use crate::scenario::command::load_str;
 
 struct Scratch(PathBuf);
 

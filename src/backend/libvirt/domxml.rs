@@ -77,15 +77,7 @@ pub fn with_link(nic: &Nic, up: bool) -> String {
     }
 }
 
-/// A MAC in canonical form, or None when it is not one.
-pub fn normal_mac(s: &str) -> Option<String> {
-    let parts: Vec<&str> = s.split(':').collect();
-    (parts.len() == 6
-        && parts
-            .iter()
-            .all(|p| p.len() == 2 && p.chars().all(|c| c.is_ascii_hexdigit())))
-    .then(|| s.to_ascii_lowercase())
-}
+pub use crate::scenario::names::normal_mac;
 
 #[cfg(test)]
 mod tests {

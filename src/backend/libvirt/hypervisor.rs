@@ -158,14 +158,7 @@ impl fmt::Display for DomainKey {
     }
 }
 
-/// `8-4-4-4-12` hex digits.
-pub fn is_uuid(s: &str) -> bool {
-    let parts: Vec<&str> = s.split('-').collect();
-    parts.iter().map(|p| p.len()).eq([8, 4, 4, 4, 12])
-        && parts
-            .iter()
-            .all(|p| p.chars().all(|c| c.is_ascii_hexdigit()))
-}
+pub use crate::scenario::names::is_uuid;
 
 /// libvirt, as the backend uses it. Blocking.
 pub trait Hypervisor: Send + Sync + 'static {

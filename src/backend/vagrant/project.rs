@@ -241,7 +241,7 @@ impl Project {
             source,
         })?;
         let id = raw.trim().to_ascii_lowercase();
-        if !crate::backend::libvirt::hypervisor::is_uuid(&id) {
+        if !crate::scenario::names::is_uuid(&id) {
             return Err(Error::BadId {
                 path: id_file,
                 id: raw.trim().to_owned(),

@@ -157,7 +157,7 @@ pub fn validate(loaded: Loaded) -> Result<Checked> {
     libvirt_machines(&mut cx, &s.libvirt);
     if let Some(c) = &s.command {
         // Its warnings are printed when the backend is used.
-        let (errors, _) = crate::backend::command::spec::check(cx.src, "command", c);
+        let (errors, _) = crate::scenario::command::check(cx.src, "command", c);
         cx.diags.extend(errors);
     }
 
@@ -227,7 +227,7 @@ fn cluster_pins(cx: &mut Ctx<'_>, pins: &[model::ClusterPin]) {
             );
         }
         if let Some(uid) = &pin.uid
-            && !crate::backend::libvirt::hypervisor::is_uuid(uid)
+            && !crate::scenario::names::is_uuid(uid)
         {
             cx.err(
                 &format!("{p}.uid"),
@@ -257,7 +257,7 @@ fn libvirt_machines(cx: &mut Ctx<'_>, m: &model::LibvirtMachines) {
         }
     }
     for (node, mac) in &m.nics {
-        if crate::backend::libvirt::domxml::normal_mac(mac).is_none() {
+        if crate::scenario::names::normal_mac(mac).is_none() {
             cx.err(
                 &format!("libvirt.nics.{node}"),
                 format!("`{mac}` is not a MAC address"),

@@ -15,7 +15,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::exec::Cmd;
+use super::Cmd;
 
 /// A value a template can name.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

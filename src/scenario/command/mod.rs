@@ -9,12 +9,19 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::template::{Template, Var};
-use crate::backend::ssh;
-use crate::scenario::duration::Dur;
-use crate::scenario::load::{self, Diagnostic, Diagnostics, Source};
-use crate::scenario::model::FaultKind;
-use crate::scenario::spans::Spans;
+mod cmd;
+pub mod template;
+
+use super::duration::Dur;
+use super::load::{self, Diagnostic, Diagnostics, Source};
+use super::model::FaultKind;
+use super::spans::Spans;
+pub use cmd::Cmd;
+use template::{Template, Var};
+
+/// How the kubelet is stopped and started over SSH unless a file says otherwise.
+pub const STOP_KUBELET: &str = "systemctl stop kubelet";
+pub const START_KUBELET: &str = "systemctl start kubelet";
 
 /// Each command's limit unless the file says otherwise.
 pub const TIMEOUT: Duration = Duration::from_secs(60);
@@ -167,10 +174,8 @@ impl CommandFile {
         let s = self.ssh.as_ref()?;
         let or = |v: &Option<String>, default: &str| v.clone().unwrap_or_else(|| default.into());
         match (fault, role) {
-            (FaultKind::StopKubelet, Role::Run) => Some(or(&s.stop_kubelet, ssh::STOP_KUBELET)),
-            (FaultKind::StopKubelet, Role::Revert) => {
-                Some(or(&s.start_kubelet, ssh::START_KUBELET))
-            }
+            (FaultKind::StopKubelet, Role::Run) => Some(or(&s.stop_kubelet, STOP_KUBELET)),
+            (FaultKind::StopKubelet, Role::Revert) => Some(or(&s.start_kubelet, START_KUBELET)),
             (FaultKind::Shutdown, Role::Run) => Some(or(&s.shutdown, SSH_SHUTDOWN)),
             _ => None,
         }
