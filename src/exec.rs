@@ -300,10 +300,7 @@ impl Exec for System {
             ),
             End::TimedOut => (
                 None,
-                format!(
-                    "timed out after {}",
-                    crate::scenario::duration::Dur(job.timeout)
-                ),
+                format!("timed out after {}", crate::duration::Dur(job.timeout)),
                 true,
             ),
             End::Cancelled => (None, "cancelled".to_owned(), false),

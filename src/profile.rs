@@ -263,7 +263,7 @@ impl TimingProfile {
                 let o = self.origin(v);
                 [
                     v.alias().unwrap_or(v.name()).to_owned(),
-                    crate::scenario::duration::format_duration(self.get(v)),
+                    crate::duration::format_duration(self.get(v)),
                     o.word().to_owned(),
                     o.detail().to_owned(),
                 ]

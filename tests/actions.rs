@@ -19,7 +19,7 @@ use nodefall::observe::{Observer, Recorder};
 use nodefall::profile::TimingProfile;
 use nodefall::scenario::checked::{Condition, Drain, ReadyCheck, WorkloadKind};
 use nodefall::scenario::model::TaintEffect;
-use nodefall::selector::Selector;
+use nodefall::scenario::selector::Selector;
 use nodefall::sim::{SimCluster, UpOptions};
 
 const NS: &str = "actions";

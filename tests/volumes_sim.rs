@@ -24,7 +24,7 @@ use nodefall::profile::TimingProfile;
 use nodefall::scenario::checked::Condition;
 use nodefall::scenario::expr::Window;
 use nodefall::scenario::model::TaintEffect;
-use nodefall::selector::Selector;
+use nodefall::scenario::selector::Selector;
 use nodefall::sim::{SimCluster, UpOptions};
 use nodefall::timeline::Ms;
 use nodefall::timeline::metrics;

@@ -25,7 +25,7 @@ use serde_json::json;
 
 use crate::scenario::checked::WorkloadKind;
 use crate::scenario::model::TaintEffect;
-use crate::selector::Selector;
+use crate::scenario::selector::Selector;
 
 /// Field manager for server-side apply.
 pub const MANAGER: &str = "nodefall";

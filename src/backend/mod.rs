@@ -222,7 +222,7 @@ impl std::fmt::Display for CommandFailure {
                 f,
                 "{role} of {fault} on node `{node}`: `{line}` did not pass within {} \
                  ({attempts} attempts; the last: {status}{output})",
-                crate::scenario::duration::Dur(std::time::Duration::from_millis(*after))
+                crate::duration::Dur(std::time::Duration::from_millis(*after))
             ),
         }
     }

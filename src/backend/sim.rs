@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::{Error, NodeFaults};
-use crate::scenario::duration::format_duration;
+use crate::duration::format_duration;
 use crate::scenario::model::FaultKind;
 use crate::sim::SimCluster;
 use crate::sim::provisioner::{self, Provisioner};

@@ -8,8 +8,8 @@ use anyhow::Context as _;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::discover::{self, identity};
+use crate::duration::format_duration;
 use crate::profile::{ProfileName, TimingProfile, Var};
-use crate::scenario::duration::format_duration;
 use crate::scenario::model::ClusterPin;
 
 /// The kube config of a kubeconfig context (`None`: the current one) and

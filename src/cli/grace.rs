@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::scenario::duration::format_duration;
+use crate::duration::format_duration;
 
 #[derive(Debug, Clone, Default, Args)]
 pub struct ShutdownGraceArgs {

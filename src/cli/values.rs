@@ -9,7 +9,7 @@
 use std::fmt::Display;
 use std::time::Duration;
 
-use crate::scenario::duration::{format_duration, parse_duration};
+use crate::duration::{format_duration, parse_duration};
 use crate::stats::Limit;
 use crate::stats::figures::{self, Unit};
 

@@ -14,11 +14,11 @@ mod volumes;
 
 pub use truth::{Truth, truth_series};
 
+use crate::duration::format_millis;
 use crate::scenario::checked::Condition;
-use crate::scenario::duration::format_millis;
 use crate::scenario::expr::Window;
 use crate::scenario::model::{NodeReady, Terminating};
-use crate::selector::Selector;
+use crate::scenario::selector::Selector;
 use crate::timeline::{Ms, PodView, World};
 
 /// A subject with its target names resolved to node names.

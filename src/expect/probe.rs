@@ -1,9 +1,9 @@
 //! Probe expectations: decided once, over a stopped probe's requests.
 
+use crate::duration::format_millis;
 use crate::profile::TimingProfile;
 use crate::record::probe::{ProbeRecord, windows};
 use crate::scenario::checked::{Cmp, Condition};
-use crate::scenario::duration::format_millis;
 use crate::timeline::Ms;
 
 /// Whether every condition holds over the requests `record` sent in

@@ -58,7 +58,7 @@ mod tests {
     use super::super::{Decision, decide, truth_series};
     use super::*;
     use crate::scenario::expr::Window;
-    use crate::selector::Selector;
+    use crate::scenario::selector::Selector;
     use crate::timeline::seen as t;
     use crate::timeline::{Change, Ms, ObjectRef, Transition};
 

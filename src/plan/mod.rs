@@ -10,9 +10,9 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
+use crate::duration::format_millis;
 use crate::profile::{ProfileName, TimingProfile, Var};
 use crate::scenario::checked::{Action, Anchor, Checked, Expectation, StepKind};
-use crate::scenario::duration::format_millis;
 use crate::scenario::expr::{Window, WindowSpec};
 use crate::scenario::model::{BackendKind, Cleanup, FaultKind};
 use crate::scenario::{Diagnostic, Diagnostics, Error, Result};
@@ -121,7 +121,7 @@ pub fn assumed_notes(profile: &TimingProfile, exp: &Expectation) -> Vec<String> 
             format!(
                 "{} = {}",
                 v.alias().unwrap_or(v.name()),
-                crate::scenario::duration::format_duration(profile.get(v))
+                crate::duration::format_duration(profile.get(v))
             )
         })
         .collect();
@@ -447,6 +447,29 @@ mod tests {
             .and_then(validate)
             .and_then(|c| resolve(c, profile, None))
             .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn guards_hold_for_their_profile_relative_time_and_render() {
+        let c = load_str(
+            "s.yaml",
+            std::path::Path::new("."),
+            "name: t\nnamespace: ns\ntarget: {mostPods: app=web}\nabortIf:\n  - {name: web-down, pods: app=web, on: target, readyBelow: 2, for: grace + 10s}\n  - {node: target, exists: false}\nsteps:\n  - fault: pause-vm\n  - expect: {node: target, ready: Unknown, within: 1m}\n",
+        )
+        .and_then(validate)
+        .unwrap_or_else(|e| panic!("{e}"));
+        let plan = resolve(c, &TimingProfile::fast(), None).unwrap_or_else(|e| panic!("{e}"));
+        // fast: grace 8 s
+        assert_eq!(plan.guard_holds, vec![18_000, 0]);
+        let text = render_text(&plan);
+        assert!(
+            text.contains("web-down: pods app=web on target: < 2 ready for grace + 10s = 18s"),
+            "{text}"
+        );
+        assert!(
+            text.contains("abortIf[1]: node target: deleted for 0s"),
+            "{text}"
+        );
     }
 
     const SEED_000: &str = "name: t\nnamespace: ns\ntarget: {mostPods: app=web}\nsteps:\n  - fault: pause-vm\n  - expect: {node: target, ready: Unknown, within: grace .. grace + 20s}\n  - expect: {pods: app=web, on: target, terminating: true, after: grace + toleration +- 10%}\n  - expect: {pods: app=web, on: target, terminating: true, holdsFor: 60s}\n  - action: {taint: {node: target, key: node.kubernetes.io/out-of-service, value: nodeshutdown, effect: NoExecute}}\n  - expect: {pods: app=web, ready: 8, notOn: target, within: podGcPeriod + 40s}\n";

@@ -7,9 +7,9 @@ use tabled::{Table, Tabled};
 
 use super::time::{self, CountsFrom};
 use super::{Plan, Span};
+use crate::duration::{format_duration, format_millis};
 use crate::profile::Var;
 use crate::scenario::checked::{Anchor, StepKind};
-use crate::scenario::duration::{format_duration, format_millis};
 use crate::scenario::expr::Window;
 
 #[derive(Tabled)]

@@ -2,8 +2,10 @@
 //! the Markdown report (`nodefall report render result.json`).
 
 pub mod audit;
+pub mod bounds;
 pub mod graceful;
 pub mod probe;
+pub mod read;
 pub mod summary;
 
 use std::collections::BTreeMap;

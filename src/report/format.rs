@@ -5,12 +5,7 @@ use jiff::Timestamp;
 
 use crate::timeline::Ms;
 
-/// `27.412s`, `-0.300s`: seconds with exactly three decimals.
-pub fn secs(ms: Ms) -> String {
-    let sign = if ms < 0 { "-" } else { "" };
-    let abs = ms.unsigned_abs();
-    format!("{sign}{}.{:03}s", abs / 1000, abs % 1000)
-}
+pub use crate::duration::secs;
 
 /// `+27.412s`, `-0.300s`: like [`secs`], always signed.
 pub fn signed_secs(ms: Ms) -> String {

@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 
 use super::format::{cell, code, inline};
 use super::markdown::{rel, table};
+use crate::duration::format_millis;
 use crate::record::{GuardRecord, RunResult};
-use crate::scenario::duration::format_millis;
 
 /// `report.md`, right under the title: which guard stopped the run and when.
 pub(super) fn banner(out: &mut String, r: &RunResult) {

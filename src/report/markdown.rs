@@ -12,9 +12,9 @@ use tabled::builder::Builder;
 use tabled::settings::Style;
 
 use super::format::{cell, fence_for, inline, secs, signed_secs, t0_rel, utc_full, utc_time};
+use crate::duration::format_duration;
 use crate::profile::Var;
 use crate::record::{ExpectationResult, RunResult, StepKind, StepOutcome, StepRecord, Verdict};
-use crate::scenario::duration::format_duration;
 use crate::scenario::expr::Window;
 use crate::timeline::metrics::PodRecovery;
 use crate::timeline::{Change, Ms, ObjectRef, Transition};

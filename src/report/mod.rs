@@ -5,7 +5,6 @@
 
 pub mod aggregate;
 mod audit;
-pub mod bounds;
 mod clients;
 mod commands;
 pub mod compare;
@@ -26,7 +25,7 @@ use std::path::{Path, PathBuf};
 
 use jiff::Timestamp;
 
-use crate::record::{RunResult, SCHEMA_VERSION};
+use crate::record::RunResult;
 
 pub use audit::audit_line;
 
@@ -57,50 +56,16 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
-    #[error("cannot read run result {path}")]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{path} is not a nodefall run result")]
-    Parse {
-        path: PathBuf,
-        #[source]
-        source: serde_json::Error,
-    },
-    #[error(
-        "{path} has result schema version {found}, but this nodefall reads versions 1 to {expected}; \
-         render it with the nodefall version that wrote it"
-    )]
-    SchemaVersion {
-        path: PathBuf,
-        found: u64,
-        expected: u32,
-    },
-    #[error(
-        "{path}: `{field}` is {value}, beyond any figure a run records (they stay within ±{}); \
-         the file is damaged or was not written by nodefall",
-        bounds::MAX_NUMBER
-    )]
-    OutOfRange {
-        path: PathBuf,
-        field: String,
-        value: String,
-    },
+    /// Reading a `result.json` failed.
+    #[error(transparent)]
+    Result(#[from] crate::record::read::Error),
 }
 
 impl Error {
     /// True when the input file is at fault (missing, not a result, wrong
     /// version), rather than the machine writing the reports.
     pub fn is_bad_input(&self) -> bool {
-        matches!(
-            self,
-            Error::Read { .. }
-                | Error::Parse { .. }
-                | Error::SchemaVersion { .. }
-                | Error::OutOfRange { .. }
-        )
+        matches!(self, Error::Result(_))
     }
 }
 
@@ -165,73 +130,9 @@ pub fn write_all(dir: &Path, result: &RunResult) -> Result<(), Error> {
     Ok(())
 }
 
-/// What a JSON file of nodefall's says it is (`kind`, `schemaVersion`),
-/// read alone: a whole 10,000-pod result as a `Value` took about 120 MB.
-#[derive(Debug, serde::Deserialize)]
-pub struct Head {
-    kind: Option<serde_json::Value>,
-    #[serde(rename = "schemaVersion")]
-    schema_version: Option<serde_json::Value>,
-}
-
-impl Head {
-    pub fn of(text: &str) -> Result<Head, serde_json::Error> {
-        serde_json::from_str(text)
-    }
-
-    /// `kind`, when it is a string.
-    pub fn kind(&self) -> Option<&str> {
-        self.kind.as_ref().and_then(serde_json::Value::as_str)
-    }
-
-    /// `schemaVersion`, when it is a whole number.
-    pub fn schema_version(&self) -> Option<u64> {
-        self.schema_version
-            .as_ref()
-            .and_then(serde_json::Value::as_u64)
-    }
-}
-
-/// Reads a `result.json` of this schema version or an older one (version 1
-/// upgraded with [`RunResult::upgrade_from_v1`]; version 2 needs nothing),
-/// refusing others by name.
+/// Reads a `result.json` (see [`crate::record::read::read_result`]).
 pub fn read_result(path: &Path) -> Result<RunResult, Error> {
-    let text = bounds::read_limited(path).map_err(|source| Error::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let parse_error = |source| Error::Parse {
-        path: path.to_path_buf(),
-        source,
-    };
-    // The version first, so a newer layout is reported as such, not as a
-    // field error.
-    let head = Head::of(&text).map_err(parse_error)?;
-    if let Some(found) = head.schema_version()
-        && found != u64::from(SCHEMA_VERSION)
-        && !(1..SCHEMA_VERSION).contains(&u32::try_from(found).unwrap_or(u32::MAX))
-    {
-        return Err(Error::SchemaVersion {
-            path: path.to_path_buf(),
-            found,
-            expected: SCHEMA_VERSION,
-        });
-    }
-    let mut result: RunResult = serde_json::from_str(&text).map_err(parse_error)?;
-    if let Some((field, value)) = bounds::out_of_range(&text) {
-        return Err(Error::OutOfRange {
-            path: path.to_path_buf(),
-            field,
-            value,
-        });
-    }
-    match result.schema_version {
-        1 => result.upgrade_from_v1(),
-        // schemas 3 to 6 only added what older files cannot hold
-        2..=5 => result.schema_version = SCHEMA_VERSION,
-        _ => {}
-    }
-    Ok(result)
+    Ok(crate::record::read::read_result(path)?)
 }
 
 #[cfg(test)]

@@ -138,10 +138,7 @@ impl Run<'_> {
                 let ms = self.plan.steps[index].blocks_for.unwrap_or(0);
                 self.progress.waiting(
                     label,
-                    &format!(
-                        "{label}: waiting {}",
-                        crate::scenario::duration::format_millis(ms)
-                    ),
+                    &format!("{label}: waiting {}", crate::duration::format_millis(ms)),
                 );
                 tokio::time::sleep(Duration::from_millis(u64::try_from(ms).unwrap_or(0))).await;
             }

@@ -8,11 +8,11 @@ use std::sync::Arc;
 
 use super::expectation::describe_conditions;
 use super::{Error, Run};
+use crate::duration::format_millis;
 use crate::expect::{self, Held, Subject, Truth};
 use crate::observe::Recorder;
 use crate::record::{AbortRecord, GuardRecord, StepOutcome};
 use crate::scenario::checked::{Condition, Guard};
-use crate::scenario::duration::format_millis;
 use crate::timeline::Ms;
 
 /// A guard with its subject resolved to node names.

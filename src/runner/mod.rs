@@ -70,7 +70,7 @@ pub enum Error {
         #[source]
         source: Box<actions::Error>,
     },
-    #[error("wait {step}: condition not reached within {}", crate::scenario::duration::format_millis(*.after))]
+    #[error("wait {step}: condition not reached within {}", crate::duration::format_millis(*.after))]
     WaitTimeout { step: String, after: Ms },
     /// The journal could not record a change, so the change was not made.
     #[error("cannot journal the next change, so it was not made")]

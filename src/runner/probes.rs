@@ -5,11 +5,11 @@
 use std::sync::Arc;
 
 use super::{Error, Run};
+use crate::duration::format_millis;
 use crate::expect;
 use crate::probe::{self, Http, ProbeSpec};
 use crate::record::Verdict;
 use crate::scenario::checked::Expectation;
-use crate::scenario::duration::format_millis;
 use crate::scenario::expr::Window;
 use crate::timeline::Ms;
 

@@ -14,7 +14,7 @@ use super::model::{
     Terminating,
 };
 use crate::profile::Var;
-use crate::selector::Selector;
+use crate::scenario::selector::Selector;
 
 #[derive(Debug, Clone)]
 pub struct Checked {

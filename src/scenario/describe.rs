@@ -3,8 +3,8 @@
 use std::fmt;
 
 use super::checked::{Action, Condition, Step, StepKind, Subject};
-use super::duration::format_duration;
 use super::model::Terminating;
+use crate::duration::format_duration;
 
 impl fmt::Display for Subject {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

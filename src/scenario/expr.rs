@@ -9,7 +9,7 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::duration::{MAX_MILLIS, MAX_WRITTEN, format_millis, parse_duration};
+use crate::duration::{MAX_MILLIS, MAX_WRITTEN, format_millis, parse_duration};
 use crate::profile::{TimingProfile, Var};
 
 #[derive(Debug, Clone, PartialEq)]

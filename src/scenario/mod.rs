@@ -6,12 +6,12 @@
 pub mod checked;
 pub mod command;
 pub mod describe;
-pub mod duration;
 pub mod expr;
 pub mod load;
 pub mod manifest;
 pub mod model;
 pub mod names;
+pub mod selector;
 pub mod spans;
 pub mod suggest;
 pub mod validate;

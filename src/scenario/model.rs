@@ -12,7 +12,7 @@ use serde::de::value::{MapAccessDeserializer, StrDeserializer};
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
-use super::duration::Dur;
+use crate::duration::Dur;
 
 /// Reads any scalar (string, number, bool) as its text.
 pub(crate) fn scalar_string<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {

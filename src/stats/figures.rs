@@ -23,7 +23,7 @@ impl Unit {
     /// A value of this unit for people: `12.3s`, `4`.
     pub fn show(self, v: f64) -> String {
         match self {
-            Unit::Ms => crate::report::format::secs(v.round() as i64),
+            Unit::Ms => crate::duration::secs(v.round() as i64),
             Unit::Count => {
                 if v.fract() == 0.0 {
                     format!("{v:.0}")

@@ -34,7 +34,7 @@ pub enum Error {
         expected: u32,
     },
     #[error(transparent)]
-    Result(#[from] crate::report::Error),
+    Result(#[from] crate::record::read::Error),
     #[error(
         "different scenarios (`{base}` and `{new}`): their figures may not be comparable; \
          compare runs of one scenario, or pass --allow-different-scenarios"
@@ -45,10 +45,7 @@ pub enum Error {
 impl Error {
     /// True when the input is at fault (exit 2).
     pub fn is_bad_input(&self) -> bool {
-        match self {
-            Error::Result(e) => e.is_bad_input(),
-            _ => true,
-        }
+        true
     }
 }
 
@@ -58,14 +55,17 @@ pub fn read_side(path: &Path, stat: Stat) -> Result<Side, Error> {
     let source = path.display().to_string();
     match read_aggregate(path)? {
         Some(a) => Ok(Side::of_aggregate(&source, &a, stat)),
-        None => Ok(Side::of_run(&source, &crate::report::read_result(path)?)),
+        None => Ok(Side::of_run(
+            &source,
+            &crate::record::read::read_result(path)?,
+        )),
     }
 }
 
 /// The aggregate in `path`, or `None` when the file is something else (a
 /// `result.json`, to be read as one).
 pub fn read_aggregate(path: &Path) -> Result<Option<Aggregate>, Error> {
-    let text = crate::report::bounds::read_limited(path).map_err(|source| Error::Read {
+    let text = crate::record::bounds::read_limited(path).map_err(|source| Error::Read {
         path: path.to_owned(),
         source,
     })?;
@@ -73,7 +73,7 @@ pub fn read_aggregate(path: &Path) -> Result<Option<Aggregate>, Error> {
         path: path.to_owned(),
         source,
     };
-    let head = crate::report::Head::of(&text).map_err(parse_error)?;
+    let head = crate::record::read::Head::of(&text).map_err(parse_error)?;
     if head.kind() != Some(aggregate::KIND) {
         return Ok(None);
     }

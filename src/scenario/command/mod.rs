@@ -12,10 +12,10 @@ use serde::{Deserialize, Deserializer, Serialize};
 mod cmd;
 pub mod template;
 
-use super::duration::Dur;
 use super::load::{self, Diagnostic, Diagnostics, Source};
 use super::model::FaultKind;
 use super::spans::Spans;
+use crate::duration::Dur;
 pub use cmd::Cmd;
 use template::{Template, Var};
 

@@ -114,7 +114,7 @@ pub(super) fn action(
         let timeout = d.timeout.map_or(DEFAULT_TIMEOUT, |t| t.0);
         let retry_interval = d.retry_interval.map_or(DEFAULT_RETRY, |t| t.0);
         // blame what the file says, not a default it does not show
-        let shown = |d| crate::scenario::duration::format_duration(d);
+        let shown = |d| crate::duration::format_duration(d);
         if timeout.is_zero() {
             cx.err(
                 &format!("{p}.timeout"),

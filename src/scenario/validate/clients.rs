@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use super::Ctx;
+use crate::duration::format_duration;
 use crate::scenario::checked::{Cmp, Condition, Probe, Subject};
-use crate::scenario::duration::format_duration;
 use crate::scenario::expr::WindowSpec;
 use crate::scenario::model;
 use crate::scenario::suggest::closest;

@@ -20,15 +20,15 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::checked::{Checked, WorkloadKind};
-use super::duration::Dur;
 use super::expr::{Expr, ExprError};
 use super::load::{Diagnostic, Diagnostics, Error, Loaded, Result, Source};
 use super::manifest::ManifestDoc;
 use super::model::{self, BackendKind};
 use super::spans::Pos;
 use super::suggest::closest;
+use crate::duration::Dur;
 use crate::profile::Var;
-use crate::selector::Selector;
+use crate::scenario::selector::Selector;
 
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 const DEFAULT_RETRY: Duration = Duration::from_secs(5);

@@ -164,6 +164,13 @@ impl<'de> Deserialize<'de> for Dur {
     }
 }
 
+/// `27.412s`, `-0.300s`: seconds with exactly three decimals.
+pub fn secs(ms: i64) -> String {
+    let sign = if ms < 0 { "-" } else { "" };
+    let abs = ms.unsigned_abs();
+    format!("{sign}{}.{:03}s", abs / 1000, abs % 1000)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
