@@ -42,6 +42,9 @@ fn classify(err: &anyhow::Error) -> u8 {
         || err.downcast_ref::<cli::InvalidFlag>().is_some()
         || err.downcast_ref::<cli::ProfileMismatch>().is_some()
         || err
+            .downcast_ref::<nodefall::discover::inspect::Error>()
+            .is_some_and(nodefall::discover::inspect::Error::is_bad_input)
+        || err
             .downcast_ref::<nodefall::discover::identity::Error>()
             .is_some()
         || err

@@ -347,7 +347,7 @@ fn watch_event<K: serde::de::DeserializeOwned>(kind: &str, object: Value) -> Opt
 /// A client from `--kubeconfig` (a file that does not hold one is the
 /// flag's fault, exit 2), else from the environment's.
 async fn client(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Client> {
-    let config = match super::cluster::kube_config_at(kubeconfig, None).await {
+    let config = match crate::discover::inspect::kube_config_at(kubeconfig, None).await {
         Ok(config) => config,
         Err(e) => {
             return Err(match kubeconfig {

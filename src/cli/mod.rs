@@ -16,7 +16,6 @@ macro_rules! outln {
 }
 
 mod audit;
-mod cluster;
 mod flags;
 mod grace;
 mod kind;
@@ -30,7 +29,7 @@ mod run_scenario;
 mod sim;
 mod values;
 
-pub use cluster::ProfileMismatch;
+pub use crate::discover::inspect::ProfileMismatch;
 pub use run_scenario::InvalidFlag;
 pub use sim::NodeError as SimNodeError;
 
@@ -234,9 +233,12 @@ fn load_plan(args: &PlanArgs) -> anyhow::Result<(plan::Plan, Vec<String>)> {
                 let c = crate::sim::SimCluster::open(&crate::sim::default_root(), name)?;
                 (c.config().await?, Some(crate::sim::CONTEXT.to_owned()))
             }
-            None => cluster::kube_config(args.context.clone()).await?,
+            None => crate::discover::inspect::kube_config(args.context.clone()).await?,
         };
-        cluster::inspect(&config, context, &checked.pins, args.profile).await
+        anyhow::Ok(
+            crate::discover::inspect::inspect(&config, context, &checked.pins, args.profile)
+                .await?,
+        )
     })?;
     let mut lines = vec![format!("Cluster    {}", found.identity)];
     lines.extend(found.notes.iter().map(|n| format!("  note: {n}")));

@@ -206,7 +206,7 @@ async fn recover_one(header: &Header, journal: &mut Journal) -> bool {
                 Ok(mut b) => {
                     revert(
                         journal,
-                        super::cluster::kube_config_at(
+                        crate::discover::inspect::kube_config_at(
                             header.kube.kubeconfig.as_deref(),
                             header.kube.context.clone(),
                         )

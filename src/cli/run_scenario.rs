@@ -180,13 +180,14 @@ fn run_on_sim(
             let rt = runtime()?;
             let found = rt.block_on(async {
                 let config = c.config().await?;
-                super::cluster::inspect(
+                let found = crate::discover::inspect::inspect(
                     &config,
                     Some(sim::CONTEXT.to_owned()),
                     &checked.pins,
                     args.profile,
                 )
-                .await
+                .await?;
+                anyhow::Ok(found)
             })?;
             tell(&found.notes);
             found.profile
@@ -431,8 +432,8 @@ fn run_on_machines(
     // Which cluster this is and its timings, before anything is touched.
     let rt = runtime()?;
     let (config, found) = rt.block_on(async {
-        let (config, context) = super::cluster::kube_config(context.clone()).await?;
-        let found = super::cluster::inspect(&config, context, &checked.pins, args.profile).await?;
+        let (config, context) = crate::discover::inspect::kube_config(context.clone()).await?;
+        let found = crate::discover::inspect::inspect(&config, context, &checked.pins, args.profile).await?;
         anyhow::Ok((config, found))
     })?;
     tell(&found.notes);

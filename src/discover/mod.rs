@@ -8,6 +8,7 @@
 
 pub mod flags;
 pub mod identity;
+pub mod inspect;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

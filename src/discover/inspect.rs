@@ -4,28 +4,54 @@
 
 use std::path::Path;
 
-use anyhow::Context as _;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
-use crate::discover::{self, identity};
+use super::identity;
+use crate::discover;
 use crate::duration::format_duration;
 use crate::profile::{ProfileName, TimingProfile, Var};
 use crate::scenario::model::ClusterPin;
 
+/// Why an existing cluster could not be inspected.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{}", match .context {
+        Some(c) => format!("reading kubeconfig context `{c}` (KUBECONFIG or ~/.kube/config)"),
+        None => "reading the current kubeconfig context (KUBECONFIG or ~/.kube/config)".into(),
+    })]
+    Kubeconfig {
+        context: Option<String>,
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    #[error("building a kube client")]
+    Client(#[source] kube::Error),
+    /// The cluster is not the one the scenario is pinned to (bad input).
+    #[error(transparent)]
+    Identity(#[from] identity::Error),
+    #[error(transparent)]
+    ProfileMismatch(#[from] ProfileMismatch),
+}
+
+impl Error {
+    /// True when the scenario or the flags are at fault (exit 2).
+    pub fn is_bad_input(&self) -> bool {
+        matches!(self, Error::Identity(_) | Error::ProfileMismatch(_))
+    }
+}
+
 /// The kube config of a kubeconfig context (`None`: the current one) and
 /// the context's name.
-pub async fn kube_config(
-    context: Option<String>,
-) -> anyhow::Result<(kube::Config, Option<String>)> {
+pub async fn kube_config(context: Option<String>) -> Result<(kube::Config, Option<String>), Error> {
     let options = KubeConfigOptions {
         context: context.clone(),
         ..KubeConfigOptions::default()
     };
     let config = kube::Config::from_kubeconfig(&options)
         .await
-        .with_context(|| match &context {
-            Some(c) => format!("reading kubeconfig context `{c}` (KUBECONFIG or ~/.kube/config)"),
-            None => "reading the current kubeconfig context (KUBECONFIG or ~/.kube/config)".into(),
+        .map_err(|source| Error::Kubeconfig {
+            context: context.clone(),
+            source,
         })?;
     let name = context.or_else(|| Kubeconfig::read().ok().and_then(|k| k.current_context));
     Ok((config, name))
@@ -52,6 +78,7 @@ pub async fn kube_config_at(
 }
 
 /// What an existing cluster is and what its timings are.
+#[derive(Debug)]
 pub struct Inspected {
     pub identity: identity::Identity,
     pub profile: TimingProfile,
@@ -81,8 +108,8 @@ pub async fn inspect(
     context: Option<String>,
     pins: &[ClusterPin],
     explicit: Option<ProfileName>,
-) -> anyhow::Result<Inspected> {
-    let client = kube::Client::try_from(config.clone()).context("building a kube client")?;
+) -> Result<Inspected, Error> {
+    let client = kube::Client::try_from(config.clone()).map_err(Error::Client)?;
     let server = config.cluster_url.to_string();
     let identity = identity::read(&client, context, &server).await;
     identity::check(pins, &identity)?;
