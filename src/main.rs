@@ -36,7 +36,9 @@ fn main() -> ExitCode {
 }
 
 fn classify(err: &anyhow::Error) -> u8 {
-    if err.downcast_ref::<cli::Interrupted>().is_some() {
+    if let Some(e) = err.downcast_ref::<nodefall::runner::session::Error>() {
+        e.exit_code()
+    } else if err.downcast_ref::<cli::Interrupted>().is_some() {
         exit::INTERRUPTED
     } else if err.downcast_ref::<scenario::Error>().is_some()
         || err.downcast_ref::<cli::InvalidFlag>().is_some()

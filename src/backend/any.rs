@@ -22,8 +22,6 @@ pub type Libvirt = LibvirtBackend<libvirt::virt::Virt, System>;
 #[cfg(not(feature = "libvirt"))]
 pub type Libvirt = LibvirtBackend<Unbuilt, System>;
 
-/// Stands in for libvirt in a build without it; never constructed.
-#[cfg(not(feature = "libvirt"))]
 /// Which machines the run's faults went to, enough to reach them again.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "camelCase")]
@@ -72,6 +70,8 @@ impl BackendRef {
     }
 }
 
+/// Stands in for libvirt in a build without it; never constructed.
+#[cfg(not(feature = "libvirt"))]
 #[derive(Debug)]
 pub enum Unbuilt {}
 

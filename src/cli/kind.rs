@@ -359,9 +359,10 @@ async fn make(
         return Ok(());
     }
     // 4. Every node Ready; then the sysctls the kubelets wrote go back.
-    let config = crate::discover::inspect::kube_config_at(Some(kubeconfig), Some(format!("kind-{name}")))
-        .await
-        .map_err(|e| format!("reading {}: {e}", kubeconfig.display()))?;
+    let config =
+        crate::discover::inspect::kube_config_at(Some(kubeconfig), Some(format!("kind-{name}")))
+            .await
+            .map_err(|e| format!("reading {}: {e}", kubeconfig.display()))?;
     let client = kube::Client::try_from(config)?;
     let count = 1 + usize::from(args.workers);
     tokio::select! {

@@ -208,13 +208,7 @@ pub struct PlanArgs {
     pub machines: machines::MachineArgs,
 }
 
-/// The profile a backend runs with unless told otherwise.
-pub fn default_profile(backend: BackendKind) -> ProfileName {
-    match backend {
-        BackendKind::Sim => ProfileName::Fast,
-        _ => ProfileName::Default,
-    }
-}
+pub use crate::runner::session::default_profile;
 
 /// The plan of `nodefall plan`: against the named profile, or against a
 /// running cluster's discovered one (read-only; its identity and the
@@ -306,10 +300,7 @@ pub(crate) fn write_stdout(text: &str) {
 pub struct Interrupted;
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")
+    crate::runner::session::runtime().context("starting the async runtime")
 }
 
 /// Every fault a scenario injects, with the revert of each (what cleanup

@@ -16,13 +16,13 @@ use anyhow::Context as _;
 use jiff::Timestamp;
 
 use super::ScenarioArgs;
-use super::resolve::{On, Resolved};
-use super::run_scenario::{Once, Written, run_once, write_or_fallback};
 use crate::exit;
 use crate::record;
 use crate::record::RunResult;
 use crate::report;
 use crate::runner::journal;
+use crate::runner::session::{self, Once, Written, write_or_fallback};
+use crate::runner::session::{On, Resolved};
 use crate::scenario::model::Cleanup;
 use crate::shutdown::{self, Signals, Stop};
 use crate::stats::aggregate::{self, Aggregate, Series};
@@ -97,17 +97,18 @@ pub(super) fn run(args: &ScenarioArgs, resolved: &Resolved) -> anyhow::Result<Ex
             cleanup: (shared_cluster && k < last).then_some(Cleanup::Always),
             signals: Some(watch.signals.clone()),
         };
-        let done = match run_once(args, resolved, &once) {
+        let done = match session::run(&super::run_scenario::request(args), resolved, &once) {
             Ok(done) => done,
             Err(e) => {
                 stopped_early = Some(format!(
                     "run {k} could not run: {}",
-                    crate::errors::chain(e.as_ref())
+                    crate::errors::chain(&e)
                 ));
                 failure = Some(e);
                 break;
             }
         };
+        super::run_scenario::print(&done);
         entries.push(aggregate::entry(k, &run_dir, &done.result));
         results.push(done.result);
         match done.code {
@@ -153,7 +154,7 @@ pub(super) fn run(args: &ScenarioArgs, resolved: &Resolved) -> anyhow::Result<Ex
         summarize(&a, &md);
     }
     match failure {
-        Some(e) => Err(e),
+        Some(e) => Err(e.into()),
         None => Ok(exit::code(code)),
     }
 }

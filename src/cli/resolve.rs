@@ -14,40 +14,9 @@ use super::ScenarioArgs;
 use super::run_scenario::InvalidFlag;
 use crate::backend::kind;
 use crate::runner::journal::BackendRef;
+use crate::runner::session::{On, Resolved, SimTarget};
 use crate::scenario::{self, model::BackendKind};
 use crate::sim;
-
-/// What a `nodefall scenario` invocation runs, and where.
-#[derive(Debug)]
-pub(super) struct Resolved {
-    pub checked: scenario::Checked,
-    pub backend: BackendKind,
-    pub on: On,
-}
-
-/// Where the runs go.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum On {
-    Sim(SimTarget),
-    /// An existing cluster whose nodes are machines, reached the way the
-    /// undo journal records it (so `nodefall recover` reaches them too),
-    /// through this kubeconfig context (None: the current one).
-    Machines {
-        backend: BackendRef,
-        context: Option<String>,
-    },
-}
-
-/// A simulated cluster: the running one named `cluster`, else a throwaway
-/// one of `nodes` nodes played by `shards` kwok processes (0: one kwok per
-/// node), kept afterwards with `keep`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct SimTarget {
-    pub cluster: Option<String>,
-    pub nodes: usize,
-    pub shards: usize,
-    pub keep: bool,
-}
 
 /// Loads and checks the scenario, then the flags against it.
 pub(super) fn resolve(args: &ScenarioArgs) -> anyhow::Result<Resolved> {

@@ -20,6 +20,7 @@ pub mod journal;
 mod preflight;
 mod probes;
 pub mod progress;
+pub mod session;
 mod setup;
 pub mod undo;
 mod wait;
