@@ -682,72 +682,6 @@ impl fmt::Display for GracefulShutdown {
     }
 }
 
-/// A condition on a node or on pods, and when it must (or must not) hold.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct Expect {
-    // subject: exactly one
-    pub node: Option<String>,
-    pub pods: Option<String>,
-    // pod filters
-    pub on: Option<String>,
-    pub not_on: Option<String>,
-    // conditions: all given must hold together
-    pub ready: Option<ReadyValue>,
-    pub taint: Option<String>,
-    pub no_taint: Option<String>,
-    pub unschedulable: Option<bool>,
-    pub exists: Option<bool>,
-    pub terminating: Option<Terminating>,
-    pub count: Option<u32>,
-    pub ready_at_least: Option<u32>,
-    /// Fewer than N selected pods Ready (and not terminating).
-    pub ready_below: Option<u32>,
-    pub phase: Option<PodPhase>,
-    pub reason: Option<String>,
-    /// Decided at preflight, before any fault: no window, no other condition.
-    pub graceful_shutdown: Option<GracefulShutdown>,
-    // window: exactly one (none inside `wait.until` or with `gracefulShutdown`)
-    #[serde(default, deserialize_with = "opt_scalar_string")]
-    pub within: Option<String>,
-    #[serde(default, deserialize_with = "opt_scalar_string")]
-    pub after: Option<String>,
-    #[serde(default, deserialize_with = "opt_scalar_string")]
-    pub not_before: Option<String>,
-    #[serde(default, deserialize_with = "opt_scalar_string")]
-    pub holds_for: Option<String>,
-    #[serde(default, deserialize_with = "opt_scalar_string")]
-    pub never: Option<String>,
-    /// Anchor: a step `id`, or `fault` for the latest fault (default: the latest fault or action).
-    pub since: Option<String>,
-    // volumes (subject `pvc`, see `validate::volumes`)
-    /// Subject: a PersistentVolumeClaim of the scenario namespace.
-    pub pvc: Option<String>,
-    /// Its volume is attached to this target's node.
-    pub attached_to: Option<String>,
-    /// Its volume is not attached to this target's node.
-    pub detached_from: Option<String>,
-    /// Its volume is attached to some node (true) or to none (false).
-    pub attached: Option<bool>,
-    // events (on a `pods` or `node` subject)
-    /// An event with this reason about the subject has been seen.
-    pub event: Option<String>,
-    /// ... whose message contains this text.
-    pub message: Option<String>,
-    // clients (see `validate::clients`)
-    /// Subject: a Service of the scenario namespace (its EndpointSlices).
-    pub service: Option<String>,
-    /// Exactly N ready endpoints (with `on`/`notOn`: on that target's node).
-    pub ready_endpoints: Option<u32>,
-    /// Subject: a `probe:` by name; decided when the probe stops.
-    pub probe: Option<String>,
-    /// At most N failed requests.
-    pub errors: Option<u64>,
-    /// The longest error window compared with a duration (`<= grace + 10s`).
-    #[serde(default, deserialize_with = "opt_scalar_string")]
-    pub error_window: Option<String>,
-}
-
 /// What happens to the workload and the scenario's own changes afterwards.
 /// Faults are reverted whatever this says.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -773,107 +707,260 @@ impl Cleanup {
     }
 }
 
-/// One `abortIf:` guard: an expectation's subject and conditions, and how
-/// long they must hold before the run is stopped.
+/// Declares [`Expect`] and [`Guard`] from one list of fields, so that a
+/// condition is written once and serves `expect:`, `abortIf:` and
+/// validation (which reads a guard through [`Guard::as_expect`]).
 ///
-/// The window fields, `since` and `gracefulShutdown` are read only so that
-/// validation can refuse them by name with a reason (a guard has no window:
-/// it is watched for the whole of the steps), rather than as unknown fields.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct Guard {
-    /// Shown in the report and in the error when it fires.
-    pub name: Option<String>,
-    /// How long the conditions must hold without a break (default `0s`).
-    #[serde(default, rename = "for", deserialize_with = "opt_scalar_string")]
-    pub for_: Option<String>,
-    pub node: Option<String>,
-    pub pods: Option<String>,
-    pub on: Option<String>,
-    pub not_on: Option<String>,
-    pub ready: Option<ReadyValue>,
-    pub taint: Option<String>,
-    pub no_taint: Option<String>,
-    pub unschedulable: Option<bool>,
-    pub exists: Option<bool>,
-    pub terminating: Option<Terminating>,
-    pub count: Option<u32>,
-    pub ready_at_least: Option<u32>,
-    pub ready_below: Option<u32>,
-    pub phase: Option<PodPhase>,
-    pub reason: Option<String>,
-    pub pvc: Option<String>,
-    pub attached_to: Option<String>,
-    pub detached_from: Option<String>,
-    pub attached: Option<bool>,
-    pub event: Option<String>,
-    pub message: Option<String>,
-    pub service: Option<String>,
-    pub ready_endpoints: Option<u32>,
-    // refused by validation, see above
-    pub graceful_shutdown: Option<serde_yaml_ng::Value>,
-    pub within: Option<serde_yaml_ng::Value>,
-    pub after: Option<serde_yaml_ng::Value>,
-    pub not_before: Option<serde_yaml_ng::Value>,
-    pub holds_for: Option<serde_yaml_ng::Value>,
-    pub never: Option<serde_yaml_ng::Value>,
-    pub since: Option<serde_yaml_ng::Value>,
+/// Expect's fields come in groups, in their order in the file format (the
+/// order serde lists them in an "unknown field" error, and serializes them):
+/// `condition { .. }` groups are a subject or a condition, and are a guard's
+/// too; `expect { .. }` groups are an expectation's own (windows, anchor,
+/// preflight, probes). Guard takes its own leading fields, then every
+/// `condition` field in order (`..condition`), then the `refused` ones: read
+/// as any YAML value, under the name given, only so that validation can
+/// refuse them by name with a reason rather than as unknown fields.
+///
+/// A macro rather than `#[serde(flatten)]`: serde does not support `flatten`
+/// with `deny_unknown_fields`, and the loader's "did you mean" and "allowed:"
+/// help come from the field list serde prints for an unknown field.
+macro_rules! expect_and_guard {
+    // Guard's fields: keep the `condition` groups, skip the `expect` ones.
+    (@guard [$($acc:tt)*] [$($guard:tt)*] condition { $($fields:tt)* } $($rest:tt)*) => {
+        expect_and_guard!(@guard [$($acc)* $($fields)*] [$($guard)*] $($rest)*);
+    };
+    (@guard [$($acc:tt)*] [$($guard:tt)*] expect { $($fields:tt)* } $($rest:tt)*) => {
+        expect_and_guard!(@guard [$($acc)*] [$($guard)*] $($rest)*);
+    };
+    (@guard
+        [$( $(#[$cmeta:meta])* pub $cond:ident : $cty:ty, )*]
+        [
+            $(#[$gmeta:meta])*
+            pub struct Guard {
+                $( $(#[$hmeta:meta])* pub $head:ident : $hty:ty, )*
+                ..condition,
+                refused { $( $refused:ident = $rname:literal ),* $(,)? }
+            }
+        ]
+    ) => {
+        $(#[$gmeta])*
+        pub struct Guard {
+            $( $(#[$hmeta])* pub $head: $hty, )*
+            $( $(#[$cmeta])* pub $cond: $cty, )*
+            $( #[serde(rename = $rname)] pub $refused: Option<serde_yaml_ng::Value>, )*
+        }
+
+        impl Guard {
+            /// The subject and conditions as an expectation, so they are checked by
+            /// the same code (`validate::expect::condition`).
+            pub fn as_expect(&self) -> Expect {
+                Expect {
+                    $( $cond: ::std::clone::Clone::clone(&self.$cond), )*
+                    ..Expect::default()
+                }
+            }
+
+            /// Fields read only to be refused (not offered as allowed ones).
+            pub const REFUSED: [&'static str; [$($rname),*].len()] = [$($rname),*];
+
+            /// The fields a guard refuses, with whether each is written.
+            pub fn refused(&self) -> [(&'static str, bool); Guard::REFUSED.len()] {
+                [$( ($rname, self.$refused.is_some()) ),*]
+            }
+        }
+    };
+    (
+        $(#[$emeta:meta])*
+        pub struct Expect {
+            $( $group:ident { $( $(#[$fmeta:meta])* pub $field:ident : $fty:ty ),* $(,)? } )*
+        }
+        $($guard:tt)*
+    ) => {
+        $(#[$emeta])*
+        pub struct Expect {
+            $( $( $(#[$fmeta])* pub $field: $fty, )* )*
+        }
+
+        expect_and_guard!(
+            @guard []
+            [$($guard)*]
+            $( $group { $( $(#[$fmeta])* pub $field: $fty, )* } )*
+        );
+    };
 }
 
-impl Guard {
-    /// The subject and conditions as an expectation, so they are checked by
-    /// the same code (`validate::expect::condition`).
-    pub fn as_expect(&self) -> Expect {
-        Expect {
-            node: self.node.clone(),
-            pods: self.pods.clone(),
-            on: self.on.clone(),
-            not_on: self.not_on.clone(),
-            ready: self.ready,
-            taint: self.taint.clone(),
-            no_taint: self.no_taint.clone(),
-            unschedulable: self.unschedulable,
-            exists: self.exists,
-            terminating: self.terminating,
-            count: self.count,
-            ready_at_least: self.ready_at_least,
-            ready_below: self.ready_below,
-            phase: self.phase,
-            reason: self.reason.clone(),
-            pvc: self.pvc.clone(),
-            attached_to: self.attached_to.clone(),
-            detached_from: self.detached_from.clone(),
-            attached: self.attached,
-            event: self.event.clone(),
-            message: self.message.clone(),
-            service: self.service.clone(),
-            ready_endpoints: self.ready_endpoints,
-            ..Expect::default()
+expect_and_guard! {
+    /// A condition on a node or on pods, and when it must (or must not) hold.
+    #[derive(Debug, Clone, Default, Deserialize, Serialize)]
+    #[serde(deny_unknown_fields, rename_all = "camelCase")]
+    pub struct Expect {
+        condition {
+            // subject: exactly one
+            pub node: Option<String>,
+            pub pods: Option<String>,
+            // pod filters
+            pub on: Option<String>,
+            pub not_on: Option<String>,
+            // conditions: all given must hold together
+            pub ready: Option<ReadyValue>,
+            pub taint: Option<String>,
+            pub no_taint: Option<String>,
+            pub unschedulable: Option<bool>,
+            pub exists: Option<bool>,
+            pub terminating: Option<Terminating>,
+            pub count: Option<u32>,
+            pub ready_at_least: Option<u32>,
+            /// Fewer than N selected pods Ready (and not terminating).
+            pub ready_below: Option<u32>,
+            pub phase: Option<PodPhase>,
+            pub reason: Option<String>,
+        }
+        expect {
+            /// Decided at preflight, before any fault: no window, no other condition.
+            pub graceful_shutdown: Option<GracefulShutdown>,
+            // window: exactly one (none inside `wait.until` or with `gracefulShutdown`)
+            #[serde(default, deserialize_with = "opt_scalar_string")]
+            pub within: Option<String>,
+            #[serde(default, deserialize_with = "opt_scalar_string")]
+            pub after: Option<String>,
+            #[serde(default, deserialize_with = "opt_scalar_string")]
+            pub not_before: Option<String>,
+            #[serde(default, deserialize_with = "opt_scalar_string")]
+            pub holds_for: Option<String>,
+            #[serde(default, deserialize_with = "opt_scalar_string")]
+            pub never: Option<String>,
+            /// Anchor: a step `id`, or `fault` for the latest fault (default: the latest fault or action).
+            pub since: Option<String>,
+        }
+        condition {
+            // volumes (subject `pvc`, see `validate::volumes`)
+            /// Subject: a PersistentVolumeClaim of the scenario namespace.
+            pub pvc: Option<String>,
+            /// Its volume is attached to this target's node.
+            pub attached_to: Option<String>,
+            /// Its volume is not attached to this target's node.
+            pub detached_from: Option<String>,
+            /// Its volume is attached to some node (true) or to none (false).
+            pub attached: Option<bool>,
+            // events (on a `pods` or `node` subject)
+            /// An event with this reason about the subject has been seen.
+            pub event: Option<String>,
+            /// ... whose message contains this text.
+            pub message: Option<String>,
+            // clients (see `validate::clients`)
+            /// Subject: a Service of the scenario namespace (its EndpointSlices).
+            pub service: Option<String>,
+            /// Exactly N ready endpoints (with `on`/`notOn`: on that target's node).
+            pub ready_endpoints: Option<u32>,
+        }
+        expect {
+            /// Subject: a `probe:` by name; decided when the probe stops.
+            pub probe: Option<String>,
+            /// At most N failed requests.
+            pub errors: Option<u64>,
+            /// The longest error window compared with a duration (`<= grace + 10s`).
+            #[serde(default, deserialize_with = "opt_scalar_string")]
+            pub error_window: Option<String>,
         }
     }
 
-    /// Fields read only to be refused (not offered as allowed ones).
-    pub const REFUSED: [&'static str; 7] = [
-        "gracefulShutdown",
-        "within",
-        "after",
-        "notBefore",
-        "holdsFor",
-        "never",
-        "since",
-    ];
+    /// One `abortIf:` guard: an expectation's subject and conditions, and how
+    /// long they must hold before the run is stopped.
+    ///
+    /// The window fields, `since` and `gracefulShutdown` are read only so that
+    /// validation can refuse them by name with a reason (a guard has no window:
+    /// it is watched for the whole of the steps), rather than as unknown fields.
+    /// A probe's fields (`probe`, `errors`, `errorWindow`) are unknown here.
+    #[derive(Debug, Clone, Default, Deserialize, Serialize)]
+    #[serde(deny_unknown_fields, rename_all = "camelCase")]
+    pub struct Guard {
+        /// Shown in the report and in the error when it fires.
+        pub name: Option<String>,
+        /// How long the conditions must hold without a break (default `0s`).
+        #[serde(default, rename = "for", deserialize_with = "opt_scalar_string")]
+        pub for_: Option<String>,
+        ..condition,
+        refused {
+            graceful_shutdown = "gracefulShutdown",
+            within = "within",
+            after = "after",
+            not_before = "notBefore",
+            holds_for = "holdsFor",
+            never = "never",
+            since = "since",
+        }
+    }
+}
 
-    /// The fields a guard refuses, with whether each is written.
-    pub fn refused(&self) -> [(&'static str, bool); 7] {
-        let set = [
-            self.graceful_shutdown.is_some(),
-            self.within.is_some(),
-            self.after.is_some(),
-            self.not_before.is_some(),
-            self.holds_for.is_some(),
-            self.never.is_some(),
-            self.since.is_some(),
-        ];
-        std::array::from_fn(|i| (Self::REFUSED[i], set[i]))
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fields serde knows for `T`, in order, from its unknown-field error
+    /// (the list the loader offers as "allowed").
+    fn fields<T: serde::de::DeserializeOwned + fmt::Debug>() -> Vec<String> {
+        let e = serde_yaml_ng::from_str::<T>("{zzz: 1}")
+            .unwrap_err()
+            .to_string();
+        let Some((_, expected)) = e.split_once("expected one of") else {
+            panic!("{e}");
+        };
+        expected
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// An expectation's fields a guard does not take as they are: its
+    /// windows, anchor and preflight condition (refused with a reason), and a
+    /// probe's subject and conditions (not watched by guards).
+    fn expect_only() -> Vec<&'static str> {
+        let mut only = Guard::REFUSED.to_vec();
+        only.extend(["probe", "errors", "errorWindow"]);
+        only
+    }
+
+    #[test]
+    fn every_condition_of_an_expectation_is_a_guards_too() {
+        let expect = fields::<Expect>();
+        let conditions: Vec<&str> = expect
+            .iter()
+            .map(String::as_str)
+            .filter(|f| !expect_only().contains(f))
+            .collect();
+        for only in expect_only() {
+            assert!(expect.iter().any(|f| f == only), "`{only}` in {expect:?}");
+        }
+        let mut guard = vec!["name", "for"];
+        guard.extend(&conditions);
+        guard.extend(Guard::REFUSED);
+        assert_eq!(fields::<Guard>(), guard);
+
+        // Each condition, written in a guard, reaches validation as the same
+        // expectation field with the same value.
+        for field in conditions {
+            let written = ["x", "1", "true", "Running"]
+                .iter()
+                .map(|v| format!("{{{field}: {v}}}"))
+                .find(|y| serde_yaml_ng::from_str::<Guard>(y).is_ok())
+                .unwrap_or_else(|| panic!("no value for `{field}` reads as a guard"));
+            let g: Guard = serde_yaml_ng::from_str(&written).unwrap();
+            let e: Expect = serde_yaml_ng::from_str(&written).unwrap();
+            let seen = serde_yaml_ng::to_value(g.as_expect()).unwrap();
+            assert_eq!(seen, serde_yaml_ng::to_value(&e).unwrap(), "{written}");
+            assert!(!seen[field].is_null(), "{written}: {seen:?}");
+            assert!(g.refused().iter().all(|(_, set)| !set), "{written}");
+        }
+    }
+
+    #[test]
+    fn a_refused_field_is_read_under_its_name_and_named_when_written() {
+        for name in Guard::REFUSED {
+            let g: Guard = serde_yaml_ng::from_str(&format!("{{{name}: 1m}}"))
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            let set: Vec<&str> = g.refused().iter().filter(|r| r.1).map(|r| r.0).collect();
+            assert_eq!(set, vec![name]);
+        }
     }
 }
