@@ -14,7 +14,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams};
 use nodefall::actions::{self, Error};
-use nodefall::expect::{self, Subject};
+use nodefall::expect::{self, ResolvedSubject};
 use nodefall::observe::{Observer, Recorder};
 use nodefall::profile::TimingProfile;
 use nodefall::scenario::checked::{Condition, Drain, ReadyCheck, WorkloadKind};
@@ -400,7 +400,7 @@ async fn actions_flow() {
     .await
     .unwrap();
     // The budget held throughout: never fewer than 2 Ready pods.
-    let subject = Subject::Pods {
+    let subject = ResolvedSubject::Pods {
         selector: web,
         on: None,
         not_on: None,

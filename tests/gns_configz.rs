@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use nodefall::gns::{self, Error, Fact, GracefulShutdown, NodeReport, Verdict, configz};
+use nodefall::gns::{self, Error, Fact, GracefulShutdown, NodeReport, ShutdownVerdict, configz};
 use nodefall::profile::TimingProfile;
 use nodefall::record::Verdict as Outcome;
 use nodefall::sim::{SimCluster, UpOptions};
@@ -356,7 +356,7 @@ async fn through_the_proxy() {
         &Fact::not_collected("no SSH"),
     );
     assert!(
-        matches!(&v, Verdict::Unknown { reason } if reason.contains("did not serve /configz through the API server (HTTP 404")),
+        matches!(&v, ShutdownVerdict::Unknown { reason } if reason.contains("did not serve /configz through the API server (HTTP 404")),
         "{v:?}"
     );
 

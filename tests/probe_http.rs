@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use nodefall::probe::{self, Fetch, Http, Outcome, Phase, ProbeSpec, StopReason};
+use nodefall::probe::{self, Fetch, Http, Phase, ProbeSpec, RequestOutcome, StopReason};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -102,11 +102,11 @@ struct Switch {
 const LATENCY: Duration = Duration::from_millis(10);
 
 impl Fetch for Switch {
-    async fn get(&self, _: &http::Uri, _: Duration) -> (Outcome, Duration) {
+    async fn get(&self, _: &http::Uri, _: Duration) -> (RequestOutcome, Duration) {
         let outcome = if self.down.load(Ordering::SeqCst) {
-            Outcome::Refused
+            RequestOutcome::Refused
         } else {
-            Outcome::Ok { status: 200 }
+            RequestOutcome::Ok { status: 200 }
         };
         tokio::time::sleep(LATENCY).await;
         (outcome, LATENCY)
@@ -196,7 +196,7 @@ async fn timeouts_refusals_resets_and_bad_statuses_are_told_apart() {
     let p = probe::spawn(s.clone(), Arc::new(Http), clock(start));
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     let r = p.stop().await;
-    let of = |url: usize| -> Vec<&Outcome> {
+    let of = |url: usize| -> Vec<&RequestOutcome> {
         r.samples
             .iter()
             .filter(|x| x.url == url)
@@ -207,7 +207,7 @@ async fn timeouts_refusals_resets_and_bad_statuses_are_told_apart() {
     assert!(!timeouts.is_empty());
     assert!(
         timeouts.iter().all(|o| **o
-            == Outcome::Timeout {
+            == RequestOutcome::Timeout {
                 phase: Phase::Response
             }),
         "{timeouts:?}"
@@ -219,12 +219,20 @@ async fn timeouts_refusals_resets_and_bad_statuses_are_told_apart() {
             .filter(|x| x.url == 0)
             .all(|x| x.latency >= 300)
     );
-    assert!(of(1).iter().all(|o| **o == Outcome::Refused), "{:?}", of(1));
-    assert!(of(2).iter().all(|o| **o == Outcome::Reset), "{:?}", of(2));
+    assert!(
+        of(1).iter().all(|o| **o == RequestOutcome::Refused),
+        "{:?}",
+        of(1)
+    );
+    assert!(
+        of(2).iter().all(|o| **o == RequestOutcome::Reset),
+        "{:?}",
+        of(2)
+    );
     assert!(
         of(3)
             .iter()
-            .all(|o| **o == Outcome::BadStatus { status: 503 }),
+            .all(|o| **o == RequestOutcome::BadStatus { status: 503 }),
         "{:?}",
         of(3)
     );
@@ -240,7 +248,7 @@ async fn timeouts_refusals_resets_and_bad_statuses_are_told_apart() {
     assert!(
         r.samples
             .iter()
-            .all(|x| x.outcome == Outcome::Ok { status: 503 }),
+            .all(|x| x.outcome == RequestOutcome::Ok { status: 503 }),
         "{r:?}"
     );
     assert!(r.windows.is_empty());
@@ -312,7 +320,7 @@ async fn the_real_client_stops_at_its_budget_against_a_real_server() {
     assert!(
         r.samples
             .iter()
-            .any(|x| x.outcome == Outcome::Ok { status: 200 }),
+            .any(|x| x.outcome == RequestOutcome::Ok { status: 200 }),
         "{r:?}"
     );
     drop(up);

@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::{Event, Node, PersistentVolume, PersistentVolume
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use nodefall::actions;
-use nodefall::expect::{self, Decision, Subject};
+use nodefall::expect::{self, Decision, ResolvedSubject};
 use nodefall::observe::{Observer, Recorder};
 use nodefall::profile::TimingProfile;
 use nodefall::scenario::checked::Condition;
@@ -94,7 +94,7 @@ fn event(name: &str, reason: &str, message: &str) -> Event {
 /// does, waiting (bounded) until it can be decided.
 async fn judge(
     rec: &Recorder,
-    subject: &Subject,
+    subject: &ResolvedSubject,
     conditions: &[Condition],
     window: Window,
     anchor: Ms,
@@ -197,7 +197,7 @@ async fn flow() {
     })
     .await;
 
-    let claim_on = |node: &str| Subject::Pvc {
+    let claim_on = |node: &str| ResolvedSubject::Pvc {
         claim: CLAIM.into(),
         node: Some(node.to_owned()),
     };
@@ -290,7 +290,7 @@ async fn flow() {
     let d = judge(&rec, &claim_on(&b), &attached, within(20_000), replaced_at).await;
     assert!(pass(&d), "attachedTo b: {d:?}");
 
-    let web = || Subject::Pods {
+    let web = || ResolvedSubject::Pods {
         selector: Selector::parse("app=web").unwrap(),
         on: None,
         not_on: None,
@@ -330,7 +330,7 @@ async fn flow() {
     )
     .await;
     assert!(matches!(d, Decision::Fail { observed: None, .. }), "{d:?}");
-    let db = Subject::Pods {
+    let db = ResolvedSubject::Pods {
         selector: Selector::parse("app=db").unwrap(),
         on: None,
         not_on: None,

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Check, Match, Report, Seen, Window};
+use super::{AuditWindow, Check, Match, Report, Seen};
 use crate::record::summary::Summary;
 use crate::timeline::{Change, ObjectRef};
 
@@ -40,7 +40,7 @@ pub fn compare(
     source: &str,
     truth: &[Seen],
     observed: &[Report<'_>],
-    window: Window,
+    window: AuditWindow,
     keep_matches: bool,
 ) -> Check {
     let late = window
@@ -231,8 +231,8 @@ mod tests {
         seen.iter().map(Report::from).collect()
     }
 
-    fn window() -> Window {
-        Window {
+    fn window() -> AuditWindow {
+        AuditWindow {
             from: at(0),
             to: at(100_000),
             t0: Some(at(5_000)),

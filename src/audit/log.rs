@@ -35,7 +35,7 @@ pub struct Scope {
 
 /// The ground truth read from one audit log.
 #[derive(Debug, Default)]
-pub struct Truth {
+pub struct AuditTruth {
     /// In the order the writes completed.
     pub transitions: Vec<Seen>,
     /// Audit events read (every line).
@@ -112,8 +112,12 @@ const REORDER_US: i64 = 2_000_000;
 
 /// Reads a whole audit log, folding as it goes (memory: the objects' last
 /// states, not the log). `path` only names the file in errors.
-pub fn read(reader: impl BufRead, path: &std::path::Path, scope: &Scope) -> Result<Truth, Error> {
-    let mut truth = Truth::default();
+pub fn read(
+    reader: impl BufRead,
+    path: &std::path::Path,
+    scope: &Scope,
+) -> Result<AuditTruth, Error> {
+    let mut truth = AuditTruth::default();
     let mut folder = Folder::default();
     // Writes not folded yet, by (completion time, position in the log).
     let mut pending: BTreeMap<(Timestamp, usize), Write> = BTreeMap::new();

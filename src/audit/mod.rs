@@ -19,9 +19,9 @@ use std::path::{Path, PathBuf};
 
 use jiff::Timestamp;
 
-pub use crate::record::audit::{AuditReport, Check, Match, Seen, Window};
+pub use crate::record::audit::{AuditReport, AuditWindow, Check, Match, Seen};
 pub use check::compare;
-pub use log::{Scope, Truth};
+pub use log::{AuditTruth, Scope};
 
 use crate::record::RunResult;
 use crate::timeline::{Change, ObjectRef};
@@ -70,7 +70,7 @@ pub enum Error {
         path: PathBuf,
         events: usize,
         namespace: String,
-        window: Window,
+        window: AuditWindow,
     },
 }
 
@@ -95,7 +95,7 @@ impl<'a> From<&'a Seen> for Report<'a> {
 
 /// Reads an audit log, after the files the API server rotated it into
 /// (`audit-<time>.log` beside `audit.log`, oldest first).
-pub fn read_truth(path: &Path, scope: &Scope) -> Result<Truth, Error> {
+pub fn read_truth(path: &Path, scope: &Scope) -> Result<AuditTruth, Error> {
     let files = with_rotated(path);
     let mut readers: Vec<Box<dyn std::io::Read>> = Vec::new();
     for f in &files {
@@ -154,7 +154,7 @@ fn with_rotated(path: &Path) -> Vec<PathBuf> {
 /// watchers had listed to when the cleanup began (its first record's start:
 /// the steps' end), which is where the observer stops reporting; a run
 /// without cleanup ends at its end.
-pub fn observed_in_run(result: &RunResult) -> Option<(Vec<Report<'_>>, Window)> {
+pub fn observed_in_run(result: &RunResult) -> Option<(Vec<Report<'_>>, AuditWindow)> {
     let from = result.observed_from?;
     let end = result
         .cleanup
@@ -172,7 +172,7 @@ pub fn observed_in_run(result: &RunResult) -> Option<(Vec<Report<'_>>, Window)> 
             change: &t.change,
         })
         .collect();
-    let window = Window {
+    let window = AuditWindow {
         from: result.wall_clock(from),
         to: result.wall_clock(end),
         t0: result.t0.map(|t0| result.wall_clock(t0)),

@@ -12,7 +12,7 @@ use tabled::{Table, Tabled};
 use super::Interrupted;
 use crate::exit;
 use crate::profile::{ProfileName, TimingProfile};
-use crate::sim::reaper::{self, Outcome, ReapOptions};
+use crate::sim::reaper::{self, ReapOptions, Reaped};
 use crate::sim::{self, AgentState, SimCluster, UpOptions, state};
 
 #[derive(Debug, Subcommand)]
@@ -349,11 +349,11 @@ fn reap(args: ReapArgs) -> anyhow::Result<ExitCode> {
     let outcome = reaper::run(&opts, &mut log)
         .with_context(|| format!("reaping simulated cluster `{}`", opts.name))?;
     match outcome {
-        Outcome::Left(why) => log(&format!("leaving: {why}")),
-        Outcome::TornDown { killed } if killed.is_empty() => {
+        Reaped::Left(why) => log(&format!("leaving: {why}")),
+        Reaped::TornDown { killed } if killed.is_empty() => {
             log(&format!("cluster `{}` stopped and removed", opts.name));
         }
-        Outcome::TornDown { killed } => log(&format!(
+        Reaped::TornDown { killed } => log(&format!(
             "cluster `{}` stopped and removed; needed SIGKILL for {}",
             opts.name,
             killed.join(", ")

@@ -23,7 +23,7 @@ use crate::timeline::{Ms, PodView, World};
 
 /// A subject with its target names resolved to node names.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Subject {
+pub enum ResolvedSubject {
     Node(String),
     Pods {
         selector: Selector,
@@ -46,33 +46,33 @@ pub enum Subject {
 }
 
 /// Whether every condition holds for `subject` in `world`.
-pub fn holds(world: &World, subject: &Subject, conditions: &[Condition]) -> bool {
+pub fn holds(world: &World, subject: &ResolvedSubject, conditions: &[Condition]) -> bool {
     if let Some(verdict) = volumes::holds(world, subject, conditions) {
         return verdict;
     }
     match subject {
-        Subject::Node(name) => {
+        ResolvedSubject::Node(name) => {
             let node = world.nodes.get(name).cloned().unwrap_or_default();
             conditions.iter().all(|c| node_condition(&node, c))
         }
-        Subject::Pods { .. } => {
+        ResolvedSubject::Pods { .. } => {
             let pods = selected_pods(world, subject);
             conditions.iter().all(|c| pods_condition(&pods, c))
         }
-        Subject::Service { name, on, not_on } => {
+        ResolvedSubject::Service { name, on, not_on } => {
             let ready = world.ready_endpoints(name, on.as_deref(), not_on.as_deref());
             conditions.iter().all(|c| match c {
                 Condition::ReadyEndpoints(n) => usize::try_from(*n).is_ok_and(|n| n == ready),
                 _ => false,
             })
         }
-        Subject::Pvc { .. } | Subject::Probe(_) => false,
+        ResolvedSubject::Pvc { .. } | ResolvedSubject::Probe(_) => false,
     }
 }
 
 /// The live pods a pods subject selects in `world` (none for a node subject).
-pub fn selected_pods<'w>(world: &'w World, subject: &Subject) -> Vec<&'w PodView> {
-    let Subject::Pods {
+pub fn selected_pods<'w>(world: &'w World, subject: &ResolvedSubject) -> Vec<&'w PodView> {
+    let ResolvedSubject::Pods {
         selector,
         on,
         not_on,
@@ -176,7 +176,7 @@ pub fn decide(series: &[(Ms, bool)], window: Window, anchor: Ms, start: Ms, now:
     };
     match window {
         // Not a state on the timeline: the runner decides it from the
-        // preflight (`gns::decide`); reaching this is a runner bug.
+        // preflight (`expect::graceful::decide`); reaching this is a runner bug.
         Window::Preflight => Decision::Fail {
             observed: None,
             missed_by: None,
@@ -311,7 +311,7 @@ mod tests {
         all.extend_from_slice(ts);
         truth_series(
             &all,
-            &Subject::Node("w".into()),
+            &ResolvedSubject::Node("w".into()),
             &[Condition::NodeReady(NodeReady::Unknown)],
             from,
         )
@@ -447,7 +447,7 @@ mod tests {
             );
         }
         let sel = Selector::parse("app=web").unwrap();
-        let on_b = Subject::Pods {
+        let on_b = ResolvedSubject::Pods {
             selector: sel.clone(),
             on: Some("b".into()),
             not_on: None,
@@ -463,7 +463,7 @@ mod tests {
             &[Condition::Terminating(Terminating::All(true))]
         ));
         assert!(holds(&world, &on_b, &[Condition::Count(1)]));
-        let all = Subject::Pods {
+        let all = ResolvedSubject::Pods {
             selector: sel,
             on: None,
             not_on: None,

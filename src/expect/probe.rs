@@ -103,7 +103,7 @@ fn all_failed(record: &ProbeRecord) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::probe::{Outcome, Sample};
+    use crate::record::probe::{RequestOutcome, Sample};
     use crate::scenario::expr::Expr;
 
     fn record() -> ProbeRecord {
@@ -114,9 +114,9 @@ mod tests {
                 url: 0,
                 latency: 2,
                 outcome: if (20..35).contains(&i) {
-                    Outcome::Refused
+                    RequestOutcome::Refused
                 } else {
-                    Outcome::Ok { status: 200 }
+                    RequestOutcome::Ok { status: 200 }
                 },
             })
             .collect();
@@ -130,7 +130,7 @@ mod tests {
                 at: i * 500,
                 url: 0,
                 latency: 2,
-                outcome: Outcome::Refused,
+                outcome: RequestOutcome::Refused,
             })
             .collect();
         ProbeRecord::example(samples)

@@ -5,7 +5,7 @@
 
 use std::borrow::Cow;
 
-use super::{Subject, holds};
+use super::{ResolvedSubject, holds};
 use crate::scenario::checked::Condition;
 use crate::timeline::{Ms, ObjectRef, Transition, World};
 
@@ -14,7 +14,7 @@ use crate::timeline::{Ms, ObjectRef, Transition, World};
 /// recorded (non-decreasing `at`).
 #[derive(Debug, Clone)]
 pub struct Truth {
-    subject: Subject,
+    subject: ResolvedSubject,
     conditions: Vec<Condition>,
     from: Ms,
     world: World,
@@ -25,7 +25,7 @@ pub struct Truth {
 }
 
 impl Truth {
-    pub fn new(subject: Subject, conditions: Vec<Condition>, from: Ms) -> Truth {
+    pub fn new(subject: ResolvedSubject, conditions: Vec<Condition>, from: Ms) -> Truth {
         Truth {
             subject,
             conditions,
@@ -41,9 +41,9 @@ impl Truth {
     /// the whole world.
     fn relevant(&self, t: &Transition) -> bool {
         match (&self.subject, &t.object) {
-            (Subject::Node(name), ObjectRef::Node { name: n }) => n == name,
-            (Subject::Node(_), ObjectRef::Event { .. }) => true,
-            (Subject::Node(_), _) => false,
+            (ResolvedSubject::Node(name), ObjectRef::Node { name: n }) => n == name,
+            (ResolvedSubject::Node(_), ObjectRef::Event { .. }) => true,
+            (ResolvedSubject::Node(_), _) => false,
             _ => true,
         }
     }
@@ -120,7 +120,7 @@ impl Truth {
 /// pairs, the first at time `from` with the truth then, each later one a flip.
 pub fn truth_series(
     transitions: &[Transition],
-    subject: &Subject,
+    subject: &ResolvedSubject,
     conditions: &[Condition],
     from: Ms,
 ) -> Vec<(Ms, bool)> {
@@ -151,7 +151,7 @@ mod tests {
 
     fn unknown() -> Truth {
         Truth::new(
-            Subject::Node("w".into()),
+            ResolvedSubject::Node("w".into()),
             vec![Condition::NodeReady(NodeReady::Unknown)],
             10,
         )
@@ -179,7 +179,7 @@ mod tests {
         let all = record();
         let whole = truth_series(
             &all,
-            &Subject::Node("w".into()),
+            &ResolvedSubject::Node("w".into()),
             &[Condition::NodeReady(NodeReady::Unknown)],
             10,
         );
@@ -208,7 +208,7 @@ mod tests {
             let now = tr.at;
             let replay = truth_series(
                 &all[..=i],
-                &Subject::Node("w".into()),
+                &ResolvedSubject::Node("w".into()),
                 &[Condition::NodeReady(NodeReady::Unknown)],
                 10,
             );

@@ -1,14 +1,18 @@
 //! Volume and event conditions: a claim's volume attached to (or detached
 //! from) a node, an event about pods or a node having been seen.
 
-use super::Subject;
+use super::ResolvedSubject;
 use crate::scenario::checked::Condition;
 use crate::timeline::{EventView, World};
 
 /// The verdict when `subject`/`conditions` are about a volume or an event;
 /// `None` when they are not (the pod/node conditions decide).
-pub(super) fn holds(world: &World, subject: &Subject, conditions: &[Condition]) -> Option<bool> {
-    if let Subject::Pvc { claim, node } = subject {
+pub(super) fn holds(
+    world: &World,
+    subject: &ResolvedSubject,
+    conditions: &[Condition],
+) -> Option<bool> {
+    if let ResolvedSubject::Pvc { claim, node } = subject {
         return Some(conditions.iter().all(|c| match c {
             Condition::Attached(want) => world.claim_attached(claim, node.as_deref()) == *want,
             _ => false,
@@ -39,17 +43,19 @@ fn mentions(e: &EventView, part: &Option<String>) -> bool {
 /// Whether the event's involved object is the subject: the node, or a pod
 /// (looked up by name among every pod seen, since the pod an event is about
 /// may be gone by now) whose labels match the selector.
-fn about(world: &World, e: &EventView, subject: &Subject) -> bool {
+fn about(world: &World, e: &EventView, subject: &ResolvedSubject) -> bool {
     match subject {
-        Subject::Node(name) => e.kind == "Node" && e.name == *name,
-        Subject::Pods { selector, .. } => {
+        ResolvedSubject::Node(name) => e.kind == "Node" && e.name == *name,
+        ResolvedSubject::Pods { selector, .. } => {
             e.kind == "Pod"
                 && world
                     .pod_labels
                     .get(&e.name)
                     .is_some_and(|labels| selector.matches(labels))
         }
-        Subject::Pvc { .. } | Subject::Service { .. } | Subject::Probe(_) => false,
+        ResolvedSubject::Pvc { .. }
+        | ResolvedSubject::Service { .. }
+        | ResolvedSubject::Probe(_) => false,
     }
 }
 
@@ -136,8 +142,8 @@ mod tests {
         ]
     }
 
-    fn pvc(node: Option<&str>) -> Subject {
-        Subject::Pvc {
+    fn pvc(node: Option<&str>) -> ResolvedSubject {
+        ResolvedSubject::Pvc {
             claim: "data-web-0".into(),
             node: node.map(Into::into),
         }
@@ -173,7 +179,7 @@ mod tests {
     #[test]
     fn events_count_from_the_series_start_and_match_pods_and_message() {
         let ts = timeline();
-        let pods = |sel: &str| Subject::Pods {
+        let pods = |sel: &str| ResolvedSubject::Pods {
             selector: Selector::parse(sel).unwrap(),
             on: None,
             not_on: None,
@@ -206,7 +212,7 @@ mod tests {
         for (subject, cond) in [
             (pods("app=db"), multi(None)),
             (pods("app=web"), multi(Some("timed out"))),
-            (Subject::Node("w1".into()), multi(None)),
+            (ResolvedSubject::Node("w1".into()), multi(None)),
         ] {
             assert_eq!(
                 truth_series(&ts, &subject, &cond, 0),
@@ -229,12 +235,18 @@ mod tests {
             reason: "NodeNotReady".into(),
             message: None,
         }];
-        assert_eq!(holds(&world, &Subject::Node("w1".into()), &c), Some(true));
-        assert_eq!(holds(&world, &Subject::Node("w2".into()), &c), Some(false));
+        assert_eq!(
+            holds(&world, &ResolvedSubject::Node("w1".into()), &c),
+            Some(true)
+        );
+        assert_eq!(
+            holds(&world, &ResolvedSubject::Node("w2".into()), &c),
+            Some(false)
+        );
         assert_eq!(
             holds(
                 &world,
-                &Subject::Node("w1".into()),
+                &ResolvedSubject::Node("w1".into()),
                 &[Condition::Exists(true)]
             ),
             None,

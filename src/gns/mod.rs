@@ -16,7 +16,7 @@ pub mod verdict;
 use std::time::Duration;
 
 pub use crate::record::graceful::{
-    Fact, Inhibitor, NodeReport, PriorityGrace, ShutdownConfig, Verdict,
+    Fact, Inhibitor, NodeReport, PriorityGrace, ShutdownConfig, ShutdownVerdict,
 };
 pub use crate::scenario::model::GracefulShutdown;
 pub use verdict::evaluate;
@@ -261,7 +261,7 @@ mod tests {
         let on = NodeReport::played("w1", "t".into(), 0, secs(20), secs(5), "sim");
         assert_eq!(
             on.verdict,
-            Verdict::WillRun {
+            ShutdownVerdict::WillRun {
                 pods_ms: 15_000,
                 critical_ms: 5_000,
                 notes: Vec::new()
@@ -269,7 +269,7 @@ mod tests {
         );
         let off = NodeReport::played("w1", "t".into(), 0, Duration::ZERO, Duration::ZERO, "sim");
         assert!(
-            matches!(off.verdict, Verdict::WillNotRun { .. }),
+            matches!(off.verdict, ShutdownVerdict::WillNotRun { .. }),
             "{:?}",
             off.verdict
         );

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use super::configz::{PriorityGrace, SYSTEM_CRITICAL_PRIORITY, ShutdownConfig};
-use super::{Fact, Verdict};
+use super::{Fact, ShutdownVerdict};
 use crate::record::graceful::Inhibitor;
 use crate::record::graceful::human;
 
@@ -119,7 +119,7 @@ pub fn evaluate(
     config: &Fact<ShutdownConfig>,
     inhibitors: &Fact<Vec<Inhibitor>>,
     inhibit_delay_ms: &Fact<u64>,
-) -> Verdict {
+) -> ShutdownVerdict {
     // No logind on the node (its command failed saying so): no lock.
     let no_logind = match inhibitors {
         Fact::Failed { error, .. } => super::logind::unavailable(error),
@@ -137,21 +137,21 @@ pub fn evaluate(
     let plan = match config {
         Fact::Known { value, .. } => match plan(value) {
             Ok(p) => p,
-            Err(reason) => return Verdict::WillNotRun { reason },
+            Err(reason) => return ShutdownVerdict::WillNotRun { reason },
         },
         _ => {
             let why = missing(config);
             return match held {
-                Some(false) => Verdict::WillNotRun {
+                Some(false) => ShutdownVerdict::WillNotRun {
                     reason: format!("{no_lock} (its configuration could not be read: {why})"),
                 },
-                Some(true) => Verdict::Unknown {
+                Some(true) => ShutdownVerdict::Unknown {
                     reason: format!(
                         "the kubelet holds its shutdown lock, so graceful shutdown is on, \
                          but its grace periods are unknown: {why}"
                     ),
                 },
-                None => Verdict::Unknown {
+                None => ShutdownVerdict::Unknown {
                     reason: format!(
                         "kubelet configuration: {why}; inhibitor locks: {}",
                         missing(inhibitors)
@@ -169,7 +169,7 @@ pub fn evaluate(
     );
     match held {
         None => {
-            return Verdict::Unknown {
+            return ShutdownVerdict::Unknown {
                 reason: format!(
                     "{asked}, but whether the kubelet holds its logind inhibitor lock is unknown: {}",
                     missing(inhibitors)
@@ -177,7 +177,7 @@ pub fn evaluate(
             };
         }
         Some(false) => {
-            return Verdict::WillNotRun {
+            return ShutdownVerdict::WillNotRun {
                 reason: format!(
                     "{no_lock} ({asked}; its shutdown manager did not start: look for \
                      \"Failed to start node shutdown manager\" in the kubelet's log)"
@@ -192,7 +192,7 @@ pub fn evaluate(
             // logind powers off after `d`; groups run lowest priority first
             let pods_get = pods.min(*d);
             let critical_get = critical.min(d.saturating_sub(pods));
-            Verdict::WillNotRun {
+            ShutdownVerdict::WillNotRun {
                 reason: format!(
                     "logind InhibitDelayMaxSec {} is shorter than the requested {}: logind shuts down \
                      after {}, so pods get at most {} of {} and critical pods {} of {}",
@@ -206,7 +206,7 @@ pub fn evaluate(
                 ),
             }
         }
-        Fact::Known { .. } => Verdict::WillRun {
+        Fact::Known { .. } => ShutdownVerdict::WillRun {
             pods_ms: pods,
             critical_ms: critical,
             notes,
@@ -218,7 +218,7 @@ pub fn evaluate(
                 missing(other),
                 ms(total)
             ));
-            Verdict::WillRun {
+            ShutdownVerdict::WillRun {
                 pods_ms: pods,
                 critical_ms: critical,
                 notes,

@@ -52,18 +52,18 @@ fn secs(s: u64) -> Fact<u64> {
     known(s * 1000)
 }
 
-fn will_run(pods: u64, critical: u64) -> Verdict {
-    Verdict::WillRun {
+fn will_run(pods: u64, critical: u64) -> ShutdownVerdict {
+    ShutdownVerdict::WillRun {
         pods_ms: pods * 1000,
         critical_ms: critical * 1000,
         notes: Vec::new(),
     }
 }
 
-fn reason(v: &Verdict) -> &str {
+fn reason(v: &ShutdownVerdict) -> &str {
     match v {
-        Verdict::WillNotRun { reason } | Verdict::Unknown { reason } => reason,
-        Verdict::WillRun { .. } => "",
+        ShutdownVerdict::WillNotRun { reason } | ShutdownVerdict::Unknown { reason } => reason,
+        ShutdownVerdict::WillRun { .. } => "",
     }
 }
 
@@ -92,7 +92,7 @@ fn zero_grace_period_is_disabled_whatever_logind_says() {
 #[test]
 fn critical_longer_than_total_yields_no_groups() {
     let v = evaluate(&known(config(30, 40)), &locks(false), &secs(5));
-    assert!(matches!(v, Verdict::WillNotRun { .. }), "{v:?}");
+    assert!(matches!(v, ShutdownVerdict::WillNotRun { .. }), "{v:?}");
     assert!(
         reason(&v)
             .contains("shutdownGracePeriodCriticalPods 40 s exceeds shutdownGracePeriod 30 s"),
@@ -145,7 +145,7 @@ fn inhibit_delay_not_read_still_runs_with_a_note() {
         &locks(true),
         &Fact::not_collected("no SSH access to the node"),
     );
-    let Verdict::WillRun {
+    let ShutdownVerdict::WillRun {
         pods_ms,
         critical_ms,
         notes,
@@ -168,7 +168,7 @@ fn inhibitors_not_read_leaves_it_unknown() {
         &Fact::not_collected("the backend has no shell on the node"),
         &Fact::not_collected("the backend has no shell on the node"),
     );
-    assert!(matches!(v, Verdict::Unknown { .. }), "{v:?}");
+    assert!(matches!(v, ShutdownVerdict::Unknown { .. }), "{v:?}");
     assert_eq!(
         reason(&v),
         "configured for 30 s (20 s for pods, 10 s for critical pods), but whether the kubelet \
@@ -192,7 +192,7 @@ fn inhibitors_not_read_leaves_it_unknown() {
 fn no_logind_on_the_node_means_it_will_not_run() {
     let masked = "Could not get active inhibitors: Unit systemd-logind.service is masked.";
     let v = evaluate(&known(config(20, 5)), &failed(masked), &failed(masked));
-    assert!(matches!(v, Verdict::WillNotRun { .. }), "{v:?}");
+    assert!(matches!(v, ShutdownVerdict::WillNotRun { .. }), "{v:?}");
     assert!(
         reason(&v).starts_with(
             "the kubelet holds no logind inhibitor lock, so logind does not wait for it: \
@@ -213,7 +213,10 @@ fn no_logind_on_the_node_means_it_will_not_run() {
     ] {
         assert_eq!(crate::gns::logind::unavailable(error), Some(why));
         let v = evaluate(&known(config(20, 5)), &failed(error), &secs(5));
-        assert!(matches!(v, Verdict::WillNotRun { .. }), "{error}: {v:?}");
+        assert!(
+            matches!(v, ShutdownVerdict::WillNotRun { .. }),
+            "{error}: {v:?}"
+        );
     }
     assert_eq!(
         crate::gns::logind::unavailable("ssh: connection refused"),
@@ -224,14 +227,14 @@ fn no_logind_on_the_node_means_it_will_not_run() {
 #[test]
 fn config_unreadable_but_no_lock_is_still_decisive() {
     let v = evaluate(&failed("forbidden"), &locks(false), &secs(5));
-    assert!(matches!(v, Verdict::WillNotRun { .. }), "{v:?}");
+    assert!(matches!(v, ShutdownVerdict::WillNotRun { .. }), "{v:?}");
     assert!(reason(&v).ends_with("(its configuration could not be read: forbidden)"));
 }
 
 #[test]
 fn config_unreadable_with_the_lock_is_unknown() {
     let v = evaluate(&failed("forbidden"), &locks(true), &secs(30));
-    assert!(matches!(v, Verdict::Unknown { .. }), "{v:?}");
+    assert!(matches!(v, ShutdownVerdict::Unknown { .. }), "{v:?}");
     assert!(
         reason(&v)
             .contains("graceful shutdown is on, but its grace periods are unknown: forbidden")
@@ -281,7 +284,7 @@ fn priority_groups_replace_the_pair() {
     // with the priority gate off the pair applies again, with a note
     c.gate_based_on_pod_priority = Some(false);
     let v = evaluate(&known(c), &locks(true), &secs(30));
-    let Verdict::WillRun { pods_ms, notes, .. } = &v else {
+    let ShutdownVerdict::WillRun { pods_ms, notes, .. } = &v else {
         panic!("{v:?}");
     };
     assert_eq!(*pods_ms, 20_000);
@@ -313,11 +316,11 @@ fn the_pair_is_truncated_to_whole_seconds_like_the_kubelet() {
 fn verdicts_round_trip_through_json() {
     for v in [
         will_run(20, 10),
-        Verdict::WillNotRun { reason: "x".into() },
-        Verdict::Unknown { reason: "y".into() },
+        ShutdownVerdict::WillNotRun { reason: "x".into() },
+        ShutdownVerdict::Unknown { reason: "y".into() },
     ] {
         let json = serde_json::to_string(&v).unwrap_or_else(|e| panic!("{e}"));
-        let back: Verdict = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}"));
+        let back: ShutdownVerdict = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(back, v, "{json}");
     }
     let json = serde_json::to_string(&will_run(20, 10)).unwrap_or_else(|e| panic!("{e}"));

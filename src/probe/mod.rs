@@ -20,7 +20,7 @@ pub use run::{Running, spawn};
 pub use send::{Fetch, Http};
 
 pub use crate::record::probe::{
-    Cadence, ErrorWindow, Latency, Outcome, Phase, ProbeRecord, Sample, StopReason, windows,
+    Cadence, ErrorWindow, Latency, Phase, ProbeRecord, RequestOutcome, Sample, StopReason, windows,
 };
 use crate::timeline::Ms;
 

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior};
 
-use super::{Fetch, Outcome, Phase, ProbeRecord, ProbeSpec, Sample, StopReason};
+use super::{Fetch, Phase, ProbeRecord, ProbeSpec, RequestOutcome, Sample, StopReason};
 use crate::timeline::Ms;
 
 /// The run's clock: ms since the run started.
@@ -100,13 +100,15 @@ async fn probe_url<F: Fetch>(
             () = tokio::time::sleep_until(deadline) => return stop(StopReason::MaxDuration),
         };
         let (outcome, latency) = sent.unwrap_or((
-            Outcome::Timeout {
+            RequestOutcome::Timeout {
                 phase: Phase::Response,
             },
             guard,
         ));
         let outcome = match outcome {
-            Outcome::Ok { status } if !spec.accepts(status) => Outcome::BadStatus { status },
+            RequestOutcome::Ok { status } if !spec.accepts(status) => {
+                RequestOutcome::BadStatus { status }
+            }
             o => o,
         };
         shared
@@ -187,12 +189,12 @@ mod tests {
     }
 
     impl Fetch for Fake {
-        async fn get(&self, _: &http::Uri, _: Duration) -> (Outcome, Duration) {
+        async fn get(&self, _: &http::Uri, _: Duration) -> (RequestOutcome, Duration) {
             let n = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
             self.most.fetch_max(n, Ordering::SeqCst);
             tokio::time::sleep(self.delay).await;
             self.in_flight.fetch_sub(1, Ordering::SeqCst);
-            (Outcome::Ok { status: 200 }, self.delay)
+            (RequestOutcome::Ok { status: 200 }, self.delay)
         }
     }
 
@@ -292,7 +294,7 @@ mod tests {
         assert!(
             r.samples
                 .iter()
-                .all(|s| s.outcome == Outcome::BadStatus { status: 200 })
+                .all(|s| s.outcome == RequestOutcome::BadStatus { status: 200 })
         );
         assert_eq!(r.windows.len(), 1);
     }

@@ -10,7 +10,7 @@ use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
-use super::{Outcome, Phase};
+use super::{Phase, RequestOutcome};
 
 /// Bodies are read (so the whole response is timed) and thrown away; a
 /// larger one is cut off there and still counts as answered.
@@ -23,7 +23,7 @@ pub trait Fetch: Send + Sync + 'static {
         &self,
         url: &http::Uri,
         timeout: Duration,
-    ) -> impl Future<Output = (Outcome, Duration)> + Send;
+    ) -> impl Future<Output = (RequestOutcome, Duration)> + Send;
 }
 
 /// The real client: a fresh connection per request (`Connection: close`), as
@@ -32,7 +32,7 @@ pub trait Fetch: Send + Sync + 'static {
 pub struct Http;
 
 impl Fetch for Http {
-    async fn get(&self, url: &http::Uri, timeout: Duration) -> (Outcome, Duration) {
+    async fn get(&self, url: &http::Uri, timeout: Duration) -> (RequestOutcome, Duration) {
         let started = Instant::now();
         let deadline = tokio::time::Instant::now() + timeout;
         let outcome = request(url, deadline).await;
@@ -40,9 +40,9 @@ impl Fetch for Http {
     }
 }
 
-async fn request(url: &http::Uri, deadline: tokio::time::Instant) -> Outcome {
+async fn request(url: &http::Uri, deadline: tokio::time::Instant) -> RequestOutcome {
     let Some(host) = url.host() else {
-        return Outcome::Error {
+        return RequestOutcome::Error {
             message: format!("{url} names no host"),
         };
     };
@@ -51,9 +51,9 @@ async fn request(url: &http::Uri, deadline: tokio::time::Instant) -> Outcome {
     let connect = async {
         let addrs: Vec<_> = tokio::net::lookup_host((host, port))
             .await
-            .map_err(|_| Outcome::Unreachable)?
+            .map_err(|_| RequestOutcome::Unreachable)?
             .collect();
-        let mut last = Outcome::Unreachable;
+        let mut last = RequestOutcome::Unreachable;
         for addr in addrs {
             match TcpStream::connect(addr).await {
                 Ok(s) => return Ok(s),
@@ -64,7 +64,7 @@ async fn request(url: &http::Uri, deadline: tokio::time::Instant) -> Outcome {
     };
     let stream = match tokio::time::timeout_at(deadline, connect).await {
         Err(_) => {
-            return Outcome::Timeout {
+            return RequestOutcome::Timeout {
                 phase: Phase::Connect,
             };
         }
@@ -84,7 +84,7 @@ async fn request(url: &http::Uri, deadline: tokio::time::Instant) -> Outcome {
             .header(http::header::CONNECTION, "close")
             .header(http::header::USER_AGENT, "nodefall-probe")
             .body(Empty::<Bytes>::new())
-            .map_err(|e| Outcome::Error {
+            .map_err(|e| RequestOutcome::Error {
                 message: e.to_string(),
             })?;
         let response = sender
@@ -107,32 +107,32 @@ async fn request(url: &http::Uri, deadline: tokio::time::Instant) -> Outcome {
             }
             Err(e) => Err(match e.downcast_ref::<hyper::Error>() {
                 Some(h) => hyper_outcome(h),
-                None => Outcome::Reset,
+                None => RequestOutcome::Reset,
             }),
         }
     };
     match tokio::time::timeout_at(deadline, exchange).await {
-        Err(_) => Outcome::Timeout {
+        Err(_) => RequestOutcome::Timeout {
             phase: Phase::Response,
         },
-        Ok(Ok(status)) => Outcome::Ok { status },
+        Ok(Ok(status)) => RequestOutcome::Ok { status },
         Ok(Err(o)) => o,
     }
 }
 
-fn io_outcome(e: &std::io::Error) -> Outcome {
+fn io_outcome(e: &std::io::Error) -> RequestOutcome {
     match e.kind() {
-        ErrorKind::ConnectionRefused => Outcome::Refused,
+        ErrorKind::ConnectionRefused => RequestOutcome::Refused,
         ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted | ErrorKind::BrokenPipe => {
-            Outcome::Reset
+            RequestOutcome::Reset
         }
         ErrorKind::HostUnreachable
         | ErrorKind::NetworkUnreachable
-        | ErrorKind::AddrNotAvailable => Outcome::Unreachable,
-        ErrorKind::TimedOut => Outcome::Timeout {
+        | ErrorKind::AddrNotAvailable => RequestOutcome::Unreachable,
+        ErrorKind::TimedOut => RequestOutcome::Timeout {
             phase: Phase::Connect,
         },
-        _ => Outcome::Error {
+        _ => RequestOutcome::Error {
             message: e.to_string(),
         },
     }
@@ -140,7 +140,7 @@ fn io_outcome(e: &std::io::Error) -> Outcome {
 
 /// A hyper error: the connection closed or reset before a full response is
 /// a reset; an I/O cause is classified as such.
-fn hyper_outcome(e: &hyper::Error) -> Outcome {
+fn hyper_outcome(e: &hyper::Error) -> RequestOutcome {
     let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
     while let Some(c) = cause {
         if let Some(io) = c.downcast_ref::<std::io::Error>() {
@@ -149,9 +149,9 @@ fn hyper_outcome(e: &hyper::Error) -> Outcome {
         cause = c.source();
     }
     if e.is_incomplete_message() || e.is_closed() || e.is_canceled() {
-        Outcome::Reset
+        RequestOutcome::Reset
     } else {
-        Outcome::Error {
+        RequestOutcome::Error {
             message: e.to_string(),
         }
     }

@@ -17,7 +17,7 @@ use crate::timeline::{Change, ObjectRef};
 pub struct AuditReport {
     /// The audit log read.
     pub log: String,
-    pub window: Window,
+    pub window: AuditWindow,
     /// Audit events read, and the writes to Nodes and Pods in scope.
     pub events: usize,
     pub writes: usize,
@@ -39,7 +39,7 @@ pub struct Seen {
 /// own changes are not compared: it deletes the namespace, whose pods the
 /// API server removes without a per-pod audit event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Window {
+pub struct AuditWindow {
     pub from: Timestamp,
     pub to: Timestamp,
     /// T0 (the first fault), when the run reached it: the lag from then on

@@ -65,7 +65,7 @@ pub struct NodeReport {
     pub inhibitors: Fact<Vec<Inhibitor>>,
     /// logind's `InhibitDelayMaxUSec`, in ms (`u64::MAX`: infinity).
     pub inhibit_delay_max_ms: Fact<u64>,
-    pub verdict: Verdict,
+    pub verdict: ShutdownVerdict,
 }
 
 /// One `shutdownGracePeriodByPodPriority` entry.
@@ -110,7 +110,7 @@ impl ShutdownConfig {
 /// Whether graceful node shutdown will run, as far as the preflight can tell.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "verdict", rename_all = "kebab-case")]
-pub enum Verdict {
+pub enum ShutdownVerdict {
     /// The kubelet holds its delay lock and logind grants the full period.
     WillRun {
         /// Regular pods' share, ms.
@@ -129,11 +129,11 @@ pub enum Verdict {
     Unknown { reason: String },
 }
 
-impl Verdict {
+impl ShutdownVerdict {
     /// One line for logs and reports.
     pub fn summary(&self) -> String {
         match self {
-            Verdict::WillRun {
+            ShutdownVerdict::WillRun {
                 pods_ms,
                 critical_ms,
                 ..
@@ -142,17 +142,19 @@ impl Verdict {
                 human(Duration::from_millis(*pods_ms)),
                 human(Duration::from_millis(*critical_ms))
             ),
-            Verdict::WillNotRun { reason } => format!("graceful shutdown will NOT run: {reason}"),
-            Verdict::Unknown { reason } => format!("graceful shutdown: unknown ({reason})"),
+            ShutdownVerdict::WillNotRun { reason } => {
+                format!("graceful shutdown will NOT run: {reason}")
+            }
+            ShutdownVerdict::Unknown { reason } => format!("graceful shutdown: unknown ({reason})"),
         }
     }
 
     /// `will-run`, `will-not-run`, `unknown`.
     pub fn name(&self) -> &'static str {
         match self {
-            Verdict::WillRun { .. } => "will-run",
-            Verdict::WillNotRun { .. } => "will-not-run",
-            Verdict::Unknown { .. } => "unknown",
+            ShutdownVerdict::WillRun { .. } => "will-run",
+            ShutdownVerdict::WillNotRun { .. } => "will-not-run",
+            ShutdownVerdict::Unknown { .. } => "unknown",
         }
     }
 }

@@ -264,7 +264,7 @@ mod tests {
         let from = r.started_at;
         r.audit = Some(crate::record::audit::AuditReport {
             log: "audit.log".into(),
-            window: crate::record::audit::Window {
+            window: crate::record::audit::AuditWindow {
                 from,
                 to: from,
                 t0: None,

@@ -8,7 +8,7 @@ use super::format::cell;
 use super::markdown::{rel, table};
 use crate::record::RunResult;
 use crate::record::graceful::human;
-use crate::record::graceful::{Fact, Inhibitor, NodeReport, ShutdownConfig, Verdict};
+use crate::record::graceful::{Fact, Inhibitor, NodeReport, ShutdownConfig, ShutdownVerdict};
 
 fn ms(v: u64) -> String {
     if v == u64::MAX {
@@ -18,9 +18,9 @@ fn ms(v: u64) -> String {
     }
 }
 
-fn verdict(v: &Verdict) -> String {
+fn verdict(v: &ShutdownVerdict) -> String {
     match v {
-        Verdict::WillRun {
+        ShutdownVerdict::WillRun {
             pods_ms,
             critical_ms,
             ..
@@ -29,8 +29,8 @@ fn verdict(v: &Verdict) -> String {
             ms(*pods_ms),
             ms(*critical_ms)
         ),
-        Verdict::WillNotRun { .. } => "**will NOT run**".into(),
-        Verdict::Unknown { .. } => "**unknown**".into(),
+        ShutdownVerdict::WillNotRun { .. } => "**will NOT run**".into(),
+        ShutdownVerdict::Unknown { .. } => "**unknown**".into(),
     }
 }
 
@@ -112,7 +112,7 @@ fn node(out: &mut String, r: &RunResult, n: &NodeReport) {
         &n.inhibit_delay_max_ms,
         |v| ms(*v),
     );
-    if let Verdict::WillRun { notes, .. } = &n.verdict {
+    if let ShutdownVerdict::WillRun { notes, .. } = &n.verdict {
         for note in notes {
             let _ = writeln!(out, "  - note: {note}");
         }

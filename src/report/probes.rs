@@ -194,7 +194,7 @@ fn ok_bar(p: &ProbeRecord, from: Ms, to: Ms) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::probe::{Outcome, Sample};
+    use crate::record::probe::{RequestOutcome, Sample};
 
     /// A probe sending every 500 ms from 0 to 30 s; `fails` says which fail.
     fn probe(fails: impl Fn(Ms) -> bool) -> ProbeRecord {
@@ -204,9 +204,9 @@ mod tests {
                 url: 0,
                 latency: 2,
                 outcome: if fails(i * 500) {
-                    Outcome::Refused
+                    RequestOutcome::Refused
                 } else {
-                    Outcome::Ok { status: 200 }
+                    RequestOutcome::Ok { status: 200 }
                 },
             })
             .collect();

@@ -2,7 +2,7 @@
 //! watched on the recorded timeline until it can be decided.
 
 use super::{Error, Run};
-use crate::expect::{self, Decision, Subject, Truth};
+use crate::expect::{self, Decision, ResolvedSubject, Truth};
 use crate::plan::time;
 use crate::profile::Var;
 use crate::record::{ExpectationResult, Verdict};
@@ -12,34 +12,34 @@ use crate::timeline::{Ms, Toleration};
 
 pub(super) struct Late {
     pub(super) result: usize,
-    pub(super) subject: Subject,
+    pub(super) subject: ResolvedSubject,
     pub(super) conditions: Vec<Condition>,
     pub(super) anchor: Ms,
 }
 
 impl Run<'_> {
-    pub(super) fn subject(&self, s: &CheckedSubject) -> Result<Subject, Error> {
+    pub(super) fn subject(&self, s: &CheckedSubject) -> Result<ResolvedSubject, Error> {
         Ok(match s {
-            CheckedSubject::Node(t) => Subject::Node(self.node(t)?),
+            CheckedSubject::Node(t) => ResolvedSubject::Node(self.node(t)?),
             CheckedSubject::Pods {
                 selector,
                 on,
                 not_on,
-            } => Subject::Pods {
+            } => ResolvedSubject::Pods {
                 selector: selector.clone(),
                 on: on.as_ref().map(|t| self.node(t)).transpose()?,
                 not_on: not_on.as_ref().map(|t| self.node(t)).transpose()?,
             },
-            CheckedSubject::Pvc { claim, on } => Subject::Pvc {
+            CheckedSubject::Pvc { claim, on } => ResolvedSubject::Pvc {
                 claim: claim.clone(),
                 node: on.as_ref().map(|t| self.node(t)).transpose()?,
             },
-            CheckedSubject::Service { name, on, not_on } => Subject::Service {
+            CheckedSubject::Service { name, on, not_on } => ResolvedSubject::Service {
                 name: name.clone(),
                 on: on.as_ref().map(|t| self.node(t)).transpose()?,
                 not_on: not_on.as_ref().map(|t| self.node(t)).transpose()?,
             },
-            CheckedSubject::Probe(name) => Subject::Probe(name.clone()),
+            CheckedSubject::Probe(name) => ResolvedSubject::Probe(name.clone()),
         })
     }
 
@@ -134,7 +134,7 @@ impl Run<'_> {
         let Some(required) = crate::gns::requirement(exp) else {
             return;
         };
-        let unknown = crate::gns::Verdict::Unknown {
+        let unknown = crate::gns::ShutdownVerdict::Unknown {
             reason: "no graceful-shutdown preflight was run for this node".into(),
         };
         let verdict = report.map_or(&unknown, |r| &r.verdict);
@@ -297,7 +297,7 @@ impl Run<'_> {
         &self,
         exp: &Expectation,
         planned: Window,
-        subject: &Subject,
+        subject: &ResolvedSubject,
         anchor_at: Ms,
     ) -> (Window, Vec<String>) {
         let profile = &self.plan.profile;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::expectation::describe_conditions;
 use super::{Error, Run};
 use crate::duration::format_millis;
-use crate::expect::{self, Held, Subject, Truth};
+use crate::expect::{self, Held, ResolvedSubject, Truth};
 use crate::observe::Recorder;
 use crate::record::{AbortRecord, GuardRecord, StepOutcome};
 use crate::scenario::checked::{Condition, Guard};
@@ -18,7 +18,7 @@ use crate::timeline::Ms;
 /// A guard with its subject resolved to node names.
 pub(super) struct Armed {
     index: usize,
-    subject: Subject,
+    subject: ResolvedSubject,
     conditions: Vec<Condition>,
     hold: Ms,
 }

@@ -114,7 +114,7 @@ impl Default for Limits {
 
 /// What a run produced.
 #[derive(Debug)]
-pub struct Outcome {
+pub struct RunOutcome {
     pub result: RunResult,
     /// It stopped before any fault because the scenario names something the
     /// cluster does not have (exit code 2, not 3).
@@ -140,7 +140,7 @@ pub async fn run<B: NodeFaults>(
     journal: &mut Journal,
     signals: &mut Signals,
     limits: Limits,
-) -> Outcome {
+) -> RunOutcome {
     // Taken together: `at` (ms since `start`) + `started_at` is the wall
     // clock of a transition, compared with the audit log's.
     let (start, started_at) = (Instant::now(), Timestamp::now());
@@ -154,7 +154,7 @@ pub async fn run<B: NodeFaults>(
     let (client, strict) = match (client, strict) {
         (Ok(c), Ok(s)) => (c, s),
         (Err(e), _) | (_, Err(e)) => {
-            return Outcome {
+            return RunOutcome {
                 result: failed_to_start(
                     plan,
                     file,
@@ -269,7 +269,7 @@ pub async fn run<B: NodeFaults>(
         (None, Some(s)) => Some(format!("interrupted by {s} during cleanup")),
         (None, None) => None,
     };
-    Outcome {
+    RunOutcome {
         result: run.finish(file, verdict, message),
         invalid_input,
         stopped_by,

@@ -161,7 +161,7 @@ fn look(layout: &Layout, me: (i32, u64), said: &mut bool, log: &mut dyn FnMut(&s
 
 /// What a reaper did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Reaped {
     Left(Left),
     /// The parent died; the cluster was stopped and removed. Lists the
     /// components that needed SIGKILL.
@@ -173,7 +173,7 @@ pub enum Outcome {
 /// The reaper's loop: waits (polling every [`POLL`]) until the parent is
 /// gone, then takes the cluster down as `nodefall sim down` does. It has no
 /// deadline of its own: it lives exactly as long as its parent's run.
-pub fn run(opts: &ReapOptions, log: &mut dyn FnMut(&str)) -> Result<Outcome, Error> {
+pub fn run(opts: &ReapOptions, log: &mut dyn FnMut(&str)) -> Result<Reaped, Error> {
     let (me, my_start) = process::current()?;
     let layout = Layout::new(&opts.root, &opts.name)?;
     log(&format!(
@@ -188,7 +188,7 @@ pub fn run(opts: &ReapOptions, log: &mut dyn FnMut(&str)) -> Result<Outcome, Err
         let recorded = look(&layout, (me, my_start), &mut said, log);
         match decide(recorded, process::runs(opts.parent, opts.parent_start)) {
             Decision::Wait => std::thread::sleep(POLL),
-            Decision::Leave(why) => return Ok(Outcome::Left(why)),
+            Decision::Leave(why) => return Ok(Reaped::Left(why)),
             Decision::TearDown => {
                 log(&format!(
                     "nodefall pid {} is gone; taking cluster `{}` down",
@@ -202,17 +202,17 @@ pub fn run(opts: &ReapOptions, log: &mut dyn FnMut(&str)) -> Result<Outcome, Err
 
 /// Takes the cluster down as `nodefall sim down` does, from its state file
 /// (read afresh: it may have changed since the last look).
-fn tear_down(layout: &Layout) -> Result<Outcome, Error> {
+fn tear_down(layout: &Layout) -> Result<Reaped, Error> {
     // Removed between the look and now: nothing left to do.
     if !layout.state().is_file() {
-        return Ok(Outcome::Left(Left::Removed));
+        return Ok(Reaped::Left(Left::Removed));
     }
     let state = State::load(&layout.state())?;
     // Kept in the moment between the look and now.
     if state.kept {
-        return Ok(Outcome::Left(Left::Kept));
+        return Ok(Reaped::Left(Left::Kept));
     }
-    Ok(Outcome::TornDown {
+    Ok(Reaped::TornDown {
         killed: teardown::down(layout, &state)?,
     })
 }

@@ -23,7 +23,7 @@ pub enum Phase {
 /// The result of one request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "camelCase")]
-pub enum Outcome {
+pub enum RequestOutcome {
     Ok {
         status: u16,
     },
@@ -45,26 +45,26 @@ pub enum Outcome {
     },
 }
 
-impl Outcome {
+impl RequestOutcome {
     pub fn is_error(&self) -> bool {
-        !matches!(self, Outcome::Ok { .. })
+        !matches!(self, RequestOutcome::Ok { .. })
     }
 
     /// A short word for tables: `ok`, `status 503`, `timeout`, ...
     pub fn kind(&self) -> String {
         match self {
-            Outcome::Ok { .. } => "ok".into(),
-            Outcome::BadStatus { status } => format!("status {status}"),
-            Outcome::Timeout {
+            RequestOutcome::Ok { .. } => "ok".into(),
+            RequestOutcome::BadStatus { status } => format!("status {status}"),
+            RequestOutcome::Timeout {
                 phase: Phase::Connect,
             } => "connect timeout".into(),
-            Outcome::Timeout {
+            RequestOutcome::Timeout {
                 phase: Phase::Response,
             } => "timeout".into(),
-            Outcome::Refused => "refused".into(),
-            Outcome::Reset => "reset".into(),
-            Outcome::Unreachable => "unreachable".into(),
-            Outcome::Error { .. } => "error".into(),
+            RequestOutcome::Refused => "refused".into(),
+            RequestOutcome::Reset => "reset".into(),
+            RequestOutcome::Unreachable => "unreachable".into(),
+            RequestOutcome::Error { .. } => "error".into(),
         }
     }
 }
@@ -78,7 +78,7 @@ pub struct Sample {
     /// Index into the probe's `urls`.
     pub url: usize,
     pub latency: Ms,
-    pub outcome: Outcome,
+    pub outcome: RequestOutcome,
 }
 
 /// A span of failing requests (see [`windows::error_windows`]).

@@ -124,7 +124,7 @@ pub fn errors_between(samples: &[Sample], from: Ms, to: Option<Ms>) -> (u64, u64
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Outcome, Phase};
+    use super::super::{Phase, RequestOutcome};
     use super::*;
 
     fn ok(at: Ms) -> Sample {
@@ -132,7 +132,7 @@ mod tests {
             at,
             url: 0,
             latency: at % 7 + 1,
-            outcome: Outcome::Ok { status: 200 },
+            outcome: RequestOutcome::Ok { status: 200 },
         }
     }
 
@@ -141,7 +141,7 @@ mod tests {
             at,
             url: 0,
             latency: 1_000,
-            outcome: Outcome::Timeout {
+            outcome: RequestOutcome::Timeout {
                 phase: Phase::Connect,
             },
         }
@@ -149,7 +149,7 @@ mod tests {
 
     fn refused(at: Ms) -> Sample {
         Sample {
-            outcome: Outcome::Refused,
+            outcome: RequestOutcome::Refused,
             latency: 1,
             ..ok(at)
         }

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::super::journal;
-use super::super::{Journal, Outcome};
+use super::super::{Journal, RunOutcome};
 use super::{Done, Error, Once};
 use crate::exit;
 use crate::record::RunVerdict;
@@ -19,7 +19,7 @@ use crate::report;
 pub(super) fn conclude(
     out: &std::path::Path,
     once: &Once,
-    outcome: &Outcome,
+    outcome: &RunOutcome,
     journal: Journal,
 ) -> Result<Done, Error> {
     let result = &outcome.result;
@@ -123,7 +123,7 @@ pub(super) fn close(journal: Journal) {
     }
 }
 
-fn exit_code(outcome: &Outcome) -> u8 {
+fn exit_code(outcome: &RunOutcome) -> u8 {
     if let Some(stop) = outcome.stopped_by {
         return stop.exit_code();
     }

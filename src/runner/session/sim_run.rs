@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use super::super::journal::{self, BackendRef, KubeRef, Settled, Undo};
-use super::super::{Journal, Limits, Outcome, Progress};
+use super::super::{Journal, Limits, Progress, RunOutcome};
 use super::{
     Done, Error, Once, Request, SimTarget, close, conclude, default_profile, header, runtime, tell,
 };
@@ -120,7 +120,7 @@ pub(super) fn run(
                         progress.finish();
                         let why = format!("interrupted by {stop} while starting the simulated cluster");
                         tracing::warn!("stopping: {why}");
-                        let outcome = Outcome {
+                        let outcome = RunOutcome {
                             result: super::super::failed_to_start(&plan, &file, &why, RunVerdict::Interrupted),
                             invalid_input: false,
                             stopped_by: Some(stop),
@@ -231,7 +231,7 @@ async fn finish_cluster(
     named: bool,
     keep: bool,
     signals: &mut Signals,
-    outcome: &mut Outcome,
+    outcome: &mut RunOutcome,
 ) -> ClusterEnd {
     if named {
         cluster.detach();
