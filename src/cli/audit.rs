@@ -2,12 +2,13 @@
 //! server's audit log, and the two baselines the check is compared with (a
 //! poller, and `kubectl get -w` with arrival times).
 
+use super::error::Error;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
+use super::error::Context as _;
 use clap::{Args, Subcommand, ValueEnum};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -105,7 +106,7 @@ pub struct StampArgs {
     pub out: PathBuf,
 }
 
-pub fn run(cmd: AuditCommand) -> anyhow::Result<ExitCode> {
+pub fn run(cmd: AuditCommand) -> Result<ExitCode, Error> {
     match cmd {
         AuditCommand::Check(args) => check(&args),
         AuditCommand::Poll(args) => poll(&args),
@@ -113,7 +114,7 @@ pub fn run(cmd: AuditCommand) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn check(args: &CheckArgs) -> anyhow::Result<ExitCode> {
+fn check(args: &CheckArgs) -> Result<ExitCode, Error> {
     let mut baselines: Vec<(String, Vec<PathBuf>)> = Vec::new();
     for b in &args.baselines {
         let Some((name, file)) = b
@@ -217,7 +218,7 @@ struct Sink {
 impl Sink {
     /// The file of `--out`: one that cannot be created is the flag's fault
     /// (exit 2).
-    fn create(path: &Path) -> anyhow::Result<Sink> {
+    fn create(path: &Path) -> Result<Sink, Error> {
         let file = std::fs::File::create(path).map_err(|e| {
             InvalidFlag(format!("--out {}: cannot be created: {e}", path.display()))
         })?;
@@ -231,7 +232,7 @@ impl Sink {
         &mut self,
         at: Timestamp,
         batch: Vec<(crate::timeline::ObjectRef, crate::observe::fold::Changes)>,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), Error> {
         for (object, changes) in batch {
             for (_, change) in changes {
                 let seen = Seen {
@@ -249,7 +250,7 @@ impl Sink {
     }
 }
 
-fn poll(args: &PollArgs) -> anyhow::Result<ExitCode> {
+fn poll(args: &PollArgs) -> Result<ExitCode, Error> {
     // --interval and --duration are within their spans (`values`): the
     // timer below cannot be given a zero period.
     let mut sink = Sink::create(&args.out)?;
@@ -284,7 +285,7 @@ fn poll(args: &PollArgs) -> anyhow::Result<ExitCode> {
             let at = Timestamp::now();
             sink.write(at, relist(&mut pod_fold, listed))?;
         }
-        anyhow::Ok(())
+        Ok::<_, Error>(())
     })?;
     Ok(exit::code(exit::PASS))
 }
@@ -303,7 +304,7 @@ fn relist<K, D: Differ<K>>(
     out
 }
 
-fn stamp(args: &StampArgs) -> anyhow::Result<ExitCode> {
+fn stamp(args: &StampArgs) -> Result<ExitCode, Error> {
     let mut sink = Sink::create(&args.out)?;
     let mut node_fold = Fold::new(NodeDiff);
     let mut pod_fold = Fold::new(PodDiff);
@@ -346,13 +347,16 @@ fn watch_event<K: serde::de::DeserializeOwned>(kind: &str, object: Value) -> Opt
 
 /// A client from `--kubeconfig` (a file that does not hold one is the
 /// flag's fault, exit 2), else from the environment's.
-async fn client(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Client> {
+async fn client(kubeconfig: Option<&Path>) -> Result<kube::Client, Error> {
     let config = match crate::discover::inspect::kube_config_at(kubeconfig, None).await {
         Ok(config) => config,
         Err(e) => {
             return Err(match kubeconfig {
                 Some(path) => InvalidFlag(format!("--kubeconfig {}: {e}", path.display())).into(),
-                None => anyhow::Error::msg(e).context("reading the kubeconfig"),
+                None => Error::Context {
+                    what: "reading the kubeconfig".into(),
+                    source: Box::new(Error::msg(e)),
+                },
             });
         }
     };

@@ -2,11 +2,12 @@
 //! change to the host journaled before it is made and put back by `down`, by
 //! a signal, by a failure, or (after a kill) by `nodefall recover`.
 
+use super::error::Error;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::Context as _;
+use super::error::Context as _;
 use clap::{Args, Subcommand};
 
 use super::runtime;
@@ -70,14 +71,14 @@ pub struct UpArgs {
     pub grace: super::grace::ShutdownGraceArgs,
 }
 
-pub fn run(cmd: KindCommand) -> anyhow::Result<ExitCode> {
+pub fn run(cmd: KindCommand) -> Result<ExitCode, Error> {
     match cmd {
         KindCommand::Up(args) => up(args),
         KindCommand::Down { name } => down(&name),
     }
 }
 
-fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
+fn up(args: UpArgs) -> Result<ExitCode, Error> {
     let rt = runtime()?;
     rt.block_on(up_session(args))
 }
@@ -102,7 +103,7 @@ async fn blocking<T: Send + 'static>(
     }
 }
 
-async fn up_session(args: UpArgs) -> anyhow::Result<ExitCode> {
+async fn up_session(args: UpArgs) -> Result<ExitCode, Error> {
     let mut signals = shutdown::install().context("installing the signal handlers")?;
     let mut stop = None;
     let runtime_cli = crate::backend::kind::pick_runtime(None);
@@ -473,8 +474,8 @@ fn settle(
     }
 }
 
-fn down(name: &str) -> anyhow::Result<ExitCode> {
-    kindlab::check_name(name).map_err(anyhow::Error::msg)?;
+fn down(name: &str) -> Result<ExitCode, Error> {
+    kindlab::check_name(name).map_err(Error::msg)?;
     let dir = journal::default_dir();
     let scan = journal::unfinished(&dir)
         .with_context(|| format!("reading the journals in {}", dir.display()))?;

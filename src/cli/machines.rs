@@ -2,6 +2,7 @@
 //! them: libvirt (URI, node -> domain, NIC, shutdown), Vagrant (project,
 //! node -> machine, adapter), SSH (kubelet) and the command backend's file.
 
+use super::error::Error;
 use std::path::PathBuf;
 
 use clap::Args;
@@ -121,7 +122,7 @@ impl CommandArgs {
     /// The backend file, else the scenario's `command:` section; a fault the
     /// plan injects without a command in it is refused here (exit 2), before
     /// anything is touched.
-    pub fn load(&self, checked: &Checked, faults: &[FaultKind]) -> anyhow::Result<Commands> {
+    pub fn load(&self, checked: &Checked, faults: &[FaultKind]) -> Result<Commands, Error> {
         let c = match (&self.backend_file, &checked.command) {
             (Some(path), _) => {
                 let l = spec::load(path)?;
@@ -136,11 +137,14 @@ impl CommandArgs {
                 warnings: spec::check(&checked.source, "command", spec).1,
                 spec: spec.clone(),
             },
-            (None, None) => anyhow::bail!(super::InvalidFlag(
-                "--backend command needs its commands: --backend-file FILE, or a `command:` \
-                 section in the scenario (see docs/command-backend.md and examples/backends/)"
-                    .into()
-            )),
+            (None, None) => {
+                return Err(super::InvalidFlag(
+                    "--backend command needs its commands: --backend-file FILE, or a `command:` \
+                     section in the scenario (see docs/command-backend.md and examples/backends/)"
+                        .into(),
+                )
+                .into());
+            }
         };
         let mut missing: Vec<&str> = Vec::new();
         for f in faults.iter().filter(|f| !c.spec.defines(**f)) {
@@ -149,13 +153,13 @@ impl CommandArgs {
             }
         }
         if !missing.is_empty() {
-            anyhow::bail!(super::InvalidFlag(format!(
+            return Err(Error::from(super::InvalidFlag(format!(
                 "{}: the scenario injects {} but the file has no command for it; add them under \
                  `faults:` (a revert such as resume-vm is the `revert:` of the fault it undoes); \
                  nothing was injected",
                 c.source,
                 missing.join(", ")
-            )));
+            ))));
         }
         Ok(c)
     }

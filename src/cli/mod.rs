@@ -1,11 +1,12 @@
 //! Command-line interface (clap derive) and dispatch.
 
+use error::Error;
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context as _;
 use clap::{Args, CommandFactory as _, Parser, Subcommand};
+use error::Context as _;
 
 /// `println!` for the commands' output: a closed stdout (`nodefall validate |
 /// head`) is not an error (see [`write_stdout`]).
@@ -16,6 +17,7 @@ macro_rules! outln {
 }
 
 mod audit;
+pub mod error;
 mod flags;
 mod grace;
 mod kind;
@@ -213,7 +215,7 @@ pub use crate::runner::session::default_profile;
 /// The plan of `nodefall plan`: against the named profile, or against a
 /// running cluster's discovered one (read-only; its identity and the
 /// discovery's remarks come back as lines to print).
-fn load_plan(args: &PlanArgs) -> anyhow::Result<(plan::Plan, Vec<String>)> {
+fn load_plan(args: &PlanArgs) -> Result<(plan::Plan, Vec<String>), Error> {
     let checked = scenario::load(&args.file)?;
     let backend = args.backend.unwrap_or(checked.backend);
     if args.context.is_none() && args.cluster.is_none() {
@@ -229,7 +231,7 @@ fn load_plan(args: &PlanArgs) -> anyhow::Result<(plan::Plan, Vec<String>)> {
             }
             None => crate::discover::inspect::kube_config(args.context.clone()).await?,
         };
-        anyhow::Ok(
+        Ok::<_, Error>(
             crate::discover::inspect::inspect(&config, context, &checked.pins, args.profile)
                 .await?,
         )
@@ -242,7 +244,7 @@ fn load_plan(args: &PlanArgs) -> anyhow::Result<(plan::Plan, Vec<String>)> {
     ))
 }
 
-pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+pub fn run(cli: Cli) -> Result<ExitCode, Error> {
     match cli.command {
         Command::Validate { files } => validate(&files),
         Command::Plan(args) => {
@@ -299,7 +301,7 @@ pub(crate) fn write_stdout(text: &str) {
 #[error("interrupted")]
 pub struct Interrupted;
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+fn runtime() -> Result<tokio::runtime::Runtime, Error> {
     crate::runner::session::runtime().context("starting the async runtime")
 }
 
@@ -317,7 +319,7 @@ fn planned_faults(checked: &scenario::Checked) -> Vec<crate::scenario::model::Fa
     out
 }
 
-fn validate(files: &[PathBuf]) -> anyhow::Result<ExitCode> {
+fn validate(files: &[PathBuf]) -> Result<ExitCode, Error> {
     let mut failed = 0usize;
     for file in files {
         // bounded: a huge file is refused by scenario::load below, unread

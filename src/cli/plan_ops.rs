@@ -2,6 +2,7 @@
 //! calls each fault makes on the chosen backend, resolved as far as can be
 //! without touching anything (nothing here runs them).
 
+use super::error::Error;
 use super::{InvalidFlag, PlanArgs, machines};
 use crate::plan;
 
@@ -65,7 +66,7 @@ fn literal_node<'a>(plan: &'a plan::Plan, target: &str) -> Option<&'a str> {
 /// The command backend's lines for each fault: substituted where the
 /// target names its node literally and the value needs only the node's
 /// name, `<value of node>` for what only the Node object tells (not run).
-pub fn command_lines(plan: &plan::Plan, args: &machines::CommandArgs) -> anyhow::Result<String> {
+pub fn command_lines(plan: &plan::Plan, args: &machines::CommandArgs) -> Result<String, Error> {
     let faults: Vec<_> = fault_steps(plan).iter().map(|(_, f, _)| *f).collect();
     let c = args.load(&plan.scenario, &faults)?;
     for w in &c.warnings {
@@ -100,13 +101,13 @@ pub fn command_lines(plan: &plan::Plan, args: &machines::CommandArgs) -> anyhow:
 pub fn libvirt_operations(
     plan: &plan::Plan,
     args: &machines::MachineArgs,
-) -> anyhow::Result<String> {
+) -> Result<String, Error> {
     use crate::backend::libvirt;
     use crate::backend::ssh::SshTarget;
     let scenario = &plan.scenario.libvirt;
     let settings = args
         .libvirt_settings(scenario)
-        .map_err(|e| anyhow::anyhow!(InvalidFlag(e)))?;
+        .map_err(|e| Error::from(InvalidFlag(e)))?;
     let uri = args.uri(scenario);
     let mut out = format!(
         "\nOperations on libvirt ({uri}; <t> is the domain of target t's node: {}; \
@@ -136,7 +137,7 @@ pub fn libvirt_operations(
 /// The VBoxManage lines (or libvirt calls) of each fault on the Vagrant
 /// project's machines: with each machine's UUID from `.vagrant` for
 /// targets named literally, placeholders for the others.
-pub fn vagrant_operations(plan: &plan::Plan, args: &PlanArgs) -> anyhow::Result<String> {
+pub fn vagrant_operations(plan: &plan::Plan, args: &PlanArgs) -> Result<String, Error> {
     use crate::backend::libvirt;
     use crate::backend::ssh::SshTarget;
     use crate::backend::vagrant::{project::Provider, vbox};
@@ -145,7 +146,7 @@ pub fn vagrant_operations(plan: &plan::Plan, args: &PlanArgs) -> anyhow::Result<
     let m = &args.machines;
     let settings = m
         .vagrant_settings(&plan.scenario.libvirt)
-        .map_err(|e| anyhow::anyhow!(InvalidFlag(e)))?;
+        .map_err(|e| Error::from(InvalidFlag(e)))?;
     let project = m.vagrant.project(&args.file);
     let mut out = match &project {
         Ok(p) => format!(

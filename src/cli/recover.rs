@@ -3,10 +3,11 @@
 //! back on, puts taints and cordons back, deletes what the runs applied,
 //! tears down their throwaway clusters, and prints what it did.
 
+use super::error::Error;
 use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::{Context as _, bail};
+use super::error::Context as _;
 
 use super::runtime;
 use crate::backend::NodeFaults;
@@ -18,7 +19,7 @@ use crate::runner::{Journal, undo};
 use crate::scenario::model::Cleanup;
 use crate::sim::SimCluster;
 
-pub fn run(only: Option<&str>) -> anyhow::Result<ExitCode> {
+pub fn run(only: Option<&str>) -> Result<ExitCode, Error> {
     let dir = journal::default_dir();
     let scan = journal::unfinished(&dir)
         .with_context(|| format!("reading the journals in {}", dir.display()))?;
@@ -54,11 +55,11 @@ pub fn run(only: Option<&str>) -> anyhow::Result<ExitCode> {
             return Ok(exit::code(exit::INFRASTRUCTURE));
         }
         if let Some(r) = only {
-            bail!(
+            return Err(Error::msg(format!(
                 "no unfinished run `{r}` in {} (see `ls {}`)",
                 dir.display(),
                 dir.display()
-            );
+            )));
         }
         outln!("nothing to recover: no unfinished run in {}", dir.display());
         return Ok(exit::code(exit::PASS));

@@ -9,10 +9,11 @@
 //! failed expectation is data: the series goes on. An infrastructure error,
 //! invalid input or a signal stops it; what finished is aggregated.
 
+use super::error::Error;
 use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::Context as _;
+use super::error::Context as _;
 use jiff::Timestamp;
 
 use super::ScenarioArgs;
@@ -36,7 +37,7 @@ struct Watch {
 }
 
 impl Watch {
-    fn install() -> anyhow::Result<Watch> {
+    fn install() -> Result<Watch, Error> {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -53,7 +54,7 @@ impl Watch {
     }
 }
 
-pub(super) fn run(args: &ScenarioArgs, resolved: &Resolved) -> anyhow::Result<ExitCode> {
+pub(super) fn run(args: &ScenarioArgs, resolved: &Resolved) -> Result<ExitCode, Error> {
     let n = args.repeat;
     let (checked, backend) = (&resolved.checked, resolved.backend);
     let started_at = Timestamp::now();

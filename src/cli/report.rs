@@ -1,5 +1,6 @@
 //! `nodefall report ...`: work with the reports of past runs.
 
+use super::error::Error;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -97,7 +98,7 @@ pub struct RenderArgs {
     pub out: Option<PathBuf>,
 }
 
-pub fn run(cmd: ReportCommand) -> anyhow::Result<ExitCode> {
+pub fn run(cmd: ReportCommand) -> Result<ExitCode, Error> {
     match cmd {
         ReportCommand::Render(args) => {
             let dir = match &args.out {
@@ -128,7 +129,7 @@ pub fn run(cmd: ReportCommand) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn fidelity(args: &FidelityArgs) -> anyhow::Result<ExitCode> {
+fn fidelity(args: &FidelityArgs) -> Result<ExitCode, Error> {
     use crate::stats::fidelity;
     let kind = newest_runs(&args.kind)?;
     let sim = newest_runs(&args.sim)?;
@@ -174,9 +175,7 @@ fn fidelity(args: &FidelityArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The newest run of each scenario found under `dir` (any depth).
-fn newest_runs(
-    dir: &Path,
-) -> anyhow::Result<std::collections::BTreeMap<String, record::RunResult>> {
+fn newest_runs(dir: &Path) -> Result<std::collections::BTreeMap<String, record::RunResult>, Error> {
     let mut found = Vec::new();
     let mut todo = vec![dir.to_path_buf()];
     while let Some(d) = todo.pop() {
@@ -208,7 +207,7 @@ fn newest_runs(
     Ok(runs)
 }
 
-fn compare(args: &CompareArgs) -> anyhow::Result<ExitCode> {
+fn compare(args: &CompareArgs) -> Result<ExitCode, Error> {
     use crate::stats;
     let gate = stats::Gate {
         fail_if_slower: args.fail_if_slower,

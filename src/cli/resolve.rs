@@ -6,9 +6,8 @@
 //! checked. Whatever is wrong here is bad input (exit 2), and nothing has
 //! been touched yet. A series (`--repeat`) resolves once for all its runs.
 
+use super::error::Error;
 use std::path::Path;
-
-use anyhow::bail;
 
 use super::ScenarioArgs;
 use super::run_scenario::InvalidFlag;
@@ -19,16 +18,17 @@ use crate::scenario::{self, model::BackendKind};
 use crate::sim;
 
 /// Loads and checks the scenario, then the flags against it.
-pub(super) fn resolve(args: &ScenarioArgs) -> anyhow::Result<Resolved> {
+pub(super) fn resolve(args: &ScenarioArgs) -> Result<Resolved, Error> {
     let checked = scenario::load(&args.file)?;
     let backend = args.backend.unwrap_or(checked.backend);
     super::flags::check(args, backend)?;
     if args.repeat > 1 && args.keep {
-        bail!(InvalidFlag(
+        return Err(InvalidFlag(
             "--keep keeps a run's throwaway cluster, and --repeat starts one per run: start one \
              with `nodefall sim up --name NAME` and pass --cluster NAME instead"
-                .into()
-        ));
+                .into(),
+        )
+        .into());
     }
     let on = match backend {
         BackendKind::Sim => {
@@ -86,9 +86,9 @@ fn on_machines(
     args: &ScenarioArgs,
     checked: &scenario::Checked,
     backend: BackendKind,
-) -> anyhow::Result<On> {
+) -> Result<On, Error> {
     let machines = &checked.libvirt;
-    let invalid = |e: String| anyhow::anyhow!(InvalidFlag(e));
+    let invalid = |e: String| Error::from(InvalidFlag(e));
     let (backend, context) = match backend {
         BackendKind::Kind => (
             BackendRef::Kind {
@@ -138,7 +138,11 @@ fn on_machines(
                 args.context.clone(),
             )
         }
-        BackendKind::Sim => bail!("the sim backend runs on a simulated cluster, not on machines"),
+        BackendKind::Sim => {
+            return Err(Error::msg(
+                "the sim backend runs on a simulated cluster, not on machines",
+            ));
+        }
     };
     Ok(On::Machines { backend, context })
 }
@@ -226,7 +230,7 @@ mod tests {
         let file = repo("scenarios/statefulset-nfs.yaml");
         let err = |argv: &[&str]| {
             let e = resolve(&scenario_args(argv)).unwrap_err();
-            assert!(e.downcast_ref::<InvalidFlag>().is_some(), "{e:#}");
+            assert!(matches!(e, Error::InvalidFlag(_)), "{e:#}");
             e.to_string()
         };
         let keep = err(&["nodefall", "scenario", &file, "--keep", "--repeat", "3"]);

@@ -2,6 +2,7 @@
 //! them), the run carried out by [`crate::runner::session`], its verdict
 //! printed.
 
+use super::error::Error;
 use std::process::ExitCode;
 
 use super::ScenarioArgs;
@@ -9,7 +10,7 @@ use crate::exit;
 use crate::record::{self, RunResult, RunVerdict};
 use crate::runner::session::{self, Done, Once, Request};
 
-pub fn run(args: &ScenarioArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: &ScenarioArgs) -> Result<ExitCode, Error> {
     // Everything about the input is checked before any cluster is touched.
     let resolved = super::resolve::resolve(args)?;
     // So is where the reports go: not found out after a whole run.

@@ -1,10 +1,11 @@
 //! `nodefall sim ...`: manage simulated clusters by hand.
 
+use super::error::Error;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::Context as _;
+use super::error::Context as _;
 use clap::{Args, Subcommand};
 use tabled::settings::Style;
 use tabled::{Table, Tabled};
@@ -181,7 +182,7 @@ pub struct UpArgs {
     pub grace: super::grace::ShutdownGraceArgs,
 }
 
-pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
+pub fn run(cmd: SimCommand) -> Result<ExitCode, Error> {
     let root = sim::default_root();
     match cmd {
         SimCommand::Up(args) => {
@@ -214,7 +215,7 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
             let mut cluster = runtime.block_on(async {
                 let mut progress = |msg: &str| tracing::info!("sim: {msg}");
                 tokio::select! {
-                    up = SimCluster::up(&opts, &mut progress) => up.map_err(anyhow::Error::from),
+                    up = SimCluster::up(&opts, &mut progress) => up.map_err(Error::from),
                     // Dropping the bring-up future tears down what was started.
                     _ = tokio::signal::ctrl_c() => Err(Interrupted.into()),
                 }
@@ -260,7 +261,7 @@ fn waiting(cluster: &str) {
 /// cluster, recorded in its state. The cluster is only opened (not started
 /// by this process), so dropping it tears nothing down, and an agent
 /// started here runs on in its own process group when this process exits.
-fn node(root: &Path, args: &NodeArgs) -> anyhow::Result<ExitCode> {
+fn node(root: &Path, args: &NodeArgs) -> Result<ExitCode, Error> {
     let fail = |source: sim::Error| NodeError {
         action: args.action,
         node: args.node.clone(),
@@ -338,7 +339,7 @@ async fn node_action(
 }
 
 /// Runs the reaper; its stderr is `logs/reaper.log` of the cluster.
-fn reap(args: ReapArgs) -> anyhow::Result<ExitCode> {
+fn reap(args: ReapArgs) -> Result<ExitCode, Error> {
     let opts = ReapOptions {
         name: args.name,
         root: args.root,
@@ -414,7 +415,7 @@ struct Row {
     reaper: String,
 }
 
-fn status(root: &std::path::Path) -> anyhow::Result<ExitCode> {
+fn status(root: &std::path::Path) -> Result<ExitCode, Error> {
     let names = sim::state::list(root);
     if names.is_empty() {
         outln!("no simulated clusters under {}", root.display());
