@@ -353,3 +353,28 @@ fn tell(notes: &[String]) {
         tracing::info!("timing: {n}");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_error_stands_for_bad_input_only_when_the_input_is_at_fault() {
+        let no_cluster = || sim::Error::NoCluster {
+            name: "gone".into(),
+            root: "/tmp/x".into(),
+            known: Vec::new(),
+        };
+        assert_eq!(Error::Sim(no_cluster()).exit_code(), exit::INVALID_INPUT);
+        assert_eq!(Error::SimUp(no_cluster()).exit_code(), exit::INVALID_INPUT);
+        let unknown = crate::backend::Error::UnknownNode {
+            node: "worker-9".into(),
+            what: "kind cluster's node containers",
+            known: vec!["worker-1".into()],
+        };
+        assert_eq!(Error::Backend(unknown).exit_code(), exit::INVALID_INPUT);
+        let io = || std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        assert_eq!(Error::Runtime(io()).exit_code(), exit::INFRASTRUCTURE);
+        assert_eq!(Error::Exe(io()).exit_code(), exit::INFRASTRUCTURE);
+    }
+}

@@ -142,6 +142,117 @@ fn exit_code(outcome: &RunOutcome) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::Plan;
+    use crate::profile::TimingProfile;
+    use crate::runner::journal::{BackendRef, KubeRef, Undo};
+    use crate::shutdown::Stop;
+
+    fn plan() -> Plan {
+        let text = "name: t\nnamespace: ns\ntarget: {mostPods: app=web}\nsteps:\n  - fault: pause-vm\n  \
+                    - expect: {node: target, ready: Unknown, within: 1m}\n";
+        let checked = crate::scenario::load::load_str("s.yaml", Path::new("."), text)
+            .and_then(crate::scenario::validate::validate)
+            .unwrap_or_else(|e| panic!("{e}"));
+        crate::plan::resolve(checked, &TimingProfile::fast(), None)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn outcome(plan: &Plan, verdict: RunVerdict) -> RunOutcome {
+        RunOutcome {
+            result: crate::runner::failed_to_start(plan, "s.yaml", "as written", verdict),
+            invalid_input: false,
+            stopped_by: None,
+            unreverted: Vec::new(),
+            abandoned: None,
+        }
+    }
+
+    #[test]
+    fn a_run_ends_with_the_code_its_outcome_stands_for() {
+        let plan = plan();
+        for (verdict, code) in [
+            (RunVerdict::Pass, exit::PASS),
+            (RunVerdict::Fail, exit::EXPECTATION_FAILED),
+            (RunVerdict::Error, exit::INFRASTRUCTURE),
+            (RunVerdict::Interrupted, exit::INTERRUPTED),
+        ] {
+            assert_eq!(exit_code(&outcome(&plan, verdict)), code, "{verdict:?}");
+        }
+        let mut o = outcome(&plan, RunVerdict::Error);
+        o.invalid_input = true;
+        assert_eq!(exit_code(&o), exit::INVALID_INPUT);
+        // a change left in place outweighs the expectations
+        let mut o = outcome(&plan, RunVerdict::Pass);
+        o.unreverted.push("resume worker-1".into());
+        assert_eq!(exit_code(&o), exit::INFRASTRUCTURE);
+        // a signal outweighs everything: 128 + its number
+        o.stopped_by = Some(Stop::Terminate);
+        assert_eq!(exit_code(&o), 143);
+    }
+
+    #[test]
+    fn the_end_writes_the_reports_and_closes_the_journal_only_when_nothing_is_left() {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let (out, journals) = (tmp.path().join("out"), tmp.path().join("journals"));
+        let plan = plan();
+        let backend = BackendRef::Kind {
+            cluster: "nodefall".into(),
+            runtime: "docker".into(),
+        };
+        let open = |name: &str| {
+            let mut h = super::super::header(&plan, "s.yaml", backend.clone(), KubeRef::default());
+            h.run = name.into();
+            Journal::create(&journals, h).expect("journal")
+        };
+
+        // all put back: reports where asked, journal closed
+        let journal = open("settled");
+        let path = journal.path().to_owned();
+        let done = conclude(
+            &out,
+            &Once::default(),
+            &outcome(&plan, RunVerdict::Pass),
+            journal,
+        )
+        .expect("concluded");
+        assert_eq!(done.code, exit::PASS);
+        assert!(done.dir.starts_with(&out), "{}", done.dir.display());
+        assert!(done.dir.join("result.json").is_file());
+        assert!(done.dir.join("report.md").is_file());
+        assert!(!path.exists(), "a settled journal is closed");
+        assert!(
+            journals
+                .join("closed")
+                .join(path.file_name().expect("name"))
+                .is_file()
+        );
+
+        // a change still pending: the journal stays for `nodefall recover`
+        let mut journal = open("pending");
+        journal
+            .will(Undo::Cluster {
+                root: tmp.path().into(),
+                name: "left".into(),
+            })
+            .expect("journaled");
+        let path = journal.path().to_owned();
+        let mut o = outcome(&plan, RunVerdict::Fail);
+        o.unreverted
+            .push("tear down throwaway sim cluster left".into());
+        let once = Once {
+            dir: Some(out.join("second")),
+            ..Once::default()
+        };
+        let done = conclude(&out, &once, &o, journal).expect("concluded");
+        assert_eq!(done.code, exit::INFRASTRUCTURE);
+        assert_eq!(done.dir, out.join("second"));
+        assert_eq!(done.unreverted, o.unreverted);
+        assert_eq!(done.journal, path);
+        assert!(
+            path.is_file(),
+            "a journal with work left stays where recover looks"
+        );
+    }
 
     fn write_marker(dir: &Path) -> Result<PathBuf, report::Error> {
         std::fs::create_dir_all(dir).map_err(|source| report::Error::CreateDir {
