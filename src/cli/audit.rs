@@ -16,7 +16,7 @@ use kube::api::Api;
 use kube::runtime::watcher::Event;
 use serde_json::Value;
 
-use super::run_scenario::InvalidFlag;
+use super::flags::InvalidFlag;
 use crate::actions;
 use crate::audit::{self, Seen};
 use crate::exit;

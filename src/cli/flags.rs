@@ -4,7 +4,6 @@
 //! it is refused by name with exit 2.
 
 use super::ScenarioArgs;
-use super::run_scenario::InvalidFlag;
 use crate::scenario::model::BackendKind;
 
 /// Which backends read each backend-specific flag the user gave.
@@ -75,3 +74,8 @@ pub(super) fn check(args: &ScenarioArgs, backend: BackendKind) -> Result<(), Inv
     }
     Ok(())
 }
+
+/// A flag's value is wrong (exit 2).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidFlag(pub String);

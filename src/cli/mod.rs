@@ -32,7 +32,7 @@ mod sim;
 mod values;
 
 pub use crate::discover::inspect::ProfileMismatch;
-pub use run_scenario::InvalidFlag;
+pub use flags::InvalidFlag;
 pub use sim::NodeError as SimNodeError;
 
 use crate::exit;
@@ -267,7 +267,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, Error> {
         Command::Kind(cmd) => kind::run(cmd),
         Command::Report(cmd) => report::run(cmd),
         Command::Audit(cmd) => audit::run(cmd),
-        Command::Scenario(args) => run_scenario::run(&args),
+        Command::Scenario(args) => scenario(&args),
         Command::Recover { run } => recover::run(run.as_deref()),
         Command::Completions { shell } => {
             let mut script = Vec::new();
@@ -294,6 +294,25 @@ pub(crate) fn write_stdout(text: &str) {
             }
         }
     }
+}
+
+/// `nodefall scenario`: one run, or a series of them (`--repeat`).
+fn scenario(args: &ScenarioArgs) -> Result<ExitCode, Error> {
+    // Everything about the input is checked before any cluster is touched.
+    let resolved = resolve::resolve(args)?;
+    // So is where the reports go: not found out after a whole run.
+    resolve::prepare_out(&args.out)?;
+    crate::runner::session::warn_unfinished();
+    if args.repeat > 1 {
+        return repeat::run(args, &resolved);
+    }
+    let done = crate::runner::session::run(
+        &run_scenario::request(args),
+        &resolved,
+        &crate::runner::session::Once::default(),
+    )?;
+    run_scenario::print(&done);
+    Ok(exit::code(done.code))
 }
 
 /// The run was interrupted by Ctrl-C (after cleaning up).

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 
-use super::run_scenario::InvalidFlag;
+use super::flags::InvalidFlag;
 use super::values;
 use crate::exit;
 use crate::record;

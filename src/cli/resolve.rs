@@ -10,7 +10,7 @@ use super::error::Error;
 use std::path::Path;
 
 use super::ScenarioArgs;
-use super::run_scenario::InvalidFlag;
+use super::flags::InvalidFlag;
 use crate::backend::kind;
 use crate::runner::journal::BackendRef;
 use crate::runner::session::{On, Resolved, SimTarget};

@@ -1,28 +1,9 @@
-//! `nodefall scenario`: the flags resolved into a run (or a series of
-//! them), the run carried out by [`crate::runner::session`], its verdict
-//! printed.
-
-use super::error::Error;
-use std::process::ExitCode;
+//! `nodefall scenario`'s two ends around [`crate::runner::session`]: the
+//! session's view of the flags, and the verdict printed.
 
 use super::ScenarioArgs;
-use crate::exit;
 use crate::record::{self, RunResult, RunVerdict};
-use crate::runner::session::{self, Done, Once, Request};
-
-pub fn run(args: &ScenarioArgs) -> Result<ExitCode, Error> {
-    // Everything about the input is checked before any cluster is touched.
-    let resolved = super::resolve::resolve(args)?;
-    // So is where the reports go: not found out after a whole run.
-    super::resolve::prepare_out(&args.out)?;
-    session::warn_unfinished();
-    if args.repeat > 1 {
-        return super::repeat::run(args, &resolved);
-    }
-    let done = session::run(&request(args), &resolved, &Once::default())?;
-    print(&done);
-    Ok(exit::code(done.code))
-}
+use crate::runner::session::{Done, Request};
 
 /// The session's view of the flags.
 pub(super) fn request(args: &ScenarioArgs) -> Request {
@@ -38,11 +19,6 @@ pub(super) fn print(done: &Done) {
     summarize(&done.result, &done.dir);
     done.warn_leftovers();
 }
-
-/// A flag's value is wrong (exit 2).
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct InvalidFlag(pub String);
 
 fn summarize(result: &RunResult, dir: &std::path::Path) {
     let passed = result
