@@ -65,15 +65,17 @@ impl Error {
     /// nothing was touched; 130 after an interrupt; else 3.
     pub fn exit_code(&self) -> u8 {
         let bad_input = match self {
-            Error::Scenario(_) | Error::InvalidFlag(_) | Error::Identity(_) | Error::Audit(_) => {
-                true
-            }
+            // a result or aggregate that cannot be read or compared is the input's
+            Error::Scenario(_)
+            | Error::InvalidFlag(_)
+            | Error::Identity(_)
+            | Error::Audit(_)
+            | Error::Stats(_) => true,
             Error::Inspect(e) => e.is_bad_input(),
             Error::SimNode(e) => e.is_bad_input(),
             Error::Sim(e) => e.is_unknown_cluster(),
             Error::Backend(e) => e.invalid_input(),
             Error::Report(e) => e.is_bad_input(),
-            Error::Stats(e) => e.is_bad_input(),
             Error::Session(e) => return e.exit_code(),
             Error::Interrupted(_) => return exit::INTERRUPTED,
             Error::Context { source, .. } => return source.exit_code(),

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use super::bounds;
 use super::{RunResult, SCHEMA_VERSION};
 
-/// Why a `result.json` could not be read. Always the input's fault.
+/// Why a `result.json` could not be read: always the input's fault.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("cannot read run result {path}")]
@@ -41,14 +41,6 @@ pub enum Error {
         field: String,
         value: String,
     },
-}
-
-impl Error {
-    /// Always true: reading fails only on the input (missing, not a result,
-    /// a version or a number out of range), never on this machine.
-    pub fn is_bad_input(&self) -> bool {
-        true
-    }
 }
 
 /// What a JSON file of nodefall's says it is (`kind`, `schemaVersion`),

@@ -42,13 +42,6 @@ pub enum Error {
     NotComparable { base: String, new: String },
 }
 
-impl Error {
-    /// True when the input is at fault (exit 2).
-    pub fn is_bad_input(&self) -> bool {
-        true
-    }
-}
-
 /// A `result.json` or an `aggregate.json`, as one side of a comparison
 /// (an aggregate stands as its `stat`).
 pub fn read_side(path: &Path, stat: Stat) -> Result<Side, Error> {
