@@ -200,16 +200,7 @@ mod tests {
     use crate::profile::Var;
 
     fn pki() -> Pki {
-        let dir = Path::new("/state/c1/pki");
-        Pki {
-            ca_cert: dir.join("ca.crt"),
-            serving_cert: dir.join("apiserver.crt"),
-            serving_key: dir.join("apiserver.key"),
-            service_account_key: dir.join("sa.key"),
-            service_account_pub: dir.join("sa.pub"),
-            token_file: dir.join("tokens.csv"),
-            token: "t0ken".into(),
-        }
+        Pki::at(Path::new("/state/c1/pki"), "t0ken".into())
     }
 
     fn layout() -> Layout {

@@ -21,6 +21,21 @@ pub struct Pki {
     pub token: String,
 }
 
+impl Pki {
+    /// Where the files of credentials in `dir` are, with their `token`.
+    pub fn at(dir: &Path, token: String) -> Pki {
+        Pki {
+            ca_cert: dir.join("ca.crt"),
+            serving_cert: dir.join("apiserver.crt"),
+            serving_key: dir.join("apiserver.key"),
+            service_account_key: dir.join("sa.key"),
+            service_account_pub: dir.join("sa.pub"),
+            token_file: dir.join("tokens.csv"),
+            token,
+        }
+    }
+}
+
 /// Makes fresh credentials under `dir`.
 pub fn write(dir: &Path) -> Result<Pki, Error> {
     std::fs::create_dir_all(dir)
@@ -52,15 +67,7 @@ pub fn write(dir: &Path) -> Result<Pki, Error> {
     let sa_key = KeyPair::generate()?;
 
     let token = random_token()?;
-    let pki = Pki {
-        ca_cert: dir.join("ca.crt"),
-        serving_cert: dir.join("apiserver.crt"),
-        serving_key: dir.join("apiserver.key"),
-        service_account_key: dir.join("sa.key"),
-        service_account_pub: dir.join("sa.pub"),
-        token_file: dir.join("tokens.csv"),
-        token,
-    };
+    let pki = Pki::at(dir, token);
     let files = [
         (&pki.ca_cert, ca_cert.pem()),
         (&pki.serving_cert, serving_cert.pem()),
