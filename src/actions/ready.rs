@@ -150,29 +150,25 @@ trait Replicated {
     fn template(self) -> Option<PodTemplateSpec>;
 }
 
-impl Replicated for StatefulSet {
-    fn replicas(&self) -> Option<i32> {
-        self.spec.as_ref().and_then(|s| s.replicas)
-    }
-    fn ready_replicas(&self) -> Option<i32> {
-        self.status.as_ref().and_then(|s| s.ready_replicas)
-    }
-    fn template(self) -> Option<PodTemplateSpec> {
-        self.spec.map(|s| s.template)
-    }
+/// Both keep the count in `spec.replicas`, the ready count in
+/// `status.readyReplicas` and the pods' template in `spec.template`.
+macro_rules! replicated {
+    ($($kind:ty),+) => {$(
+        impl Replicated for $kind {
+            fn replicas(&self) -> Option<i32> {
+                self.spec.as_ref().and_then(|s| s.replicas)
+            }
+            fn ready_replicas(&self) -> Option<i32> {
+                self.status.as_ref().and_then(|s| s.ready_replicas)
+            }
+            fn template(self) -> Option<PodTemplateSpec> {
+                self.spec.map(|s| s.template)
+            }
+        }
+    )+};
 }
 
-impl Replicated for Deployment {
-    fn replicas(&self) -> Option<i32> {
-        self.spec.as_ref().and_then(|s| s.replicas)
-    }
-    fn ready_replicas(&self) -> Option<i32> {
-        self.status.as_ref().and_then(|s| s.ready_replicas)
-    }
-    fn template(self) -> Option<PodTemplateSpec> {
-        self.spec.map(|s| s.template)
-    }
-}
+replicated!(StatefulSet, Deployment);
 
 /// Waits (watching) until a StatefulSet or Deployment has the ready
 /// replicas the check wants; returns its pods.
