@@ -2,31 +2,17 @@
 //!
 //! Data flows one way: scenario file -> [`scenario`] (load, validate) ->
 //! [`plan`] (resolved against a [`profile`]) -> runner -> backend/actions ->
-//! observe -> timeline -> expect -> report.
+//! observe -> timeline -> expect -> report. Each layer is a crate of the
+//! workspace (ARCHITECTURE.md); this one is the command line, and re-exports
+//! the layers' modules under one name for the integration tests.
 
-pub mod actions;
-pub mod audit;
-pub mod backend;
+pub use nodefall_io::{actions, audit, discover, exec, gns, observe, probe, testpoint};
+pub use nodefall_judge::expect;
+pub use nodefall_machines::{backend, kindlab};
+pub use nodefall_model::{duration, errors, exit, plan, profile, scenario};
+pub use nodefall_record::{record, timeline};
+pub use nodefall_report::{report, stats};
+pub use nodefall_runner::{logging, runner, shutdown};
+pub use nodefall_sim::sim;
+
 pub mod cli;
-pub mod discover;
-pub mod duration;
-pub mod errors;
-pub mod exec;
-pub mod exit;
-pub mod expect;
-pub mod gns;
-pub mod kindlab;
-pub mod logging;
-pub mod observe;
-pub mod plan;
-pub mod probe;
-pub mod profile;
-pub mod record;
-pub mod report;
-pub mod runner;
-pub mod scenario;
-pub mod shutdown;
-pub mod sim;
-pub mod stats;
-pub mod testpoint;
-pub mod timeline;

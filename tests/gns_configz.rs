@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use nodefall::gns::{self, Error, Fact, GracefulShutdown, NodeReport, ShutdownVerdict, configz};
+use nodefall::gns::{self, Error, Fact, GracefulShutdown, ShutdownVerdict, configz};
 use nodefall::profile::TimingProfile;
 use nodefall::record::Verdict as Outcome;
 use nodefall::sim::{SimCluster, UpOptions};
@@ -297,7 +297,7 @@ async fn through_the_proxy() {
     );
     // With the lock held and logind's stock 5 s, the drain is cut short ...
     let locks = gns::inhibitors_from(Ok(TYPHOON_LOCKS), "ssh kubespray: systemd-inhibit --list");
-    let report = NodeReport::new(
+    let report = gns::node_report(
         "kubespray",
         vec!["target".into()],
         0,
@@ -314,7 +314,7 @@ async fn through_the_proxy() {
         report.verdict
     );
     // ... and with the 90 s kubespray's kubelet would have set, it runs.
-    let report = NodeReport::new(
+    let report = gns::node_report(
         "kubespray",
         vec!["target".into()],
         0,

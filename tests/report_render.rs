@@ -459,7 +459,7 @@ fn implicit_holds_are_shown_from_the_step_start() {
 /// deployment fixture with two preflight reports and a `gracefulShutdown`
 /// expectation. Constructed, not from a run: no kubelet runs here.
 fn with_preflight() -> RunResult {
-    use nodefall::gns::{self, Fact, NodeReport};
+    use nodefall::gns::{self, Fact};
     let mut r = fixture(DEPLOYMENT);
     let config = |grace: &str, critical: &str| {
         gns::configz::parse(&format!(
@@ -474,7 +474,7 @@ fn with_preflight() -> RunResult {
         "ssh worker-1: systemd-inhibit --list",
     );
     r.graceful_shutdown = vec![
-        NodeReport::new(
+        gns::node_report(
             "worker-1",
             vec!["target".into()],
             7_865,
@@ -485,7 +485,7 @@ fn with_preflight() -> RunResult {
             locks,
             gns::inhibit_delay_from(Ok("t 90000000\n"), "ssh worker-1: busctl get-property ... InhibitDelayMaxUSec"),
         ),
-        NodeReport::new(
+        gns::node_report(
             "worker-2",
             vec!["second".into()],
             7_870,

@@ -1,0 +1,15 @@
+//! The cluster-side work: processes, the Kubernetes API (observe, actions, discover, graceful-shutdown preflight, audit check) and HTTP probes.
+//!
+//! Part of nodefall's workspace (ARCHITECTURE.md names each crate's layer).
+
+pub use nodefall_model::{duration, errors, exit, plan, profile, scenario};
+pub use nodefall_record::{record, timeline};
+
+pub mod actions;
+pub mod audit;
+pub mod discover;
+pub mod exec;
+pub mod gns;
+pub mod observe;
+pub mod probe;
+pub mod testpoint;

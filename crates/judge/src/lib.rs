@@ -1,0 +1,8 @@
+//! Expectations judged against a timeline. Pure.
+//!
+//! Part of nodefall's workspace (ARCHITECTURE.md names each crate's layer).
+
+pub use nodefall_model::{duration, errors, exit, plan, profile, scenario};
+pub use nodefall_record::{record, timeline};
+
+pub mod expect;

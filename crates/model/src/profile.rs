@@ -1,0 +1,358 @@
+//! Timing profiles: the cluster timings a scenario's expectations scale with.
+//!
+//! Every bound in a scenario may name one of these variables instead of a
+//! literal, so the same scenario is right on an upstream-default cluster and on
+//! the compressed `fast` profile of the simulated cluster.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// One timing variable of a cluster. The order is the order of documentation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Var {
+    /// kube-controller-manager `--node-monitor-grace-period`.
+    NodeMonitorGracePeriod,
+    /// kube-controller-manager `--node-monitor-period`.
+    NodeMonitorPeriod,
+    /// kube-controller-manager `--node-startup-grace-period`.
+    NodeStartupGracePeriod,
+    /// kube-apiserver `--default-unreachable-toleration-seconds`.
+    UnreachableTolerationSeconds,
+    /// kube-apiserver `--default-not-ready-toleration-seconds`.
+    NotReadyTolerationSeconds,
+    /// Node lease duration (kubelet `nodeLeaseDurationSeconds`, kwok `--node-lease-duration-seconds`).
+    NodeLeaseDuration,
+    /// kubelet `nodeStatusUpdateFrequency`.
+    NodeStatusUpdateFrequency,
+    /// Period of the pod garbage collector (force-deletes pods on out-of-service nodes).
+    PodGcPeriod,
+    /// How long pod GC quarantines pods of a deleted node before deleting them.
+    OrphanQuarantine,
+}
+
+impl Var {
+    pub const ALL: [Var; 9] = [
+        Var::NodeMonitorGracePeriod,
+        Var::NodeMonitorPeriod,
+        Var::NodeStartupGracePeriod,
+        Var::UnreachableTolerationSeconds,
+        Var::NotReadyTolerationSeconds,
+        Var::NodeLeaseDuration,
+        Var::NodeStatusUpdateFrequency,
+        Var::PodGcPeriod,
+        Var::OrphanQuarantine,
+    ];
+
+    /// The canonical name used in scenarios and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Var::NodeMonitorGracePeriod => "nodeMonitorGracePeriod",
+            Var::NodeMonitorPeriod => "nodeMonitorPeriod",
+            Var::NodeStartupGracePeriod => "nodeStartupGracePeriod",
+            Var::UnreachableTolerationSeconds => "unreachableTolerationSeconds",
+            Var::NotReadyTolerationSeconds => "notReadyTolerationSeconds",
+            Var::NodeLeaseDuration => "nodeLeaseDuration",
+            Var::NodeStatusUpdateFrequency => "nodeStatusUpdateFrequency",
+            Var::PodGcPeriod => "podGcPeriod",
+            Var::OrphanQuarantine => "orphanQuarantine",
+        }
+    }
+
+    /// The short alias, where one exists (`grace`, `toleration`, ...).
+    pub fn alias(self) -> Option<&'static str> {
+        match self {
+            Var::NodeMonitorGracePeriod => Some("grace"),
+            Var::NodeMonitorPeriod => Some("monitorPeriod"),
+            Var::UnreachableTolerationSeconds => Some("toleration"),
+            Var::NotReadyTolerationSeconds => Some("notReadyToleration"),
+            Var::NodeLeaseDuration => Some("lease"),
+            Var::PodGcPeriod => Some("podGc"),
+            _ => None,
+        }
+    }
+
+    /// Looks a variable up by canonical name or alias. `tolerationSeconds`
+    /// (the name DESIGN.md's sketch uses) is accepted for the unreachable one.
+    pub fn lookup(name: &str) -> Option<Var> {
+        if name == "tolerationSeconds" {
+            return Some(Var::UnreachableTolerationSeconds);
+        }
+        Var::ALL
+            .into_iter()
+            .find(|v| v.name() == name || v.alias() == Some(name))
+    }
+
+    /// Every accepted spelling, for "did you mean" and error messages.
+    pub fn all_names() -> Vec<&'static str> {
+        let mut names: Vec<&'static str> = Var::ALL
+            .into_iter()
+            .flat_map(|v| std::iter::once(v.name()).chain(v.alias()))
+            .collect();
+        names.push("tolerationSeconds");
+        names
+    }
+}
+
+impl fmt::Display for Var {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The numbers of one cluster configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TimingProfile {
+    pub name: String,
+    #[serde(with = "millis")]
+    pub node_monitor_grace_period: Duration,
+    #[serde(with = "millis")]
+    pub node_monitor_period: Duration,
+    #[serde(with = "millis")]
+    pub node_startup_grace_period: Duration,
+    #[serde(with = "millis")]
+    pub unreachable_toleration: Duration,
+    #[serde(with = "millis")]
+    pub not_ready_toleration: Duration,
+    #[serde(with = "millis")]
+    pub node_lease_duration: Duration,
+    #[serde(with = "millis")]
+    pub node_status_update_frequency: Duration,
+    #[serde(with = "millis")]
+    pub pod_gc_period: Duration,
+    #[serde(with = "millis")]
+    pub orphan_quarantine: Duration,
+    /// Where each value came from (empty: a built-in profile as is).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub origins: BTreeMap<Var, Origin>,
+}
+
+/// Where a timing value came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum Origin {
+    /// nodefall started the cluster with it, or `--profile` said so.
+    Set { by: String },
+    /// Read from the cluster (a flag, a configuration, the version's default).
+    Discovered { from: String },
+    /// The scenario's `timing:`.
+    Scenario,
+    /// Not known: the upstream default, taken on trust.
+    Assumed { why: String },
+}
+
+impl Origin {
+    /// One word for tables: `set`, `discovered`, `scenario`, `assumed`.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Origin::Set { .. } => "set",
+            Origin::Discovered { .. } => "discovered",
+            Origin::Scenario => "scenario",
+            Origin::Assumed { .. } => "assumed",
+        }
+    }
+
+    /// Where, in words.
+    pub fn detail(&self) -> &str {
+        match self {
+            Origin::Set { by } => by,
+            Origin::Discovered { from } => from,
+            Origin::Scenario => "the scenario's `timing:`",
+            Origin::Assumed { why } => why,
+        }
+    }
+}
+
+/// The profiles nodefall knows by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum ProfileName {
+    /// Upstream defaults of Kubernetes 1.32 and newer.
+    Default,
+    /// Compressed timings for the simulated cluster: a 5-minute experiment in ~30s.
+    Fast,
+}
+
+impl fmt::Display for ProfileName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ProfileName::Default => "default",
+            ProfileName::Fast => "fast",
+        })
+    }
+}
+
+const fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+impl TimingProfile {
+    /// Upstream defaults (kube-controller-manager, kube-apiserver, kubelet) of 1.32+.
+    pub fn upstream_default() -> Self {
+        TimingProfile {
+            name: "default".into(),
+            node_monitor_grace_period: secs(50),
+            node_monitor_period: secs(5),
+            node_startup_grace_period: secs(60),
+            unreachable_toleration: secs(300),
+            not_ready_toleration: secs(300),
+            node_lease_duration: secs(40),
+            node_status_update_frequency: secs(10),
+            pod_gc_period: secs(20),
+            orphan_quarantine: secs(40),
+            origins: BTreeMap::new(),
+        }
+    }
+
+    /// Compressed timings the `sim` backend can run with. The lease must be
+    /// renewed (every lease/4) well inside the grace period, or healthy nodes flap.
+    pub fn fast() -> Self {
+        TimingProfile {
+            name: "fast".into(),
+            node_monitor_grace_period: secs(8),
+            node_monitor_period: secs(1),
+            node_startup_grace_period: secs(10),
+            unreachable_toleration: secs(20),
+            not_ready_toleration: secs(20),
+            node_lease_duration: secs(4),
+            node_status_update_frequency: secs(1),
+            // pod GC period and orphan quarantine are compiled into kube-controller-manager
+            pod_gc_period: secs(20),
+            orphan_quarantine: secs(40),
+            origins: BTreeMap::new(),
+        }
+    }
+
+    pub fn named(name: ProfileName) -> Self {
+        match name {
+            ProfileName::Default => Self::upstream_default(),
+            ProfileName::Fast => Self::fast(),
+        }
+    }
+
+    /// The same numbers, each marked as set by `by` (a cluster nodefall
+    /// started, or `--profile`).
+    pub fn set_by(mut self, by: &str) -> Self {
+        self.origins = Var::ALL
+            .into_iter()
+            .map(|v| (v, Origin::Set { by: by.to_owned() }))
+            .collect();
+        self
+    }
+
+    /// Where `var` came from; a built-in profile's values are its own.
+    pub fn origin(&self, var: Var) -> Origin {
+        self.origins
+            .get(&var)
+            .cloned()
+            .unwrap_or_else(|| Origin::Set {
+                by: format!("the `{}` profile", self.name),
+            })
+    }
+
+    /// Each variable with its value and where it came from, for the plan
+    /// and the report: `(name, value, origin word, where)`.
+    pub fn rows(&self) -> Vec<[String; 4]> {
+        Var::ALL
+            .into_iter()
+            .map(|v| {
+                let o = self.origin(v);
+                [
+                    v.alias().unwrap_or(v.name()).to_owned(),
+                    crate::duration::format_duration(self.get(v)),
+                    o.word().to_owned(),
+                    o.detail().to_owned(),
+                ]
+            })
+            .collect()
+    }
+
+    /// The variables whose values are assumed, not known.
+    pub fn assumed(&self, vars: impl IntoIterator<Item = Var>) -> Vec<Var> {
+        let mut out: Vec<Var> = vars
+            .into_iter()
+            .filter(|v| matches!(self.origins.get(v), Some(Origin::Assumed { .. })))
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    pub fn get(&self, var: Var) -> Duration {
+        match var {
+            Var::NodeMonitorGracePeriod => self.node_monitor_grace_period,
+            Var::NodeMonitorPeriod => self.node_monitor_period,
+            Var::NodeStartupGracePeriod => self.node_startup_grace_period,
+            Var::UnreachableTolerationSeconds => self.unreachable_toleration,
+            Var::NotReadyTolerationSeconds => self.not_ready_toleration,
+            Var::NodeLeaseDuration => self.node_lease_duration,
+            Var::NodeStatusUpdateFrequency => self.node_status_update_frequency,
+            Var::PodGcPeriod => self.pod_gc_period,
+            Var::OrphanQuarantine => self.orphan_quarantine,
+        }
+    }
+
+    pub fn set(&mut self, var: Var, value: Duration) {
+        let slot = match var {
+            Var::NodeMonitorGracePeriod => &mut self.node_monitor_grace_period,
+            Var::NodeMonitorPeriod => &mut self.node_monitor_period,
+            Var::NodeStartupGracePeriod => &mut self.node_startup_grace_period,
+            Var::UnreachableTolerationSeconds => &mut self.unreachable_toleration,
+            Var::NotReadyTolerationSeconds => &mut self.not_ready_toleration,
+            Var::NodeLeaseDuration => &mut self.node_lease_duration,
+            Var::NodeStatusUpdateFrequency => &mut self.node_status_update_frequency,
+            Var::PodGcPeriod => &mut self.pod_gc_period,
+            Var::OrphanQuarantine => &mut self.orphan_quarantine,
+        };
+        *slot = value;
+    }
+}
+
+mod millis {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_millis)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_aliases_resolve() {
+        assert_eq!(Var::lookup("grace"), Some(Var::NodeMonitorGracePeriod));
+        assert_eq!(
+            Var::lookup("tolerationSeconds"),
+            Some(Var::UnreachableTolerationSeconds)
+        );
+        assert_eq!(Var::lookup("podGcPeriod"), Some(Var::PodGcPeriod));
+        assert_eq!(Var::lookup("graec"), None);
+        for v in Var::ALL {
+            assert_eq!(Var::lookup(v.name()), Some(v));
+        }
+    }
+
+    #[test]
+    fn fast_profile_renews_leases_well_inside_the_grace_period() {
+        for p in [TimingProfile::upstream_default(), TimingProfile::fast()] {
+            assert!(
+                p.node_lease_duration / 4 * 3 < p.node_monitor_grace_period,
+                "{}",
+                p.name
+            );
+        }
+    }
+}

@@ -1,0 +1,9 @@
+//! Reports (Markdown, JSON, JUnit, SVG) and statistics over runs. Pure.
+//!
+//! Part of nodefall's workspace (ARCHITECTURE.md names each crate's layer).
+
+pub use nodefall_model::{duration, errors, exit, plan, profile, scenario};
+pub use nodefall_record::{record, timeline};
+
+pub mod report;
+pub mod stats;

@@ -1,0 +1,295 @@
+//! The control-plane binaries the simulated cluster runs, in a per-user cache
+//! keyed by version. Missing ones are provisioned by the embedded
+//! `scripts/provision-binaries.sh` (built with Go where available, else
+//! downloaded from the official releases), never rebuilt once cached. When
+//! the script fails, the error carries its last lines of output (which name
+//! the failing command) and the path of its full log.
+
+use std::collections::VecDeque;
+use std::io::{BufRead as _, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use serde::{Deserialize, Serialize};
+
+use super::Error;
+use crate::exec::group;
+
+/// The provisioning recipe, shared with CI (`scripts/provision-binaries.sh`).
+const PROVISION_SCRIPT: &str = include_str!("../../../../scripts/provision-binaries.sh");
+
+/// Component versions. Defaults match the script; the same environment
+/// variables override both.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Versions {
+    pub kubernetes: String,
+    pub etcd: String,
+    pub kwok: String,
+}
+
+impl Versions {
+    pub fn from_env() -> Versions {
+        let var = |name: &str, default: &str| {
+            std::env::var(name)
+                .ok()
+                .filter(|v| !v.is_empty())
+                .unwrap_or_else(|| default.to_owned())
+        };
+        Versions {
+            kubernetes: var("NODEFALL_K8S_VERSION", "v1.35.4"),
+            etcd: var("NODEFALL_ETCD_VERSION", "v3.5.35"),
+            kwok: var("NODEFALL_KWOK_VERSION", "v0.8.0"),
+        }
+    }
+}
+
+/// Paths of the binaries of one version set.
+#[derive(Debug, Clone)]
+pub struct Binaries {
+    pub versions: Versions,
+    pub kube_apiserver: PathBuf,
+    pub kube_controller_manager: PathBuf,
+    pub kube_scheduler: PathBuf,
+    pub etcd: PathBuf,
+    pub kwok: PathBuf,
+}
+
+/// The cache root: `$NODEFALL_CACHE`, else `$XDG_CACHE_HOME/nodefall`, else `~/.cache/nodefall`.
+pub fn cache_root() -> PathBuf {
+    if let Some(dir) = env_path("NODEFALL_CACHE") {
+        return dir;
+    }
+    if let Some(dir) = env_path("XDG_CACHE_HOME") {
+        return dir.join("nodefall");
+    }
+    home().join(".cache").join("nodefall")
+}
+
+pub(super) fn env_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+pub(super) fn home() -> PathBuf {
+    env_path("HOME").unwrap_or_else(|| PathBuf::from("/tmp"))
+}
+
+impl Binaries {
+    /// Where the binaries of `versions` live under `cache`.
+    pub fn at(cache: &Path, versions: Versions) -> Binaries {
+        let bin = cache.join("bin");
+        let k8s = bin.join(format!("kubernetes-{}", versions.kubernetes));
+        Binaries {
+            kube_apiserver: k8s.join("kube-apiserver"),
+            kube_controller_manager: k8s.join("kube-controller-manager"),
+            kube_scheduler: k8s.join("kube-scheduler"),
+            etcd: bin.join(format!("etcd-{}", versions.etcd)).join("etcd"),
+            kwok: bin.join(format!("kwok-{}", versions.kwok)).join("kwok"),
+            versions,
+        }
+    }
+
+    pub fn all(&self) -> [&Path; 5] {
+        [
+            &self.kube_apiserver,
+            &self.kube_controller_manager,
+            &self.kube_scheduler,
+            &self.etcd,
+            &self.kwok,
+        ]
+    }
+
+    pub fn missing(&self) -> Vec<&Path> {
+        self.all().into_iter().filter(|p| !p.is_file()).collect()
+    }
+
+    /// The cached binaries, provisioning whatever is missing first. The
+    /// script's progress goes to stderr.
+    pub fn ensure() -> Result<Binaries, Error> {
+        let cache = cache_root();
+        let binaries = Binaries::at(&cache, Versions::from_env());
+        if binaries.missing().is_empty() {
+            return Ok(binaries);
+        }
+        tracing::info!(
+            "nodefall: provisioning the simulated cluster's binaries into {} (once per version)",
+            cache.display()
+        );
+        let status = run_provision(provision_command(&cache, &binaries.versions), &cache)?;
+        let missing: Vec<PathBuf> = binaries
+            .missing()
+            .into_iter()
+            .map(Path::to_path_buf)
+            .collect();
+        if !missing.is_empty() {
+            return Err(Error::Provision { status, missing });
+        }
+        Ok(binaries)
+    }
+}
+
+/// The log the provisioning script keeps of its build commands' output.
+pub fn provision_log(cache: &Path) -> PathBuf {
+    cache.join("provision.log")
+}
+
+/// A command that runs the embedded provisioning script for `versions` into
+/// `cache`; callers may add environment (tests put a fake `go` on `PATH`).
+pub fn provision_command(cache: &Path, versions: &Versions) -> Command {
+    let mut command = Command::new("bash");
+    command
+        .arg("-c")
+        .arg(PROVISION_SCRIPT)
+        .arg("provision-binaries")
+        .env("NODEFALL_CACHE", cache)
+        .env("NODEFALL_K8S_VERSION", &versions.kubernetes)
+        .env("NODEFALL_ETCD_VERSION", &versions.etcd)
+        .env("NODEFALL_KWOK_VERSION", &versions.kwok);
+    command
+}
+
+/// Lines of the script's stderr kept for the error: enough for its failure
+/// report (the failing command plus 25 lines of the log's tail).
+const STDERR_TAIL_LINES: usize = 40;
+
+/// Runs a [`provision_command`], passing its stderr through as it comes (a
+/// cold build takes minutes and prints progress) while keeping the last lines,
+/// which the error carries when the script fails: the error may be read
+/// where that stream was not (a report, a CI summary).
+pub fn run_provision(mut command: Command, cache: &Path) -> Result<ExitStatus, Error> {
+    // Its own process group, so that a cancelled run stops the script and
+    // every `go build` it started, and nothing else.
+    let mut child = group::spawn(command.stderr(Stdio::piped()))
+        .map_err(|source| Error::io("running bash for provisioning", source))?;
+    let stderr = child.stderr.take();
+    let reader = std::thread::spawn(move || {
+        let mut tail = VecDeque::with_capacity(STDERR_TAIL_LINES);
+        if let Some(stderr) = stderr {
+            let mut reader = BufReader::new(stderr);
+            let mut line = Vec::new();
+            // A read error only ends the pass-through; the exit status still decides.
+            while matches!(reader.read_until(b'\n', &mut line), Ok(n) if n > 0) {
+                let text = String::from_utf8_lossy(&line);
+                let text = text.trim_end_matches(['\n', '\r']);
+                tracing::info!("{text}");
+                if tail.len() == STDERR_TAIL_LINES {
+                    tail.pop_front();
+                }
+                tail.push_back(text.to_owned());
+                line.clear();
+            }
+        }
+        tail
+    });
+    let status = loop {
+        if let Some(status) = child
+            .try_wait()
+            .map_err(|source| Error::io("waiting for the provisioning script", source))?
+        {
+            break status;
+        }
+        if CANCELLED.load(Ordering::SeqCst) {
+            let pgid = group::of(&child).unwrap_or(i32::MAX);
+            let _ = group::signal(pgid, Signal::SIGTERM);
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            while child.try_wait().ok().flatten().is_none() && std::time::Instant::now() < deadline
+            {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = group::signal(pgid, Signal::SIGKILL);
+            let _ = child.wait();
+            return Err(Error::Other(
+                "provisioning was cancelled (its builds were stopped; binaries already built stay cached)".into(),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let tail = reader.join().unwrap_or_default();
+    if status.success() {
+        return Ok(status);
+    }
+    Err(Error::Other(failure_message(
+        status,
+        &tail.into_iter().collect::<Vec<_>>(),
+        &provision_log(cache),
+        cache,
+    )))
+}
+
+/// Set by the shutdown path: a running provisioning stops its builds.
+static CANCELLED: AtomicBool = AtomicBool::new(false);
+
+/// Stops a provisioning run in progress (and any later one in this process).
+pub fn cancel() {
+    CANCELLED.store(true, Ordering::SeqCst);
+}
+
+/// The error text of a failed provisioning run: what failed, the script's own
+/// report, where the full log is and what to do.
+fn failure_message(status: ExitStatus, tail: &[String], log: &Path, cache: &Path) -> String {
+    let mut text = format!(
+        "provisioning the simulated cluster's binaries failed: the embedded \
+         scripts/provision-binaries.sh exited ({status})"
+    );
+    if tail.is_empty() {
+        text.push_str(" without output");
+    } else {
+        text.push_str("; its last lines of output:");
+        for line in tail {
+            text.push_str("\n  ");
+            text.push_str(line);
+        }
+    }
+    // The script creates the log before its first build command.
+    if log.is_file() {
+        text.push_str(&format!(
+            "\n  full log of the build commands: {}",
+            log.display()
+        ));
+    }
+    text.push_str(&format!(
+        "\n  fix the cause above and run again (binaries already built stay in {}), or put the \
+         release binaries there by hand (docs/sim-backend.md, section Binaries)",
+        cache.join("bin").display()
+    ));
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::ExitStatusExt as _;
+
+    use super::*;
+
+    #[test]
+    fn failure_message_carries_the_tail_and_names_the_log_only_when_it_exists() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let log = provision_log(dir.path());
+        let status = ExitStatus::from_raw(3 << 8);
+        let tail = vec!["[provision] error: `go build x` failed".to_owned()];
+
+        let text = failure_message(status, &tail, &log, dir.path());
+        assert!(text.contains("exited (exit status: 3); its last lines of output:\n  [provision] error: `go build x` failed\n"), "{text}");
+        assert!(!text.contains("full log"), "no log written yet: {text}");
+        assert!(text.contains("fix the cause above"), "{text}");
+
+        std::fs::write(&log, "output").expect("write log");
+        let text = failure_message(status, &[], &log, dir.path());
+        assert!(
+            text.contains("exited (exit status: 3) without output"),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "full log of the build commands: {}",
+                log.display()
+            )),
+            "{text}"
+        );
+    }
+}
