@@ -73,11 +73,15 @@ else
 fi
 [[ -n "$no_run" ]] && exit 0
 
-# "  Executable unittests src/lib.rs (target/debug/deps/nodefall-...)"
+# "  Executable unittests src/lib.rs (target/debug/deps/nodefall-...)"; each
+# crate of the workspace has its own src/lib.rs: crates/model's unit tests are
+# lib_model (target/debug/deps/nodefall_model-...), the binary's crate's lib.
 declare -A exe_of=()
 while read -r src exe; do
+  crate="$(basename "$exe")"
+  crate="${crate%-*}"
   case "$src" in
-    src/lib.rs) name=lib ;;
+    src/lib.rs) if [[ "$crate" == nodefall_* ]]; then name="lib_${crate#nodefall_}"; else name=lib; fi ;;
     src/main.rs) name=bin ;;
     *) name="$(basename "$src" .rs)" ;;
   esac

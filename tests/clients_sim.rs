@@ -93,7 +93,7 @@ async fn the_client_error_window_follows_the_stale_endpoints() {
     assert_eq!(code, Some(1), "{log}");
     let dirs: Vec<_> = std::fs::read_dir(d.out.path()).unwrap().collect();
     let dir = dirs[0].as_ref().unwrap().path();
-    let r = read_result(&dir.join("result.json")).unwrap();
+    let r = read_result(&nodefall::disk::Disk, &dir.join("result.json")).unwrap();
     assert_eq!(r.verdict, RunVerdict::Fail);
     let failed: Vec<&str> = r
         .expectations

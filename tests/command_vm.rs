@@ -137,7 +137,8 @@ async fn run() {
         .expect("one report")
         .expect("entry")
         .path();
-    let r = nodefall::report::read_result(&report.join("result.json")).expect("result.json");
+    let r = nodefall::report::read_result(&nodefall::disk::Disk, &report.join("result.json"))
+        .expect("result.json");
     assert_eq!(r.verdict, RunVerdict::Pass);
     // What ran is what the example says, on this VM's domain.
     let pause = r

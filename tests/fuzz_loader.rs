@@ -109,7 +109,7 @@ fn exercise(text: &str) -> Option<Vec<String>> {
         Ok(l) => l,
         Err(e) => return Some(unpositioned(&e)),
     };
-    let checked = match scenario::validate::validate(loaded) {
+    let checked = match scenario::validate::validate(loaded, &nodefall::disk::Disk) {
         Ok(c) => c,
         Err(e) => return Some(unpositioned(&e)),
     };

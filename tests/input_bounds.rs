@@ -211,7 +211,8 @@ fn expectations_only(n: usize) -> String {
 fn planning_is_linear_in_the_steps() {
     let dir = tempfile::tempdir().unwrap();
     let file = write(dir.path(), "many.yaml", &expectations_only(20_000));
-    let checked = scenario::load(Path::new(&file)).unwrap_or_else(|e| panic!("{e}"));
+    let checked =
+        scenario::load(&nodefall::disk::Disk, Path::new(&file)).unwrap_or_else(|e| panic!("{e}"));
     let start = Instant::now();
     plan::check_all_profiles(&checked).unwrap_or_else(|e| panic!("{e}"));
     let took = start.elapsed();

@@ -178,7 +178,8 @@ fn a_report_that_cannot_be_written_at_the_end_goes_to_the_fallback_and_the_journ
         "{log}"
     );
     // It is the whole report of the run, which passed.
-    let r = nodefall::report::read_result(&dirs[0].join("result.json")).unwrap();
+    let r =
+        nodefall::report::read_result(&nodefall::disk::Disk, &dirs[0].join("result.json")).unwrap();
     assert_eq!(r.verdict, RunVerdict::Pass, "{log}");
     for f in ["report.md", "junit.xml"] {
         assert!(dirs[0].join(f).is_file(), "{f}\n{log}");

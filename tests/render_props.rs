@@ -96,8 +96,8 @@ fn like(old: &Value, n: i64) -> Value {
 fn render(file: PathBuf, out: PathBuf) -> Result<(), String> {
     let (tx, rx) = mpsc::channel();
     let worker = std::thread::spawn(move || {
-        let result = report::read_result(&file)
-            .and_then(|r| report::write_rendered(&out, &r).map(|_| ()))
+        let result = report::read_result(&nodefall::disk::Disk, &file)
+            .and_then(|r| report::write_rendered(&nodefall::disk::Disk, &out, &r).map(|_| ()))
             .map_err(|e| e.to_string());
         let _ = tx.send(result);
     });

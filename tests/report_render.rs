@@ -36,7 +36,7 @@ const CLIENTS: &str = "tests/fixtures/results/clients-probe.json";
 const DRAIN: &str = "tests/fixtures/results/drain-pdb.json";
 
 fn fixture(path: &str) -> RunResult {
-    report::read_result(Path::new(path)).unwrap()
+    report::read_result(&nodefall::disk::Disk, Path::new(path)).unwrap()
 }
 
 /// The deployment run, cut short by an infrastructure error after step #6.
@@ -183,7 +183,7 @@ fn a_different_schema_version_is_refused_naming_the_file() {
         text.replacen("\"schemaVersion\": 2", "\"schemaVersion\": 7", 1),
     )
     .unwrap();
-    let err = report::read_result(&path).unwrap_err();
+    let err = report::read_result(&nodefall::disk::Disk, &path).unwrap_err();
     assert!(err.is_bad_input());
     let msg = err.to_string();
     assert!(msg.contains(&path.display().to_string()), "{msg}");
@@ -191,7 +191,9 @@ fn a_different_schema_version_is_refused_naming_the_file() {
     assert!(msg.contains("reads versions 1 to 6"), "{msg}");
 
     std::fs::write(&path, "{\"schemaVersion\": 2}").unwrap();
-    let err = report::read_result(&path).unwrap_err().to_string();
+    let err = report::read_result(&nodefall::disk::Disk, &path)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("is not a nodefall run result"), "{err}");
 }
 
@@ -202,10 +204,10 @@ fn write_all_writes_the_three_files_and_reads_back() {
     let run = dir
         .path()
         .join(report::run_dir_name(&result.scenario, result.started_at));
-    report::write_all(&run, &result).unwrap();
+    report::write_all(&nodefall::disk::Disk, &run, &result).unwrap();
     assert!(run.ends_with("vm-halt-deployment-20261120T153107Z"));
     assert_eq!(
-        report::read_result(&run.join(report::RESULT_JSON)).unwrap(),
+        report::read_result(&nodefall::disk::Disk, &run.join(report::RESULT_JSON)).unwrap(),
         result
     );
     assert_eq!(
@@ -323,7 +325,7 @@ fn shipped_results() -> Vec<(PathBuf, u64, RunResult)> {
             let raw: serde_json::Value =
                 serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
             let version = raw["schemaVersion"].as_u64().unwrap();
-            let r = report::read_result(&p).unwrap();
+            let r = report::read_result(&nodefall::disk::Disk, &p).unwrap();
             (p, version, r)
         })
         .collect()
@@ -332,7 +334,7 @@ fn shipped_results() -> Vec<(PathBuf, u64, RunResult)> {
 /// Whether `since:` was written on `e`'s step in the scenario the result
 /// came from, when that file still has a matching expectation there.
 fn written_since(r: &RunResult, e: &ExpectationResult) -> Option<bool> {
-    let checked = nodefall::scenario::load(Path::new(&r.file)).ok()?;
+    let checked = nodefall::scenario::load(&nodefall::disk::Disk, Path::new(&r.file)).ok()?;
     let step = checked.steps.iter().find(|s| s.index == e.index)?;
     match &step.kind {
         nodefall::scenario::checked::StepKind::Expect(x)
@@ -427,7 +429,7 @@ fn schema_1_holds_are_not_drawn_from_their_anchor() {
     if !raw.contains("\"schemaVersion\": 1") {
         return; // regenerated in schema 2: `windows_are_recorded_where_they_ran` covers it
     }
-    let r = report::read_result(path).unwrap();
+    let r = report::read_result(&nodefall::disk::Disk, path).unwrap();
     assert_eq!(r.schema_version, record::SCHEMA_VERSION);
     let hold = r.expectations.iter().find(|e| e.index == 4).unwrap();
     assert!(matches!(hold.window, Window::HoldsFor { .. }));

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use nodefall::{plan, scenario};
 
 fn validate(path: &Path) -> Result<(), String> {
-    let checked = scenario::load(path).map_err(|e| e.to_string())?;
+    let checked = scenario::load(&nodefall::disk::Disk, path).map_err(|e| e.to_string())?;
     plan::check_all_profiles(&checked).map_err(|e| e.to_string())
 }
 
@@ -81,7 +81,7 @@ fn a_scenario_with_a_byte_order_mark_loads() {
         raw.starts_with(b"\xef\xbb\xbf"),
         "the fixture must keep its BOM"
     );
-    let checked = scenario::load(path).unwrap_or_else(|e| panic!("{e}"));
+    let checked = scenario::load(&nodefall::disk::Disk, path).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(checked.name, "bom");
     assert_eq!(checked.namespace, "bom-test");
     // positions are counted as an editor shows them: the BOM takes no column

@@ -57,7 +57,7 @@ fn run_scenario(file: &Path) -> Run {
     assert!(leftover.is_empty(), "the throwaway cluster was removed");
     Run {
         code: output.status.code(),
-        result: read_result(&dir.join("result.json")).unwrap(),
+        result: read_result(&nodefall::disk::Disk, &dir.join("result.json")).unwrap(),
         report: std::fs::read_to_string(dir.join("report.md")).unwrap(),
         stdout,
         stderr,
@@ -223,7 +223,7 @@ fn ctrl_c_after_the_fault_restores_the_node_and_writes_a_partial_report() {
         .map(|e| e.unwrap().path())
         .collect();
     assert_eq!(dirs.len(), 1, "{log}");
-    let result = read_result(&dirs[0].join("result.json")).unwrap();
+    let result = read_result(&nodefall::disk::Disk, &dirs[0].join("result.json")).unwrap();
     assert_eq!(result.verdict, RunVerdict::Interrupted);
     assert!(
         result

@@ -163,7 +163,13 @@ fn run_case(
     assert_eq!(exit, Some(code(c.signal)), "{what}\n{log}");
     let result = std::fs::read_dir(&out)
         .unwrap()
-        .map(|e| nodefall::report::read_result(&e.unwrap().path().join("result.json")).unwrap())
+        .map(|e| {
+            nodefall::report::read_result(
+                &nodefall::disk::Disk,
+                &e.unwrap().path().join("result.json"),
+            )
+            .unwrap()
+        })
         .next()
         .unwrap_or_else(|| panic!("{what}: no report\n{log}"));
     assert_eq!(result.verdict, RunVerdict::Interrupted, "{what}\n{log}");

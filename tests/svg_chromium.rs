@@ -89,7 +89,11 @@ fn run_chromium(bin: &Path, work: &Path, args: &[String], page: &Path) -> String
 }
 
 fn fixture(name: &str) -> RunResult {
-    report::read_result(Path::new(&format!("tests/fixtures/results/{name}.json"))).unwrap()
+    report::read_result(
+        &nodefall::disk::Disk,
+        Path::new(&format!("tests/fixtures/results/{name}.json")),
+    )
+    .unwrap()
 }
 
 /// Every chart nodefall draws, from real data.

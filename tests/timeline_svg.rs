@@ -32,7 +32,7 @@ const SEEDS: [&str; 3] = [
 ];
 
 fn fixture(path: &str) -> RunResult {
-    report::read_result(Path::new(path)).unwrap()
+    report::read_result(&nodefall::disk::Disk, Path::new(path)).unwrap()
 }
 
 fn section<'a>(l: &'a Lanes, name: &str) -> &'a [Row] {

@@ -169,7 +169,8 @@ async fn run() {
         .expect("one report")
         .expect("entry")
         .path();
-    let r = nodefall::report::read_result(&report.join("result.json")).expect("result.json");
+    let r = nodefall::report::read_result(&nodefall::disk::Disk, &report.join("result.json"))
+        .expect("result.json");
     assert_eq!(r.verdict, RunVerdict::Pass);
     assert_eq!(r.backend, "vagrant");
     // The figures: each fault's step to the Node's change, from the report.

@@ -140,7 +140,7 @@ fn check(args: &CheckArgs) -> Result<ExitCode, Error> {
         seen.sort_by_key(|s| s.at);
         observed.push((name, seen));
     }
-    let result = report::read_result(&args.result)?;
+    let result = report::read_result(&crate::disk::Disk, &args.result)?;
     let report = audit::check_run(
         &result,
         &args.result,
@@ -197,7 +197,7 @@ fn check(args: &CheckArgs) -> Result<ExitCode, Error> {
         let mut result = result;
         result.audit = Some(report);
         let dir = args.result.parent().unwrap_or(Path::new("."));
-        report::write_rendered(dir, &result)
+        report::write_rendered(&crate::disk::Disk, dir, &result)
             .with_context(|| format!("writing the reports in {}", dir.display()))?;
     }
     Ok(exit::code(if clean {

@@ -125,7 +125,7 @@ impl CommandArgs {
     pub fn load(&self, checked: &Checked, faults: &[FaultKind]) -> Result<Commands, Error> {
         let c = match (&self.backend_file, &checked.command) {
             (Some(path), _) => {
-                let l = spec::load(path)?;
+                let l = spec::load(&crate::disk::Disk, path)?;
                 Commands {
                     source: l.file,
                     spec: l.spec,

@@ -216,7 +216,7 @@ pub use crate::runner::session::default_profile;
 /// running cluster's discovered one (read-only; its identity and the
 /// discovery's remarks come back as lines to print).
 fn load_plan(args: &PlanArgs) -> Result<(plan::Plan, Vec<String>), Error> {
-    let checked = scenario::load(&args.file)?;
+    let checked = scenario::load(&crate::disk::Disk, &args.file)?;
     let backend = args.backend.unwrap_or(checked.backend);
     if args.context.is_none() && args.cluster.is_none() {
         let profile =
@@ -343,7 +343,8 @@ fn validate(files: &[PathBuf]) -> Result<ExitCode, Error> {
     for file in files {
         // bounded: a huge file is refused by scenario::load below, unread
         let text =
-            scenario::load::read_text(file, scenario::load::MAX_FILE_BYTES).unwrap_or_default();
+            scenario::load::read_text(&crate::disk::Disk, file, scenario::load::MAX_FILE_BYTES)
+                .unwrap_or_default();
         if crate::scenario::command::looks_like_backend_file(&text) {
             // the text read above, not the file again
             match crate::scenario::command::load_str(&file.display().to_string(), &text) {
@@ -370,7 +371,7 @@ fn validate(files: &[PathBuf]) -> Result<ExitCode, Error> {
             }
             continue;
         }
-        let result = scenario::load(file).and_then(|checked| {
+        let result = scenario::load(&crate::disk::Disk, file).and_then(|checked| {
             plan::check_all_profiles(&checked)?;
             Ok(checked.steps.len())
         });

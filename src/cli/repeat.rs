@@ -138,7 +138,9 @@ pub(super) fn run(args: &ScenarioArgs, resolved: &Resolved) -> Result<ExitCode, 
         let a = aggregate::build(&series, entries, &refs, stopped_early);
         // Like a run's report: elsewhere, named, if not where asked.
         let fallback = journal::fallback_reports_dir().join(dir.file_name().unwrap_or_default());
-        let md = match write_or_fallback(&dir, &fallback, |d| report::aggregate::write(d, &a))? {
+        let md = match write_or_fallback(&dir, &fallback, |d| {
+            report::aggregate::write(&crate::disk::Disk, d, &a)
+        })? {
             Written::Asked(md) => md,
             Written::Fallback { value, at, why } => {
                 tracing::error!(

@@ -110,16 +110,16 @@ pub fn run(cmd: ReportCommand) -> Result<ExitCode, Error> {
             };
             // The input is read before anything is written, and a bad --out
             // is refused by name (exit 2) before the reports are rendered.
-            let input = match crate::stats::read_aggregate(&args.result)? {
+            let input = match crate::stats::read_aggregate(&crate::disk::Disk, &args.result)? {
                 Some(a) => Err(a),
-                None => Ok(report::read_result(&args.result)?),
+                None => Ok(report::read_result(&crate::disk::Disk, &args.result)?),
             };
             if args.out.is_some() {
                 out_dir(&dir)?;
             }
             let report = match input {
-                Ok(run) => report::write_rendered(&dir, &run)?,
-                Err(aggregate) => report::aggregate::write(&dir, &aggregate)?,
+                Ok(run) => report::write_rendered(&crate::disk::Disk, &dir, &run)?,
+                Err(aggregate) => report::aggregate::write(&crate::disk::Disk, &dir, &aggregate)?,
             };
             outln!("{}", report.display());
             Ok(exit::code(exit::PASS))
@@ -196,7 +196,7 @@ fn newest_runs(dir: &Path) -> Result<std::collections::BTreeMap<String, record::
     let mut runs: std::collections::BTreeMap<String, record::RunResult> =
         std::collections::BTreeMap::new();
     for path in found {
-        let run = report::read_result(&path)?;
+        let run = report::read_result(&crate::disk::Disk, &path)?;
         if runs
             .get(&run.scenario)
             .is_none_or(|r| r.started_at < run.started_at)
@@ -214,8 +214,8 @@ fn compare(args: &CompareArgs) -> Result<ExitCode, Error> {
         min_delta: args.min_delta.as_secs_f64() * 1000.0,
         per_metric: args.thresholds.iter().cloned().collect(),
     };
-    let base = stats::read_side(&args.base, args.stat)?;
-    let new = stats::read_side(&args.new, args.stat)?;
+    let base = stats::read_side(&crate::disk::Disk, &args.base, args.stat)?;
+    let new = stats::read_side(&crate::disk::Disk, &args.new, args.stat)?;
     if base.scenario != new.scenario && !args.allow_different_scenarios {
         return Err(stats::Error::NotComparable {
             base: base.scenario,
@@ -226,7 +226,7 @@ fn compare(args: &CompareArgs) -> Result<ExitCode, Error> {
     let c = stats::compare::compare(base, new, &gate);
     if let Some(dir) = &args.out {
         out_dir(dir)?;
-        let md = report::compare::write(dir, &c)?;
+        let md = report::compare::write(&crate::disk::Disk, dir, &c)?;
         tracing::info!("wrote {}", md.display());
     }
     let text = match args.format {

@@ -19,7 +19,7 @@ use crate::sim;
 
 /// Loads and checks the scenario, then the flags against it.
 pub(super) fn resolve(args: &ScenarioArgs) -> Result<Resolved, Error> {
-    let checked = scenario::load(&args.file)?;
+    let checked = scenario::load(&crate::disk::Disk, &args.file)?;
     let backend = args.backend.unwrap_or(checked.backend);
     super::flags::check(args, backend)?;
     if args.repeat > 1 && args.keep {

@@ -62,7 +62,13 @@ impl Dirs {
     pub fn results(&self) -> Vec<nodefall::record::RunResult> {
         std::fs::read_dir(self.out.path())
             .unwrap()
-            .map(|e| read_result(&e.unwrap().path().join("result.json")).unwrap())
+            .map(|e| {
+                read_result(
+                    &nodefall::disk::Disk,
+                    &e.unwrap().path().join("result.json"),
+                )
+                .unwrap()
+            })
             .collect()
     }
 

@@ -2,12 +2,13 @@
 //!
 //! Part of nodefall's workspace (ARCHITECTURE.md names each crate's layer).
 
-pub use nodefall_model::{duration, errors, exit, plan, profile, scenario};
+pub use nodefall_model::{duration, errors, exit, files, plan, profile, scenario};
 pub use nodefall_record::{record, timeline};
 
 pub mod actions;
 pub mod audit;
 pub mod discover;
+pub mod disk;
 pub mod exec;
 pub mod gns;
 pub mod observe;

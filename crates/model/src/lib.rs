@@ -5,6 +5,7 @@
 pub mod duration;
 pub mod errors;
 pub mod exit;
+pub mod files;
 pub mod plan;
 pub mod profile;
 pub mod scenario;

@@ -244,7 +244,7 @@ mod tests {
 
     fn check(text: &str) -> Checked {
         load_str("s.yaml", std::path::Path::new("."), text)
-            .and_then(validate)
+            .and_then(|l| validate(l, &crate::files::Memory::default()))
             .unwrap_or_else(|e| panic!("{e}"))
     }
 

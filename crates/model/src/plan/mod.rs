@@ -444,7 +444,7 @@ mod tests {
 
     fn plan(text: &str, profile: &TimingProfile) -> std::result::Result<Plan, String> {
         load_str("s.yaml", std::path::Path::new("."), text)
-            .and_then(validate)
+            .and_then(|l| validate(l, &crate::files::Memory::default()))
             .and_then(|c| resolve(c, profile, None))
             .map_err(|e| e.to_string())
     }
@@ -456,7 +456,7 @@ mod tests {
             std::path::Path::new("."),
             "name: t\nnamespace: ns\ntarget: {mostPods: app=web}\nabortIf:\n  - {name: web-down, pods: app=web, on: target, readyBelow: 2, for: grace + 10s}\n  - {node: target, exists: false}\nsteps:\n  - fault: pause-vm\n  - expect: {node: target, ready: Unknown, within: 1m}\n",
         )
-        .and_then(validate)
+        .and_then(|l| validate(l, &crate::files::Memory::default()))
         .unwrap_or_else(|e| panic!("{e}"));
         let plan = resolve(c, &TimingProfile::fast(), None).unwrap_or_else(|e| panic!("{e}"));
         // fast: grace 8 s

@@ -286,7 +286,7 @@ mod tests {
     fn the_step_start_is_named_after_the_step_before_it() {
         let text = "name: t\nnamespace: ns\ntarget: {name: n1}\nsteps:\n  - id: pause\n    fault: pause-vm\n  - id: evicted\n    expect: {pods: app=web, on: target, terminating: true, within: 1m}\n  - expect: {pods: app=web, on: target, terminating: true, holdsFor: 20s}\n  - action: {wait: {duration: 5s}}\n  - expect: {pods: app=web, on: target, terminating: true, never: 5s}\n";
         let checked = crate::scenario::load::load_str("s.yaml", std::path::Path::new("."), text)
-            .and_then(crate::scenario::validate::validate)
+            .and_then(|l| crate::scenario::validate::validate(l, &crate::files::Memory::default()))
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
             recorded_step_start(&checked.steps, 2),

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use super::model::Scenario;
 use super::spans::{Limits, Overflow, Pos, Spans};
 use super::suggest::closest;
+use crate::files::{Files, ReadError};
 
 /// One problem in a scenario file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,26 +120,15 @@ pub enum Unreadable {
 
 /// Reads a text file of at most `limit` bytes, never more (a huge file, a
 /// device or a pipe is refused after `limit` bytes).
-pub fn read_text(path: &Path, limit: u64) -> std::result::Result<String, Unreadable> {
-    use std::io::Read as _;
-    let file = std::fs::File::open(path).map_err(Unreadable::Io)?;
-    let meta = file.metadata().map_err(Unreadable::Io)?;
-    if meta.is_dir() {
-        return Err(Unreadable::Io(std::io::Error::new(
-            std::io::ErrorKind::IsADirectory,
-            "it is a directory",
-        )));
-    }
-    if meta.len() > limit {
-        return Err(Unreadable::TooLarge(Some(meta.len())));
-    }
-    let mut bytes = Vec::new();
-    file.take(limit + 1)
-        .read_to_end(&mut bytes)
-        .map_err(Unreadable::Io)?;
-    if bytes.len() as u64 > limit {
-        return Err(Unreadable::TooLarge(None));
-    }
+pub fn read_text(
+    files: &dyn Files,
+    path: &Path,
+    limit: u64,
+) -> std::result::Result<String, Unreadable> {
+    let bytes = files.read(path, limit).map_err(|e| match e {
+        ReadError::Io(e) => Unreadable::Io(e),
+        ReadError::TooLarge(size) => Unreadable::TooLarge(size),
+    })?;
     String::from_utf8(bytes).map_err(|e| {
         let bytes = e.as_bytes();
         let offset = e.utf8_error().valid_up_to();
@@ -214,16 +204,16 @@ pub struct Loaded {
     pub scenario: Scenario,
 }
 
-pub fn load(path: &Path) -> Result<Loaded> {
-    let text = read_file(path)?;
+pub fn load(files: &dyn Files, path: &Path) -> Result<Loaded> {
+    let text = read_file(files, path)?;
     load_text(path, text)
 }
 
 /// A scenario-format file (a scenario or a command-backend file) read in
 /// full, bounded by [`MAX_FILE_BYTES`]: too large, not UTF-8 or unreadable
 /// is an error naming the file.
-pub fn read_file(path: &Path) -> Result<String> {
-    read_text(path, MAX_FILE_BYTES).map_err(|e| match e {
+pub fn read_file(files: &dyn Files, path: &Path) -> Result<String> {
+    read_text(files, path, MAX_FILE_BYTES).map_err(|e| match e {
         Unreadable::Io(source) => Error::Read {
             path: path.to_path_buf(),
             source,

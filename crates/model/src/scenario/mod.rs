@@ -18,12 +18,15 @@ pub mod validate;
 
 use std::path::Path;
 
+use crate::files::Files;
+
 pub use checked::Checked;
 pub use load::{Diagnostic, Diagnostics, Error, Result};
 
-/// Reads and validates a scenario file.
-pub fn load(path: &Path) -> Result<Checked> {
-    let checked = validate::validate(load::load(path)?)?;
+/// Reads and validates a scenario file (and the manifests and command file
+/// it names) through `files`.
+pub fn load(files: &dyn Files, path: &Path) -> Result<Checked> {
+    let checked = validate::validate(load::load(files, path)?, files)?;
     tracing::debug!(
         "{}: scenario `{}`, {} steps, backend {}",
         path.display(),

@@ -5,9 +5,9 @@
 //! file's `i64::MAX` would overflow the report's sums of times and ask the
 //! timeline for a chart across 292 million years.
 
-use std::io::Read as _;
 use std::path::Path;
 
+use crate::files::{Files, ReadError};
 use crate::scenario::load::size_text;
 
 /// The largest result file read: 256 MiB (a 10,000-pod run's record is
@@ -21,7 +21,7 @@ pub const MAX_NUMBER: f64 = 9_007_199_254_740_991.0;
 /// The text of a result file, refused (as an I/O error saying why) when it
 /// is over [`MAX_RESULT_BYTES`]; reads no more than that from a device or a
 /// file that grows.
-pub fn read_limited(path: &Path) -> std::io::Result<String> {
+pub fn read_limited(files: &dyn Files, path: &Path) -> std::io::Result<String> {
     let too_large = |size| {
         std::io::Error::new(
             std::io::ErrorKind::InvalidData,
@@ -32,17 +32,16 @@ pub fn read_limited(path: &Path) -> std::io::Result<String> {
             ),
         )
     };
-    let file = std::fs::File::open(path)?;
-    let len = file.metadata()?.len();
-    if len > MAX_RESULT_BYTES {
-        return Err(too_large(Some(len)));
-    }
-    let mut text = String::new();
-    file.take(MAX_RESULT_BYTES + 1).read_to_string(&mut text)?;
-    if text.len() as u64 > MAX_RESULT_BYTES {
-        return Err(too_large(None));
-    }
-    Ok(text)
+    let bytes = files.read(path, MAX_RESULT_BYTES).map_err(|e| match e {
+        ReadError::Io(e) => e,
+        ReadError::TooLarge(size) => too_large(size),
+    })?;
+    String::from_utf8(bytes).map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "stream did not contain valid UTF-8",
+        )
+    })
 }
 
 enum Frame<'a> {

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::bounds;
 use super::{RunResult, SCHEMA_VERSION};
+use crate::files::Files;
 
 /// Why a `result.json` could not be read: always the input's fault.
 #[derive(Debug, thiserror::Error)]
@@ -73,8 +74,8 @@ impl Head {
 /// Reads a `result.json` of this schema version or an older one (version 1
 /// upgraded with [`RunResult::upgrade_from_v1`]; version 2 needs nothing),
 /// refusing others by name.
-pub fn read_result(path: &Path) -> Result<RunResult, Error> {
-    let text = bounds::read_limited(path).map_err(|source| Error::Read {
+pub fn read_result(files: &dyn Files, path: &Path) -> Result<RunResult, Error> {
+    let text = bounds::read_limited(files, path).map_err(|source| Error::Read {
         path: path.to_path_buf(),
         source,
     })?;

@@ -18,21 +18,26 @@ pub const DISTRIBUTION_SVG: &str = "distribution.svg";
 
 /// Writes the three files into `dir` (created if missing); returns the
 /// path of `aggregate.md`.
-pub fn write(dir: &Path, a: &Aggregate) -> Result<std::path::PathBuf, super::Error> {
-    super::create_dir(dir)?;
+pub fn write(
+    files: &dyn crate::files::Files,
+    dir: &Path,
+    a: &Aggregate,
+) -> Result<std::path::PathBuf, super::Error> {
+    super::create_dir(files, dir)?;
     let path = dir.join(AGGREGATE_JSON);
     let mut json = serde_json::to_string_pretty(a).map_err(|source| super::Error::Serialize {
         path: path.clone(),
         source,
     })?;
     json.push('\n');
-    super::write(path, &json)?;
+    super::write(files, path, &json)?;
     super::write(
+        files,
         dir.join(DISTRIBUTION_SVG),
         &svg::distribution::render(&distribution(a)),
     )?;
     let md = dir.join(AGGREGATE_MD);
-    super::write(md.clone(), &render(a))?;
+    super::write(files, md.clone(), &render(a))?;
     Ok(md)
 }
 

@@ -19,16 +19,25 @@ const MISSING: &str = "—";
 
 /// Writes `compare.md` (with the chart), `compare.json` and `compare.svg`
 /// into `dir`; returns the path of `compare.md`.
-pub fn write(dir: &Path, c: &Comparison) -> Result<std::path::PathBuf, super::Error> {
-    super::create_dir(dir)?;
+pub fn write(
+    files: &dyn crate::files::Files,
+    dir: &Path,
+    c: &Comparison,
+) -> Result<std::path::PathBuf, super::Error> {
+    super::create_dir(files, dir)?;
     let path = dir.join(COMPARE_JSON);
     super::write(
+        files,
         path.clone(),
         &json(c).map_err(|source| super::Error::Serialize { path, source })?,
     )?;
-    super::write(dir.join(COMPARE_SVG), &svg::paired::render(&chart(c)))?;
+    super::write(
+        files,
+        dir.join(COMPARE_SVG),
+        &svg::paired::render(&chart(c)),
+    )?;
     let md = dir.join(COMPARE_MD);
-    super::write(md.clone(), &render(c, Some(COMPARE_SVG)))?;
+    super::write(files, md.clone(), &render(c, Some(COMPARE_SVG)))?;
     Ok(md)
 }
 

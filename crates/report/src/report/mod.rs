@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 
 use jiff::Timestamp;
 
+use crate::files::Files;
 use crate::record::RunResult;
 
 pub use audit::audit_line;
@@ -84,41 +85,45 @@ pub fn run_dir_name(scenario: &str, started_at: Timestamp) -> String {
     format!("{name}-{}", started_at.strftime("%Y%m%dT%H%M%SZ"))
 }
 
-fn write(path: PathBuf, contents: &str) -> Result<(), Error> {
-    std::fs::write(&path, contents).map_err(|source| Error::Write { path, source })
+fn write(files: &dyn Files, path: PathBuf, contents: &str) -> Result<(), Error> {
+    crate::files::write(files, &path, contents.as_bytes())
+        .map_err(|source| Error::Write { path, source })
 }
 
-fn create_dir(dir: &Path) -> Result<(), Error> {
-    std::fs::create_dir_all(dir).map_err(|source| Error::CreateDir {
-        path: dir.to_path_buf(),
-        source,
-    })
+fn create_dir(files: &dyn Files, dir: &Path) -> Result<(), Error> {
+    files
+        .create_dir_all(dir)
+        .map_err(|source| Error::CreateDir {
+            path: dir.to_path_buf(),
+            source,
+        })
 }
 
 /// Writes `report.md`, `timeline.svg` and `junit.xml` into `dir` (created if missing) and
 /// returns the path of `report.md`.
-pub fn write_rendered(dir: &Path, result: &RunResult) -> Result<PathBuf, Error> {
-    create_dir(dir)?;
+pub fn write_rendered(files: &dyn Files, dir: &Path, result: &RunResult) -> Result<PathBuf, Error> {
+    create_dir(files, dir)?;
     let report = dir.join(REPORT_MD);
-    write(report.clone(), &markdown::render(result))?;
+    write(files, report.clone(), &markdown::render(result))?;
     write(
+        files,
         dir.join(TIMELINE_SVG),
         &svg::timeline::render(&lanes::build(result)),
     )?;
-    write(dir.join(JUNIT_XML), &junit::render(result))?;
+    write(files, dir.join(JUNIT_XML), &junit::render(result))?;
     Ok(report)
 }
 
 /// Writes `result.json`, `report.md` and `junit.xml` into `dir` (created if missing).
-pub fn write_all(dir: &Path, result: &RunResult) -> Result<(), Error> {
-    create_dir(dir)?;
+pub fn write_all(files: &dyn Files, dir: &Path, result: &RunResult) -> Result<(), Error> {
+    create_dir(files, dir)?;
     let path = dir.join(RESULT_JSON);
     // Streamed to the file: a 10,000-pod run's record is tens of MB as text.
     let write_error = |source| Error::Write {
         path: path.clone(),
         source,
     };
-    let mut out = std::io::BufWriter::new(std::fs::File::create(&path).map_err(write_error)?);
+    let mut out = std::io::BufWriter::new(files.create(&path).map_err(write_error)?);
     serde_json::to_writer_pretty(&mut out, result).map_err(|source| Error::Serialize {
         path: path.clone(),
         source,
@@ -126,13 +131,13 @@ pub fn write_all(dir: &Path, result: &RunResult) -> Result<(), Error> {
     out.write_all(b"\n")
         .and_then(|()| out.flush())
         .map_err(write_error)?;
-    write_rendered(dir, result)?;
+    write_rendered(files, dir, result)?;
     Ok(())
 }
 
 /// Reads a `result.json` (see [`crate::record::read::read_result`]).
-pub fn read_result(path: &Path) -> Result<RunResult, Error> {
-    Ok(crate::record::read::read_result(path)?)
+pub fn read_result(files: &dyn Files, path: &Path) -> Result<RunResult, Error> {
+    Ok(crate::record::read::read_result(files, path)?)
 }
 
 #[cfg(test)]

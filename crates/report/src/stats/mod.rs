@@ -8,6 +8,8 @@ pub mod figures;
 
 use std::path::{Path, PathBuf};
 
+use crate::files::Files;
+
 pub use aggregate::{Aggregate, Stat};
 pub use compare::{Comparison, Gate, Limit, Side};
 
@@ -44,21 +46,21 @@ pub enum Error {
 
 /// A `result.json` or an `aggregate.json`, as one side of a comparison
 /// (an aggregate stands as its `stat`).
-pub fn read_side(path: &Path, stat: Stat) -> Result<Side, Error> {
+pub fn read_side(files: &dyn Files, path: &Path, stat: Stat) -> Result<Side, Error> {
     let source = path.display().to_string();
-    match read_aggregate(path)? {
+    match read_aggregate(files, path)? {
         Some(a) => Ok(Side::of_aggregate(&source, &a, stat)),
         None => Ok(Side::of_run(
             &source,
-            &crate::record::read::read_result(path)?,
+            &crate::record::read::read_result(files, path)?,
         )),
     }
 }
 
 /// The aggregate in `path`, or `None` when the file is something else (a
 /// `result.json`, to be read as one).
-pub fn read_aggregate(path: &Path) -> Result<Option<Aggregate>, Error> {
-    let text = crate::record::bounds::read_limited(path).map_err(|source| Error::Read {
+pub fn read_aggregate(files: &dyn Files, path: &Path) -> Result<Option<Aggregate>, Error> {
+    let text = crate::record::bounds::read_limited(files, path).map_err(|source| Error::Read {
         path: path.to_owned(),
         source,
     })?;

@@ -16,6 +16,7 @@ use super::load::{self, Diagnostic, Diagnostics, Source};
 use super::model::FaultKind;
 use super::spans::Spans;
 use crate::duration::Dur;
+use crate::files::Files;
 pub use cmd::Cmd;
 use template::{Template, Var};
 
@@ -226,8 +227,8 @@ pub struct Loaded {
 }
 
 /// Reads and checks a backend file.
-pub fn load(path: &Path) -> Result<Loaded, load::Error> {
-    let text = load::read_file(path)?;
+pub fn load(files: &dyn Files, path: &Path) -> Result<Loaded, load::Error> {
+    let text = load::read_file(files, path)?;
     load_str(&path.display().to_string(), &text)
 }
 

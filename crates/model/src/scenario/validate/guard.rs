@@ -81,7 +81,7 @@ mod tests {
 
     fn check(text: &str) -> Result<crate::scenario::Checked, String> {
         load_str("s.yaml", std::path::Path::new("."), text)
-            .and_then(validate)
+            .and_then(|l| validate(l, &crate::files::Memory::default()))
             .map_err(|e| e.to_string())
     }
 

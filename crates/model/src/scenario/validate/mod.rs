@@ -27,6 +27,7 @@ use super::model::{self, BackendKind};
 use super::spans::Pos;
 use super::suggest::closest;
 use crate::duration::Dur;
+use crate::files::Files;
 use crate::profile::Var;
 use crate::scenario::selector::Selector;
 
@@ -34,6 +35,8 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 const DEFAULT_RETRY: Duration = Duration::from_secs(5);
 
 struct Ctx<'a> {
+    /// Where the manifests the scenario applies are read from.
+    files: &'a dyn Files,
     src: &'a Source,
     diags: Vec<Diagnostic>,
     /// Problems inside manifest files, each with the scenario position of the
@@ -129,12 +132,13 @@ fn one_of(list: &[&str]) -> String {
         .join(", ")
 }
 
-pub fn validate(loaded: Loaded) -> Result<Checked> {
+pub fn validate(loaded: Loaded, files: &dyn Files) -> Result<Checked> {
     let Loaded {
         source,
         scenario: s,
     } = loaded;
     let mut cx = Ctx {
+        files,
         src: &source,
         diags: Vec::new(),
         manifest_diags: Vec::new(),
@@ -339,7 +343,7 @@ mod tests {
 
     fn check(text: &str) -> std::result::Result<Checked, String> {
         load_str("s.yaml", std::path::Path::new("."), text)
-            .and_then(validate)
+            .and_then(|l| validate(l, &crate::files::Memory::default()))
             .map_err(|e| e.to_string())
     }
 

@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use super::{Ctx, DEFAULT_TIMEOUT, workload};
+use crate::files::Kind;
 use crate::scenario::checked::{ManifestFile, ReadyCheck, Setup, WorkloadKind};
 use crate::scenario::load::{Unreadable, not_utf8, read_text, size_text};
 use crate::scenario::manifest::{self, MAX_MANIFEST_BYTES, ManifestDoc};
@@ -14,7 +15,8 @@ impl Ctx<'_> {
         for (i, item) in items.iter().enumerate() {
             let p = format!("{path}[{i}]");
             let resolved = self.src.dir.join(&item.file);
-            let docs = if resolved.is_dir() {
+            let kind = self.files.kind(&resolved);
+            let docs = if kind == Kind::Dir {
                 self.err(
                     &p,
                     format!(
@@ -28,7 +30,7 @@ impl Ctx<'_> {
                     )),
                 );
                 Vec::new()
-            } else if resolved.exists() {
+            } else if kind == Kind::File {
                 self.manifest_docs(&p, &resolved)
             } else {
                 self.err(
@@ -65,7 +67,7 @@ impl Ctx<'_> {
             Some(p) => format!("{}:{}:{} ({path})", self.src.file, p.line, p.col),
             None => format!("{} ({path})", self.src.file),
         };
-        let docs = match read_text(file, MAX_MANIFEST_BYTES) {
+        let docs = match read_text(self.files, file, MAX_MANIFEST_BYTES) {
             Ok(text) => {
                 let (docs, diags) = manifest::parse(&shown, &text, self.namespace);
                 for mut d in diags {

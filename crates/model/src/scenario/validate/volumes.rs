@@ -258,7 +258,7 @@ mod tests {
     #[test]
     fn seed_000_volume_and_event_expectations_check() {
         let c = load_str("s.yaml", std::path::Path::new("."), SEED_000)
-            .and_then(crate::scenario::validate::validate)
+            .and_then(|l| crate::scenario::validate::validate(l, &crate::files::Memory::default()))
             .unwrap_or_else(|e| panic!("{e}"));
         let exps: Vec<(Subject, Vec<Condition>)> = c
             .steps

@@ -32,7 +32,9 @@ pub(super) fn conclude(
         |h| h.run.clone(),
     );
     let fallback = journal::fallback_reports_dir().join(run_id);
-    let written = write_or_fallback(&dir, &fallback, |d| report::write_all(d, result));
+    let written = write_or_fallback(&dir, &fallback, |d| {
+        report::write_all(&crate::disk::Disk, d, result)
+    });
     let left = outcome.unreverted.clone();
     let journal_path = journal.path().to_owned();
     if journal.state().pending.is_empty() {
@@ -151,7 +153,7 @@ mod tests {
         let text = "name: t\nnamespace: ns\ntarget: {mostPods: app=web}\nsteps:\n  - fault: pause-vm\n  \
                     - expect: {node: target, ready: Unknown, within: 1m}\n";
         let checked = crate::scenario::load::load_str("s.yaml", Path::new("."), text)
-            .and_then(crate::scenario::validate::validate)
+            .and_then(|l| crate::scenario::validate::validate(l, &crate::files::Memory::default()))
             .unwrap_or_else(|e| panic!("{e}"));
         crate::plan::resolve(checked, &TimingProfile::fast(), None)
             .unwrap_or_else(|e| panic!("{e}"))
