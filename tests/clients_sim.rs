@@ -4,7 +4,7 @@
 //! NodePort on 127.0.0.1.
 //!
 //! The sim has no data plane; nodefall's stand-in for kube-proxy and the
-//! pods' servers (`src/sim/proxy.rs`) answers the probe: requests routed to
+//! pods' servers (`crates/sim/src/sim/proxy.rs`) answers the probe: requests routed to
 //! the dead node's pods get no answer until the endpoints are no longer
 //! ready, as on kind. The probe's error window must then match the endpoint
 //! window nodefall measured.

@@ -3,7 +3,7 @@
 //! 128 + signo, writes an INTERRUPTED report, leaves no process of its own,
 //! and leaves a journal that cleanup closed or `nodefall recover` closes,
 //! with every node Ready and the run's namespace gone. The points are
-//! reached through nodefall's test hook (`src/testpoint.rs`), not sleeps.
+//! reached through nodefall's test hook (`crates/io/src/testpoint.rs`), not sleeps.
 //!
 //! CI runs every boundary of one scenario per sim fault, and the seed's
 //! fault and cleanup revert (about 4 minutes); `NODEFALL_SIGNAL_POINTS=all`

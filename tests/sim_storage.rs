@@ -1,4 +1,4 @@
-//! The sim's stand-in for kind's default storage (`src/sim/provisioner.rs`)
+//! The sim's stand-in for kind's default storage (`crates/sim/src/sim/provisioner.rs`)
 //! against a real control plane: a StatefulSet whose claims name no class
 //! gets volumes from the default class `standard`, each pinned to the node
 //! its pod was scheduled on, bound by the controller manager's PV controller;

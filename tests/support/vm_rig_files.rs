@@ -162,7 +162,7 @@ impl Overlay<'_> {
 }
 
 /// kwok's arguments in the guest: those the sim gives its own node agents
-/// (`kwok_args` in src/sim/cluster.rs), with the guest's paths and address.
+/// (`kwok_args` in crates/sim/src/sim/cluster.rs), with the guest's paths and address.
 fn kwok_args(node: &str, pod_cidr: &str, lease: Duration) -> Vec<String> {
     let lease = lease.as_secs().max(1).to_string();
     [

@@ -3,7 +3,7 @@
 //!
 //! The sim's kube-apiserver records every write to a Node or Pod with the
 //! stored object and a microsecond `stageTimestamp`, and every eviction
-//! (`src/sim/audit-policy.yaml`).
+//! (`crates/sim/src/sim/audit-policy.yaml`).
 //! [`log::read`] folds those states into the same typed transitions the
 //! observer records; [`check::compare`] matches what an observer (nodefall,
 //! or a baseline such as a 5 s poller or `kubectl get -w`) reported against

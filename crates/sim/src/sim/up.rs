@@ -21,7 +21,7 @@ use super::reaper;
 use super::state::{self, AgentState, Layout, State};
 use super::state_dir::prepare_dir;
 
-/// KWOK stages every node agent runs with (see `src/sim/stages/README.md`).
+/// KWOK stages every node agent runs with (see `crates/sim/src/sim/stages/README.md`).
 const STAGES: [&str; 9] = [
     include_str!("stages/node-initialize.yaml"),
     include_str!("stages/node-heartbeat-with-lease.yaml"),
@@ -37,7 +37,7 @@ const STAGES: [&str; 9] = [
 /// What the API server's audit log records: every write to Nodes and Pods
 /// (status and binding included) with the objects, stamped when the
 /// response completed (microseconds). It is the ground truth the observer
-/// is checked against (`src/audit/`); leases, events and reads stay out.
+/// is checked against (`crates/io/src/audit/`); leases, events and reads stay out.
 const AUDIT_POLICY: &str = include_str!("audit-policy.yaml");
 
 /// The loopback ports a new cluster's etcd and API server listen on.
