@@ -6,10 +6,13 @@
 //! workspace (ARCHITECTURE.md); this one is the command line, and re-exports
 //! the layers' modules under one name for the integration tests.
 
-pub use nodefall_io::{actions, audit, discover, disk, exec, gns, observe, probe, testpoint};
+pub use nodefall_io::{
+    actions, audit, discover, disk, exec, gns, observe, probe, snapshot, testpoint,
+};
 pub use nodefall_judge::expect;
 pub use nodefall_machines::{backend, kindlab};
 pub use nodefall_model::{duration, errors, exit, files, plan, profile, scenario};
+pub use nodefall_predict::predict;
 pub use nodefall_record::{record, timeline};
 pub use nodefall_report::{report, stats};
 pub use nodefall_runner::{logging, runner, shutdown};

@@ -30,6 +30,13 @@ pub enum Error {
     Audit(#[from] crate::audit::Error),
     #[error(transparent)]
     Session(#[from] crate::runner::session::Error),
+    /// `predict` was asked about what the cluster does not have.
+    #[error(transparent)]
+    Predict(Box<crate::predict::Error>),
+    #[error(transparent)]
+    PredictScenario(Box<crate::predict::scenario::Error>),
+    #[error(transparent)]
+    Snapshot(#[from] crate::snapshot::Error),
     #[error(transparent)]
     Journal(#[from] crate::runner::journal::Error),
     #[error(transparent)]
@@ -70,7 +77,9 @@ impl Error {
             | Error::InvalidFlag(_)
             | Error::Identity(_)
             | Error::Audit(_)
-            | Error::Stats(_) => true,
+            | Error::Stats(_)
+            | Error::Predict(_)
+            | Error::PredictScenario(_) => true,
             Error::Inspect(e) => e.is_bad_input(),
             Error::SimNode(e) => e.is_bad_input(),
             Error::Sim(e) => e.is_unknown_cluster(),
@@ -80,6 +89,7 @@ impl Error {
             Error::Interrupted(_) => return exit::INTERRUPTED,
             Error::Context { source, .. } => return source.exit_code(),
             Error::Journal(_)
+            | Error::Snapshot(_)
             | Error::Reports(_)
             | Error::Io(_)
             | Error::Kube(_)

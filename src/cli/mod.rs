@@ -23,6 +23,7 @@ mod grace;
 mod kind;
 mod machines;
 mod plan_ops;
+mod predict;
 mod recover;
 mod repeat;
 mod report;
@@ -51,6 +52,7 @@ use crate::scenario::{self, model::BackendKind};
         "  nodefall scenario scenarios/kind-pause-worker.yaml --backend kind\n",
         "  nodefall validate scenarios/*.yaml                         check files without touching a cluster\n",
         "  nodefall plan scenarios/statefulset-nfs.yaml --profile default\n",
+        "  nodefall predict --context prod                             what losing each node would do (read-only)\n",
         "  nodefall scenario scenarios/statefulset-nfs.yaml --repeat 5 five runs and their aggregate\n",
         "  nodefall report compare BASE.json NEW.json --fail-if-slower 20%\n",
         "  nodefall report render reports/RUN/result.json             re-render report.md and junit.xml\n",
@@ -111,6 +113,10 @@ pub enum Command {
     },
     /// Dry run: print the resolved steps and the expected timeline, touching nothing.
     Plan(PlanArgs),
+    /// Predict what a node failure would do to a cluster, read-only (get and
+    /// list only): each node's loss ranked, its timeline, the pods that would
+    /// hang, the Services left without endpoints, the drains refused.
+    Predict(predict::PredictArgs),
     /// Manage simulated clusters (a real control plane with nodes played by KWOK).
     #[command(subcommand)]
     Sim(sim::SimCommand),
@@ -263,6 +269,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, Error> {
             write_stdout(&ops);
             Ok(exit::code(exit::PASS))
         }
+        Command::Predict(args) => predict::run(&args),
         Command::Sim(cmd) => sim::run(cmd),
         Command::Kind(cmd) => kind::run(cmd),
         Command::Report(cmd) => report::run(cmd),

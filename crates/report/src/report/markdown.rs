@@ -60,7 +60,7 @@ pub fn nodes_word(r: &RunResult) -> &'static str {
 }
 
 /// A Markdown table; the cells must already be escaped with [`cell`].
-pub(super) fn table<const N: usize>(header: [&str; N], rows: Vec<[String; N]>) -> String {
+pub fn table<const N: usize>(header: [&str; N], rows: Vec<[String; N]>) -> String {
     let mut builder = Builder::default();
     builder.push_record(header);
     for row in rows {

@@ -15,6 +15,7 @@ mod guard;
 pub mod junit;
 pub mod lanes;
 pub mod markdown;
+pub mod predict;
 mod probes;
 pub mod svg;
 mod timing;

@@ -6,6 +6,7 @@
 mod axis;
 pub mod distribution;
 mod draw;
+pub mod forecast;
 pub mod paired;
 pub mod timeline;
 

@@ -1,0 +1,152 @@
+//! `nodefall predict`: what a node failure would do to a cluster, read-only.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::error::{Context as _, Error};
+use super::runtime;
+use crate::exit;
+use crate::predict::{self, Ask, Fault, Graceful};
+use crate::profile::ProfileName;
+use crate::report::predict::About;
+
+/// How long one kubelet's `/configz` may take (`--configz`).
+const CONFIGZ_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Args)]
+pub struct PredictArgs {
+    /// Nodes to predict for (default: every node), ranked by what losing
+    /// each would cost.
+    pub nodes: Vec<String>,
+    /// The fault to predict.
+    #[arg(long, value_enum, default_value = "poweroff")]
+    pub fault: Fault,
+    /// Read this kubeconfig context's cluster (default: the current context).
+    #[arg(long, conflicts_with = "cluster")]
+    pub context: Option<String>,
+    /// Like `--context`, for a running sim cluster (`nodefall sim up --name NAME`).
+    #[arg(long, value_name = "NAME", value_parser = crate::sim::state::parse_name)]
+    pub cluster: Option<String>,
+    /// Timing profile to predict with, instead of the cluster's own
+    /// (refused where it contradicts what the cluster runs).
+    #[arg(long, value_enum)]
+    pub profile: Option<ProfileName>,
+    /// With `--fault shutdown`: read each kubelet's graceful-shutdown
+    /// settings from its `/configz` (through the API server's node proxy:
+    /// needs `get` on `nodes/proxy`, docs/predict.md).
+    #[arg(long)]
+    pub configz: bool,
+    /// Also write the prediction for the one node named as a scenario that
+    /// checks it (`nodefall scenario FILE` on the same cluster).
+    #[arg(long, value_name = "FILE")]
+    pub write_scenario: Option<PathBuf>,
+    /// With `--write-scenario`: the namespace whose pods the scenario
+    /// watches (default: the one with most of the node's disrupted pods).
+    #[arg(long, requires = "write_scenario")]
+    pub namespace: Option<String>,
+    /// Directory for the prediction (`prediction.md`, `prediction.json`).
+    #[arg(long, default_value = "reports")]
+    pub out: PathBuf,
+}
+
+/// Reads the cluster (get and list only), predicts, writes the report and
+/// prints the ranking.
+pub fn run(args: &PredictArgs) -> Result<ExitCode, Error> {
+    let (forecast, about, snap) = runtime()?.block_on(async {
+        let (config, context) = match &args.cluster {
+            Some(name) => {
+                let c = crate::sim::SimCluster::open(&crate::sim::default_root(), name)?;
+                (c.config().await?, Some(crate::sim::CONTEXT.to_owned()))
+            }
+            None => crate::discover::inspect::kube_config(args.context.clone()).await?,
+        };
+        let found = crate::discover::inspect::inspect(&config, context, &[], args.profile).await?;
+        let client = kube::Client::try_from(config)?;
+        let snap = crate::snapshot::read(&client).await?;
+        let mut graceful = Vec::new();
+        if args.configz && args.fault == Fault::Shutdown {
+            for n in &snap.nodes {
+                if !args.nodes.is_empty() && !args.nodes.contains(&n.name) {
+                    continue;
+                }
+                match crate::gns::configz::fetch(&client, &n.name, CONFIGZ_TIMEOUT).await {
+                    Ok(c) => graceful.push((
+                        n.name.clone(),
+                        Graceful {
+                            grace_ms: i64::try_from(c.grace_period_ms).unwrap_or(i64::MAX),
+                            critical_ms: i64::try_from(c.critical_pods_ms).unwrap_or(i64::MAX),
+                        },
+                    )),
+                    Err(e) => tracing::warn!("node {}: graceful shutdown not read: {e}", n.name),
+                }
+            }
+        }
+        let forecast = predict::forecast(
+            &snap,
+            &found.profile,
+            args.fault,
+            &Ask {
+                nodes: &args.nodes,
+                graceful: &graceful,
+            },
+        )
+        .map_err(|e| Error::Predict(Box::new(e)))?;
+        let about = About {
+            cluster: found.identity.to_string(),
+            read_at: jiff::Timestamp::now()
+                .strftime("%Y-%m-%d %H:%M:%S UTC")
+                .to_string(),
+            nodes: snap.nodes.len(),
+            pods: snap.pods.len(),
+            discovery_notes: found.notes,
+        };
+        Ok::<_, Error>((forecast, about, snap))
+    })?;
+    let dir = args.out.join(format!(
+        "predict-{}-{}",
+        args.fault.name(),
+        jiff::Timestamp::now().strftime("%Y%m%dT%H%M%SZ")
+    ));
+    let md = crate::report::predict::write(&crate::disk::Disk, &dir, &forecast, &about)?;
+    outln!("Prediction: {} ({})", args.fault.name(), about.cluster);
+    for n in &forecast.nodes {
+        let c = n.cost;
+        outln!(
+            "  #{:<3} {:<24} {} Service(s) left with no ready endpoint, {} pod(s) stuck, {} \
+             refused by a budget, {} single-replica, {} pod(s) disrupted",
+            n.rank,
+            n.node,
+            c.services_down,
+            c.stuck,
+            c.refused,
+            c.single_replica,
+            c.disrupted
+        );
+    }
+    outln!("report: {}", md.display());
+    if let Some(file) = &args.write_scenario {
+        let ns = args
+            .namespace
+            .clone()
+            .or_else(|| {
+                forecast
+                    .nodes
+                    .first()
+                    .and_then(predict::scenario::busiest_namespace)
+            })
+            .unwrap_or_else(|| "default".to_owned());
+        let text = predict::scenario::write(&forecast, &snap, &ns)
+            .map_err(|e| Error::PredictScenario(Box::new(e)))?;
+        crate::files::write(&crate::disk::Disk, file, text.as_bytes())
+            .with_context(|| format!("writing {}", file.display()))?;
+        outln!(
+            "scenario: {} (run it: nodefall scenario {})",
+            file.display(),
+            file.display()
+        );
+    }
+    Ok(exit::code(exit::PASS))
+}

@@ -1,0 +1,365 @@
+//! `nodefall predict` on a sim running a Deployment of four behind a budget
+//! that allows no disruption and a one-replica StatefulSet, each behind a
+//! Service. The node holding the StatefulSet's pod ranks first (its Service
+//! left with no endpoint, its pod stuck); a drain of a node with web pods is
+//! refused by the budget. Read-only, proven: the API server records every
+//! request (an audit policy of the test's own), predict runs as a
+//! ServiceAccount whose role has only get, list and watch, and every request
+//! it made is a get or a list.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "test helpers fail the test by panicking"
+)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::{Api, PostParams};
+use kube::runtime::{WatchStreamExt as _, watcher};
+use nodefall::actions;
+use nodefall::profile::TimingProfile;
+use nodefall::sim::{SimCluster, UpOptions};
+use serde_json::{Value, json};
+
+const NS: &str = "shop";
+const LIMIT: Duration = Duration::from_secs(120);
+const READER: &str = "system:serviceaccount:shop:reader";
+/// Every request, with who made it and its verb.
+const AUDIT_ALL: &str = "apiVersion: audit.k8s.io/v1\nkind: Policy\n\
+                         omitStages: [RequestReceived]\nrules:\n- level: Metadata\n";
+
+fn objects() -> Vec<Value> {
+    let template = |app: &str| {
+        json!({"metadata": {"labels": {"app": app}},
+               "spec": {"containers": [{"name": app, "image": "registry.invalid/app:1"}]}})
+    };
+    let service = |app: &str| {
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": app},
+               "spec": {"selector": {"app": app}, "ports": [{"port": 80}]}})
+    };
+    vec![
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+               "spec": {"replicas": 4, "selector": {"matchLabels": {"app": "web"}},
+                        "template": template("web")}}),
+        service("web"),
+        json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db"},
+               "spec": {"replicas": 1, "serviceName": "db",
+                        "selector": {"matchLabels": {"app": "db"}}, "template": template("db")}}),
+        service("db"),
+        json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+               "metadata": {"name": "web"},
+               "spec": {"minAvailable": 4, "selector": {"matchLabels": {"app": "web"}}}}),
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "reader"}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+               "metadata": {"name": "nodefall-predict-test"},
+               "rules": [{"apiGroups": ["*"], "resources": ["*"],
+                          "verbs": ["get", "list", "watch"]}]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": "nodefall-predict-test"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                           "name": "nodefall-predict-test"},
+               "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": NS}]}),
+    ]
+}
+
+/// Watches until `web` pods of web and db's one are Ready and both Services
+/// list them as ready endpoints; returns each pod's node.
+async fn settled(client: &kube::Client, web: usize) -> BTreeMap<String, String> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let mut stream = std::pin::pin!(
+        watcher(pods, watcher::Config::default())
+            .default_backoff()
+            .applied_objects()
+    );
+    let mut ready: BTreeMap<String, String> = BTreeMap::new();
+    let r = tokio::time::timeout(LIMIT, async {
+        while ready.keys().filter(|p| p.starts_with("web-")).count() != web
+            || !ready.contains_key("db-0")
+        {
+            let Some(Ok(pod)) = stream.next().await else {
+                continue;
+            };
+            let ok = pod.status.as_ref().is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .flatten()
+                    .any(|c| c.type_ == "Ready" && c.status == "True")
+            });
+            let name = pod.metadata.name.clone().unwrap();
+            let going = pod.metadata.deletion_timestamp.is_some();
+            match pod.spec.and_then(|s| s.node_name) {
+                Some(node) if ok && !going => ready.insert(name, node),
+                _ => ready.remove(&name),
+            };
+        }
+    })
+    .await;
+    assert!(r.is_ok(), "pods not Ready within {LIMIT:?}: {ready:?}");
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), NS);
+    let mut stream = std::pin::pin!(
+        watcher(slices, watcher::Config::default())
+            .default_backoff()
+            .applied_objects()
+    );
+    let mut endpoints: BTreeMap<String, usize> = BTreeMap::new();
+    let r = tokio::time::timeout(LIMIT, async {
+        while endpoints.get("web") != Some(&web) || endpoints.get("db") != Some(&1) {
+            let Some(Ok(s)) = stream.next().await else {
+                continue;
+            };
+            let service =
+                s.metadata.labels.unwrap_or_default()["kubernetes.io/service-name"].clone();
+            let n = s
+                .endpoints
+                .iter()
+                .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) != Some(false))
+                .count();
+            endpoints.insert(service, n);
+        }
+    })
+    .await;
+    assert!(
+        r.is_ok(),
+        "endpoints not ready within {LIMIT:?}: {endpoints:?}"
+    );
+    ready
+}
+
+/// A kubeconfig for the cluster that authenticates as `token`.
+fn reader_kubeconfig(cluster: &SimCluster, token: &str, to: &Path) {
+    let text = std::fs::read_to_string(cluster.kubeconfig_path()).unwrap();
+    let mut config: Value = serde_yaml_ng::from_str(&text).unwrap();
+    for user in config["users"].as_array_mut().unwrap() {
+        user["user"] = json!({"token": token});
+    }
+    std::fs::write(to, serde_yaml_ng::to_string(&config).unwrap()).unwrap();
+}
+
+fn predict(kubeconfig: &Path, out: &Path, args: &[&str]) -> Value {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_nodefall"))
+        .arg("predict")
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .env("KUBECONFIG", kubeconfig)
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(o.status.code(), Some(0), "{said}");
+    let dir = std::fs::read_dir(out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.join("prediction.json").is_file())
+        .unwrap_or_else(|| panic!("no prediction.json under {}: {said}", out.display()));
+    let md = std::fs::read_to_string(dir.join("prediction.md")).unwrap();
+    assert!(md.starts_with("# Prediction: "), "{md}");
+    serde_json::from_str(&std::fs::read_to_string(dir.join("prediction.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn predict_ranks_the_nodes_and_only_reads() {
+    tokio::runtime::Runtime::new().unwrap().block_on(flow());
+}
+
+async fn flow() {
+    let root = tempfile::tempdir().unwrap();
+    let policy = root.path().join("audit-all.yaml");
+    std::fs::write(&policy, AUDIT_ALL).unwrap();
+    let mut opts = UpOptions::new("predict", TimingProfile::fast());
+    opts.root = root.path().join("sim");
+    opts.nodes = 3;
+    opts.extra_apiserver_args = vec![format!("--audit-policy-file={}", policy.display())];
+    let mut quiet = |_: &str| {};
+    let cluster = SimCluster::up(&opts, &mut quiet).await.unwrap();
+    let client = cluster.client().await.unwrap();
+    actions::ensure_namespace(&client, NS).await.unwrap();
+    let manifest = root.path().join("shop.yaml");
+    let docs: Vec<String> = objects()
+        .iter()
+        .map(|o| serde_yaml_ng::to_string(o).unwrap())
+        .collect();
+    std::fs::write(&manifest, docs.join("---\n")).unwrap();
+    actions::apply_file(&client, &manifest, NS).await.unwrap();
+    let nodes = settled(&client, 4).await;
+    let db_node = nodes["db-0"].clone();
+    let web_nodes: BTreeSet<&String> = nodes
+        .iter()
+        .filter(|(p, _)| p.starts_with("web-"))
+        .map(|(_, n)| n)
+        .collect();
+
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            audiences: Vec::new(),
+            expiration_seconds: Some(3600),
+            ..TokenRequestSpec::default()
+        },
+        ..TokenRequest::default()
+    };
+    let token = Api::<ServiceAccount>::namespaced(client.clone(), NS)
+        .create_token_request("reader", &PostParams::default(), &request)
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .token;
+    let kubeconfig = root.path().join("reader.kubeconfig");
+    reader_kubeconfig(&cluster, &token, &kubeconfig);
+
+    let out = tempfile::tempdir().unwrap();
+    let p = predict(&kubeconfig, out.path(), &[]);
+    let ranked = p["forecast"]["nodes"].as_array().unwrap();
+    assert_eq!(ranked.len(), 3, "{p:#}");
+    assert_eq!(
+        ranked[0]["node"],
+        db_node.as_str(),
+        "the StatefulSet's node first: {p:#}"
+    );
+    assert_eq!(ranked[0]["cost"]["stuck"], 1, "{p:#}");
+    assert!(
+        ranked[0]["cost"]["servicesDown"].as_u64().unwrap() >= 1,
+        "{p:#}"
+    );
+    for n in &ranked[1..] {
+        assert_eq!(n["cost"]["stuck"], 0, "{n:#}");
+    }
+    // the sim's fast timings, discovered: Unknown between grace - lease/4
+    // and grace + monitorPeriod
+    let fast = TimingProfile::fast();
+    let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap();
+    let unknown = &ranked[0]["timeline"][0]["at"];
+    assert_eq!(
+        (unknown["from"].as_i64(), unknown["to"].as_i64()),
+        (
+            Some(ms(fast.node_monitor_grace_period) - ms(fast.node_lease_duration) / 4),
+            Some(ms(fast.node_monitor_grace_period) + ms(fast.node_monitor_period))
+        ),
+        "{p:#}"
+    );
+
+    let out = tempfile::tempdir().unwrap();
+    let drain = predict(&kubeconfig, out.path(), &["--fault", "drain"]);
+    for n in drain["forecast"]["nodes"].as_array().unwrap() {
+        let refused = n["refusals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["budget"] == "shop/web");
+        let has_web = web_nodes.contains(&n["node"].as_str().unwrap().to_owned());
+        assert_eq!(refused, has_web, "the budget refuses a drain of {n:#}");
+    }
+
+    // read-only: every request the reader made was a get, a list or a watch
+    let log = std::fs::read_to_string(cluster.audit_log_path()).unwrap();
+    let mine: Vec<Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["user"]["username"] == READER)
+        .collect();
+    let verbs: BTreeSet<&str> = mine.iter().map(|e| e["verb"].as_str().unwrap()).collect();
+    let resources: BTreeSet<&str> = mine
+        .iter()
+        .filter_map(|e| e["objectRef"]["resource"].as_str())
+        .collect();
+    for kind in [
+        "nodes",
+        "pods",
+        "endpointslices",
+        "poddisruptionbudgets",
+        "volumeattachments",
+    ] {
+        assert!(resources.contains(kind), "{kind} not read: {resources:?}");
+    }
+    assert!(
+        verbs.iter().all(|v| ["get", "list", "watch"].contains(v)),
+        "predict wrote: {verbs:?} in {:#?}",
+        mine.iter()
+            .filter(|e| !["get", "list", "watch"].contains(&e["verb"].as_str().unwrap()))
+            .collect::<Vec<_>>()
+    );
+
+    // The prediction for the StatefulSet's node, written as a scenario and
+    // run on the same cluster, holds.
+    let state = root.path().join("sim");
+    let file = root.path().join("db-node.yaml");
+    let out = tempfile::tempdir().unwrap();
+    predict(
+        &kubeconfig,
+        out.path(),
+        &[&db_node, "--write-scenario", file.to_str().unwrap()],
+    );
+    let (code, said) = scenario(&state, &file);
+    assert_eq!(code, Some(0), "the prediction failed:\n{said}");
+
+    // A replica added after the prediction: the written scenario fails, and
+    // says which expectation.
+    let nodes = settled(&client, 4).await;
+    let web_node = nodes
+        .iter()
+        .find(|(p, n)| p.starts_with("web-") && **n != nodes["db-0"])
+        .map(|(_, n)| n.clone())
+        .unwrap_or_else(|| panic!("no web pod off the db node: {nodes:?}"));
+    let file = root.path().join("web-node.yaml");
+    let out = tempfile::tempdir().unwrap();
+    predict(
+        &kubeconfig,
+        out.path(),
+        &[
+            &web_node,
+            "--write-scenario",
+            file.to_str().unwrap(),
+            "--namespace",
+            NS,
+        ],
+    );
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains("notOn: target, ready: 4"), "{text}");
+    actions::scale(
+        &client,
+        NS,
+        nodefall::scenario::checked::WorkloadKind::Deployment,
+        "web",
+        5,
+    )
+    .await
+    .unwrap();
+    settled(&client, 5).await;
+    let (code, said) = scenario(&state, &file);
+    assert_eq!(code, Some(1), "a stale prediction must fail:\n{said}");
+    assert!(
+        said.lines()
+            .any(|l| l.contains("runs its 4 replicas, no more") && l.contains("FAIL")),
+        "the replica count is what failed:\n{said}"
+    );
+    drop(cluster);
+}
+
+/// Runs a scenario on the test's sim cluster; its exit code and output.
+fn scenario(state: &Path, file: &Path) -> (Option<i32>, String) {
+    let out = tempfile::tempdir().unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_nodefall"))
+        .arg("scenario")
+        .arg(file)
+        .args(["--cluster", "predict", "--out"])
+        .arg(out.path())
+        .env("NODEFALL_STATE_DIR", state)
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+        std::fs::read_to_string(file).unwrap_or_default()
+    );
+    (o.status.code(), said)
+}
