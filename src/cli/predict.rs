@@ -67,6 +67,12 @@ pub fn run(args: &PredictArgs) -> Result<ExitCode, Error> {
         let client = kube::Client::try_from(config)?;
         let snap = crate::snapshot::read(&client).await?;
         let mut graceful = Vec::new();
+        if args.configz && args.fault != Fault::Shutdown {
+            tracing::warn!(
+                "--configz reads graceful-shutdown settings, which only --fault shutdown uses; \
+                 not read"
+            );
+        }
         if args.configz && args.fault == Fault::Shutdown {
             for n in &snap.nodes {
                 if !args.nodes.is_empty() && !args.nodes.contains(&n.name) {
