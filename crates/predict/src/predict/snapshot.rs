@@ -94,6 +94,49 @@ pub struct Pod {
     pub priority: i32,
 }
 
+/// Examples for tests (here and in the crates above, feature `examples`).
+#[cfg(any(test, feature = "examples"))]
+impl Node {
+    /// A Ready worker.
+    pub fn example(name: &str) -> Node {
+        Node {
+            name: name.into(),
+            ready: "True".into(),
+            ..Node::default()
+        }
+    }
+}
+
+#[cfg(any(test, feature = "examples"))]
+impl Pod {
+    /// A Running, Ready pod of `owner` on `node`, labelled `app=APP`,
+    /// tolerating both taints 300 s (the admission plugin's default; a
+    /// DaemonSet's pod tolerates unreachable for ever, as its controller
+    /// sets).
+    pub fn example(namespace: &str, name: &str, node: &str, owner: Owner, app: &str) -> Pod {
+        let daemon = matches!(owner, Owner::DaemonSet(_));
+        Pod {
+            namespace: namespace.into(),
+            name: name.into(),
+            node: Some(node.into()),
+            owner,
+            phase: "Running".into(),
+            ready: true,
+            terminating: false,
+            labels: BTreeMap::from([("app".to_owned(), app.to_owned())]),
+            unreachable: if daemon {
+                Toleration::Forever
+            } else {
+                Toleration::Seconds(300)
+            },
+            not_ready: Toleration::Seconds(300),
+            claims: Vec::new(),
+            empty_dir: false,
+            priority: 0,
+        }
+    }
+}
+
 impl Pod {
     pub fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)

@@ -269,34 +269,21 @@ pub fn write(files: &dyn Files, dir: &Path, f: &Forecast, about: &About) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::predict::snapshot::{Node, Owner, Pod, Snapshot, Toleration};
+    use crate::predict::snapshot::{Node, Owner, Pod, Snapshot};
     use crate::predict::{Ask, Fault, forecast};
     use crate::profile::TimingProfile;
 
     #[test]
     fn a_forecast_reads_as_ranked_nodes_values_and_each_node_s_timeline() {
-        let node = |n: &str| Node {
-            name: n.into(),
-            ready: "True".into(),
-            ..Node::default()
-        };
         let snap = Snapshot {
-            nodes: vec![node("w1"), node("w2")],
-            pods: vec![Pod {
-                namespace: "shop".into(),
-                name: "db-0".into(),
-                node: Some("w1".into()),
-                owner: Owner::StatefulSet("db".into()),
-                phase: "Running".into(),
-                ready: true,
-                terminating: false,
-                labels: Default::default(),
-                unreachable: Toleration::Seconds(300),
-                not_ready: Toleration::Seconds(300),
-                claims: vec![],
-                empty_dir: false,
-                priority: 0,
-            }],
+            nodes: vec![Node::example("w1"), Node::example("w2")],
+            pods: vec![Pod::example(
+                "shop",
+                "db-0",
+                "w1",
+                Owner::StatefulSet("db".into()),
+                "db",
+            )],
             ..Snapshot::default()
         };
         let f = forecast(

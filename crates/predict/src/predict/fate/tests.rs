@@ -10,33 +10,8 @@ use crate::profile::TimingProfile;
 
 fn node(name: &str) -> Node {
     Node {
-        name: name.into(),
-        ready: "True".into(),
         control_plane: name == "cp",
-        ..Node::default()
-    }
-}
-
-fn pod(ns: &str, name: &str, node: &str, owner: Owner, app: &str) -> Pod {
-    let forever = matches!(owner, Owner::DaemonSet(_));
-    Pod {
-        namespace: ns.into(),
-        name: name.into(),
-        node: Some(node.into()),
-        owner,
-        phase: "Running".into(),
-        ready: true,
-        terminating: false,
-        labels: BTreeMap::from([("app".to_owned(), app.to_owned())]),
-        unreachable: if forever {
-            Toleration::Forever
-        } else {
-            Toleration::Seconds(300)
-        },
-        not_ready: Toleration::Seconds(300),
-        claims: Vec::new(),
-        empty_dir: false,
-        priority: 0,
+        ..Node::example(name)
     }
 }
 
@@ -52,23 +27,23 @@ fn endpoint(pod: &str, node: &str) -> Endpoint {
 /// w2 the third web pod; a DaemonSet on both; web's budget allows 0.
 pub fn cluster() -> Snapshot {
     let web = || Owner::Deployment("web".into());
-    let mut db0 = pod("shop", "db-0", "w1", Owner::StatefulSet("db".into()), "db");
+    let mut db0 = Pod::example("shop", "db-0", "w1", Owner::StatefulSet("db".into()), "db");
     db0.claims = vec!["data-db-0".into()];
     Snapshot {
         nodes: vec![node("cp"), node("w1"), node("w2")],
         pods: vec![
-            pod("shop", "web-a", "w1", web(), "web"),
-            pod("shop", "web-b", "w1", web(), "web"),
-            pod("shop", "web-c", "w2", web(), "web"),
+            Pod::example("shop", "web-a", "w1", web(), "web"),
+            Pod::example("shop", "web-b", "w1", web(), "web"),
+            Pod::example("shop", "web-c", "w2", web(), "web"),
             db0,
-            pod(
+            Pod::example(
                 "kube-system",
                 "proxy-1",
                 "w1",
                 Owner::DaemonSet("proxy".into()),
                 "proxy",
             ),
-            pod(
+            Pod::example(
                 "kube-system",
                 "proxy-2",
                 "w2",

@@ -110,33 +110,21 @@ pub fn render(n: &NodeForecast, fault: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::predict::snapshot::{Node, Owner, Pod, Snapshot, Toleration};
+    use crate::predict::snapshot::{Node, Owner, Pod, Snapshot};
     use crate::predict::{Ask, Fault, forecast};
     use crate::profile::TimingProfile;
 
     #[test]
     fn each_transition_is_a_bar_over_its_window_on_an_axis_that_skips_the_toleration() {
         let snap = Snapshot {
-            nodes: vec![Node {
-                name: "w1".into(),
-                ready: "True".into(),
-                ..Node::default()
-            }],
-            pods: vec![Pod {
-                namespace: "shop".into(),
-                name: "db-0".into(),
-                node: Some("w1".into()),
-                owner: Owner::StatefulSet("db".into()),
-                phase: "Running".into(),
-                ready: true,
-                terminating: false,
-                labels: Default::default(),
-                unreachable: Toleration::Seconds(300),
-                not_ready: Toleration::Seconds(300),
-                claims: vec![],
-                empty_dir: false,
-                priority: 0,
-            }],
+            nodes: vec![Node::example("w1"), Node::example("w2")],
+            pods: vec![Pod::example(
+                "shop",
+                "db-0",
+                "w1",
+                Owner::StatefulSet("db".into()),
+                "db",
+            )],
             ..Snapshot::default()
         };
         let f = forecast(
