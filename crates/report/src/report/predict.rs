@@ -21,6 +21,9 @@ pub const PREDICTION_SVG: &str = "prediction.svg";
 /// What `prediction.json` says it is.
 pub const KIND: &str = "nodefall-prediction";
 pub const SCHEMA_VERSION: u32 = 1;
+/// Nodes given a section of their own (the costliest); every node's is in
+/// `prediction.json` (a 1,000-node cluster's sections are megabytes).
+pub const DETAILED: usize = 25;
 
 /// Which cluster, when it was read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -136,12 +139,23 @@ pub fn render(f: &Forecast, about: &About, chart: Option<&str>) -> String {
     for n in &about.discovery_notes {
         let _ = writeln!(out, "\n- {}", inline(n));
     }
-    for n in f
+    let busy: Vec<&NodeForecast> = f
         .nodes
         .iter()
         .filter(|n| n.cost.disrupted > 0 || !n.notes.is_empty())
-    {
+        .collect();
+    for n in busy.iter().take(DETAILED) {
         node(&mut out, n);
+    }
+    if busy.len() > DETAILED {
+        let others: Vec<&str> = busy[DETAILED..].iter().map(|n| n.node.as_str()).collect();
+        let _ = writeln!(
+            out,
+            "\n## The other {} nodes whose loss disrupts pods\n\nTheir timelines, pods and \
+             Services are in `{PREDICTION_JSON}`: {}",
+            others.len(),
+            inline(&others.join(", "))
+        );
     }
     let quiet: Vec<&str> = f
         .nodes
@@ -323,5 +337,41 @@ mod tests {
         );
         let back: PredictionFile = serde_json::from_str(&json(&f, &about).unwrap()).unwrap();
         assert_eq!((back.kind.as_str(), back.forecast), (KIND, f));
+    }
+
+    #[test]
+    fn past_the_costliest_nodes_the_rest_are_named_not_detailed() {
+        let names: Vec<String> = (1..=DETAILED + 5).map(|i| format!("w{i:02}")).collect();
+        let snap = Snapshot {
+            nodes: names.iter().map(|n| Node::example(n)).collect(),
+            pods: names
+                .iter()
+                .map(|n| {
+                    Pod::example(
+                        "shop",
+                        &format!("web-{n}"),
+                        n,
+                        Owner::Deployment("web".into()),
+                        "web",
+                    )
+                })
+                .collect(),
+            ..Snapshot::default()
+        };
+        let f = forecast(&snap, &TimingProfile::fast(), Fault::Pause, &Ask::default()).unwrap();
+        let about = About {
+            cluster: "sim".into(),
+            read_at: "now".into(),
+            nodes: names.len(),
+            pods: names.len(),
+            discovery_notes: vec![],
+        };
+        let md = render(&f, &about, None);
+        assert_eq!(md.matches("\n## #").count(), DETAILED, "{md}");
+        assert!(
+            md.contains("## The other 5 nodes whose loss disrupts pods"),
+            "{md}"
+        );
+        assert!(md.contains("w26, w27, w28, w29, w30"), "{md}");
     }
 }
