@@ -55,6 +55,12 @@ pub struct PredictArgs {
 /// Reads the cluster (get and list only), predicts, writes the report and
 /// prints the ranking.
 pub fn run(args: &PredictArgs) -> Result<ExitCode, Error> {
+    if args.write_scenario.is_some() && args.nodes.len() != 1 {
+        // said before the cluster is read
+        return Err(Error::PredictScenario(Box::new(
+            predict::scenario::Error::NotOneNode(args.nodes.len()),
+        )));
+    }
     let (forecast, about, snap) = runtime()?.block_on(async {
         let (config, context) = match &args.cluster {
             Some(name) => {

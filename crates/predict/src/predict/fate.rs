@@ -223,7 +223,7 @@ pub fn node(
             timeline.push(Event {
                 at: When::Between {
                     from: 0,
-                    to: g.grace_ms - g.critical_ms,
+                    to: g.regular_ms(),
                 },
                 what: "the kubelet stops the pods (phase Failed, DisruptionTarget \
                        TerminationByKubelet); critical pods last"
@@ -380,13 +380,13 @@ fn fate(snap: &Snapshot, course: &Course, timeline: &[Event], p: &Pod) -> PodFat
             let critical = p.priority >= 2_000_000_000;
             f.evicted = if critical {
                 When::Between {
-                    from: g.grace_ms - g.critical_ms,
+                    from: g.regular_ms(),
                     to: g.grace_ms,
                 }
             } else {
                 When::Between {
                     from: 0,
-                    to: g.grace_ms - g.critical_ms,
+                    to: g.regular_ms(),
                 }
             };
             f.why = "stopped by the kubelet's graceful node shutdown".into();

@@ -65,6 +65,14 @@ pub struct Graceful {
     pub critical_ms: Ms,
 }
 
+impl Graceful {
+    /// The part of the grace period for pods that are not critical (the
+    /// kubelet gives critical pods the last `critical_ms`; never below 0).
+    pub fn regular_ms(self) -> Ms {
+        (self.grace_ms - self.critical_ms).max(0)
+    }
+}
+
 /// One number a prediction used, and where it came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

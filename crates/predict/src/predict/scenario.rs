@@ -35,8 +35,8 @@ impl std::fmt::Display for Error {
         match self {
             Error::NotOneNode(n) => write!(
                 f,
-                "--write-scenario writes one node's prediction, and {n} were predicted; name one \
-                 node"
+                "--write-scenario writes one node's prediction, and {n} nodes were asked for; name \
+                 exactly one node (`nodefall predict NODE --write-scenario FILE`)"
             ),
             Error::Unsupported(why) => write!(f, "--write-scenario: {why}"),
             Error::NothingToCheck(node) => write!(
@@ -202,6 +202,10 @@ pub fn write(forecast: &Forecast, snap: &Snapshot, namespace: &str) -> Result<St
     let mut stuck = Vec::new();
     for (i, g) in groups.iter().enumerate() {
         let sel = selector(&g.pods);
+        if sel.is_empty() {
+            // no label all its pods share: nothing a scenario can select
+            continue;
+        }
         let mut tolerations: Vec<Toleration> = Vec::new();
         for p in &g.pods {
             if !tolerations.contains(&p.unreachable) {

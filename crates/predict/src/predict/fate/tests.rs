@@ -319,3 +319,28 @@ fn a_selector_matches_as_the_api_server_does() {
     assert!(!req("Bogus", &[]).matches(&labels));
     assert!(LabelSelector::default().matches(&labels));
 }
+
+#[test]
+fn critical_pods_given_more_than_the_grace_period_leave_the_others_none() {
+    let g = Graceful {
+        grace_ms: 5_000,
+        critical_ms: 20_000,
+    };
+    assert_eq!(g.regular_ms(), 0);
+    let f = forecast(
+        &cluster(),
+        &TimingProfile::fast(),
+        Fault::Shutdown,
+        &Ask {
+            nodes: &["w1".to_owned()],
+            graceful: &[("w1".to_owned(), g)],
+        },
+    )
+    .unwrap();
+    let web = f.nodes[0]
+        .pods
+        .iter()
+        .find(|p| p.pod == "shop/web-a")
+        .unwrap();
+    assert_eq!(web.evicted, between(0, 0));
+}
