@@ -482,13 +482,30 @@ fn a_flag_of_another_backend_is_bad_input_before_anything_runs() {
 #[test]
 fn predict_write_scenario_wants_exactly_one_node_before_any_cluster_is_read() {
     for args in [
-        vec!["predict", "--write-scenario", "x.yaml", "--cluster", "none-such"],
-        vec!["predict", "w1", "w2", "--write-scenario", "x.yaml", "--cluster", "none-such"],
+        vec![
+            "predict",
+            "--write-scenario",
+            "x.yaml",
+            "--cluster",
+            "none-such",
+        ],
+        vec![
+            "predict",
+            "w1",
+            "w2",
+            "--write-scenario",
+            "x.yaml",
+            "--cluster",
+            "none-such",
+        ],
     ] {
         let out = nodefall(&args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = text(&out.stderr);
         assert!(err.contains("name exactly one node"), "{args:?}: {err}");
-        assert!(!err.contains("none-such"), "the cluster was not looked up: {err}");
+        assert!(
+            !err.contains("none-such"),
+            "the cluster was not looked up: {err}"
+        );
     }
 }
