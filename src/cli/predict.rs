@@ -13,6 +13,8 @@ use crate::predict::{self, Ask, Fault, Graceful};
 use crate::profile::ProfileName;
 use crate::report::predict::About;
 
+/// Nodes of the ranking printed (the report ranks them all).
+const PRINTED: usize = 20;
 /// How long one kubelet's `/configz` may take (`--configz`).
 const CONFIGZ_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -124,7 +126,7 @@ pub fn run(args: &PredictArgs) -> Result<ExitCode, Error> {
     ));
     let md = crate::report::predict::write(&crate::disk::Disk, &dir, &forecast, &about)?;
     outln!("Prediction: {} ({})", args.fault.name(), about.cluster);
-    for n in &forecast.nodes {
+    for n in forecast.nodes.iter().take(PRINTED) {
         let c = n.cost;
         outln!(
             "  #{:<3} {:<24} {} Service(s) left with no ready endpoint, {} pod(s) stuck, {} \
@@ -136,6 +138,12 @@ pub fn run(args: &PredictArgs) -> Result<ExitCode, Error> {
             c.refused,
             c.single_replica,
             c.disrupted
+        );
+    }
+    if forecast.nodes.len() > PRINTED {
+        outln!(
+            "  ... and {} more nodes, ranked in the report",
+            forecast.nodes.len() - PRINTED
         );
     }
     outln!("report: {}", md.display());
