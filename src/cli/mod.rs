@@ -230,13 +230,8 @@ fn load_plan(args: &PlanArgs) -> Result<(plan::Plan, Vec<String>), Error> {
         return Ok((plan::resolve(checked, &profile, Some(backend))?, Vec::new()));
     }
     let found = runtime()?.block_on(async {
-        let (config, context) = match &args.cluster {
-            Some(name) => {
-                let c = crate::sim::SimCluster::open(&crate::sim::default_root(), name)?;
-                (c.config().await?, Some(crate::sim::CONTEXT.to_owned()))
-            }
-            None => crate::discover::inspect::kube_config(args.context.clone()).await?,
-        };
+        let (config, context) =
+            cluster_config(args.cluster.as_deref(), args.context.clone()).await?;
         Ok::<_, Error>(
             crate::discover::inspect::inspect(&config, context, &checked.pins, args.profile)
                 .await?,
@@ -248,6 +243,21 @@ fn load_plan(args: &PlanArgs) -> Result<(plan::Plan, Vec<String>), Error> {
         plan::resolve(checked, &found.profile, Some(backend))?,
         lines,
     ))
+}
+
+/// The client configuration of `--cluster NAME` (a running sim) or else of
+/// `--context` (the current one when absent), and the context's name.
+async fn cluster_config(
+    cluster: Option<&str>,
+    context: Option<String>,
+) -> Result<(kube::Config, Option<String>), Error> {
+    Ok(match cluster {
+        Some(name) => {
+            let c = crate::sim::SimCluster::open(&crate::sim::default_root(), name)?;
+            (c.config().await?, Some(crate::sim::CONTEXT.to_owned()))
+        }
+        None => crate::discover::inspect::kube_config(context).await?,
+    })
 }
 
 pub fn run(cli: Cli) -> Result<ExitCode, Error> {

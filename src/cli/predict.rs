@@ -64,13 +64,8 @@ pub fn run(args: &PredictArgs) -> Result<ExitCode, Error> {
         )));
     }
     let (forecast, about, snap) = runtime()?.block_on(async {
-        let (config, context) = match &args.cluster {
-            Some(name) => {
-                let c = crate::sim::SimCluster::open(&crate::sim::default_root(), name)?;
-                (c.config().await?, Some(crate::sim::CONTEXT.to_owned()))
-            }
-            None => crate::discover::inspect::kube_config(args.context.clone()).await?,
-        };
+        let (config, context) =
+            super::cluster_config(args.cluster.as_deref(), args.context.clone()).await?;
         let found = crate::discover::inspect::inspect(&config, context, &[], args.profile).await?;
         let client = kube::Client::try_from(config)?;
         let snap = crate::snapshot::read(&client).await?;

@@ -15,6 +15,7 @@ use kube::core::NamespaceResourceScope;
 use serde::de::DeserializeOwned;
 
 use crate::actions::list_paged;
+use crate::observe::endpoints;
 use crate::observe::kinds::toleration;
 use crate::predict::snapshot::{self as snap, Snapshot};
 
@@ -265,7 +266,7 @@ fn services(slices: &[EndpointSlice]) -> Vec<snap::Service> {
             .metadata
             .labels
             .as_ref()
-            .and_then(|l| l.get("kubernetes.io/service-name"))
+            .and_then(|l| l.get(endpoints::SERVICE_LABEL))
         else {
             continue;
         };
@@ -273,14 +274,9 @@ fn services(slices: &[EndpointSlice]) -> Vec<snap::Service> {
         let eps = by_service.entry((ns, service.clone())).or_default();
         for e in &s.endpoints {
             eps.push(snap::Endpoint {
-                pod: e
-                    .target_ref
-                    .as_ref()
-                    .filter(|r| r.kind.as_deref() == Some("Pod"))
-                    .and_then(|r| r.name.clone()),
+                pod: endpoints::pod_ref(e).and_then(|r| r.name.clone()),
                 node: e.node_name.clone(),
-                // nil ready means ready (EndpointConditions)
-                ready: e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true),
+                ready: endpoints::conditions(e).0,
             });
         }
     }

@@ -10,7 +10,7 @@ use super::fold::{Changes, Differ};
 use crate::timeline::{Change, ObjectRef};
 
 /// The label naming a slice's Service.
-const SERVICE_LABEL: &str = "kubernetes.io/service-name";
+pub const SERVICE_LABEL: &str = "kubernetes.io/service-name";
 
 #[derive(Debug)]
 pub struct EndpointSliceDiff;
