@@ -163,6 +163,29 @@ pub struct Forecast {
     pub notes: Vec<String>,
 }
 
+#[cfg(any(test, feature = "examples"))]
+impl Forecast {
+    /// Upstream default timings; `w1` runs a one-replica StatefulSet's pod
+    /// `shop/db-0`, `w2` nothing: a poweroff of each (for tests).
+    pub fn example() -> Forecast {
+        use snapshot::{Node, Owner, Pod};
+        let snap = Snapshot {
+            nodes: vec![Node::example("w1"), Node::example("w2")],
+            pods: vec![Pod::example(
+                "shop",
+                "db-0",
+                "w1",
+                Owner::StatefulSet("db".into()),
+                "db",
+            )],
+            ..Snapshot::default()
+        };
+        let profile = TimingProfile::upstream_default();
+        forecast(&snap, &profile, Fault::Poweroff, &Ask::default())
+            .unwrap_or_else(|e| unreachable!("the example's nodes are its own: {e}"))
+    }
+}
+
 /// What to predict.
 #[derive(Debug, Clone, Default)]
 pub struct Ask<'a> {

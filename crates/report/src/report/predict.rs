@@ -289,24 +289,7 @@ mod tests {
 
     #[test]
     fn a_forecast_reads_as_ranked_nodes_values_and_each_node_s_timeline() {
-        let snap = Snapshot {
-            nodes: vec![Node::example("w1"), Node::example("w2")],
-            pods: vec![Pod::example(
-                "shop",
-                "db-0",
-                "w1",
-                Owner::StatefulSet("db".into()),
-                "db",
-            )],
-            ..Snapshot::default()
-        };
-        let f = forecast(
-            &snap,
-            &TimingProfile::upstream_default(),
-            Fault::Poweroff,
-            &Ask::default(),
-        )
-        .unwrap();
+        let f = Forecast::example();
         let about = About {
             cluster: "context kind-a".into(),
             read_at: "2026-11-26 21:00:00 UTC".into(),

@@ -110,30 +110,11 @@ pub fn render(n: &NodeForecast, fault: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::predict::snapshot::{Node, Owner, Pod, Snapshot};
-    use crate::predict::{Ask, Fault, forecast};
-    use crate::profile::TimingProfile;
+    use crate::predict::Forecast;
 
     #[test]
     fn each_transition_is_a_bar_over_its_window_on_an_axis_that_skips_the_toleration() {
-        let snap = Snapshot {
-            nodes: vec![Node::example("w1"), Node::example("w2")],
-            pods: vec![Pod::example(
-                "shop",
-                "db-0",
-                "w1",
-                Owner::StatefulSet("db".into()),
-                "db",
-            )],
-            ..Snapshot::default()
-        };
-        let f = forecast(
-            &snap,
-            &TimingProfile::upstream_default(),
-            Fault::Poweroff,
-            &Ask::default(),
-        )
-        .unwrap();
+        let f = Forecast::example();
         let svg = render(&f.nodes[0], "poweroff");
         let doc = roxmltree::Document::parse(&svg).unwrap();
         let bars: Vec<_> = doc
