@@ -180,6 +180,8 @@ pub fn node(
     let mut notes = Vec::new();
     // When the node's pods stop counting as ready endpoints.
     let unready: When;
+    // When the NoExecute taint that starts the pods' tolerations comes.
+    let mut taint = When::Never;
     match &course {
         Course::Silent => {
             // the last lease renewal is up to lease/4 before the fault
@@ -194,8 +196,9 @@ pub fn node(
                        out of their Services' ready endpoints"
                         .into(),
             });
+            taint = unknown.later_by(TAINT_TOKEN_MS);
             timeline.push(Event {
-                at: unknown.later_by(TAINT_TOKEN_MS),
+                at: taint,
                 what: "tainted node.kubernetes.io/unreachable:NoExecute (NoSchedule at once; \
                        NoExecute up to 10 s later through the taint queue's rate limit)"
                     .into(),
@@ -248,10 +251,7 @@ pub fn node(
             unready = When::at(0);
         }
     }
-    let pods: Vec<PodFate> = here
-        .iter()
-        .map(|p| fate(snap, &course, &timeline, p))
-        .collect();
+    let pods: Vec<PodFate> = here.iter().map(|p| fate(snap, &course, taint, p)).collect();
     for f in &pods {
         if let (When::Between { .. }, Replacement::AtEviction | Replacement::WhenGone) =
             (f.evicted, &f.replacement)
@@ -320,14 +320,7 @@ pub fn node(
     }
 }
 
-fn taint_time(timeline: &[Event]) -> When {
-    timeline
-        .iter()
-        .find(|e| e.what.starts_with("tainted node.kubernetes.io/unreachable"))
-        .map_or(When::Never, |e| e.at)
-}
-
-fn fate(snap: &Snapshot, course: &Course, timeline: &[Event], p: &Pod) -> PodFate {
+fn fate(snap: &Snapshot, course: &Course, taint: When, p: &Pod) -> PodFate {
     let rwo: Vec<String> = p
         .claims
         .iter()
@@ -348,7 +341,6 @@ fn fate(snap: &Snapshot, course: &Course, timeline: &[Event], p: &Pod) -> PodFat
     };
     match course {
         Course::Silent => {
-            let taint = taint_time(timeline);
             (f.evicted, f.why) = match p.unreachable {
                 Toleration::None => (taint, "no toleration for unreachable".to_owned()),
                 Toleration::Seconds(s) => (
