@@ -34,7 +34,7 @@ const READER: &str = "system:serviceaccount:shop:reader";
 const AUDIT_ALL: &str = "apiVersion: audit.k8s.io/v1\nkind: Policy\n\
                          omitStages: [RequestReceived]\nrules:\n- level: Metadata\n";
 
-fn objects() -> Vec<Value> {
+fn objects(min_available: u32) -> Vec<Value> {
     let template = |app: &str| {
         json!({"metadata": {"labels": {"app": app}},
                "spec": {"containers": [{"name": app, "image": "registry.invalid/app:1"}]}})
@@ -54,7 +54,7 @@ fn objects() -> Vec<Value> {
         service("db"),
         json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
                "metadata": {"name": "web"},
-               "spec": {"minAvailable": 4, "selector": {"matchLabels": {"app": "web"}}}}),
+               "spec": {"minAvailable": min_available, "selector": {"matchLabels": {"app": "web"}}}}),
         json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "reader"}}),
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
                "metadata": {"name": "nodefall-predict-test"},
@@ -184,7 +184,7 @@ async fn flow() {
     let client = cluster.client().await.unwrap();
     actions::ensure_namespace(&client, NS).await.unwrap();
     let manifest = root.path().join("shop.yaml");
-    let docs: Vec<String> = objects()
+    let docs: Vec<String> = objects(4)
         .iter()
         .map(|o| serde_yaml_ng::to_string(o).unwrap())
         .collect();
@@ -344,13 +344,111 @@ async fn flow() {
     drop(cluster);
 }
 
+/// The other courses a prediction can take, each written and run on the
+/// cluster it was made on: a graceful node shutdown the sim plays (the
+/// kubelet stops the pods and their owners replace them at once, the
+/// StatefulSet's too), and a drain a budget slows (one web pod at a time).
+#[test]
+fn written_shutdown_and_drain_predictions_hold() {
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(other_courses());
+}
+
+async fn other_courses() {
+    let root = tempfile::tempdir().unwrap();
+    let mut opts = UpOptions::new("courses", TimingProfile::fast());
+    opts.root = root.path().join("sim");
+    opts.nodes = 3;
+    opts.shutdown_grace = nodefall::sim::kubelet::ShutdownGrace {
+        all: Duration::from_secs(6),
+        critical: Duration::from_secs(2),
+    };
+    let mut quiet = |_: &str| {};
+    let cluster = SimCluster::up(&opts, &mut quiet).await.unwrap();
+    let client = cluster.client().await.unwrap();
+    actions::ensure_namespace(&client, NS).await.unwrap();
+    let manifest = root.path().join("shop.yaml");
+    let docs: Vec<String> = objects(3)
+        .iter()
+        .take(5)
+        .map(|o| serde_yaml_ng::to_string(o).unwrap())
+        .collect();
+    std::fs::write(&manifest, docs.join("---\n")).unwrap();
+    actions::apply_file(&client, &manifest, NS).await.unwrap();
+    let state = root.path().join("sim");
+    let predict_on = |node: &str, fault: &str, file: &Path| {
+        let out = tempfile::tempdir().unwrap();
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_nodefall"))
+            .args(["predict", node, "--cluster", "courses", "--fault", fault])
+            .arg("--write-scenario")
+            .arg(file)
+            .arg("--out")
+            .arg(out.path())
+            .env("NODEFALL_STATE_DIR", &state)
+            .output()
+            .unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(o.status.code(), Some(0), "{said}");
+        std::fs::read_to_string(file).unwrap()
+    };
+
+    // A shutdown of the StatefulSet's node, as the sim's kubelet plays it.
+    let nodes = settled(&client, 4).await;
+    let file = root.path().join("shutdown.yaml");
+    let text = predict_on(&nodes["db-0"], "shutdown", &file);
+    for line in [
+        "expect: {node: target, gracefulShutdown: will-run}",
+        "expect: {pods: \"app=db\", on: target, ready: 0, within: 9s, since: fault}",
+        "expect: {pods: \"app=db\", notOn: target, readyAtLeast: 1, within: 30s",
+    ] {
+        assert!(text.contains(line), "{line}\nin\n{text}");
+    }
+    let (code, said) = scenario_on(&state, "courses", &file);
+    assert_eq!(code, Some(0), "the shutdown's prediction failed:\n{said}");
+
+    // A drain of a node running web pods, which the budget (one
+    // disruption) lets go one at a time.
+    let nodes = settled(&client, 4).await;
+    let mut per_node: BTreeMap<&String, usize> = BTreeMap::new();
+    for (p, n) in &nodes {
+        if p.starts_with("web-") {
+            *per_node.entry(n).or_default() += 1;
+        }
+    }
+    let (busiest, web_here) = per_node.iter().max_by_key(|(_, c)| **c).unwrap();
+    let file = root.path().join("drain.yaml");
+    let text = predict_on(busiest, "drain", &file);
+    assert!(
+        text.contains("action: {drain: {nodes: [target], ignoreDaemonsets: true, timeout: 3m}}"),
+        "{text}"
+    );
+    assert_eq!(
+        text.contains("expect: {pods: \"app=web\", readyAtLeast: 3, holdsFor: 30s, since: drain}"),
+        *web_here > 1,
+        "the budget's floor is checked where it refuses ({web_here} web pods here):\n{text}"
+    );
+    let (code, said) = scenario_on(&state, "courses", &file);
+    assert_eq!(code, Some(0), "the drain's prediction failed:\n{said}");
+    drop(cluster);
+}
+
 /// Runs a scenario on the test's sim cluster; its exit code and output.
 fn scenario(state: &Path, file: &Path) -> (Option<i32>, String) {
+    scenario_on(state, "predict", file)
+}
+
+/// Runs a scenario on the sim cluster `name`; its exit code and output.
+fn scenario_on(state: &Path, name: &str, file: &Path) -> (Option<i32>, String) {
     let out = tempfile::tempdir().unwrap();
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_nodefall"))
         .arg("scenario")
         .arg(file)
-        .args(["--cluster", "predict", "--out"])
+        .args(["--cluster", name, "--out"])
         .arg(out.path())
         .env("NODEFALL_STATE_DIR", state)
         .output()

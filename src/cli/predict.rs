@@ -69,30 +69,7 @@ pub fn run(args: &PredictArgs) -> Result<ExitCode, Error> {
         let found = crate::discover::inspect::inspect(&config, context, &[], args.profile).await?;
         let client = kube::Client::try_from(config)?;
         let snap = crate::snapshot::read(&client).await?;
-        let mut graceful = Vec::new();
-        if args.configz && args.fault != Fault::Shutdown {
-            tracing::warn!(
-                "--configz reads graceful-shutdown settings, which only --fault shutdown uses; \
-                 not read"
-            );
-        }
-        if args.configz && args.fault == Fault::Shutdown {
-            for n in &snap.nodes {
-                if !args.nodes.is_empty() && !args.nodes.contains(&n.name) {
-                    continue;
-                }
-                match crate::gns::configz::fetch(&client, &n.name, CONFIGZ_TIMEOUT).await {
-                    Ok(c) => graceful.push((
-                        n.name.clone(),
-                        Graceful {
-                            grace_ms: i64::try_from(c.grace_period_ms).unwrap_or(i64::MAX),
-                            critical_ms: i64::try_from(c.critical_pods_ms).unwrap_or(i64::MAX),
-                        },
-                    )),
-                    Err(e) => tracing::warn!("node {}: graceful shutdown not read: {e}", n.name),
-                }
-            }
-        }
+        let (graceful, graceful_from) = graceful(args, &client, &snap).await?;
         let forecast = predict::forecast(
             &snap,
             &found.profile,
@@ -100,6 +77,7 @@ pub fn run(args: &PredictArgs) -> Result<ExitCode, Error> {
             &Ask {
                 nodes: &args.nodes,
                 graceful: &graceful,
+                graceful_from,
             },
         )
         .map_err(|e| Error::Predict(Box::new(e)))?;
@@ -164,4 +142,60 @@ pub fn run(args: &PredictArgs) -> Result<ExitCode, Error> {
         );
     }
     Ok(exit::code(exit::PASS))
+}
+
+/// Each asked node's graceful node shutdown, and where it was read: on a
+/// sim, the settings it plays (`sim up --shutdown-grace-period`; its nodes
+/// have no kubelet to ask); elsewhere, with `--configz`, each kubelet's.
+async fn graceful(
+    args: &PredictArgs,
+    client: &kube::Client,
+    snap: &predict::Snapshot,
+) -> Result<(Vec<(String, Graceful)>, &'static str), Error> {
+    let mut graceful = Vec::new();
+    if args.fault != Fault::Shutdown {
+        if args.configz {
+            tracing::warn!(
+                "--configz reads graceful-shutdown settings, which only --fault shutdown uses; \
+                 not read"
+            );
+        }
+        return Ok((graceful, ""));
+    }
+    let asked = snap
+        .nodes
+        .iter()
+        .filter(|n| args.nodes.is_empty() || args.nodes.contains(&n.name));
+    if let Some(name) = &args.cluster {
+        let played =
+            crate::sim::SimCluster::open(&crate::sim::default_root(), name)?.shutdown_grace();
+        if args.configz {
+            tracing::warn!("a sim's nodes have no /configz: the settings the sim plays are used");
+        }
+        let g = Graceful {
+            grace_ms: i64::try_from(played.all.as_millis()).unwrap_or(i64::MAX),
+            critical_ms: i64::try_from(played.critical.as_millis()).unwrap_or(i64::MAX),
+        };
+        graceful.extend(asked.map(|n| (n.name.clone(), g)));
+        return Ok((
+            graceful,
+            "the settings the sim plays (`nodefall sim up --shutdown-grace-period`)",
+        ));
+    }
+    if !args.configz {
+        return Ok((graceful, ""));
+    }
+    for n in asked {
+        match crate::gns::configz::fetch(client, &n.name, CONFIGZ_TIMEOUT).await {
+            Ok(c) => graceful.push((
+                n.name.clone(),
+                Graceful {
+                    grace_ms: i64::try_from(c.grace_period_ms).unwrap_or(i64::MAX),
+                    critical_ms: i64::try_from(c.critical_pods_ms).unwrap_or(i64::MAX),
+                },
+            )),
+            Err(e) => tracing::warn!("node {}: graceful shutdown not read: {e}", n.name),
+        }
+    }
+    Ok((graceful, "the kubelet's /configz"))
 }

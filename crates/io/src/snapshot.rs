@@ -255,6 +255,9 @@ fn pod(p: &Pod, deployment_of: &BTreeMap<(String, String), String>) -> snap::Pod
             .map(|c| c.claim_name.clone())
             .collect(),
         empty_dir: volumes.iter().any(|v| v.empty_dir.is_some()),
+        grace_seconds: spec
+            .and_then(|s| s.termination_grace_period_seconds)
+            .unwrap_or(30),
         priority: spec.and_then(|s| s.priority).unwrap_or(0),
     }
 }

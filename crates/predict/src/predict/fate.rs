@@ -49,11 +49,24 @@ impl When {
     }
 }
 
+/// What a transition of the predicted timeline is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Mark {
+    /// The node's own condition or taints.
+    Node,
+    /// A pod goes, and its owner replaces it.
+    Replaced,
+    /// A pod goes and nothing replaces it (until remediation, or ever).
+    Stuck,
+}
+
 /// One transition of the predicted timeline.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Event {
     pub at: When,
+    pub mark: Mark,
     pub what: String,
 }
 
@@ -135,6 +148,8 @@ pub struct Cost {
 pub struct NodeForecast {
     pub node: String,
     pub rank: usize,
+    /// How the API server learns of the fault on this node.
+    pub course: Course,
     pub cost: Cost,
     pub timeline: Vec<Event>,
     pub pods: Vec<PodFate>,
@@ -146,14 +161,27 @@ pub struct NodeForecast {
 }
 
 /// How the API server learns of the fault.
-enum Course {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "kind")]
+pub enum Course {
     /// The node goes silent: Unknown after the grace period, then the
     /// unreachable taint and evictions after each pod's toleration.
     Silent,
     /// The kubelet shuts the pods down itself and reports NotReady.
     Graceful(Graceful),
+    /// Cordoned, and each pod evicted through the Eviction API.
     Drain,
 }
+
+/// How long after a graceful shutdown starts its Node reads Ready=False:
+/// the kubelet posts it at once (seen 0.35 s on kind's 1.35 kubelet), this
+/// allows for the API and a watch.
+pub const KUBELET_REPORTS_MS: Ms = 5_000;
+
+/// The priority from which the kubelet counts a pod critical
+/// (`system-cluster-critical` and above), stopped last in a graceful
+/// shutdown.
+pub const CRITICAL_PRIORITY: i32 = 2_000_000_000;
 
 const STATEFUL_RELEASE: &str = "the out-of-service taint (pod GC force-deletes it within podGc), \
                                 deleting the Node (orphaned pods go after orphanQuarantine), or \
@@ -164,11 +192,11 @@ pub fn node(
     t: &Timings,
     fault: Fault,
     node: &Node,
-    graceful: Option<Graceful>,
+    graceful: Option<(Graceful, &str)>,
 ) -> NodeForecast {
     let course = match (fault, graceful) {
         (Fault::Drain, _) => Course::Drain,
-        (Fault::Shutdown, Some(g)) if g.grace_ms > 0 => Course::Graceful(g),
+        (Fault::Shutdown, Some((g, _))) if g.grace_ms > 0 => Course::Graceful(g),
         _ => Course::Silent,
     };
     let here: Vec<&Pod> = snap
@@ -191,6 +219,7 @@ pub fn node(
             };
             timeline.push(Event {
                 at: unknown,
+                mark: Mark::Node,
                 what:
                     "Ready=Unknown (no lease renewal for the grace period); its pods Ready=False, \
                        out of their Services' ready endpoints"
@@ -199,6 +228,7 @@ pub fn node(
             taint = unknown.later_by(TAINT_TOKEN_MS);
             timeline.push(Event {
                 at: taint,
+                mark: Mark::Node,
                 what: "tainted node.kubernetes.io/unreachable:NoExecute (NoSchedule at once; \
                        NoExecute up to 10 s later through the taint queue's rate limit)"
                     .into(),
@@ -214,13 +244,21 @@ pub fn node(
             }
         }
         Course::Graceful(g) => {
+            notes.push(format!(
+                "graceful node shutdown: {} s, the last {} s of it for critical pods (read from {})",
+                g.grace_ms as f64 / 1000.0,
+                g.critical_ms as f64 / 1000.0,
+                graceful.map_or("", |(_, from)| from)
+            ));
             let ready_false = When::Between {
                 from: 0,
-                to: t.status_update,
+                to: KUBELET_REPORTS_MS,
             };
             timeline.push(Event {
                 at: ready_false,
-                what: "Ready=False (\"node is shutting down\"), tainted not-ready:NoSchedule"
+                mark: Mark::Node,
+                what: "Ready=False (\"node is shutting down\": the kubelet says so as the \
+                       shutdown starts), tainted not-ready:NoSchedule"
                     .into(),
             });
             timeline.push(Event {
@@ -228,15 +266,19 @@ pub fn node(
                     from: 0,
                     to: g.regular_ms(),
                 },
-                what: "the kubelet stops the pods (phase Failed, DisruptionTarget \
-                       TerminationByKubelet); critical pods last"
+                mark: Mark::Node,
+                what: "the kubelet stops the pods (phase Succeeded or Failed by their exit codes, \
+                       DisruptionTarget TerminationByKubelet); critical pods last"
                     .into(),
             });
+            // the machine goes off once the pods are stopped, at the latest
+            // when the grace period ends; its lease was renewed until then
             timeline.push(Event {
                 at: When::Between {
-                    from: g.grace_ms + t.grace - t.lease / 4,
+                    from: t.grace - t.lease / 4,
                     to: g.grace_ms + t.grace + t.monitor_period,
                 },
+                mark: Mark::Node,
                 what: "Ready=Unknown once the machine is off".into(),
             });
             unready = ready_false;
@@ -244,6 +286,7 @@ pub fn node(
         Course::Drain => {
             timeline.push(Event {
                 at: When::at(0),
+                mark: Mark::Node,
                 what: "cordoned (spec.unschedulable), then each pod evicted through the Eviction \
                        API"
                 .into(),
@@ -256,12 +299,14 @@ pub fn node(
         if let (When::Between { .. }, Replacement::AtEviction | Replacement::WhenGone) =
             (f.evicted, &f.replacement)
         {
+            let goes = match course {
+                Course::Graceful(_) => "stopped by the kubelet",
+                Course::Silent | Course::Drain => "Terminating",
+            };
             timeline.push(Event {
                 at: f.evicted,
-                what: format!(
-                    "{} Terminating; its {} creates a replacement",
-                    f.pod, f.owner
-                ),
+                mark: Mark::Replaced,
+                what: format!("{} {goes}; its {} creates a replacement", f.pod, f.owner),
             });
         }
     }
@@ -278,6 +323,7 @@ pub fn node(
         let at = f.evicted;
         timeline.push(Event {
             at,
+            mark: Mark::Stuck,
             what: match &f.replacement {
                 Replacement::Stuck { .. } => format!(
                     "{} Terminating, stuck: its {} makes no replacement until remediation",
@@ -310,6 +356,7 @@ pub fn node(
     NodeForecast {
         node: node.name.clone(),
         rank: 0,
+        course,
         cost,
         timeline,
         pods,
@@ -369,7 +416,7 @@ fn fate(snap: &Snapshot, course: &Course, taint: When, p: &Pod) -> PodFate {
             }
         }
         Course::Graceful(g) => {
-            let critical = p.priority >= 2_000_000_000;
+            let critical = p.priority >= CRITICAL_PRIORITY;
             f.evicted = if critical {
                 When::Between {
                     from: g.regular_ms(),

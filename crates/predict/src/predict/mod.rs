@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use self::fate::{Cost, Event, NodeForecast, PodFate, Replacement, ServiceLoss, When};
+pub use self::fate::{
+    Cost, Course, Event, Mark, NodeForecast, PodFate, Replacement, ServiceLoss, When,
+};
 pub use self::snapshot::Snapshot;
 use crate::plan::time::Ms;
 use crate::profile::{TimingProfile, Var};
@@ -193,6 +195,8 @@ pub struct Ask<'a> {
     pub nodes: &'a [String],
     /// Each node's graceful shutdown, where it was read (`shutdown`).
     pub graceful: &'a [(String, Graceful)],
+    /// Where `graceful` was read (`each kubelet's /configz`).
+    pub graceful_from: &'a str,
 }
 
 /// Errors of a forecast.
@@ -246,7 +250,7 @@ pub fn forecast(
                 .iter()
                 .find(|(name, _)| *name == n.name)
                 .map(|(_, g)| *g);
-            fate::node(snap, &t, fault, n, graceful)
+            fate::node(snap, &t, fault, n, graceful.map(|g| (g, ask.graceful_from)))
         })
         .collect();
     nodes.sort_by(|a, b| b.cost.cmp(&a.cost).then_with(|| a.node.cmp(&b.node)));

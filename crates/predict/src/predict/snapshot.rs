@@ -91,6 +91,9 @@ pub struct Pod {
     pub claims: Vec<String>,
     /// Has an emptyDir volume (a drain must be told to delete its data).
     pub empty_dir: bool,
+    /// `terminationGracePeriodSeconds` (30 when unset): how long a pod
+    /// asked to stop may take.
+    pub grace_seconds: i64,
     pub priority: i32,
 }
 
@@ -132,6 +135,7 @@ impl Pod {
             not_ready: Toleration::Seconds(300),
             claims: Vec::new(),
             empty_dir: false,
+            grace_seconds: 30,
             priority: 0,
         }
     }

@@ -180,6 +180,7 @@ fn a_pod_s_own_toleration_sets_its_eviction_and_a_short_grace_moves_everything()
         &Ask {
             nodes: &["w1".to_owned()],
             graceful: &[],
+            ..Ask::default()
         },
     )
     .unwrap();
@@ -270,6 +271,7 @@ fn a_graceful_shutdown_stops_the_pods_at_once_and_a_statefulset_recreates_its_ow
         &Ask {
             nodes: &[],
             graceful: &g,
+            graceful_from: "the kubelet's /configz",
         },
     )
     .unwrap();
@@ -278,6 +280,22 @@ fn a_graceful_shutdown_stops_the_pods_at_once_and_a_statefulset_recreates_its_ow
     assert_eq!(db.evicted, between(0, 15_000));
     assert_eq!(db.replacement, Replacement::WhenGone);
     assert_eq!(w1.cost.stuck, 0);
+    assert_eq!(
+        w1.notes,
+        [
+            "graceful node shutdown: 20 s, the last 5 s of it for critical pods (read from the \
+          kubelet's /configz)"
+        ]
+    );
+    assert_eq!(w1.course, Course::Graceful(g[0].1));
+    // Unknown once the machine is off: as soon as the pods are stopped, at
+    // the latest when the grace period ends
+    let unknown = w1
+        .timeline
+        .iter()
+        .find(|e| e.what.starts_with("Ready=Unknown"))
+        .unwrap();
+    assert_eq!(unknown.at, between(40_000, 75_000), "{unknown:?}");
     // w2's kubelet was not asked: a poweroff, said so
     let w2 = f.nodes.iter().find(|n| n.node == "w2").unwrap();
     assert!(w2.notes[0].contains("--configz"), "{:?}", w2.notes);
@@ -292,6 +310,7 @@ fn a_node_not_in_the_cluster_is_refused_by_name() {
         &Ask {
             nodes: &["w9".to_owned()],
             graceful: &[],
+            ..Ask::default()
         },
     )
     .unwrap_err();
@@ -334,6 +353,7 @@ fn critical_pods_given_more_than_the_grace_period_leave_the_others_none() {
         &Ask {
             nodes: &["w1".to_owned()],
             graceful: &[("w1".to_owned(), g)],
+            graceful_from: "the test",
         },
     )
     .unwrap();

@@ -7,7 +7,7 @@ use super::axis::Axis;
 use super::draw::{
     Anchor, BLUE, FAINT, GREY, INK, NORMAL, ORANGE, SMALL, Svg, TITLE, VERMILLION, truncate,
 };
-use crate::predict::{NodeForecast, When};
+use crate::predict::{Mark, NodeForecast, When};
 
 const WIDTH: f64 = 960.0;
 const LABEL: f64 = 360.0;
@@ -18,30 +18,28 @@ const ROW: f64 = 20.0;
 /// Rows drawn; the rest are counted under the last.
 const MAX_ROWS: usize = 24;
 
-fn colour(what: &str) -> &'static str {
-    if what.contains("stuck") || what.contains("nothing recreates") {
-        VERMILLION
-    } else if what.contains("Terminating") {
-        ORANGE
-    } else {
-        BLUE
+fn colour(mark: Mark) -> &'static str {
+    match mark {
+        Mark::Stuck => VERMILLION,
+        Mark::Replaced => ORANGE,
+        Mark::Node => BLUE,
     }
 }
 
 /// The chart, as an SVG document.
 pub fn render(n: &NodeForecast, fault: &str) -> String {
-    let rows: Vec<(f64, f64, &str)> = n
+    let rows: Vec<(f64, f64, &str, Mark)> = n
         .timeline
         .iter()
         .filter_map(|e| match e.at {
-            When::Between { from, to } => Some((from as f64, to as f64, e.what.as_str())),
+            When::Between { from, to } => Some((from as f64, to as f64, e.what.as_str(), e.mark)),
             When::Never => None,
         })
         .collect();
     let shown = &rows[..rows.len().min(MAX_ROWS)];
     let times: Vec<f64> = shown
         .iter()
-        .flat_map(|(from, to, _)| [*from, *to])
+        .flat_map(|(from, to, _, _)| [*from, *to])
         .chain([0.0])
         .collect();
     let last = times.iter().copied().fold(0.0, f64::max);
@@ -69,7 +67,7 @@ pub fn render(n: &NodeForecast, fault: &str) -> String {
     }
     let t0 = axis.x(0.0);
     svg.line((t0, TOP - 8.0), (t0, bottom), INK, true);
-    for (i, (from, to, what)) in shown.iter().enumerate() {
+    for (i, (from, to, what, mark)) in shown.iter().enumerate() {
         let mid = TOP + ROW * i as f64 + ROW / 2.0;
         svg.text(
             (10.0, mid + 4.0),
@@ -85,9 +83,9 @@ pub fn render(n: &NodeForecast, fault: &str) -> String {
             crate::duration::format_millis(*to as i64)
         );
         if x1 - x0 < 3.0 {
-            svg.diamond(x0, mid, 5.0, colour(what), Some(&title));
+            svg.diamond(x0, mid, 5.0, colour(*mark), Some(&title));
         } else {
-            svg.rect(x0, mid - 6.0, x1 - x0, 12.0, colour(what), Some(&title));
+            svg.rect(x0, mid - 6.0, x1 - x0, 12.0, colour(*mark), Some(&title));
         }
     }
     let mut height = bottom + 10.0;
