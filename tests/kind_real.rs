@@ -556,6 +556,9 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
         );
     }
 
+    // Predictions on real kubelets: seeds 000 and 002's workloads.
+    predictions_hold(&made, &rt, &client, &out_dir);
+
     // Every fault on a worker, each reverted, while the node's containers
     // are read through its own shell: a powered-on node gets its address
     // back (the network has a subnet of its own for that); a kubelet
@@ -698,6 +701,116 @@ fn sample(container: &str) -> Sample {
         restarts: restarts.to_owned(),
         shell,
     }
+}
+
+/// Seed 000's StatefulSet (8 pods on the shared volume) and seed 002's
+/// Deployment (6 behind a NodePort) in a namespace of the test's:
+/// `nodefall predict` ranks the workers, and the scenarios it writes for the
+/// first of them, a poweroff and a graceful shutdown (its kubelet's
+/// settings read from its `/configz`), pass when run: the prediction holds
+/// on real kubelets. The namespace and the volumes go afterwards.
+fn predictions_hold(
+    made: &Made,
+    rt: &tokio::runtime::Runtime,
+    client: &kube::Client,
+    out_dir: &str,
+) {
+    use k8s_openapi::api::core::v1::PersistentVolume;
+    use nodefall::scenario::checked::{ReadyCheck, WorkloadKind};
+    const NS: &str = "predict";
+    let settled = || {
+        rt.block_on(async {
+            for (kind, name, replicas) in [
+                (WorkloadKind::StatefulSet, "statefulset-nfs", 8),
+                (WorkloadKind::Deployment, "nginx-webserver", 6),
+            ] {
+                let check = ReadyCheck {
+                    kind,
+                    name: name.into(),
+                    replicas: Some(replicas),
+                    timeout: Duration::from_secs(300),
+                };
+                nodefall::actions::wait_ready(client, NS, &check)
+                    .await
+                    .unwrap();
+            }
+        });
+    };
+    rt.block_on(async {
+        nodefall::actions::ensure_namespace(client, NS)
+            .await
+            .unwrap();
+        for m in ["kind-shared-statefulset.yaml", "kind-nginx-deployment.yaml"] {
+            let path = repo().join("scenarios/manifests").join(m);
+            nodefall::actions::apply_file(client, &path, NS)
+                .await
+                .unwrap();
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    // Each fault on the worker that costs most once the pods have settled
+    // (the first run moves them: nothing is rebalanced afterwards).
+    for (i, (fault, extra)) in [("poweroff", None), ("shutdown", Some("--configz"))]
+        .into_iter()
+        .enumerate()
+    {
+        settled();
+        let at = dir.path().join(format!("ranking-{i}"));
+        let at = at.to_str().unwrap();
+        let (status, said) = made.run(&["predict", "--fault", fault, "--out", at]);
+        assert!(status.success(), "{said}");
+        let json = std::fs::read_dir(at)
+            .unwrap()
+            .map(|e| e.unwrap().path().join("prediction.json"))
+            .find(|p| p.is_file())
+            .unwrap();
+        let p: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+        let ranked = p["forecast"]["nodes"].as_array().unwrap();
+        let first = ranked[0]["node"].as_str().unwrap().to_owned();
+        assert!(first.contains("worker"), "a worker costs most: {p:#}");
+        let file = dir.path().join(format!("{fault}.yaml"));
+        let file = file.to_str().unwrap();
+        let mut args = vec![
+            "predict",
+            &first,
+            "--fault",
+            fault,
+            "--write-scenario",
+            file,
+            "--namespace",
+            NS,
+            "--out",
+            out,
+        ];
+        args.extend(extra);
+        let (status, said) = made.run(&args);
+        assert!(status.success(), "{said}");
+        let text = std::fs::read_to_string(file).unwrap();
+        let course = if fault == "shutdown" {
+            "gracefulShutdown: will-run"
+        } else {
+            "stuck Terminating, not replaced"
+        };
+        assert!(text.contains(course), "{text}");
+        let (status, said) = made.scenario(file, out_dir);
+        assert!(
+            status.success(),
+            "the prediction of a {fault} of {first} failed on kind:\n{said}\n{text}"
+        );
+    }
+    rt.block_on(async {
+        nodefall::actions::delete_namespace(client, NS, Duration::from_secs(120))
+            .await
+            .unwrap();
+        let pvs: Api<PersistentVolume> = Api::all(client.clone());
+        for n in 0..8 {
+            let _ = pvs
+                .delete(&format!("nodefall-shared-{n}"), &Default::default())
+                .await;
+        }
+    });
 }
 
 /// The result of the run of `scenario` written under `out`.

@@ -404,7 +404,7 @@ async fn other_courses() {
     for line in [
         "expect: {node: target, gracefulShutdown: will-run}",
         "expect: {pods: \"app=db\", on: target, ready: 0, within: 9s, since: fault}",
-        "expect: {pods: \"app=db\", notOn: target, readyAtLeast: 1, within: 30s",
+        "expect: {pods: \"app=db\", notOn: target, readyAtLeast: 1, within: 1m",
     ] {
         assert!(text.contains(line), "{line}\nin\n{text}");
     }

@@ -128,7 +128,7 @@ impl Group<'_> {
     }
 
     /// The replacement expectations, from the step `since`: all the
-    /// replicas Ready elsewhere (the seeds' 30 s), into `replaced`; then
+    /// replicas Ready elsewhere, into `replaced`; then
     /// exactly that many (a replica added since the prediction shows as one
     /// more), into `holds`.
     fn replacements(&self, since: &str, replaced: &mut String, holds: &mut String) {
@@ -136,9 +136,15 @@ impl Group<'_> {
             return;
         };
         let (owner, sel) = (self.owner.label(), &self.selector);
+        // the seeds' windows: seed 002's Deployment 30 s, seed 000's
+        // StatefulSet 1m (OrderedReady makes its pods one at a time)
+        let within = match self.owner {
+            Owner::StatefulSet(_) => "1m",
+            _ => "30s",
+        };
         let _ = writeln!(
             replaced,
-            "  - name: {owner} replaced on other nodes\n    expect: {{pods: \"{sel}\", notOn: target, readyAtLeast: {r}, within: 30s, since: {since}}}"
+            "  - name: {owner} replaced on other nodes\n    expect: {{pods: \"{sel}\", notOn: target, readyAtLeast: {r}, within: {within}, since: {since}}}"
         );
         let _ = writeln!(
             holds,
@@ -576,7 +582,7 @@ mod tests {
                 "    expect: {pods: \"app=web\", on: target, ready: 0, within: 20s, since: fault}",
                 "    expect: {pods: \"app=web\", notOn: target, readyAtLeast: 3, within: 30s, since: stopped-1}",
                 // a StatefulSet's pod too: a stopped pod is deleted at once
-                "    expect: {pods: \"app=db\", notOn: target, readyAtLeast: 1, within: 30s, since: stopped-2}",
+                "    expect: {pods: \"app=db\", notOn: target, readyAtLeast: 1, within: 1m, since: stopped-2}",
                 "  - expect: {node: target, ready: Unknown, within: 20s + grace + monitorPeriod + 2s, since: fault}",
                 "  - fault: poweron",
             ],
@@ -610,7 +616,7 @@ mod tests {
                 "    expect: {pods: \"app=web\", notOn: target, readyAtLeast: 3, within: 30s, since: gone-1}",
                 // db's pod: no budget, its own 30 s grace
                 "    expect: {pods: \"app=db\", on: target, count: 0, terminating: false, within: 35s, since: drain}",
-                "    expect: {pods: \"app=db\", notOn: target, readyAtLeast: 1, within: 30s, since: gone-2}",
+                "    expect: {pods: \"app=db\", notOn: target, readyAtLeast: 1, within: 1m, since: gone-2}",
                 "  - action: {uncordon: {node: target}}",
             ],
         );
