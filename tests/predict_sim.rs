@@ -341,7 +341,104 @@ async fn flow() {
             .any(|l| l.contains("runs its 4 replicas, no more") && l.contains("FAIL")),
         "the replica count is what failed:\n{said}"
     );
+
+    // A toleration edited after the prediction: the web pods now tolerate
+    // the unreachable taint for 2 s, where the scenario says the 20 s read
+    // then; it fails on the eviction. (The run before moved web_node's pods
+    // away, and nothing moves back: a node holding web pods now.)
+    let nodes = settled(&client, 5).await;
+    let web_node = nodes
+        .iter()
+        .find(|(p, n)| p.starts_with("web-") && **n != nodes["db-0"])
+        .map(|(_, n)| n.clone())
+        .unwrap_or_else(|| panic!("no web pod off the db node: {nodes:?}"));
+    let file = root.path().join("web-node-toleration.yaml");
+    let out = tempfile::tempdir().unwrap();
+    predict(
+        &kubeconfig,
+        out.path(),
+        &[
+            &web_node,
+            "--write-scenario",
+            file.to_str().unwrap(),
+            "--namespace",
+            NS,
+        ],
+    );
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        text.contains("evicted after its tolerationSeconds 20"),
+        "{text}"
+    );
+    let patch = json!({"spec": {"template": {"spec": {"tolerations": [
+        {"key": "node.kubernetes.io/unreachable", "operator": "Exists",
+         "effect": "NoExecute", "tolerationSeconds": 2}]}}}});
+    Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), NS)
+        .patch(
+            "web",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .unwrap();
+    rolled_out(&client, 5, 2).await;
+    let (code, said) = scenario(&state, &file);
+    assert_eq!(code, Some(1), "a stale prediction must fail:\n{said}");
+    assert!(
+        said.lines()
+            .any(|l| l.contains("(evicted-1): FAIL") && l.contains("before the window opened")),
+        "the eviction is what failed:\n{said}"
+    );
     drop(cluster);
+}
+
+/// Watches until exactly `web` web pods exist, each Ready and tolerating
+/// the unreachable taint for `seconds`.
+async fn rolled_out(client: &kube::Client, web: usize, seconds: i64) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let config = watcher::Config::default().labels("app=web");
+    let mut stream = std::pin::pin!(watcher(pods, config).default_backoff());
+    let mut state: BTreeMap<String, bool> = BTreeMap::new();
+    let r = tokio::time::timeout(LIMIT, async {
+        loop {
+            let Some(Ok(event)) = stream.next().await else {
+                continue;
+            };
+            let seen = |pod: Pod| {
+                let name = pod.metadata.name.clone().unwrap();
+                let done = pod.metadata.deletion_timestamp.is_none()
+                    && pod.spec.as_ref().is_some_and(|s| {
+                        s.tolerations.iter().flatten().any(|t| {
+                            t.key.as_deref() == Some("node.kubernetes.io/unreachable")
+                                && t.toleration_seconds == Some(seconds)
+                        })
+                    })
+                    && pod.status.as_ref().is_some_and(|s| {
+                        s.conditions
+                            .iter()
+                            .flatten()
+                            .any(|c| c.type_ == "Ready" && c.status == "True")
+                    });
+                (name, done)
+            };
+            match event {
+                watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) => {
+                    let (name, done) = seen(pod);
+                    state.insert(name, done);
+                }
+                watcher::Event::Delete(pod) => {
+                    state.remove(&pod.metadata.name.unwrap());
+                }
+                watcher::Event::Init => state.clear(),
+                watcher::Event::InitDone => {}
+            }
+            if state.len() == web && state.values().all(|d| *d) {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(r.is_ok(), "web not rolled out within {LIMIT:?}: {state:?}");
 }
 
 /// The other courses a prediction can take, each written and run on the
