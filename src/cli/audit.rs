@@ -234,11 +234,11 @@ impl Sink {
         batch: Vec<(crate::timeline::ObjectRef, crate::observe::fold::Changes)>,
     ) -> Result<(), Error> {
         for (object, changes) in batch {
-            for (_, change) in changes {
+            for c in changes {
                 let seen = Seen {
                     at,
                     object: object.clone(),
-                    change,
+                    change: c.change,
                 };
                 serde_json::to_writer(&mut self.out, &seen)?;
                 self.out.write_all(b"\n")?;

@@ -203,10 +203,7 @@ async fn update_taints(
             "metadata": {"resourceVersion": current.metadata.resource_version},
             "spec": {"taints": taints},
         });
-        match api
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
+        match api.patch(name, &changes(), &Patch::Merge(&patch)).await {
             Ok(_) => return Ok(true),
             Err(kube::Error::Api(s)) if s.code == 409 => {}
             Err(e) => return Err(kube_err(format!("updating taints of node {name}"))(e)),
@@ -218,11 +215,21 @@ async fn update_taints(
     })
 }
 
+/// A patch's parameters, under nodefall's field manager: a run's own
+/// changes are put down to `nodefall` in the record and a cluster's
+/// managedFields.
+fn changes() -> PatchParams {
+    PatchParams {
+        field_manager: Some(MANAGER.to_owned()),
+        ..PatchParams::default()
+    }
+}
+
 pub async fn set_unschedulable(client: &kube::Client, name: &str, value: bool) -> Result<()> {
     node(client, name).await?;
     let api: Api<Node> = Api::all(client.clone());
     let patch = json!({"spec": {"unschedulable": value}});
-    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+    api.patch(name, &changes(), &Patch::Merge(&patch))
         .await
         .map_err(kube_err(format!("cordoning node {name}")))?;
     Ok(())
@@ -278,7 +285,7 @@ pub async fn scale(
     replicas: u32,
 ) -> Result<()> {
     let patch = json!({"spec": {"replicas": replicas}});
-    let pp = PatchParams::default();
+    let pp = changes();
     let what = format!("scaling {} {name}", kind.name());
     match kind {
         WorkloadKind::StatefulSet => {

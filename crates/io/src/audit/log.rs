@@ -400,11 +400,11 @@ impl Folder {
             }
         };
         for (object, changes) in batch {
-            for (_, change) in changes {
+            for seen in changes {
                 out.push(Seen {
                     at,
                     object: object.clone(),
-                    change,
+                    change: seen.change,
                 });
             }
         }

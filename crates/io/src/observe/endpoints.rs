@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
 use kube::ResourceExt as _;
 
-use super::fold::{Changes, Differ};
+use super::fold::{Diff, Differ};
 use crate::timeline::{Change, ObjectRef};
 
 /// The label naming a slice's Service.
@@ -74,7 +74,7 @@ impl Differ<EndpointSlice> for EndpointSliceDiff {
             .filter_map(|e| Some((e.addresses.first()?.clone(), snap_of(e))))
             .collect()
     }
-    fn diff(&self, prev: Option<&Self::Snap>, s: &EndpointSlice, _initial: bool) -> Changes {
+    fn diff(&self, prev: Option<&Self::Snap>, s: &EndpointSlice, _initial: bool) -> Diff {
         let cur = self.snap(s);
         let empty = BTreeMap::new();
         let before = prev.unwrap_or(&empty);

@@ -16,8 +16,21 @@ use kube::runtime::watcher::Event;
 
 use crate::timeline::{Change, ObjectRef};
 
-/// Changes of one object, each with the server's own time where it has one.
-pub type Changes = Vec<(Option<Timestamp>, Change)>;
+/// What a differ finds in one object: each change with the server's own
+/// time for it where the object has one.
+pub type Diff = Vec<(Option<Timestamp>, Change)>;
+
+/// One change of an object as recorded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Seen {
+    pub server_time: Option<Timestamp>,
+    pub change: Change,
+    /// Who made it, where the object says (a field manager).
+    pub by: Option<String>,
+}
+
+/// Changes of one object, in order.
+pub type Changes = Vec<Seen>;
 
 /// How one kind's objects are identified, compared and turned into changes.
 pub trait Differ<K>: Send + 'static {
@@ -30,7 +43,12 @@ pub trait Differ<K>: Send + 'static {
     fn snap(&self, obj: &K) -> Self::Snap;
     /// Changes from `prev` (None: first sight) to `obj`. `initial`: seen in
     /// the first list of the run (already there before the run started).
-    fn diff(&self, prev: Option<&Self::Snap>, obj: &K, initial: bool) -> Changes;
+    fn diff(&self, prev: Option<&Self::Snap>, obj: &K, initial: bool) -> Diff;
+    /// Who made `change` of `obj`, where the object records it (None: not
+    /// known, the default).
+    fn by(&self, _obj: &K, _change: &Change) -> Option<String> {
+        None
+    }
     /// The change recorded when the object disappears (None: not recorded).
     fn deleted(&self) -> Option<Change>;
 }
@@ -142,7 +160,17 @@ impl<K, D: Differ<K>> Fold<K, D> {
         let object = self.differ.object(obj);
         let snap = self.differ.snap(obj);
         let prev = self.known.get(&key).map(|(_, s)| s);
-        let changes = (prev != Some(&snap)).then(|| self.differ.diff(prev, obj, initial));
+        let changes = (prev != Some(&snap)).then(|| {
+            self.differ
+                .diff(prev, obj, initial)
+                .into_iter()
+                .map(|(server_time, change)| Seen {
+                    by: self.differ.by(obj, &change),
+                    server_time,
+                    change,
+                })
+                .collect()
+        });
         Listed {
             key,
             object,
@@ -175,7 +203,14 @@ impl<K, D: Differ<K>> Fold<K, D> {
             self.holder.remove(&object);
         }
         if let Some(change) = self.differ.deleted() {
-            out.push((object, vec![(None, change)]));
+            out.push((
+                object,
+                vec![Seen {
+                    server_time: None,
+                    change,
+                    by: None,
+                }],
+            ));
         }
     }
 }

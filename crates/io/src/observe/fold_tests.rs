@@ -43,7 +43,7 @@ fn event(name: &str, uid: &str, reason: &str) -> KubeEvent {
 /// Flattens the fold's output to (object name, change), the part asserted.
 fn flat(out: Vec<(ObjectRef, Changes)>) -> Vec<(String, Change)> {
     out.into_iter()
-        .flat_map(|(o, cs)| cs.into_iter().map(move |(_, c)| (o.name().to_owned(), c)))
+        .flat_map(|(o, cs)| cs.into_iter().map(move |s| (o.name().to_owned(), s.change)))
         .collect()
 }
 
@@ -174,12 +174,13 @@ fn a_node_re_registered_during_a_watch_gap_is_a_deletion_then_a_creation() {
     // Folded into the world the new node has none of the old one's state.
     let mut world = World::default();
     for (object, changes) in out {
-        for (server_time, change) in changes {
+        for seen in changes {
             world.apply(&Transition {
+                by: seen.by,
                 at: 0,
-                server_time,
+                server_time: seen.server_time,
                 object: object.clone(),
-                change,
+                change: seen.change,
             });
         }
     }
@@ -250,7 +251,7 @@ fn pods_are_keyed_by_uid_and_a_recreated_pod_is_two_pods() {
     let out = fold.handle(Event::InitDone);
     let objects: Vec<(ObjectRef, Change)> = out
         .into_iter()
-        .flat_map(|(o, cs)| cs.into_iter().map(move |(_, c)| (o.clone(), c)))
+        .flat_map(|(o, cs)| cs.into_iter().map(move |c| (o.clone(), c.change)))
         .collect();
     let uid = |u: &str| ObjectRef::Pod {
         name: "web-0".into(),
@@ -399,4 +400,103 @@ fn a_claim_is_recorded_once_bound() {
     );
     let out = feed(&mut fold, vec![Event::Delete(claim(Some("pv-1")))]);
     assert_eq!(out, [(s("data-web-0"), Change::PvcDeleted)]);
+}
+
+/// A taint change is put down to the field manager that last wrote the
+/// node's taints; a cordon to the one that wrote `unschedulable`; the last
+/// taint's removal to no one (the field is gone with it).
+#[test]
+fn a_node_s_taints_and_cordon_are_put_down_to_their_field_manager() {
+    let with = |taints: serde_json::Value, fields: serde_json::Value| -> Node {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "w1", "uid": "u1", "managedFields": fields},
+            "spec": {"taints": taints, "unschedulable": true},
+            "status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}
+        }))
+        .unwrap()
+    };
+    let entry = |manager: &str, time: &str, spec: serde_json::Value| {
+        serde_json::json!({"manager": manager, "operation": "Update", "time": time,
+                           "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": spec}})
+    };
+    let unreachable =
+        serde_json::json!([{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}]);
+    let both = serde_json::json!([
+        {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"},
+        {"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute"}]);
+    let first = with(
+        unreachable,
+        serde_json::json!([
+            entry(
+                "kubectl",
+                "2026-11-26T10:00:00Z",
+                serde_json::json!({"f:unschedulable": {}})
+            ),
+            entry(
+                "kube-controller-manager",
+                "2026-11-26T10:00:50Z",
+                serde_json::json!({"f:taints": {}})
+            ),
+        ]),
+    );
+    let second = with(
+        both,
+        serde_json::json!([
+            entry(
+                "kubectl",
+                "2026-11-26T10:00:00Z",
+                serde_json::json!({"f:unschedulable": {}})
+            ),
+            entry(
+                "kube-controller-manager",
+                "2026-11-26T10:00:50Z",
+                serde_json::json!({})
+            ),
+            entry(
+                "my-remediator",
+                "2026-11-26T10:06:00Z",
+                serde_json::json!({"f:taints": {}})
+            ),
+        ]),
+    );
+    let gone = with(
+        serde_json::json!([]),
+        serde_json::json!([entry(
+            "kubectl",
+            "2026-11-26T10:00:00Z",
+            serde_json::json!({"f:unschedulable": {}})
+        )]),
+    );
+    let mut fold = Fold::new(NodeDiff);
+    let mut seen = Vec::new();
+    for n in [first, second, gone] {
+        for (_, changes) in fold.handle(Event::Apply(n)) {
+            seen.extend(changes.into_iter().map(|c| (c.change.describe(), c.by)));
+        }
+    }
+    let by = |what: &str| {
+        seen.iter()
+            .find(|(d, _)| d.as_str() == what)
+            .unwrap_or_else(|| panic!("no {what} in {seen:?}"))
+            .1
+            .clone()
+    };
+    assert_eq!(
+        by("taint + node.kubernetes.io/unreachable:NoExecute"),
+        Some("kube-controller-manager".into())
+    );
+    assert_eq!(by("cordoned"), Some("kubectl".into()));
+    assert_eq!(
+        by("taint + node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"),
+        Some("my-remediator".into())
+    );
+    assert_eq!(
+        by("taint - node.kubernetes.io/out-of-service:NoExecute"),
+        None
+    );
+    assert_eq!(
+        by("Ready=Unknown"),
+        None,
+        "a status change has no writer here"
+    );
 }

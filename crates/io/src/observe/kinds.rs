@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{Event as KubeEvent, Node, PersistentVolumeClaim
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::ResourceExt as _;
 
-use super::fold::{Changes, Differ};
+use super::fold::{Diff, Differ};
 use crate::timeline::{Change, ObjectRef, Toleration};
 
 /// Identity of an object across watch gaps: its UID, so a deleted and
@@ -33,6 +33,24 @@ pub struct NodeSnap {
     ready: Option<(String, Option<String>)>,
     taints: BTreeMap<(String, String), Option<String>>,
     unschedulable: bool,
+}
+
+/// The field manager that last wrote `spec.<field>` of the node: of the
+/// managedFields entries that hold it, the newest. A Node's taints are an
+/// atomic list, so whoever changed them last owns all of them; a field
+/// removed (the last taint gone) is owned by no one, and then None.
+fn spec_writer(n: &Node, field: &str) -> Option<String> {
+    n.metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| {
+            m.fields_v1
+                .as_ref()
+                .is_some_and(|f| f.0.get("f:spec").and_then(|s| s.get(field)).is_some())
+        })
+        .max_by_key(|m| m.time.as_ref().map(|t| t.0))
+        .and_then(|m| m.manager.clone())
 }
 
 impl Differ<Node> for NodeDiff {
@@ -64,7 +82,14 @@ impl Differ<Node> for NodeDiff {
             unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
         }
     }
-    fn diff(&self, prev: Option<&NodeSnap>, n: &Node, _initial: bool) -> Changes {
+    fn by(&self, n: &Node, change: &Change) -> Option<String> {
+        match change {
+            Change::TaintAdded { .. } | Change::TaintRemoved { .. } => spec_writer(n, "f:taints"),
+            Change::Unschedulable { .. } => spec_writer(n, "f:unschedulable"),
+            _ => None,
+        }
+    }
+    fn diff(&self, prev: Option<&NodeSnap>, n: &Node, _initial: bool) -> Diff {
         let cur = self.snap(n);
         let mut out = Vec::new();
         if prev.is_none() {
@@ -237,7 +262,7 @@ impl Differ<Pod> for PodDiff {
             tolerations: pod_tolerations(p),
         }
     }
-    fn diff(&self, prev: Option<&PodSnap>, p: &Pod, _initial: bool) -> Changes {
+    fn diff(&self, prev: Option<&PodSnap>, p: &Pod, _initial: bool) -> Diff {
         let cur = self.snap(p);
         let mut out = Vec::new();
         if prev.is_none() {
@@ -359,7 +384,7 @@ impl Differ<KubeEvent> for EventDiff {
     fn snap(&self, e: &KubeEvent) -> Option<i32> {
         event_count(e)
     }
-    fn diff(&self, _prev: Option<&Option<i32>>, e: &KubeEvent, initial: bool) -> Changes {
+    fn diff(&self, _prev: Option<&Option<i32>>, e: &KubeEvent, initial: bool) -> Diff {
         let reason = e.reason.clone().unwrap_or_default();
         // Listed at the first sync: it happened before the run. Its snap is
         // kept all the same, so a later repeat is recorded.
@@ -418,7 +443,7 @@ impl Differ<PersistentVolumeClaim> for PvcDiff {
         _prev: Option<&Option<String>>,
         c: &PersistentVolumeClaim,
         _initial: bool,
-    ) -> Changes {
+    ) -> Diff {
         // Only a bound claim says anything about volumes; an unbound one is
         // recorded once it binds (its snap changes then).
         self.snap(c)
@@ -454,7 +479,7 @@ impl Differ<VolumeAttachment> for AttachmentDiff {
             v.status.as_ref().is_some_and(|s| s.attached),
         )
     }
-    fn diff(&self, _prev: Option<&Self::Snap>, v: &VolumeAttachment, _initial: bool) -> Changes {
+    fn diff(&self, _prev: Option<&Self::Snap>, v: &VolumeAttachment, _initial: bool) -> Diff {
         let (node, volume, attached) = self.snap(v);
         vec![(
             None,

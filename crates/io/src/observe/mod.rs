@@ -73,12 +73,13 @@ impl Recorder {
         let mut inner = self.lock();
         let at = self.now();
         for (object, changes) in batch {
-            for (server_time, change) in changes {
+            for seen in changes {
                 let t = Transition {
                     at,
-                    server_time,
+                    server_time: seen.server_time,
                     object: object.clone(),
-                    change,
+                    change: seen.change,
+                    by: seen.by,
                 };
                 inner.world.apply(&t);
                 inner.transitions.push(t);
@@ -90,7 +91,14 @@ impl Recorder {
 
     /// Records a change nodefall itself knows of (not seen on a watch).
     pub fn note(&self, object: ObjectRef, change: Change) {
-        self.push(vec![(object, vec![(None, change)])]);
+        self.push(vec![(
+            object,
+            vec![fold::Seen {
+                server_time: None,
+                change,
+                by: None,
+            }],
+        )]);
     }
 
     /// A copy of the whole record.

@@ -291,6 +291,7 @@ mod tests {
 
     fn ready(at: Ms, status: &str) -> Transition {
         Transition {
+            by: None,
             at,
             server_time: None,
             object: ObjectRef::Node { name: "w".into() },
@@ -303,6 +304,7 @@ mod tests {
 
     fn unknown_series(ts: &[Transition], from: Ms) -> Vec<(Ms, bool)> {
         let mut all = vec![Transition {
+            by: None,
             at: 0,
             server_time: None,
             object: ObjectRef::Node { name: "w".into() },

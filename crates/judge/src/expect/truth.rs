@@ -237,6 +237,7 @@ mod tests {
     #[test]
     fn a_node_truth_keeps_no_pods_and_still_sees_its_node() {
         let pod = Transition {
+            by: None,
             at: 1,
             server_time: None,
             object: ObjectRef::Pod {
@@ -250,6 +251,7 @@ mod tests {
             },
         };
         let other = Transition {
+            by: None,
             at: 2,
             server_time: None,
             object: ObjectRef::Node { name: "x".into() },

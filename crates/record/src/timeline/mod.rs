@@ -31,12 +31,18 @@ pub struct Transition {
     pub server_time: Option<Timestamp>,
     pub object: ObjectRef,
     pub change: Change,
+    /// Who made the change, where known: the field manager that last wrote
+    /// the field (a Node's taints or `unschedulable`), or the audit log's
+    /// user (sim).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
 }
 
 /// A transition seen at `at` without a server time: the tests' timelines.
 #[cfg(any(test, feature = "examples"))]
 pub fn seen(at: Ms, object: ObjectRef, change: Change) -> Transition {
     Transition {
+        by: None,
         at,
         server_time: None,
         object,
@@ -425,6 +431,7 @@ impl World {
 #[cfg(any(test, feature = "examples"))]
 pub fn node_change(at: Ms, name: &str, change: Change) -> Transition {
     Transition {
+        by: None,
         at,
         server_time: None,
         object: ObjectRef::Node { name: name.into() },
@@ -443,6 +450,7 @@ mod tests {
     #[test]
     fn folds_node_and_pod_changes_in_order() {
         let pod = |at, change| Transition {
+            by: None,
             at,
             server_time: None,
             object: ObjectRef::Pod {

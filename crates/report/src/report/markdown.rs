@@ -597,7 +597,10 @@ fn node_transitions(out: &mut String, r: &RunResult) {
                 rel(r, t.at),
                 utc_time(seen),
                 cell(name),
-                cell(&t.change.describe()),
+                cell(&match &t.by {
+                    Some(by) => format!("{} (by {by})", t.change.describe()),
+                    None => t.change.describe(),
+                }),
                 lag,
             ]
         })
