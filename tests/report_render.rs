@@ -180,15 +180,15 @@ fn a_different_schema_version_is_refused_naming_the_file() {
     let text = std::fs::read_to_string(STATEFULSET).unwrap();
     std::fs::write(
         &path,
-        text.replacen("\"schemaVersion\": 2", "\"schemaVersion\": 7", 1),
+        text.replacen("\"schemaVersion\": 2", "\"schemaVersion\": 8", 1),
     )
     .unwrap();
     let err = report::read_result(&nodefall::disk::Disk, &path).unwrap_err();
     assert!(err.is_bad_input());
     let msg = err.to_string();
     assert!(msg.contains(&path.display().to_string()), "{msg}");
-    assert!(msg.contains("schema version 7"), "{msg}");
-    assert!(msg.contains("reads versions 1 to 6"), "{msg}");
+    assert!(msg.contains("schema version 8"), "{msg}");
+    assert!(msg.contains("reads versions 1 to 7"), "{msg}");
 
     std::fs::write(&path, "{\"schemaVersion\": 2}").unwrap();
     let err = report::read_result(&nodefall::disk::Disk, &path)
@@ -868,4 +868,70 @@ fn the_drain_fixture_pairs_each_pod_with_the_replacement_made_after_it_went() {
         let (going, created) = (p.terminating_at.unwrap(), p.replacement_created.unwrap());
         assert!(created >= going, "{p:?}");
     }
+}
+
+/// The remediation judged from a recorded run (seed 000 on the sim, with
+/// its volumes; its fault steps given the fault and node a schema-7 run
+/// records): the out-of-service taint is the one act, the lifecycle
+/// controller's taints are not; rendered as its own section. A run nothing
+/// remediated (seed 002) has none.
+#[test]
+fn the_remediation_is_judged_from_the_record_and_rendered() {
+    let mut r = fixture(VOLUMES);
+    for s in r
+        .steps
+        .iter_mut()
+        .filter(|s| s.kind == record::StepKind::Fault)
+    {
+        let mut words = s.description.split(' ');
+        let fault = serde_json::from_value(serde_json::json!(words.next().unwrap())).unwrap();
+        let node = words.next().unwrap().to_owned();
+        s.fault = Some(record::FaultStep { fault, node });
+    }
+    let targets: Vec<String> = r.targets.values().cloned().collect();
+    let judged = record::remediation::judge(
+        &r.transitions,
+        r.t0.unwrap(),
+        &targets,
+        &r.steps,
+        &r.metrics,
+    )
+    .unwrap();
+    assert_eq!(judged.acts.len(), 1, "{judged:#?}");
+    assert_eq!(
+        (judged.detection, judged.decision, judged.recovery),
+        (Some(8_012), Some(80_546), Some(12_859)),
+        "{judged:#?}"
+    );
+    assert_eq!(
+        judged.release,
+        record::remediation::Release::Released { after: 2_100 }
+    );
+    r.remediation = Some(judged);
+    let md = markdown::render(&r);
+    let section = &md[md.find("## Remediation").unwrap()..];
+    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
+    for line in [
+        "| T0+88.558s | worker-2 | taint + node.kubernetes.io/out-of-service=nodeshutdown:NoExecute | unknown |",
+        "| decision  | 80.546s ",
+        "never off during the run (paused, not off: its containers run again when it resumes)",
+        "| release   | 2.100s ",
+        "| recovery  | 12.859s (3 of 3 pods) ",
+        "node.kubernetes.io/out-of-service:NoExecute off at T0+102.217s",
+    ] {
+        assert!(section.contains(line), "{line}\nin\n{section}");
+    }
+    let d = fixture(DEPLOYMENT);
+    let targets: Vec<String> = d.targets.values().cloned().collect();
+    assert_eq!(
+        record::remediation::judge(
+            &d.transitions,
+            d.t0.unwrap(),
+            &targets,
+            &d.steps,
+            &d.metrics
+        ),
+        None
+    );
+    assert!(!markdown::render(&d).contains("## Remediation"));
 }

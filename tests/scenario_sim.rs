@@ -12,6 +12,7 @@ use std::process::Command;
 use std::sync::Mutex;
 
 use nodefall::record::RunResult;
+use nodefall::record::remediation::Fencing;
 use nodefall::record::{RunVerdict, Verdict};
 use nodefall::report::read_result;
 use nodefall::timeline::Change;
@@ -103,6 +104,43 @@ fn seed_000_passes_on_the_simulated_cluster() {
     }
     assert!(m.node_ready_again.is_some());
     assert!(run.report.contains("**PASS**"), "{}", run.report);
+    // The remediation: the scenario's out-of-service taint is the one act,
+    // put down to nodefall's field manager (the lifecycle controller's
+    // unreachable taint is the failure, put down to it); the paused VM was
+    // never off; the taint was taken off after the node came back.
+    let target = &r.targets["target"];
+    let unreachable = r
+        .transitions
+        .iter()
+        .find(|t| matches!(&t.change, Change::TaintAdded { key, effect, .. } if key == "node.kubernetes.io/unreachable" && effect == "NoExecute"))
+        .unwrap();
+    assert_eq!(unreachable.by.as_deref(), Some("kube-controller-manager"));
+    let rem = r.remediation.as_ref().expect("the remediation judged");
+    assert_eq!(rem.acts.len(), 1, "{rem:#?}");
+    let act = &rem.acts[0];
+    assert_eq!(
+        (act.node.as_str(), act.what.as_str(), act.by.as_deref()),
+        (
+            target.as_str(),
+            "taint + node.kubernetes.io/out-of-service=nodeshutdown:NoExecute",
+            Some("nodefall")
+        )
+    );
+    assert_eq!(rem.decision, Some(act.at - unknown));
+    assert_eq!(
+        rem.fencing,
+        Fencing::NotOff {
+            fault: Some(nodefall::scenario::model::FaultKind::PauseVm)
+        }
+    );
+    assert_eq!((rem.replaced, rem.pods), (m.pods.len(), m.pods.len()));
+    assert!(rem.recovery.is_some_and(|v| v > 0), "{rem:#?}");
+    assert_eq!(
+        rem.cleanup[0].removed_by.as_deref(),
+        Some("nodefall"),
+        "{rem:#?}"
+    );
+    assert!(run.report.contains("## Remediation"), "{}", run.report);
 }
 
 #[test]
@@ -281,6 +319,16 @@ fn seed_001_stopped_kubelet_recovers_by_deleting_the_node() {
         );
         assert_ne!(p.replacement_node.as_deref(), Some(target.as_str()));
     }
+    // The Node's deletion is the act; the kubelet was stopped, the machine
+    // never off.
+    let rem = r.remediation.as_ref().expect("the remediation judged");
+    assert_eq!(rem.acts[0].what, "deleted", "{rem:#?}");
+    assert_eq!(
+        rem.fencing,
+        Fencing::NotOff {
+            fault: Some(nodefall::scenario::model::FaultKind::StopKubelet)
+        }
+    );
 }
 
 #[test]
@@ -305,6 +353,10 @@ fn seed_002_deployment_replaced_after_the_toleration_and_not_rebalanced() {
             .contains("replaced while the old pod still existed"),
         "{}",
         run.report
+    );
+    assert_eq!(
+        run.result.remediation, None,
+        "nothing remediated the node: the toleration evicted its pods"
     );
     // What clients see: the halted node's endpoints stayed ready for about
     // the grace period (8 s; the node lifecycle controller marks its pods

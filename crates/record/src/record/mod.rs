@@ -6,6 +6,7 @@ pub mod bounds;
 pub mod graceful;
 pub mod probe;
 pub mod read;
+pub mod remediation;
 pub mod summary;
 
 use std::collections::BTreeMap;
@@ -40,7 +41,7 @@ use crate::timeline::{Ms, Transition};
 /// PVC objects and their bindings, pods' claims and NoExecute tolerations,
 /// event counts, volume metrics, abort `guards` and `aborted`. Versions 2
 /// to 4 are read as they are: they have none.
-pub const SCHEMA_VERSION: u32 = 6;
+pub const SCHEMA_VERSION: u32 = 7;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -105,6 +106,10 @@ pub struct RunResult {
     /// The observer checked against the API server's audit log (sim).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audit: Option<audit::AuditReport>,
+    /// How the failed nodes were remediated, where something did (absent
+    /// before schema 7, and when nothing remediated them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remediation: Option<remediation::Remediation>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -249,6 +254,18 @@ pub struct StepRecord {
     /// Each eviction a drain asked for, as the API server answered it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub evictions: Vec<EvictionRecord>,
+    /// A fault step's fault and node (absent before schema 7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault: Option<FaultStep>,
+}
+
+/// What a fault step did to which node: the backend's own account of the
+/// machine (off after a poweroff or shutdown, back on at a poweron).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FaultStep {
+    pub fault: crate::scenario::model::FaultKind,
+    pub node: String,
 }
 
 /// One call of the Eviction API by a drain: the pod evicted, or refused

@@ -106,8 +106,8 @@ pub fn read_result(files: &dyn Files, path: &Path) -> Result<RunResult, Error> {
     }
     match result.schema_version {
         1 => result.upgrade_from_v1(),
-        // schemas 3 to 6 only added what older files cannot hold
-        2..=5 => result.schema_version = SCHEMA_VERSION,
+        // schemas 3 to 7 only added what older files cannot hold
+        2..=6 => result.schema_version = SCHEMA_VERSION,
         _ => {}
     }
     Ok(result)

@@ -33,6 +33,7 @@ pub fn render(result: &RunResult) -> String {
     expectations(&mut out, result);
     super::timing::section(&mut out, result);
     key_metrics(&mut out, result);
+    super::remediation::section(&mut out, result);
     pods(&mut out, result);
     node_transitions(&mut out, result);
     super::clients::section(&mut out, result);

@@ -17,6 +17,7 @@ pub mod lanes;
 pub mod markdown;
 pub mod predict;
 mod probes;
+mod remediation;
 pub mod svg;
 mod timing;
 mod volumes;

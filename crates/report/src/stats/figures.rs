@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::record::RunResult;
+use crate::record::remediation::Release;
 use crate::timeline::Ms;
 
 /// How a figure reads.
@@ -59,7 +60,7 @@ pub struct Def {
 }
 
 /// Every figure, in the order reports list them.
-pub const DEFS: [Def; 14] = [
+pub const DEFS: [Def; 17] = [
     def(
         "nodeNotReady",
         Unit::Ms,
@@ -118,6 +119,24 @@ pub const DEFS: [Def; 14] = [
     ),
     def("probeErrors", Unit::Count, "failed probe requests", true),
     def(
+        "remediationDecision",
+        Unit::Ms,
+        "the node NotReady .. the first remediation act",
+        true,
+    ),
+    def(
+        "remediationRelease",
+        Unit::Ms,
+        "the first act .. the node's VolumeAttachments gone",
+        true,
+    ),
+    def(
+        "remediationRecovery",
+        Unit::Ms,
+        "the first act .. the last replacement Ready",
+        true,
+    ),
+    def(
         "detectionLagMedian",
         Unit::Ms,
         "nodefall's observation lag, median",
@@ -150,7 +169,8 @@ pub fn find(name: &str) -> Option<&'static Def> {
 pub fn of(r: &RunResult) -> BTreeMap<String, i64> {
     let m = &r.metrics;
     let max = |it: &mut dyn Iterator<Item = Ms>| it.max();
-    let values: [(&str, Option<i64>); 14] = [
+    let remediation = r.remediation.as_ref();
+    let values: [(&str, Option<i64>); 17] = [
         ("nodeNotReady", m.node_not_ready),
         ("noExecuteTaint", m.no_execute_taint),
         ("firstEviction", m.first_eviction),
@@ -180,6 +200,15 @@ pub fn of(r: &RunResult) -> BTreeMap<String, i64> {
                     .sum()
             }),
         ),
+        ("remediationDecision", remediation.and_then(|x| x.decision)),
+        (
+            "remediationRelease",
+            remediation.and_then(|x| match x.release {
+                Release::Released { after } => Some(after),
+                Release::NoAttachments | Release::NotReleased { .. } => None,
+            }),
+        ),
+        ("remediationRecovery", remediation.and_then(|x| x.recovery)),
         ("detectionLagMedian", m.detection_lag_median),
         ("detectionLagMax", m.detection_lag_max),
     ];

@@ -90,6 +90,7 @@ async fn revert_recorded<B: NodeFaults>(
                 notes: Vec::new(),
                 commands,
                 evictions: Vec::new(),
+                fault: None,
             });
         },
     )

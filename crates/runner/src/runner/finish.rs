@@ -10,7 +10,9 @@ use super::expectation::describe_conditions;
 use crate::expect::{self, Decision};
 use crate::plan::Plan;
 use crate::record::probe::windows;
-use crate::record::{ExpectationResult, RunResult, RunVerdict, SCHEMA_VERSION, Usage, Verdict};
+use crate::record::{
+    ExpectationResult, RunResult, RunVerdict, SCHEMA_VERSION, Usage, Verdict, remediation,
+};
 use crate::scenario::checked::StepKind;
 use crate::timeline::{endpoints, metrics};
 
@@ -45,6 +47,7 @@ pub fn failed_to_start(plan: &Plan, file: &str, error: &str, verdict: RunVerdict
         watch_errors: 0,
         usage: None,
         audit: None,
+        remediation: None,
     }
 }
 
@@ -125,6 +128,8 @@ impl Run<'_> {
                 });
             }
         }
+        let remediation =
+            t0.and_then(|t0| remediation::judge(&transitions, t0, &targets, &self.steps, &metrics));
         RunResult {
             schema_version: SCHEMA_VERSION,
             scenario: c.name.clone(),
@@ -153,6 +158,7 @@ impl Run<'_> {
             watch_errors: self.rec.watch_errors(),
             usage: usage_of_self(),
             audit: None,
+            remediation,
         }
     }
 }

@@ -41,7 +41,8 @@ use crate::errors::chain;
 use crate::observe::{Observer, Recorder};
 use crate::plan::Plan;
 use crate::record::{
-    ExpectationResult, RunResult, RunVerdict, StepKind as RecKind, StepOutcome, StepRecord,
+    ExpectationResult, FaultStep, RunResult, RunVerdict, StepKind as RecKind, StepOutcome,
+    StepRecord,
 };
 use crate::scenario::checked::{Action, StepKind};
 use crate::scenario::model::FaultKind;
@@ -361,6 +362,7 @@ impl Run<'_> {
             notes: Vec::new(),
             commands: Vec::new(),
             evictions: Vec::new(),
+            fault: None,
         });
         self.steps.len() - 1
     }
@@ -496,6 +498,10 @@ impl Run<'_> {
             RecKind::Fault,
             backend.describe(node, fault),
         );
+        self.steps[slot].fault = Some(FaultStep {
+            fault,
+            node: node.to_owned(),
+        });
         let started = self.steps[slot].started;
         self.t0.get_or_insert(started);
         self.anchors.insert(index, started);

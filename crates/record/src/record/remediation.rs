@@ -1,0 +1,262 @@
+//! The remediation of a failed node, judged from the record: every act that
+//! released its pods (who, when), and the figures remediators are asked
+//! for: detection, decision, fencing, release, recovery, clean-up. Pure:
+//! the timeline, the fault steps' account of the machines, the metrics.
+
+use serde::{Deserialize, Serialize};
+
+use super::{StepKind, StepRecord};
+use crate::scenario::model::FaultKind;
+use crate::timeline::metrics::Metrics;
+use crate::timeline::{Change, Ms, ObjectRef, Transition, World};
+
+/// The node lifecycle controller's own NoExecute taints: the failure, not
+/// its remediation.
+const LIFECYCLE_TAINTS: [&str; 2] = [
+    "node.kubernetes.io/unreachable",
+    "node.kubernetes.io/not-ready",
+];
+
+/// One remediation act: a NoExecute taint other than the node lifecycle
+/// controller's own (the out-of-service taint, a remediator's), or a failed
+/// node's deletion.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Act {
+    /// When nodefall saw it, relative to T0.
+    pub at: Ms,
+    pub node: String,
+    /// `taint + node.kubernetes.io/out-of-service=nodeshutdown:NoExecute`,
+    /// `deleted`.
+    pub what: String,
+    /// Who did it, where known (a field manager).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+}
+
+/// Whether the failed machine was off when the first act released its pods
+/// (by the backend's own account: nodefall's poweroff and shutdown).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "state")]
+pub enum Fencing {
+    /// Off at `off` (relative to T0), `lead` before the act.
+    OffBefore { off: Ms, lead: Ms },
+    /// Off only at `off`, `after` the act: its pods were released while
+    /// it could still run them.
+    OffAfter { off: Ms, after: Ms },
+    /// Not off during the run: the fault (`pause-vm`, `drop-nic`,
+    /// `stop-kubelet`, or none of nodefall's) left it able to run its pods.
+    NotOff { fault: Option<FaultKind> },
+}
+
+/// Whether the failed node's volumes were released after the first act.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "state")]
+pub enum Release {
+    /// Every VolumeAttachment to the node at the act gone (deleted,
+    /// detached or moved) `after` it.
+    Released { after: Ms },
+    /// The node had no VolumeAttachment at the act: nothing to release.
+    NoAttachments,
+    /// Still attached when the observation ended.
+    NotReleased { left: Vec<String> },
+}
+
+/// A remediator's taint, and whether it was taken off.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Leftover {
+    pub node: String,
+    /// `node.kubernetes.io/out-of-service:NoExecute`.
+    pub taint: String,
+    /// When it was removed, relative to T0 (None: left behind).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub removed: Option<Ms>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub removed_by: Option<String>,
+}
+
+/// The remediation of a run whose failed node was remediated.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Remediation {
+    pub acts: Vec<Act>,
+    /// Fault -> the node NotReady (ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detection: Option<Ms>,
+    /// NotReady -> the first act (ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<Ms>,
+    pub fencing: Fencing,
+    pub release: Release,
+    /// The first act -> the last replacement Ready, of the pods that were on
+    /// the failed nodes at T0 (ms; None: not all were replaced).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<Ms>,
+    /// Pods replaced and Ready, of those that were on the failed nodes.
+    pub replaced: usize,
+    pub pods: usize,
+    /// Each act's taint after the node was Ready again: taken off, or left.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cleanup: Vec<Leftover>,
+}
+
+/// An act with when it was seen (ms since start) and, for a taint, its key
+/// and effect.
+type Seen<'a> = (Ms, Act, Option<(&'a str, &'a str)>);
+
+/// Judges the remediation of the nodes in `targets`, or None when nothing
+/// remediated them. `transitions` are the run's, `t0` the first fault (ms
+/// since start), `steps` the steps' records, `metrics` the run's figures.
+pub fn judge(
+    transitions: &[Transition],
+    t0: Ms,
+    targets: &[String],
+    steps: &[StepRecord],
+    metrics: &Metrics,
+) -> Option<Remediation> {
+    let acts: Vec<Seen<'_>> = transitions
+        .iter()
+        .filter(|t| t.at >= t0)
+        .filter_map(|t| {
+            let ObjectRef::Node { name } = &t.object else {
+                return None;
+            };
+            if !targets.contains(name) {
+                return None;
+            }
+            let taint = match &t.change {
+                Change::TaintAdded { key, effect, .. }
+                    if effect == "NoExecute" && !LIFECYCLE_TAINTS.contains(&key.as_str()) =>
+                {
+                    Some((key.as_str(), effect.as_str()))
+                }
+                Change::NodeDeleted => None,
+                _ => return None,
+            };
+            let act = Act {
+                at: t.at - t0,
+                node: name.clone(),
+                what: t.change.describe(),
+                by: t.by.clone(),
+            };
+            Some((t.at, act, taint))
+        })
+        .collect();
+    let (first_at, first, _) = acts.first()?.clone();
+    let detection = metrics.node_not_ready;
+    let decision = detection.map(|d| first.at - d);
+    let fencing = fencing(steps, t0, &first);
+    let release = release(transitions, first_at, &first.node);
+    let owned: Vec<_> = metrics.pods.iter().filter(|p| p.owner.is_some()).collect();
+    let ready: Vec<Ms> = owned.iter().filter_map(|p| p.replacement_ready).collect();
+    let recovery = (!owned.is_empty() && ready.len() == owned.len())
+        .then(|| ready.iter().copied().max().map(|last| last - first.at))
+        .flatten();
+    let cleanup = acts
+        .iter()
+        .filter_map(|(at, a, taint)| {
+            let (key, effect) = (*taint)?;
+            let removed = transitions.iter().find(|r| {
+                r.at > *at
+                    && matches!(&r.object, ObjectRef::Node { name } if *name == a.node)
+                    && matches!(&r.change, Change::TaintRemoved { key: k, effect: e } if k == key && e == effect)
+            });
+            Some(Leftover {
+                node: a.node.clone(),
+                taint: format!("{key}:{effect}"),
+                removed: removed.map(|r| r.at - t0),
+                removed_by: removed.and_then(|r| r.by.clone()),
+            })
+        })
+        .collect();
+    Some(Remediation {
+        acts: acts.into_iter().map(|(_, a, _)| a).collect(),
+        detection,
+        decision,
+        fencing,
+        release,
+        recovery,
+        replaced: ready.len(),
+        pods: owned.len(),
+        cleanup,
+    })
+}
+
+/// The machine of the act's node, by nodefall's own faults on it.
+fn fencing(steps: &[StepRecord], t0: Ms, act: &Act) -> Fencing {
+    let on_node: Vec<(&StepRecord, FaultKind)> = steps
+        .iter()
+        .filter(|s| s.kind == StepKind::Fault)
+        .filter_map(|s| {
+            let f = s.fault.as_ref()?;
+            (f.node == act.node).then_some((s, f.fault))
+        })
+        .collect();
+    let mut off: Option<Ms> = None;
+    for (s, fault) in &on_node {
+        let at = s.ended.unwrap_or(s.started) - t0;
+        match fault {
+            FaultKind::Poweroff | FaultKind::Shutdown => {
+                off.get_or_insert(at);
+            }
+            // back on before the act: it was not off when its pods went
+            FaultKind::Poweron if at <= act.at => off = None,
+            _ => {}
+        }
+        if at > act.at && off.is_some() {
+            break;
+        }
+    }
+    match off {
+        Some(off) if off <= act.at => Fencing::OffBefore {
+            off,
+            lead: act.at - off,
+        },
+        Some(off) => Fencing::OffAfter {
+            off,
+            after: off - act.at,
+        },
+        None => Fencing::NotOff {
+            fault: on_node.first().map(|(_, f)| *f),
+        },
+    }
+}
+
+/// When the VolumeAttachments to `node` at `at` were all gone.
+fn release(transitions: &[Transition], at: Ms, node: &str) -> Release {
+    let split = transitions.partition_point(|t| t.at <= at);
+    let mut world = World::at(transitions, at);
+    let held: Vec<String> = world
+        .attachments
+        .iter()
+        .filter(|(_, a)| a.node == node && a.attached)
+        .map(|(name, _)| name.clone())
+        .collect();
+    if held.is_empty() {
+        return Release::NoAttachments;
+    }
+    let still = |w: &World| -> Vec<String> {
+        held.iter()
+            .filter(|n| {
+                w.attachments
+                    .get(*n)
+                    .is_some_and(|a| a.node == node && a.attached)
+            })
+            .cloned()
+            .collect()
+    };
+    for t in &transitions[split..] {
+        world.apply(t);
+        if matches!(t.object, ObjectRef::VolumeAttachment { .. }) && still(&world).is_empty() {
+            return Release::Released { after: t.at - at };
+        }
+    }
+    Release::NotReleased {
+        left: still(&world),
+    }
+}
+
+#[cfg(test)]
+#[path = "remediation_tests.rs"]
+mod tests;

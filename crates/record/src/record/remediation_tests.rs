@@ -1,0 +1,250 @@
+#![allow(
+    clippy::unwrap_used,
+    reason = "test helpers fail the test by panicking"
+)]
+
+use super::*;
+use crate::record::{FaultStep, StepOutcome};
+use crate::timeline::metrics::PodRecovery;
+
+const T0: Ms = 1_000;
+
+fn node(at: Ms, name: &str, change: Change, by: Option<&str>) -> Transition {
+    Transition {
+        at: T0 + at,
+        server_time: None,
+        object: ObjectRef::Node { name: name.into() },
+        change,
+        by: by.map(str::to_owned),
+    }
+}
+
+fn taint(at: Ms, name: &str, key: &str, by: &str) -> Transition {
+    node(
+        at,
+        name,
+        Change::TaintAdded {
+            key: key.into(),
+            value: None,
+            effect: "NoExecute".into(),
+        },
+        Some(by),
+    )
+}
+
+fn attachment(at: Ms, change: Change) -> Transition {
+    Transition {
+        at: T0 + at,
+        server_time: None,
+        object: ObjectRef::VolumeAttachment {
+            name: "va-1".into(),
+        },
+        change,
+        by: None,
+    }
+}
+
+fn fault(at: Ms, took: Ms, fault: FaultKind, node: &str) -> StepRecord {
+    StepRecord {
+        index: Some(0),
+        label: "#1".into(),
+        kind: StepKind::Fault,
+        description: String::new(),
+        started: T0 + at,
+        ended: Some(T0 + at + took),
+        outcome: StepOutcome::Ok,
+        notes: Vec::new(),
+        commands: Vec::new(),
+        evictions: Vec::new(),
+        fault: Some(FaultStep {
+            fault,
+            node: node.into(),
+        }),
+    }
+}
+
+fn metrics(not_ready: Ms, ready: &[Option<Ms>]) -> Metrics {
+    Metrics {
+        node_not_ready: Some(not_ready),
+        pods: ready
+            .iter()
+            .enumerate()
+            .map(|(i, r)| PodRecovery {
+                pod: format!("db-{i}"),
+                node: "w1".into(),
+                owner: Some("StatefulSet/db".into()),
+                replacement_ready: *r,
+                ..PodRecovery::default()
+            })
+            .collect(),
+        ..Metrics::default()
+    }
+}
+
+/// A poweroff remediated with the out-of-service taint: the machine off
+/// before the act, its volume released and its pods replaced after it,
+/// the taint taken off after the node came back.
+#[test]
+fn a_powered_off_node_released_by_the_out_of_service_taint() {
+    let oos = "node.kubernetes.io/out-of-service";
+    let transitions = vec![
+        attachment(
+            -5_000,
+            Change::VolumeAttachment {
+                node: "w1".into(),
+                volume: "pv-1".into(),
+                attached: true,
+            },
+        ),
+        node(
+            40_000,
+            "w1",
+            Change::NodeReady {
+                status: "Unknown".into(),
+                reason: None,
+            },
+            None,
+        ),
+        taint(
+            40_100,
+            "w1",
+            "node.kubernetes.io/unreachable",
+            "kube-controller-manager",
+        ),
+        taint(60_000, "w1", oos, "nodefall"),
+        attachment(66_000, Change::VolumeAttachmentDeleted),
+        node(
+            120_000,
+            "w1",
+            Change::TaintRemoved {
+                key: oos.into(),
+                effect: "NoExecute".into(),
+            },
+            Some("nodefall"),
+        ),
+    ];
+    let steps = [
+        fault(0, 100, FaultKind::Poweroff, "w1"),
+        fault(100_000, 200, FaultKind::Poweron, "w1"),
+    ];
+    let r = judge(
+        &transitions,
+        T0,
+        &["w1".to_owned()],
+        &steps,
+        &metrics(40_000, &[Some(75_000), Some(80_000)]),
+    )
+    .unwrap();
+    assert_eq!(
+        r.acts,
+        [Act {
+            at: 60_000,
+            node: "w1".into(),
+            what: format!("taint + {oos}:NoExecute"),
+            by: Some("nodefall".into()),
+        }],
+        "the lifecycle controller's unreachable taint is the failure, not an act"
+    );
+    assert_eq!((r.detection, r.decision), (Some(40_000), Some(20_000)));
+    assert_eq!(
+        r.fencing,
+        Fencing::OffBefore {
+            off: 100,
+            lead: 59_900
+        }
+    );
+    assert_eq!(r.release, Release::Released { after: 6_000 });
+    assert_eq!((r.recovery, r.replaced, r.pods), (Some(20_000), 2, 2));
+    assert_eq!(
+        r.cleanup,
+        [Leftover {
+            node: "w1".into(),
+            taint: format!("{oos}:NoExecute"),
+            removed: Some(120_000),
+            removed_by: Some("nodefall".into()),
+        }]
+    );
+}
+
+/// A node cut off from the network and deleted: it never went off, it had
+/// no volume attached (nothing to release, not "0 s"), one pod was never
+/// replaced; an act on another node is not this one's.
+#[test]
+fn a_partitioned_node_deleted_while_it_ran_on() {
+    let transitions = vec![
+        taint(30_000, "w2", "example.com/fenced", "someone-else"),
+        node(40_000, "w1", Change::NodeDeleted, None),
+    ];
+    let steps = [fault(0, 50, FaultKind::DropNic, "w1")];
+    let r = judge(
+        &transitions,
+        T0,
+        &["w1".to_owned()],
+        &steps,
+        &metrics(35_000, &[Some(50_000), None]),
+    )
+    .unwrap();
+    assert_eq!(r.acts.len(), 1, "{:?}", r.acts);
+    assert_eq!(r.acts[0].what, "deleted");
+    assert_eq!(r.decision, Some(5_000));
+    assert_eq!(
+        r.fencing,
+        Fencing::NotOff {
+            fault: Some(FaultKind::DropNic)
+        }
+    );
+    assert_eq!(r.release, Release::NoAttachments);
+    assert_eq!((r.recovery, r.replaced, r.pods), (None, 1, 2));
+    assert!(r.cleanup.is_empty(), "a deletion leaves no taint");
+}
+
+/// Powered off only after its pods were released; and a run where nothing
+/// remediated the node has no remediation at all.
+#[test]
+fn fenced_too_late_and_never_remediated() {
+    let transitions = vec![taint(
+        20_000,
+        "w1",
+        "medik8s.io/remediation",
+        "self-node-remediation",
+    )];
+    let steps = [
+        fault(0, 50, FaultKind::PauseVm, "w1"),
+        fault(30_000, 500, FaultKind::Poweroff, "w1"),
+    ];
+    let r = judge(
+        &transitions,
+        T0,
+        &["w1".to_owned()],
+        &steps,
+        &metrics(10_000, &[]),
+    )
+    .unwrap();
+    assert_eq!(
+        r.fencing,
+        Fencing::OffAfter {
+            off: 30_500,
+            after: 10_500
+        }
+    );
+    assert_eq!(r.acts[0].by.as_deref(), Some("self-node-remediation"));
+    assert_eq!(r.cleanup[0].removed, None, "left behind");
+    assert_eq!((r.recovery, r.pods), (None, 0));
+
+    let quiet = vec![taint(
+        20_000,
+        "w1",
+        "node.kubernetes.io/unreachable",
+        "kube-controller-manager",
+    )];
+    assert_eq!(
+        judge(
+            &quiet,
+            T0,
+            &["w1".to_owned()],
+            &steps,
+            &metrics(10_000, &[])
+        ),
+        None
+    );
+}

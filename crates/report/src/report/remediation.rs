@@ -1,0 +1,136 @@
+//! The "Remediation" section of `report.md`: each act that released the
+//! failed node's pods (who, when) and the figures of the remediation,
+//! from the record's judgement (`record::remediation`). Shown only when
+//! something remediated the node.
+
+use std::fmt::Write as _;
+
+use super::format::{cell, secs, t0_rel};
+use super::markdown::table;
+use crate::record::RunResult;
+use crate::record::remediation::{Fencing, Release, Remediation};
+use crate::scenario::model::FaultKind;
+
+/// Shown for a value the run did not observe.
+const MISSING: &str = "—";
+
+pub(super) fn section(out: &mut String, r: &RunResult) {
+    let Some(m) = &r.remediation else {
+        return;
+    };
+    let _ = writeln!(out, "## Remediation\n");
+    let rows = m
+        .acts
+        .iter()
+        .map(|a| {
+            [
+                t0_rel(a.at),
+                cell(&a.node),
+                cell(&a.what),
+                cell(a.by.as_deref().unwrap_or("unknown")),
+            ]
+        })
+        .collect();
+    out.push_str(&table(["time", "node", "act", "by"], rows));
+    out.push('\n');
+    out.push_str(&table(["figure", "value", "from .. to"], figures(m)));
+    let _ = writeln!(
+        out,
+        "\nActs: NoExecute taints other than the node lifecycle controller's own, and failed \
+         Nodes deleted; \"by\" is the field manager that last wrote the node's taints. Fencing is \
+         by nodefall's own account of the machine (its poweroff and shutdown faults).\n"
+    );
+}
+
+fn figures(m: &Remediation) -> Vec<[String; 3]> {
+    let opt = |v: Option<i64>| v.map(secs).unwrap_or_else(|| MISSING.into());
+    let fencing = match &m.fencing {
+        Fencing::OffBefore { off, lead } => {
+            format!(
+                "off {} before the act (since {})",
+                secs(*lead),
+                t0_rel(*off)
+            )
+        }
+        Fencing::OffAfter { off, after } => format!(
+            "off only {} after the act ({}): its pods were released while it could run them",
+            secs(*after),
+            t0_rel(*off)
+        ),
+        Fencing::NotOff { fault: Some(f) } => format!(
+            "never off during the run ({})",
+            match f {
+                FaultKind::PauseVm => "paused, not off: its containers run again when it resumes",
+                FaultKind::DropNic => "cut off, not off: its containers ran on",
+                FaultKind::StopKubelet =>
+                    "its kubelet stopped, not the machine: its containers ran on",
+                other => other.name(),
+            }
+        ),
+        Fencing::NotOff { fault: None } => {
+            "never off by nodefall's account (no fault of its on the node)".into()
+        }
+    };
+    let release = match &m.release {
+        Release::Released { after } => secs(*after),
+        Release::NoAttachments => "no attachments (nothing to release)".into(),
+        Release::NotReleased { left } => {
+            format!("not released: {} still attached", left.join(", "))
+        }
+    };
+    let cleanup = if m.cleanup.is_empty() {
+        "no taint to take off".to_owned()
+    } else {
+        m.cleanup
+            .iter()
+            .map(|l| match l.removed {
+                Some(at) => format!(
+                    "{} off at {}{}",
+                    l.taint,
+                    t0_rel(at),
+                    l.removed_by
+                        .as_ref()
+                        .map(|b| format!(" by {b}"))
+                        .unwrap_or_default()
+                ),
+                None => format!("{} left behind", l.taint),
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    vec![
+        [
+            "detection".into(),
+            opt(m.detection),
+            "the fault .. the node NotReady".into(),
+        ],
+        [
+            "decision".into(),
+            opt(m.decision),
+            "NotReady .. the first act".into(),
+        ],
+        [
+            "fencing".into(),
+            cell(&fencing),
+            "the first act .. the machine off".into(),
+        ],
+        [
+            "release".into(),
+            cell(&release),
+            "the first act .. its VolumeAttachments gone".into(),
+        ],
+        [
+            "recovery".into(),
+            match m.recovery {
+                Some(v) => format!("{} ({} of {} pods)", secs(v), m.replaced, m.pods),
+                None => format!("not all replaced ({} of {} pods)", m.replaced, m.pods),
+            },
+            "the first act .. the last replacement Ready".into(),
+        ],
+        [
+            "clean-up".into(),
+            cell(&cleanup),
+            "after the node is back".into(),
+        ],
+    ]
+}

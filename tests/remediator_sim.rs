@@ -1,0 +1,160 @@
+//! The example remediator (`examples/remediator.rs`, built by `cargo test`
+//! with the tests) against a sim, judged: the node running a StatefulSet's
+//! pod is paused, the remediator taints it out of service 5 s after it
+//! went NotReady, pod GC frees the pod and its replacement runs elsewhere;
+//! after the resume the remediator takes its taint off. The record puts the
+//! act down to `example-remediator`, with its decision time, says the
+//! paused machine was never off, and when the taint came off.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "test helpers fail the test by panicking"
+)]
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use nodefall::profile::TimingProfile;
+use nodefall::record::remediation::Fencing;
+use nodefall::report::read_result;
+use nodefall::scenario::model::FaultKind;
+use nodefall::sim::{SimCluster, UpOptions};
+
+const MANIFEST: &str = "\
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db}
+spec:
+  replicas: 1
+  serviceName: db
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec:
+      containers: [{name: db, image: registry.invalid/db:1}]
+";
+
+const SCENARIO: &str = "\
+name: example-remediator
+namespace: remediated
+setup:
+  apply: db.yaml
+  waitReady: {statefulset: db, replicas: 1, timeout: 2m}
+target: {mostPods: app=db}
+steps:
+  - id: pause
+    fault: pause-vm
+  - expect: {node: target, ready: Unknown, within: grace - 0.25*lease - 1s .. grace + monitorPeriod + 2s}
+  - id: remediated
+    name: the remediator taints it out of service
+    expect: {node: target, taint: \"node.kubernetes.io/out-of-service:NoExecute\", within: 40s, since: pause}
+  - name: pod GC frees the pod, the StatefulSet replaces it elsewhere
+    expect: {pods: app=db, notOn: target, ready: 1, within: podGcPeriod + 20s, since: remediated}
+  - fault: resume-vm
+  - expect: {node: target, ready: \"True\", within: 1m}
+  - name: the remediator takes its taint off
+    expect: {node: target, noTaint: node.kubernetes.io/out-of-service, within: 10s}
+cleanup: always
+";
+
+/// `target/debug/examples/remediator`, beside this test's own directory.
+fn remediator() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let path = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .unwrap()
+        .join("examples/remediator");
+    assert!(
+        path.is_file(),
+        "{} is not built: `cargo test` builds the examples with the tests",
+        path.display()
+    );
+    path
+}
+
+/// Kills the remediator however the test ends.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn the_example_remediator_is_judged() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let mut opts = UpOptions::new("remedied", TimingProfile::fast());
+    opts.root = root.path().join("sim");
+    opts.nodes = 3;
+    let mut quiet = |_: &str| {};
+    let cluster = rt.block_on(SimCluster::up(&opts, &mut quiet)).unwrap();
+    std::fs::write(root.path().join("db.yaml"), MANIFEST).unwrap();
+    let file = root.path().join("remediated.yaml");
+    std::fs::write(&file, SCENARIO).unwrap();
+    let _remediator = Reaped(
+        Command::new(remediator())
+            .args(["--after", "5s"])
+            .env("KUBECONFIG", cluster.kubeconfig_path())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let out = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_nodefall"))
+        .arg("scenario")
+        .arg(&file)
+        .args(["--cluster", "remedied", "--out"])
+        .arg(out.path())
+        .env("NODEFALL_STATE_DIR", root.path().join("sim"))
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(o.status.code(), Some(0), "{said}");
+    let dir = std::fs::read_dir(out.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .next()
+        .unwrap();
+    let r = read_result(&nodefall::disk::Disk, &dir.join("result.json")).unwrap();
+    let rem = r.remediation.as_ref().expect("the remediation judged");
+    assert_eq!(rem.acts.len(), 1, "{rem:#?}");
+    assert_eq!(rem.acts[0].by.as_deref(), Some("example-remediator"));
+    // 5 s after the remediator saw it NotReady, on its next 1 s tick
+    let decision = rem.decision.unwrap();
+    assert!((4_000..=8_000).contains(&decision), "{rem:#?}");
+    assert_eq!(
+        rem.fencing,
+        Fencing::NotOff {
+            fault: Some(FaultKind::PauseVm)
+        }
+    );
+    assert_eq!((rem.replaced, rem.pods), (1, 1), "{rem:#?}");
+    // Taken off after the resume; by whom the Node cannot say: it was the
+    // last taint, and the field went with it (docs/remediation.md).
+    let resumed = r
+        .steps
+        .iter()
+        .find(|s| {
+            s.fault
+                .as_ref()
+                .is_some_and(|f| f.fault == FaultKind::ResumeVm)
+        })
+        .unwrap();
+    let removed = rem.cleanup[0].removed.expect("the taint taken off");
+    assert!(removed > resumed.started - r.t0.unwrap(), "{rem:#?}");
+    assert_eq!(rem.cleanup[0].removed_by, None, "{rem:#?}");
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(
+        md.contains("| example-remediator |"),
+        "the report names who acted:\n{md}"
+    );
+    drop(cluster);
+}
