@@ -47,7 +47,9 @@ steps:
   - expect: {node: target, ready: Unknown, within: grace - 0.25*lease - 1s .. grace + monitorPeriod + 2s}
   - id: remediated
     name: the remediator taints it out of service
-    expect: {node: target, taint: \"node.kubernetes.io/out-of-service:NoExecute\", within: 40s, since: pause}
+    expect: {node: target, remediatedBy: example-remediator, within: 40s, since: pause}
+  - name: no one else acted on it
+    expect: {node: target, remediatedBy: nodefall, never: 5s}
   - name: pod GC frees the pod, the StatefulSet replaces it elsewhere
     expect: {pods: app=db, notOn: target, ready: 1, within: podGcPeriod + 20s, since: remediated}
   - fault: resume-vm

@@ -108,6 +108,13 @@ fn node_condition(node: &crate::timeline::NodeView, c: &Condition) -> bool {
         Condition::Taint { key, effect } => node.exists && has_taint(key, effect),
         Condition::NoTaint { key, effect } => node.exists && !has_taint(key, effect),
         Condition::Unschedulable(want) => node.exists && node.unschedulable == *want,
+        Condition::RemediatedBy(manager) => {
+            node.exists
+                && node.taints.iter().any(|t| {
+                    crate::record::remediation::is_act(&t.key, &t.effect)
+                        && t.by.as_deref() == Some(manager.as_str())
+                })
+        }
         Condition::Exists(want) => node.exists == *want,
         _ => false,
     }
@@ -317,6 +324,59 @@ mod tests {
             &[Condition::NodeReady(NodeReady::Unknown)],
             from,
         )
+    }
+
+    /// `remediatedBy` holds while the node carries a remediation act's
+    /// taint written by that manager: not the lifecycle controller's
+    /// unreachable taint, not someone else's, not once it is taken off.
+    #[test]
+    fn remediated_by_holds_while_that_manager_s_act_is_on_the_node() {
+        let node = |at: Ms, change: Change, by: Option<&str>| Transition {
+            by: by.map(str::to_owned),
+            at,
+            server_time: None,
+            object: ObjectRef::Node { name: "w".into() },
+            change,
+        };
+        let added = |key: &str| Change::TaintAdded {
+            key: key.into(),
+            value: None,
+            effect: "NoExecute".into(),
+        };
+        let oos = "node.kubernetes.io/out-of-service";
+        let ts = [
+            node(0, Change::NodeAdded, None),
+            node(10, added("node.kubernetes.io/unreachable"), Some("me")),
+            node(20, added("example.com/fenced"), Some("someone-else")),
+            node(30, added(oos), Some("me")),
+            node(
+                40,
+                Change::TaintRemoved {
+                    key: oos.into(),
+                    effect: "NoExecute".into(),
+                },
+                None,
+            ),
+        ];
+        let series = truth_series(
+            &ts,
+            &ResolvedSubject::Node("w".into()),
+            &[Condition::RemediatedBy("me".into())],
+            0,
+        );
+        let at = |t: Ms| {
+            series
+                .iter()
+                .rev()
+                .find(|(s, _)| *s <= t)
+                .map(|(_, v)| *v)
+                .unwrap()
+        };
+        assert_eq!(
+            [at(15), at(25), at(35), at(45)],
+            [false, false, true, false],
+            "{series:?}"
+        );
     }
 
     #[test]

@@ -289,6 +289,9 @@ pub enum Condition {
         effect: Option<TaintEffect>,
     },
     Unschedulable(bool),
+    /// The node carries a remediation act's taint (NoExecute, not the node
+    /// lifecycle controller's) written by this field manager.
+    RemediatedBy(String),
     /// The Node object exists (false: it was deleted).
     Exists(bool),
     /// Exactly N selected pods are Ready (None: all of them, and at least one).

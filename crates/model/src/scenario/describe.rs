@@ -47,6 +47,7 @@ impl fmt::Display for Condition {
             |e: &Option<super::model::TaintEffect>| e.map(|e| format!(":{e}")).unwrap_or_default();
         match self {
             Condition::NodeReady(s) => write!(f, "Ready={s}"),
+            Condition::RemediatedBy(m) => write!(f, "remediated by {m}"),
             Condition::Taint { key, effect: e } => write!(f, "tainted {key}{}", effect(e)),
             Condition::NoTaint { key, effect: e } => write!(f, "not tainted {key}{}", effect(e)),
             Condition::Unschedulable(true) => f.write_str("unschedulable"),

@@ -807,6 +807,9 @@ expect_and_guard! {
             pub no_taint: Option<String>,
             pub unschedulable: Option<bool>,
             pub exists: Option<bool>,
+            /// A remediation act on the node by this field manager: a
+            /// NoExecute taint other than the node lifecycle controller's.
+            pub remediated_by: Option<String>,
             pub terminating: Option<Terminating>,
             pub count: Option<u32>,
             pub ready_at_least: Option<u32>,

@@ -12,10 +12,16 @@ use crate::timeline::{Change, Ms, ObjectRef, Transition, World};
 
 /// The node lifecycle controller's own NoExecute taints: the failure, not
 /// its remediation.
-const LIFECYCLE_TAINTS: [&str; 2] = [
+pub const LIFECYCLE_TAINTS: [&str; 2] = [
     "node.kubernetes.io/unreachable",
     "node.kubernetes.io/not-ready",
 ];
+
+/// Whether a taint is a remediation act's: NoExecute, and not the node
+/// lifecycle controller's own.
+pub fn is_act(key: &str, effect: &str) -> bool {
+    effect == "NoExecute" && !LIFECYCLE_TAINTS.contains(&key)
+}
 
 /// One remediation act: a NoExecute taint other than the node lifecycle
 /// controller's own (the out-of-service taint, a remediator's), or a failed
@@ -126,9 +132,7 @@ pub fn judge(
                 return None;
             }
             let taint = match &t.change {
-                Change::TaintAdded { key, effect, .. }
-                    if effect == "NoExecute" && !LIFECYCLE_TAINTS.contains(&key.as_str()) =>
-                {
+                Change::TaintAdded { key, effect, .. } if is_act(key, effect) => {
                     Some((key.as_str(), effect.as_str()))
                 }
                 Change::NodeDeleted => None,

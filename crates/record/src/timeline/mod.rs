@@ -313,6 +313,8 @@ pub struct Taint {
     pub key: String,
     pub value: Option<String>,
     pub effect: String,
+    /// Who added it, where known (the transition's `by`).
+    pub by: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -369,6 +371,7 @@ impl World {
                         key: key.clone(),
                         value: value.clone(),
                         effect: effect.clone(),
+                        by: t.by.clone(),
                     }),
                     Change::TaintRemoved { key, effect } => {
                         node.taints

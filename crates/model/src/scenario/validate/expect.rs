@@ -111,6 +111,7 @@ pub(super) fn condition(
     wrong(cx, "taint", e.taint.is_some(), true);
     wrong(cx, "noTaint", e.no_taint.is_some(), true);
     wrong(cx, "unschedulable", e.unschedulable.is_some(), true);
+    wrong(cx, "remediatedBy", e.remediated_by.is_some(), true);
     wrong(cx, "exists", e.exists.is_some(), true);
     wrong(cx, "terminating", e.terminating.is_some(), false);
     wrong(cx, "count", e.count.is_some(), false);
@@ -165,6 +166,17 @@ pub(super) fn condition(
     if is_node {
         conds.extend(e.unschedulable.map(Condition::Unschedulable));
         conds.extend(e.exists.map(Condition::Exists));
+        if let Some(manager) = &e.remediated_by {
+            if manager.trim().is_empty() {
+                cx.err(
+                    &format!("{p}.remediatedBy"),
+                    "`remediatedBy` names a field manager, and is empty",
+                    Some("write the remediator's field manager, e.g. `remediatedBy: example-remediator`".into()),
+                );
+            } else {
+                conds.push(Condition::RemediatedBy(manager.clone()));
+            }
+        }
         if let Some(required) = e.graceful_shutdown {
             alone(cx, p, e);
             conds.push(Condition::GracefulShutdown(required));
@@ -179,7 +191,7 @@ pub(super) fn condition(
     }
     if conds.is_empty() && cx.diags.len() == errors_before {
         let allowed = if is_node {
-            "`ready`, `taint`, `noTaint`, `unschedulable`, `exists`, `gracefulShutdown`"
+            "`ready`, `taint`, `noTaint`, `unschedulable`, `exists`, `remediatedBy`, `gracefulShutdown`"
         } else {
             "`ready`, `readyAtLeast`, `readyBelow`, `terminating`, `count`, `phase`, `reason`"
         };
