@@ -303,26 +303,7 @@ async fn flow() {
 
     // A replica added after the prediction: the written scenario fails, and
     // says which expectation.
-    let nodes = settled(&client, 4).await;
-    let web_node = nodes
-        .iter()
-        .find(|(p, n)| p.starts_with("web-") && **n != nodes["db-0"])
-        .map(|(_, n)| n.clone())
-        .unwrap_or_else(|| panic!("no web pod off the db node: {nodes:?}"));
-    let file = root.path().join("web-node.yaml");
-    let out = tempfile::tempdir().unwrap();
-    predict(
-        &kubeconfig,
-        out.path(),
-        &[
-            &web_node,
-            "--write-scenario",
-            file.to_str().unwrap(),
-            "--namespace",
-            NS,
-        ],
-    );
-    let text = std::fs::read_to_string(&file).unwrap();
+    let (file, text) = web_node_written(&client, &kubeconfig, root.path(), 4, "web-node").await;
     assert!(text.contains("notOn: target, ready: 4"), "{text}");
     actions::scale(
         &client,
@@ -346,26 +327,8 @@ async fn flow() {
     // the unreachable taint for 2 s, where the scenario says the 20 s read
     // then; it fails on the eviction. (The run before moved web_node's pods
     // away, and nothing moves back: a node holding web pods now.)
-    let nodes = settled(&client, 5).await;
-    let web_node = nodes
-        .iter()
-        .find(|(p, n)| p.starts_with("web-") && **n != nodes["db-0"])
-        .map(|(_, n)| n.clone())
-        .unwrap_or_else(|| panic!("no web pod off the db node: {nodes:?}"));
-    let file = root.path().join("web-node-toleration.yaml");
-    let out = tempfile::tempdir().unwrap();
-    predict(
-        &kubeconfig,
-        out.path(),
-        &[
-            &web_node,
-            "--write-scenario",
-            file.to_str().unwrap(),
-            "--namespace",
-            NS,
-        ],
-    );
-    let text = std::fs::read_to_string(&file).unwrap();
+    let (file, text) =
+        web_node_written(&client, &kubeconfig, root.path(), 5, "web-node-toleration").await;
     assert!(
         text.contains("evicted after its tolerationSeconds 20"),
         "{text}"
@@ -390,6 +353,38 @@ async fn flow() {
         "the eviction is what failed:\n{said}"
     );
     drop(cluster);
+}
+
+/// Once `web` web pods are settled, writes the prediction for a node running
+/// some of them (not the db's) as `DIR/NAME.yaml`: its path and text.
+async fn web_node_written(
+    client: &kube::Client,
+    kubeconfig: &Path,
+    dir: &Path,
+    web: usize,
+    name: &str,
+) -> (std::path::PathBuf, String) {
+    let nodes = settled(client, web).await;
+    let web_node = nodes
+        .iter()
+        .find(|(p, n)| p.starts_with("web-") && **n != nodes["db-0"])
+        .map(|(_, n)| n.clone())
+        .unwrap_or_else(|| panic!("no web pod off the db node: {nodes:?}"));
+    let file = dir.join(format!("{name}.yaml"));
+    let out = tempfile::tempdir().unwrap();
+    predict(
+        kubeconfig,
+        out.path(),
+        &[
+            &web_node,
+            "--write-scenario",
+            file.to_str().unwrap(),
+            "--namespace",
+            NS,
+        ],
+    );
+    let text = std::fs::read_to_string(&file).unwrap();
+    (file, text)
 }
 
 /// Watches until exactly `web` web pods exist, each Ready and tolerating
