@@ -139,8 +139,10 @@ fn the_example_remediator_is_judged() {
         }
     );
     assert_eq!((rem.replaced, rem.pods), (1, 1), "{rem:#?}");
-    // Taken off after the resume; by whom the Node cannot say: it was the
-    // last taint, and the field went with it (docs/remediation.md).
+    // Taken off after the resume, by the remediator where the Node can say:
+    // when its taint went last (after the lifecycle controller's), the
+    // field went with it and nobody owns it (docs/remediation.md); which
+    // goes first is a race.
     let resumed = r
         .steps
         .iter()
@@ -152,7 +154,13 @@ fn the_example_remediator_is_judged() {
         .unwrap();
     let removed = rem.cleanup[0].removed.expect("the taint taken off");
     assert!(removed > resumed.started - r.t0.unwrap(), "{rem:#?}");
-    assert_eq!(rem.cleanup[0].removed_by, None, "{rem:#?}");
+    assert!(
+        matches!(
+            rem.cleanup[0].removed_by.as_deref(),
+            None | Some("example-remediator")
+        ),
+        "{rem:#?}"
+    );
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(
         md.contains("| example-remediator |"),
