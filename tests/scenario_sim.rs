@@ -135,9 +135,14 @@ fn seed_000_passes_on_the_simulated_cluster() {
     );
     assert_eq!((rem.replaced, rem.pods), (m.pods.len(), m.pods.len()));
     assert!(rem.recovery.is_some_and(|v| v > 0), "{rem:#?}");
-    assert_eq!(
-        rem.cleanup[0].removed_by.as_deref(),
-        Some("nodefall"),
+    // by nodefall, where the Node can say (not when its taint went last:
+    // the field goes with it; which goes first is a race)
+    assert!(rem.cleanup[0].removed.is_some(), "{rem:#?}");
+    assert!(
+        matches!(
+            rem.cleanup[0].removed_by.as_deref(),
+            None | Some("nodefall")
+        ),
         "{rem:#?}"
     );
     assert!(run.report.contains("## Remediation"), "{}", run.report);
