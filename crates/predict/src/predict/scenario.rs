@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::fate::{
-    CRITICAL_PRIORITY, Course, KUBELET_REPORTS_MS, NodeForecast, PodFate, Refusal, Replacement,
+    CRITICAL_PRIORITY, Course, KUBELET_REPORTS_MS, NodeForecast, PodFate, Replacement,
 };
-use super::snapshot::{Owner, Pod, Snapshot, Toleration};
+use super::snapshot::{Budget, Owner, Pod, Snapshot, Toleration};
 use super::{Fault, Forecast, Graceful};
 
 /// Labels that differ pod by pod within one owner: not a selector's.
@@ -426,7 +426,7 @@ fn drain(
     out.push_str("  - expect: {node: target, unschedulable: true, within: 5s, since: drain}\n");
     let mut ph = Phases::default();
     for (i, g) in groups.iter().enumerate() {
-        let refused = n.refusals.iter().find(|r| budget_selects(snap, r, g));
+        let refused = refusing_budget(snap, n, g);
         let grace = g.pods.iter().map(|p| p.grace_seconds).max().unwrap_or(30);
         let id = format!("gone-{}", i + 1);
         let _ = writeln!(
@@ -442,16 +442,11 @@ fn drain(
             grace + 5,
             if refused.is_some() { " + 1m" } else { "" }
         );
-        if let Some((r, b)) = refused.and_then(|r| {
-            snap.budgets
-                .iter()
-                .find(|b| format!("{}/{}", b.namespace, b.name) == r.budget)
-                .map(|b| (r, b))
-        }) {
+        if let Some(b) = refused {
             let _ = writeln!(
                 ph.holds,
-                "  - name: the budget {} holds through the drain\n    expect: {{pods: \"{}\", readyAtLeast: {}, holdsFor: 30s, since: drain}}",
-                r.budget, g.selector, b.desired_healthy
+                "  - name: the budget {}/{} holds through the drain\n    expect: {{pods: \"{}\", readyAtLeast: {}, holdsFor: 30s, since: drain}}",
+                b.namespace, b.name, g.selector, b.desired_healthy
             );
         }
         g.replacements(&id, &mut ph.replaced, &mut ph.holds);
@@ -463,22 +458,27 @@ fn drain(
     Ok(())
 }
 
-/// Whether `refusal`'s budget selects exactly the group's pods' labels
-/// (`matchLabels` only, the same as the group's selector), so its floor of
-/// healthy pods can be checked on the group's selector.
-fn budget_selects(snap: &Snapshot, refusal: &Refusal, g: &Group<'_>) -> bool {
+/// The budget that refuses some of the drain's evictions and selects
+/// exactly the group's pods' labels (`matchLabels` only, the same as the
+/// group's selector), so its floor of healthy pods can be checked on the
+/// group's selector.
+fn refusing_budget<'a>(snap: &'a Snapshot, n: &NodeForecast, g: &Group<'_>) -> Option<&'a Budget> {
     snap.budgets
         .iter()
-        .filter(|b| format!("{}/{}", b.namespace, b.name) == refusal.budget)
-        .filter_map(|b| b.selector.as_ref())
-        .any(|s| {
-            s.match_expressions.is_empty()
-                && s.match_labels
-                    .iter()
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect::<Vec<_>>()
-                    .join(",")
-                    == g.selector
+        .filter(|b| {
+            let name = format!("{}/{}", b.namespace, b.name);
+            n.refusals.iter().any(|r| r.budget == name)
+        })
+        .find(|b| {
+            b.selector.as_ref().is_some_and(|s| {
+                s.match_expressions.is_empty()
+                    && s.match_labels
+                        .iter()
+                        .map(|(k, v)| format!("{k}={v}"))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                        == g.selector
+            })
         })
 }
 
