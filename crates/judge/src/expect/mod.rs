@@ -2,6 +2,7 @@
 //! world, and has a window been met, missed, or not yet decided at `now`;
 //! abort guards (`guard`): has a condition held long enough to stop the run.
 
+pub mod duplicates;
 pub mod graceful;
 mod guard;
 
@@ -188,6 +189,12 @@ pub fn decide(series: &[(Ms, bool)], window: Window, anchor: Ms, start: Ms, now:
             observed: None,
             missed_by: None,
             detail: "decided from the graceful-shutdown preflight, not from the timeline".into(),
+        },
+        // Likewise: decided from the machines' record at the end of the run.
+        Window::EndOfRun => Decision::Fail {
+            observed: None,
+            missed_by: None,
+            detail: "decided from the machines' record at the end of the run, not from the timeline".into(),
         },
         // Likewise: decided from the probe's record when it stops.
         Window::Requests { .. } => Decision::Fail {

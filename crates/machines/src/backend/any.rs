@@ -220,6 +220,10 @@ impl NodeFaults for AnyBackend {
         each!(self, b => b.memo(node, fault))
     }
 
+    fn eyes(&self) -> Option<std::sync::Arc<dyn super::Eyes>> {
+        each!(self, b => b.eyes())
+    }
+
     fn take_commands(&mut self) -> Vec<crate::record::CommandRecord> {
         each!(self, b => b.take_commands())
     }

@@ -13,6 +13,7 @@ use std::future::Future;
 
 use k8s_openapi::api::core::v1::Node;
 
+use crate::record::machines::{PodContainer, Power};
 use crate::scenario::model::FaultKind;
 
 #[derive(Debug, thiserror::Error)]
@@ -228,6 +229,23 @@ impl std::fmt::Display for CommandFailure {
     }
 }
 
+/// Looks at nodes' machines for the witness, beside the faults: blocking
+/// (the runner calls it on the blocking pool), never changing anything.
+pub trait Eyes: Send + Sync {
+    /// How it looks at `node`, in words (`docker exec NODE ctr -n k8s.io
+    /// tasks ls`).
+    fn how(&self, node: &str) -> String;
+    /// The machine's power now and, when it can list them, the pods'
+    /// running containers on it (else why not).
+    fn look(&self, node: &str) -> (Power, Result<Vec<PodContainer>, String>);
+    /// The other nodes worth looking at beside the failed ones, where a
+    /// replacement may run (a kind cluster's: all of them; none where the
+    /// cluster may be large or unseen).
+    fn others(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
 /// Breaks and repairs nodes.
 pub trait NodeFaults: Send {
     /// Backend name for reports (`sim`, `kind`, ...).
@@ -295,6 +313,12 @@ pub trait NodeFaults: Send {
     }
     /// Gives back a memo read from the journal, before a revert.
     fn remember(&mut self, _node: &str, _memo: &str) {}
+    /// What looks at the machines through the run (power and the pods'
+    /// running containers), where the backend can; shares nothing the
+    /// faults change, so it looks while they act.
+    fn eyes(&self) -> Option<std::sync::Arc<dyn Eyes>> {
+        None
+    }
     /// The external commands run since the last call, with their output,
     /// for the report (backends that keep none return nothing).
     fn take_commands(&mut self) -> Vec<crate::record::CommandRecord> {

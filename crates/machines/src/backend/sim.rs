@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use super::{Error, NodeFaults};
+use super::{Error, Eyes, NodeFaults};
+use crate::record::machines::{PodContainer, Power};
 use crate::duration::format_duration;
 use crate::scenario::model::FaultKind;
 use crate::sim::SimCluster;
@@ -20,6 +21,47 @@ pub struct SimBackend {
     /// the cluster (`sim::proxy`), and the machines it knows to be down.
     proxy: Option<ServiceProxy>,
     machines: Machines,
+    /// Each node's machine as the faults left it (the witness's view).
+    power: SimEyes,
+}
+
+/// The sim's machines are its own faults: a paused or killed kwok. Its
+/// nodes run no containers (kwok plays their pods), so none are listed.
+#[derive(Debug, Clone, Default)]
+struct SimEyes(std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<String, Power>>>);
+
+impl SimEyes {
+    fn set(&self, node: &str, fault: FaultKind) {
+        let power = match fault {
+            FaultKind::PauseVm => Power::Paused,
+            FaultKind::Poweroff | FaultKind::Shutdown => Power::Off,
+            _ => Power::On,
+        };
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(node.to_owned(), power);
+    }
+}
+
+impl Eyes for SimEyes {
+    fn how(&self, _node: &str) -> String {
+        "the sim's own account of its faults (its nodes run no containers)".into()
+    }
+
+    fn look(&self, node: &str) -> (Power, Result<Vec<PodContainer>, String>) {
+        let power = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(node)
+            .copied()
+            .unwrap_or(Power::On);
+        (
+            power,
+            Err("a sim node runs no containers (kwok plays its pods)".into()),
+        )
+    }
 }
 
 impl SimBackend {
@@ -30,6 +72,7 @@ impl SimBackend {
             storage: None,
             proxy: None,
             machines: Machines::default(),
+            power: SimEyes::default(),
         }
     }
 
@@ -45,6 +88,7 @@ impl SimBackend {
             storage: Some(Provisioner::spawn(client.clone())),
             proxy: Some(ServiceProxy::spawn(client, machines.clone())),
             machines,
+            power: SimEyes::default(),
         })
     }
 
@@ -59,6 +103,10 @@ impl SimBackend {
 impl NodeFaults for SimBackend {
     fn name(&self) -> &'static str {
         "sim"
+    }
+
+    fn eyes(&self) -> Option<std::sync::Arc<dyn Eyes>> {
+        Some(std::sync::Arc::new(self.power.clone()))
     }
 
     fn describe(&self, node: &str, fault: FaultKind) -> String {
@@ -110,6 +158,9 @@ impl NodeFaults for SimBackend {
             FaultKind::StartKubelet => c.start_node(node).await,
             FaultKind::Shutdown => c.shutdown_node(node).await,
         };
+        if result.is_ok() {
+            self.power.set(node, fault);
+        }
         match fault {
             // Off once the kubelet has stopped its pods.
             FaultKind::Shutdown => self.machines.set_down(node, true),
@@ -147,6 +198,7 @@ impl NodeFaults for SimBackend {
         let restored = self.cluster.restore_node(node).await;
         if restored.is_ok() {
             self.machines.set_down(node, false);
+            self.power.set(node, revert);
         }
         restored.map_err(|source| Error::Sim {
             fault: revert.name(),

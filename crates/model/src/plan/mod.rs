@@ -140,6 +140,7 @@ fn window_key(w: &WindowSpec) -> &'static str {
         WindowSpec::HoldsFor(_) => "holdsFor",
         WindowSpec::Never(_) => "never",
         WindowSpec::Preflight => "gracefulShutdown",
+        WindowSpec::EndOfRun => "duplicateWindow",
         WindowSpec::Requests {
             from: Some(_),
             to: None,

@@ -146,6 +146,9 @@ pub fn render_text(plan: &Plan) -> String {
                             time::step_start_text(&c.steps, s.index)
                         }
                         _ if ps.window == Some(Window::Preflight) => "preflight".to_string(),
+                        _ if ps.window == Some(Window::EndOfRun) => {
+                            "the whole run".to_string()
+                        }
                         (_, Anchor::Start) => "setup".to_string(),
                         (_, Anchor::Step(i)) => anchor_text(c, i),
                     },
@@ -154,6 +157,9 @@ pub fn render_text(plan: &Plan) -> String {
             };
             let at = match (ps.expected, ps.window_span, ps.starts, ps.window) {
                 (_, _, _, Some(Window::Preflight)) => "before T0 (read at preflight)".to_string(),
+                (_, _, _, Some(Window::EndOfRun)) => {
+                    "decided at the end of the run (after cleanup)".to_string()
+                }
                 (_, None, _, Some(Window::Requests { .. })) => {
                     "decided when the probe stops (end of the steps)".to_string()
                 }

@@ -57,7 +57,7 @@ pub fn evaluated_span(window: Window, anchor_at: Ms, window_start: Ms) -> (Ms, M
         Window::HoldsFor { duration } | Window::Never { duration } => {
             (window_start, window_start + duration)
         }
-        Window::Preflight => (anchor_at, anchor_at),
+        Window::Preflight | Window::EndOfRun => (anchor_at, anchor_at),
         // `to` absent: the end of the steps, unknown here (see `Window::Requests`)
         Window::Requests { from, to } => (anchor_at + from, anchor_at + to.unwrap_or(from)),
     }
@@ -87,7 +87,10 @@ pub fn planned_span(
     anchor: Option<Span>,
     step_start: Option<Span>,
 ) -> Option<(Span, Span)> {
-    if window == Window::Preflight || matches!(window, Window::Requests { to: None, .. }) {
+    if matches!(
+        window,
+        Window::Preflight | Window::EndOfRun | Window::Requests { to: None, .. }
+    ) {
         return None;
     }
     let (a, s) = match counts_from(window, explicit_anchor) {
@@ -126,7 +129,10 @@ pub fn next_start(
     anchor: Option<Span>,
     step_start: Option<Span>,
 ) -> Option<Span> {
-    if window == Window::Preflight || matches!(window, Window::Requests { .. }) {
+    if matches!(
+        window,
+        Window::Preflight | Window::EndOfRun | Window::Requests { .. }
+    ) {
         // decided before T0 from what the preflight read, or when the probe
         // stops at the end of the steps: takes no time here
         return step_start;

@@ -310,6 +310,13 @@ pub enum Condition {
     /// on the timeline: decided from facts read before the first fault
     /// (its expectation has the [`crate::scenario::expr::WindowSpec::Preflight`] window).
     GracefulShutdown(GracefulShutdown),
+    /// Every selected pod replaced during the run ran at most this long
+    /// (ms) on its failed node after its replacement started (decided at
+    /// the end of the run, from the backend's looks at the machine).
+    DuplicateWindowAtMost(i64),
+    /// The failed machine was off before any selected pod's replacement
+    /// ran (decided at the end of the run).
+    FencedBeforeReplacement,
     /// The claim's volume is attached (`status.attached`) to the subject's
     /// node, or anywhere without one (false: not attached there).
     Attached(bool),

@@ -4,7 +4,7 @@ use std::fmt;
 
 use super::checked::{Action, Condition, Step, StepKind, Subject};
 use super::model::Terminating;
-use crate::duration::format_duration;
+use crate::duration::{format_duration, format_millis};
 
 impl fmt::Display for Subject {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -64,6 +64,12 @@ impl fmt::Display for Condition {
             Condition::Count(n) => write!(f, "{n} exist"),
             Condition::Phase(p) => write!(f, "phase {p}"),
             Condition::Reason(r) => write!(f, "reason {r}"),
+            Condition::DuplicateWindowAtMost(ms) => {
+                write!(f, "duplicate window at most {}", format_millis(*ms))
+            }
+            Condition::FencedBeforeReplacement => {
+                f.write_str("the failed machine off before the replacements ran")
+            }
             Condition::GracefulShutdown(super::model::GracefulShutdown::WillRun) => {
                 f.write_str("graceful shutdown will run")
             }

@@ -256,6 +256,9 @@ pub enum WindowSpec {
     /// No window: decided once from facts read at preflight, before the
     /// first fault (`gracefulShutdown`).
     Preflight,
+    /// No window: decided once at the end of the run, from the machines'
+    /// record (`duplicateWindow`, `fencedBefore`).
+    EndOfRun,
     /// A probe's requests sent from `from` (default: the anchor) to `to`
     /// (default: the end of the steps); decided when the probe stops.
     Requests {
@@ -278,6 +281,8 @@ pub enum Window {
     Never { duration: i64 },
     /// Decided from the preflight, before the first fault; not watched.
     Preflight,
+    /// Decided at the end of the run; not watched.
+    EndOfRun,
     /// A probe's requests sent during [from, to] (`to` absent: until the
     /// probe stopped at the end of the steps); decided then.
     Requests { from: i64, to: Option<i64> },
@@ -290,7 +295,7 @@ impl Window {
             Window::Between { to, .. } => to,
             Window::NotBefore { at } => at,
             Window::HoldsFor { duration } | Window::Never { duration } => duration,
-            Window::Preflight => 0,
+            Window::Preflight | Window::EndOfRun => 0,
             Window::Requests { from, to } => to.unwrap_or(from),
         }
     }
@@ -312,6 +317,7 @@ impl fmt::Display for Window {
             Window::HoldsFor { duration } => write!(f, "holds for {}", format_millis(duration)),
             Window::Never { duration } => write!(f, "never during {}", format_millis(duration)),
             Window::Preflight => f.write_str("at preflight"),
+            Window::EndOfRun => f.write_str("at the end of the run"),
             Window::Requests { from: 0, to: None } => {
                 f.write_str("requests to the end of the steps")
             }
@@ -454,6 +460,7 @@ impl WindowSpec {
                 duration: positive(e, "`never`")?,
             }),
             WindowSpec::Preflight => Ok(Window::Preflight),
+            WindowSpec::EndOfRun => Ok(Window::EndOfRun),
             WindowSpec::Requests { from, to } => {
                 let from = match from {
                     Some(e) => limited(e, p)?,
@@ -489,7 +496,7 @@ impl WindowSpec {
                 Tolerance::Percent(_) => vec![center],
             },
             WindowSpec::NotBefore(e) | WindowSpec::HoldsFor(e) | WindowSpec::Never(e) => vec![e],
-            WindowSpec::Preflight => Vec::new(),
+            WindowSpec::Preflight | WindowSpec::EndOfRun => Vec::new(),
             WindowSpec::Requests { from, to } => from.iter().chain(to.iter()).collect(),
         };
         let mut vars: Vec<Var> = exprs.into_iter().flat_map(Expr::vars).collect();
@@ -519,6 +526,7 @@ impl WindowSpec {
             WindowSpec::HoldsFor(e) => format!("holds for {e}"),
             WindowSpec::Never(e) => format!("never during {e}"),
             WindowSpec::Preflight => "at preflight (before the first fault)".into(),
+            WindowSpec::EndOfRun => "at the end of the run".into(),
             WindowSpec::Requests {
                 from: None,
                 to: None,

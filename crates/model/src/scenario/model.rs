@@ -789,6 +789,21 @@ macro_rules! expect_and_guard {
     };
 }
 
+/// `duplicateWindow: {pods: SELECTOR}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct DuplicateSubject {
+    pub pods: String,
+}
+
+/// What the machine must have been off before (`fencedBefore:`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum FencedBefore {
+    /// Before any selected pod's replacement ran.
+    Replacement,
+}
+
 expect_and_guard! {
     /// A condition on a node or on pods, and when it must (or must not) hold.
     #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -821,6 +836,17 @@ expect_and_guard! {
         expect {
             /// Decided at preflight, before any fault: no window, no other condition.
             pub graceful_shutdown: Option<GracefulShutdown>,
+            /// Subject: the selected pods replaced during the run; the
+            /// longest time an original still ran on its failed node while
+            /// its replacement ran, decided at the end of the run.
+            pub duplicate_window: Option<DuplicateSubject>,
+            /// With `duplicateWindow`: the longest allowed (`0s`).
+            #[serde(default, deserialize_with = "opt_scalar_string")]
+            pub max: Option<String>,
+            /// `replacement`: the failed node's machine was off before any of
+            /// the selected pods' replacements ran (with `pods`); decided at
+            /// the end of the run.
+            pub fenced_before: Option<FencedBefore>,
             // window: exactly one (none inside `wait.until` or with `gracefulShutdown`)
             #[serde(default, deserialize_with = "opt_scalar_string")]
             pub within: Option<String>,

@@ -4,6 +4,7 @@
 pub mod audit;
 pub mod bounds;
 pub mod graceful;
+pub mod machines;
 pub mod probe;
 pub mod read;
 pub mod remediation;
@@ -41,7 +42,12 @@ use crate::timeline::{Ms, Transition};
 /// PVC objects and their bindings, pods' claims and NoExecute tolerations,
 /// event counts, volume metrics, abort `guards` and `aborted`. Versions 2
 /// to 4 are read as they are: they have none.
-pub const SCHEMA_VERSION: u32 = 7;
+///
+/// 8: `machines` (the failed nodes' machines sampled by the backend: power,
+/// pods' running containers) and `duplicates` (each replaced pod's
+/// duplicate window); `remediation.fencing` may come from the machines.
+/// Versions 2 to 7 are read as they are: they have neither.
+pub const SCHEMA_VERSION: u32 = 8;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -110,6 +116,15 @@ pub struct RunResult {
     /// before schema 7, and when nothing remediated them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remediation: Option<remediation::Remediation>,
+    /// The failed nodes' machines by the backend's own account (power and
+    /// running pod containers, sampled through the run; absent before
+    /// schema 8, and where the backend cannot look).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub machines: Vec<machines::MachineTrack>,
+    /// Each replaced pod's duplicate window: its original still running on
+    /// the failed node while the replacement ran (absent before schema 8).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub duplicates: Vec<machines::DuplicateWindow>,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::machines::MachineTrack;
 use super::{StepKind, StepRecord};
 use crate::scenario::model::FaultKind;
 use crate::timeline::metrics::Metrics;
@@ -94,6 +95,10 @@ pub struct Remediation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decision: Option<Ms>,
     pub fencing: Fencing,
+    /// How the machine's power was known, when the backend looked at it
+    /// through the run (else from nodefall's own faults).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fencing_seen: Option<String>,
     pub release: Release,
     /// The first act -> the last replacement Ready, of the pods that were on
     /// the failed nodes at T0 (ms; None: not all were replaced).
@@ -113,13 +118,15 @@ type Seen<'a> = (Ms, Act, Option<(&'a str, &'a str)>);
 
 /// Judges the remediation of the nodes in `targets`, or None when nothing
 /// remediated them. `transitions` are the run's, `t0` the first fault (ms
-/// since start), `steps` the steps' records, `metrics` the run's figures.
+/// since start), `steps` the steps' records, `metrics` the run's figures,
+/// `machines` the failed machines as the backend saw them (may be empty).
 pub fn judge(
     transitions: &[Transition],
     t0: Ms,
     targets: &[String],
     steps: &[StepRecord],
     metrics: &Metrics,
+    machines: &[MachineTrack],
 ) -> Option<Remediation> {
     let acts: Vec<Seen<'_>> = transitions
         .iter()
@@ -150,7 +157,11 @@ pub fn judge(
     let (first_at, first, _) = acts.first()?.clone();
     let detection = metrics.node_not_ready;
     let decision = detection.map(|d| first.at - d);
-    let fencing = fencing(steps, t0, &first);
+    let track = machines.iter().find(|m| m.node == first.node);
+    let fencing = match track {
+        Some(m) => seen_fencing(m, steps, t0, &first),
+        None => fencing(steps, t0, &first),
+    };
     let release = release(transitions, first_at, &first.node);
     let owned: Vec<_> = metrics.pods.iter().filter(|p| p.owner.is_some()).collect();
     let ready: Vec<Ms> = owned.iter().filter_map(|p| p.replacement_ready).collect();
@@ -179,12 +190,36 @@ pub fn judge(
         detection,
         decision,
         fencing,
+        fencing_seen: track.map(|m| m.how.clone()),
         release,
         recovery,
         replaced: ready.len(),
         pods: owned.len(),
         cleanup,
     })
+}
+
+/// The machine of the act's node as the backend saw it: the first look
+/// after T0 that found it off.
+fn seen_fencing(track: &MachineTrack, steps: &[StepRecord], t0: Ms, act: &Act) -> Fencing {
+    match track.off_from(t0).map(|off| off - t0) {
+        Some(off) if off <= act.at => Fencing::OffBefore {
+            off,
+            lead: act.at - off,
+        },
+        Some(off) => Fencing::OffAfter {
+            off,
+            after: off - act.at,
+        },
+        None => Fencing::NotOff {
+            fault: steps
+                .iter()
+                .filter(|s| s.kind == StepKind::Fault)
+                .filter_map(|s| s.fault.as_ref())
+                .find(|f| f.node == act.node)
+                .map(|f| f.fault),
+        },
+    }
 }
 
 /// The machine of the act's node, by nodefall's own faults on it.

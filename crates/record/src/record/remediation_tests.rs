@@ -132,7 +132,7 @@ fn a_powered_off_node_released_by_the_out_of_service_taint() {
         T0,
         &["w1".to_owned()],
         &steps,
-        &metrics(40_000, &[Some(75_000), Some(80_000)]),
+        &metrics(40_000, &[Some(75_000), Some(80_000)]), &[]
     )
     .unwrap();
     assert_eq!(
@@ -181,7 +181,7 @@ fn a_partitioned_node_deleted_while_it_ran_on() {
         T0,
         &["w1".to_owned()],
         &steps,
-        &metrics(35_000, &[Some(50_000), None]),
+        &metrics(35_000, &[Some(50_000), None]), &[]
     )
     .unwrap();
     assert_eq!(r.acts.len(), 1, "{:?}", r.acts);
@@ -217,7 +217,7 @@ fn fenced_too_late_and_never_remediated() {
         T0,
         &["w1".to_owned()],
         &steps,
-        &metrics(10_000, &[]),
+        &metrics(10_000, &[]), &[]
     )
     .unwrap();
     assert_eq!(
@@ -243,7 +243,7 @@ fn fenced_too_late_and_never_remediated() {
             T0,
             &["w1".to_owned()],
             &steps,
-            &metrics(10_000, &[])
+            &metrics(10_000, &[]), &[]
         ),
         None
     );

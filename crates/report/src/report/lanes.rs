@@ -312,7 +312,7 @@ pub(super) fn observed_at(e: &ExpectationResult, ms: Ms) -> Option<Ms> {
     match e.window {
         Window::HoldsFor { .. } | Window::Never { .. } => e.window_from.map(|f| f + ms),
         Window::Between { .. } | Window::NotBefore { .. } => Some(e.anchor_at + ms),
-        Window::Preflight => Some(e.anchor_at),
+        Window::Preflight | Window::EndOfRun => Some(e.anchor_at),
         Window::Requests { .. } => Some(e.anchor_at + ms),
     }
 }
@@ -326,7 +326,7 @@ fn expectation(e: &ExpectationResult, finished: Ms) -> Option<Row> {
         Verdict::NotRun => return None,
     };
     let label = format!("{} {verdict}: {}", e.label, e.description);
-    if e.window == Window::Preflight {
+    if matches!(e.window, Window::Preflight | Window::EndOfRun) {
         return Some(Row::one(label, tone, e.anchor_at, e.anchor_at));
     }
     let seen = e.observed.and_then(|ms| observed_at(e, ms));

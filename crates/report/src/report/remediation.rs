@@ -1,7 +1,8 @@
 //! The "Remediation" section of `report.md`: each act that released the
 //! failed node's pods (who, when) and the figures of the remediation,
-//! from the record's judgement (`record::remediation`). Shown only when
-//! something remediated the node.
+//! from the record's judgement (`record::remediation`), and the duplicate
+//! windows (`record::machines`). Shown when something remediated the node
+//! or a replaced pod's duplicate window was measured.
 
 use std::fmt::Write as _;
 
@@ -15,10 +16,84 @@ use crate::scenario::model::FaultKind;
 const MISSING: &str = "—";
 
 pub(super) fn section(out: &mut String, r: &RunResult) {
-    let Some(m) = &r.remediation else {
+    if r.remediation.is_none() && r.duplicates.is_empty() {
         return;
-    };
+    }
     let _ = writeln!(out, "## Remediation\n");
+    if let Some(m) = &r.remediation {
+        acts(out, m);
+    } else {
+        out.push_str("Nothing remediated the failed nodes (no act).\n\n");
+    }
+    duplicates(out, r);
+}
+
+/// Each replaced pod: how long its original still ran on the failed node
+/// once its replacement ran.
+fn duplicates(out: &mut String, r: &RunResult) {
+    if r.duplicates.is_empty() {
+        return;
+    }
+    let rows = r
+        .duplicates
+        .iter()
+        .map(|d| {
+            let window = match d.window {
+                Some(0) => "0 s".to_owned(),
+                Some(w) => format!("**{}**", secs(w)),
+                None => "unknown".into(),
+            };
+            [
+                cell(&d.pod),
+                cell(&d.node),
+                cell(&format!(
+                    "{} on {}",
+                    d.replacement,
+                    d.replacement_node.as_deref().unwrap_or("?")
+                )),
+                match d.replacement_seen {
+                    Some(seen) => format!(
+                        "{} (API), {} (seen)",
+                        t0_rel(d.replacement_running),
+                        t0_rel(seen)
+                    ),
+                    None => t0_rel(d.replacement_running),
+                },
+                d.original_last_seen.map_or_else(|| MISSING.into(), t0_rel),
+                window,
+                cell(d.note.as_deref().unwrap_or("")),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        [
+            "pod",
+            "failed node",
+            "replacement",
+            "replacement running",
+            "original last seen running",
+            "duplicate window",
+            "note",
+        ],
+        rows,
+    ));
+    let how: Vec<String> = r
+        .machines
+        .iter()
+        .map(|m| format!("{}: {} ({} looks)", m.node, m.how, m.samples))
+        .collect();
+    let _ = writeln!(
+        out,
+        "\nDuplicate window: the time both copies ran, by each node's own container runtime \
+         (looked at once a second; each look that saw both counts one interval), or, where the \
+         replacement's node was not looked at, from its start by the API server to the \
+         original's last sighting; 0 when the original was not seen running after the \
+         replacement started (a machine off or paused runs none). Looked at: {}.\n",
+        how.join("; ")
+    );
+}
+
+fn acts(out: &mut String, m: &Remediation) {
     let rows = m
         .acts
         .iter()
@@ -38,7 +113,12 @@ pub(super) fn section(out: &mut String, r: &RunResult) {
         out,
         "\nActs: NoExecute taints other than the node lifecycle controller's own, and failed \
          Nodes deleted; \"by\" is the field manager that last wrote the node's taints. Fencing is \
-         by nodefall's own account of the machine (its poweroff and shutdown faults).\n"
+         {}.\n",
+        match &m.fencing_seen {
+            Some(how) => format!("as the backend saw the machine ({how})"),
+            None => "by nodefall's own account of the machine (its poweroff and shutdown faults)"
+                .into(),
+        }
     );
 }
 
@@ -67,6 +147,9 @@ fn figures(m: &Remediation) -> Vec<[String; 3]> {
                 other => other.name(),
             }
         ),
+        Fencing::NotOff { fault: None } if m.fencing_seen.is_some() => {
+            "never seen off during the run".into()
+        }
         Fencing::NotOff { fault: None } => {
             "never off by nodefall's account (no fault of its on the node)".into()
         }

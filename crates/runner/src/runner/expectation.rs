@@ -179,6 +179,25 @@ impl Run<'_> {
             self.defer_probe(index, label, exp, name.clone());
             return;
         }
+        if matches!(exp.window, crate::scenario::expr::WindowSpec::EndOfRun) {
+            let now = self.now();
+            let (mut result, _) = self.new_result(
+                index,
+                &label,
+                exp,
+                crate::scenario::expr::Window::EndOfRun,
+                now,
+            );
+            result.anchor = "the end of the run".into();
+            result.detail = "decided at the end of the run, from the failed machines' record".into();
+            self.progress.log(&format!(
+                "{label}: {}: decided at the end of the run",
+                result.description
+            ));
+            self.end_checks.push((self.expectations.len(), exp.clone()));
+            self.expectations.push(result);
+            return;
+        }
         if crate::gns::requirement(exp).is_some() {
             let report = match &exp.subject {
                 CheckedSubject::Node(t) => self

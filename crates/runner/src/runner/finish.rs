@@ -11,10 +11,10 @@ use crate::expect::{self, Decision};
 use crate::plan::Plan;
 use crate::record::probe::windows;
 use crate::record::{
-    ExpectationResult, RunResult, RunVerdict, SCHEMA_VERSION, Usage, Verdict, remediation,
+    ExpectationResult, RunResult, RunVerdict, SCHEMA_VERSION, Usage, Verdict, machines, remediation,
 };
-use crate::scenario::checked::StepKind;
-use crate::timeline::{endpoints, metrics};
+use crate::scenario::checked::{StepKind, Subject as CheckedSubject};
+use crate::timeline::{World, endpoints, metrics};
 
 /// The result of a run that could not even start.
 pub fn failed_to_start(plan: &Plan, file: &str, error: &str, verdict: RunVerdict) -> RunResult {
@@ -48,6 +48,8 @@ pub fn failed_to_start(plan: &Plan, file: &str, error: &str, verdict: RunVerdict
         usage: None,
         audit: None,
         remediation: None,
+        machines: Vec::new(),
+        duplicates: Vec::new(),
     }
 }
 
@@ -129,7 +131,43 @@ impl Run<'_> {
             }
         }
         let remediation =
-            t0.and_then(|t0| remediation::judge(&transitions, t0, &targets, &self.steps, &metrics));
+            t0.and_then(|t0| {
+            remediation::judge(&transitions, t0, &targets, &self.steps, &metrics, &self.machines)
+        });
+        let duplicates = t0.map_or_else(Vec::new, |t0| {
+            machines::duplicate_windows(&transitions, t0, &metrics.pods, &self.machines)
+        });
+        let mut verdict = verdict;
+        if !self.end_checks.is_empty() {
+            let labels = World::at(&transitions, finished).pod_labels;
+            for (slot, exp) in &self.end_checks {
+                let e = &mut expectations[*slot];
+                let (outcome, detail) = match (&exp.subject, exp.conditions.first(), t0) {
+                    (CheckedSubject::Pods { selector, .. }, Some(cond), Some(t0)) => {
+                        expect::duplicates::decide(
+                            cond,
+                            selector,
+                            &labels,
+                            &duplicates,
+                            &self.machines,
+                            t0,
+                        )
+                    }
+                    _ => (Verdict::Fail, "the run never reached its first fault".into()),
+                };
+                self.progress.log(&format!(
+                    "{}: {}: {}: {detail}",
+                    e.label,
+                    if outcome == Verdict::Pass { "pass" } else { "FAIL" },
+                    e.description
+                ));
+                (e.verdict, e.detail) = (outcome, detail);
+                (e.anchor_at, e.window_from, e.window_to) = (finished, Some(finished), Some(finished));
+                if outcome == Verdict::Fail && verdict == RunVerdict::Pass {
+                    verdict = RunVerdict::Fail;
+                }
+            }
+        }
         RunResult {
             schema_version: SCHEMA_VERSION,
             scenario: c.name.clone(),
@@ -159,6 +197,8 @@ impl Run<'_> {
             usage: usage_of_self(),
             audit: None,
             remediation,
+            machines: self.machines,
+            duplicates,
         }
     }
 }

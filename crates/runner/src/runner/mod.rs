@@ -24,6 +24,7 @@ pub mod session;
 mod setup;
 pub mod undo;
 mod wait;
+mod witness;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -198,6 +199,9 @@ pub async fn run<B: NodeFaults>(
         probes: Vec::new(),
         probe_records: Vec::new(),
         deferred: Vec::new(),
+        witness: None,
+        machines: Vec::new(),
+        end_checks: Vec::new(),
     };
     let outcome = tokio::select! {
         r = run.execute(backend) => r,
@@ -247,6 +251,9 @@ pub async fn run<B: NodeFaults>(
                 }
             }
         }
+    }
+    if let Some(w) = run.witness.take() {
+        run.machines = w.stop().await;
     }
     let unreverted: Vec<String> = run
         .journal
@@ -336,6 +343,14 @@ struct Run<'a> {
     probe_records: Vec<crate::probe::ProbeRecord>,
     /// Probe expectations reached, decided when the probes stop.
     deferred: Vec<probes::Deferred>,
+    /// Looks at the faulted nodes' machines from preflight to the end of
+    /// cleanup, where the backend can.
+    witness: Option<witness::Witness>,
+    /// What it saw, once stopped.
+    machines: Vec<crate::record::machines::MachineTrack>,
+    /// Expectations decided at the end of the run (`duplicateWindow`,
+    /// `fencedBefore`): where their results are.
+    end_checks: Vec<(usize, crate::scenario::checked::Expectation)>,
 }
 
 impl Run<'_> {
@@ -415,6 +430,7 @@ impl Run<'_> {
         drop(nodes);
         self.check_namespaces().await?;
         self.graceful_shutdown_preflight(backend).await;
+        self.start_witness(backend)?;
         self.setup_end = self.now();
         self.start_probes()?;
 
@@ -433,6 +449,44 @@ impl Run<'_> {
             Some(f) => Err(self.aborted_by(f)),
             None => Ok(()),
         }
+    }
+
+    /// Starts the witness on the nodes the faults hit, where the backend
+    /// can look at their machines.
+    fn start_witness<B: NodeFaults>(&mut self, backend: &B) -> Result<(), Error> {
+        let mut nodes = Vec::new();
+        for step in &self.plan.scenario.steps {
+            if let StepKind::Fault { node, .. } = &step.kind {
+                let name = self.node(node)?;
+                if !nodes.contains(&name) {
+                    nodes.push(name);
+                }
+            }
+        }
+        if let (Some(eyes), false) = (backend.eyes(), nodes.is_empty()) {
+            for other in eyes.others() {
+                if !nodes.contains(&other) {
+                    nodes.push(other);
+                }
+            }
+            self.progress.log(&format!(
+                "witness: {} ({})",
+                nodes
+                    .iter()
+                    .map(|n| eyes.how(n))
+                    .next()
+                    .unwrap_or_default(),
+                nodes.join(", ")
+            ));
+            self.witness = Some(witness::Witness::start(
+                eyes,
+                nodes,
+                self.plan.scenario.namespace.clone(),
+                self.rec.clone(),
+                witness::EVERY,
+            ));
+        }
+        Ok(())
     }
 
     /// The scenario's steps, in order.

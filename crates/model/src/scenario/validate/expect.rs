@@ -39,6 +39,9 @@ pub(super) fn condition(
     p: &str,
     e: &model::Expect,
 ) -> Option<(Subject, Vec<Condition>)> {
+    if let Some(judged) = super::judged::condition(cx, p, e) {
+        return judged;
+    }
     if let Some(client) = super::clients::condition(cx, p, e) {
         return client;
     }
@@ -276,6 +279,9 @@ pub(super) fn window(
     }
     if e.probe.is_some() {
         return super::clients::probe_window(cx, p, e, wanted);
+    }
+    if super::judged::is_judged(e) {
+        return super::judged::window(cx, p, e, wanted);
     }
     if !wanted && e.event.is_some() {
         super::volumes::event_in_wait(cx, p);

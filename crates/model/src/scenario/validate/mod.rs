@@ -9,6 +9,7 @@ mod action;
 mod clients;
 mod expect;
 mod guard;
+mod judged;
 mod k8s;
 mod setup;
 mod steps;

@@ -1,0 +1,130 @@
+//! `duplicateWindow` and `fencedBefore`: decided once at the end of the
+//! run, from the duplicate windows and the failed machines' record (what
+//! the backend saw), not from the timeline's states.
+
+use crate::duration::format_millis;
+use crate::record::Verdict;
+use crate::record::machines::{DuplicateWindow, MachineTrack};
+use crate::scenario::checked::Condition;
+use crate::scenario::selector::Selector;
+use crate::timeline::{Labels, Ms};
+
+/// The verdict of an end-of-run condition on the pods `selector` picks
+/// (`labels`: every pod's labels by name), with what was seen, in words.
+/// `t0` is ms since start; the windows are relative to it.
+pub fn decide(
+    condition: &Condition,
+    selector: &Selector,
+    labels: &std::collections::BTreeMap<String, Labels>,
+    windows: &[DuplicateWindow],
+    machines: &[MachineTrack],
+    t0: Ms,
+) -> (Verdict, String) {
+    let picked: Vec<&DuplicateWindow> = windows
+        .iter()
+        .filter(|w| labels.get(&w.pod).is_some_and(|l| selector.matches(l)))
+        .collect();
+    if picked.is_empty() {
+        let why = if machines.is_empty() {
+            "the backend did not look at the failed machines"
+        } else {
+            "no selected pod was replaced while the failed machines were looked at"
+        };
+        return (Verdict::Fail, format!("nothing to judge: {why}"));
+    }
+    match condition {
+        Condition::DuplicateWindowAtMost(max) => duplicate(&picked, *max),
+        Condition::FencedBeforeReplacement => fenced(&picked, machines, t0),
+        other => (
+            Verdict::Fail,
+            format!("`{other}` is not decided at the end of the run"),
+        ),
+    }
+}
+
+fn duplicate(picked: &[&DuplicateWindow], max: Ms) -> (Verdict, String) {
+    let mut over = Vec::new();
+    let mut unknown = Vec::new();
+    for w in picked {
+        match (w.window, w.original_last_seen) {
+            (None, _) => unknown.push(format!(
+                "{} ({})",
+                w.pod,
+                w.note.as_deref().unwrap_or("unknown")
+            )),
+            // seen at once with its replacement: two copies, even where the
+            // samples put them 0 ms apart
+            (Some(d), Some(_)) if d > max || max == 0 => over.push(format!(
+                "{} ran on {} {} after its replacement started on {}",
+                w.pod,
+                w.node,
+                format_millis(d),
+                w.replacement_node.as_deref().unwrap_or("another node")
+            )),
+            _ => {}
+        }
+    }
+    let longest = picked.iter().filter_map(|w| w.window).max().unwrap_or(0);
+    if !over.is_empty() {
+        return (
+            Verdict::Fail,
+            format!(
+                "two copies at once: {} (allowed {})",
+                over.join("; "),
+                format_millis(max)
+            ),
+        );
+    }
+    if !unknown.is_empty() {
+        return (
+            Verdict::Fail,
+            format!("cannot be known for {}", unknown.join("; ")),
+        );
+    }
+    (
+        Verdict::Pass,
+        format!(
+            "{} pod{} replaced, the longest duplicate window {} (allowed {})",
+            picked.len(),
+            if picked.len() == 1 { "" } else { "s" },
+            format_millis(longest),
+            format_millis(max)
+        ),
+    )
+}
+
+fn fenced(picked: &[&DuplicateWindow], machines: &[MachineTrack], t0: Ms) -> (Verdict, String) {
+    let mut late = Vec::new();
+    for w in picked {
+        let ran = t0 + w.replacement_running;
+        let off = machines
+            .iter()
+            .find(|m| m.node == w.node)
+            .and_then(|m| m.off_from(t0));
+        match off {
+            Some(off) if off <= ran => {}
+            Some(off) => late.push(format!(
+                "{}'s replacement ran {} before {} was off",
+                w.pod,
+                format_millis(off - ran),
+                w.node
+            )),
+            None => late.push(format!(
+                "{}'s replacement ran while {} was never seen off",
+                w.pod, w.node
+            )),
+        }
+    }
+    if late.is_empty() {
+        (
+            Verdict::Pass,
+            format!(
+                "the failed machine was off before each of {} replacement{} ran",
+                picked.len(),
+                if picked.len() == 1 { "" } else { "s" }
+            ),
+        )
+    } else {
+        (Verdict::Fail, late.join("; "))
+    }
+}

@@ -1,0 +1,162 @@
+//! Expectations decided at the end of the run from the failed machines'
+//! record: `duplicateWindow: {pods: SELECTOR}` with `max`, and
+//! `fencedBefore: replacement` with `pods`. They take no window.
+
+use super::Ctx;
+use crate::duration::parse_duration;
+use crate::scenario::checked::{Condition, Subject};
+use crate::scenario::expr::WindowSpec;
+use crate::scenario::model;
+
+/// Whether `e` is one of these.
+pub(super) fn is_judged(e: &model::Expect) -> bool {
+    e.duplicate_window.is_some() || e.fenced_before.is_some()
+}
+
+/// Its subject and condition; None (not Some(None)) when `e` is not one.
+pub(super) fn condition(
+    cx: &mut Ctx<'_>,
+    p: &str,
+    e: &model::Expect,
+) -> Option<Option<(Subject, Vec<Condition>)>> {
+    if !is_judged(e) {
+        if e.max.is_some() {
+            cx.err_key(
+                &format!("{p}.max"),
+                "`max` belongs to `duplicateWindow`",
+                Some("write `duplicateWindow: {pods: SELECTOR}` with it".into()),
+            );
+        }
+        return None;
+    }
+    let others = [
+        ("node", e.node.is_some()),
+        ("on", e.on.is_some()),
+        ("notOn", e.not_on.is_some()),
+        ("ready", e.ready.is_some()),
+        ("readyAtLeast", e.ready_at_least.is_some()),
+        ("count", e.count.is_some()),
+        ("terminating", e.terminating.is_some()),
+        ("phase", e.phase.is_some()),
+    ];
+    let what = if e.duplicate_window.is_some() {
+        "duplicateWindow"
+    } else {
+        "fencedBefore"
+    };
+    for (field, _) in others.iter().filter(|(_, set)| *set) {
+        cx.err_key(
+            &format!("{p}.{field}"),
+            format!("`{field}` cannot share an expectation with `{what}`, which is decided once at the end of the run"),
+            Some(format!("put `{field}` in an expectation of its own")),
+        );
+    }
+    Some(match (&e.duplicate_window, e.fenced_before) {
+        (Some(_), Some(_)) => {
+            cx.err(
+                p,
+                "expectation has `duplicateWindow` and `fencedBefore` at once",
+                Some("split it into two expectations".into()),
+            );
+            None
+        }
+        (Some(d), None) => {
+            if e.pods.is_some() {
+                cx.err_key(
+                    &format!("{p}.pods"),
+                    "`duplicateWindow` names its pods itself",
+                    Some("write `duplicateWindow: {pods: SELECTOR}`".into()),
+                );
+                return Some(None);
+            }
+            let selector = cx.selector(&format!("{p}.duplicateWindow.pods"), &d.pods)?;
+            let Some(max) = &e.max else {
+                cx.err(
+                    p,
+                    "`duplicateWindow` needs `max`: the longest time two copies may run at once",
+                    Some("add `max: 0s`".into()),
+                );
+                return Some(None);
+            };
+            let max = match parse_duration(max) {
+                Ok(d) => i64::try_from(d.as_millis()).unwrap_or(i64::MAX),
+                Err(why) => {
+                    cx.err(&format!("{p}.max"), why, Some("write a duration: `0s`, `5s`".into()));
+                    return Some(None);
+                }
+            };
+            Some((
+                Subject::Pods {
+                    selector,
+                    on: None,
+                    not_on: None,
+                },
+                vec![Condition::DuplicateWindowAtMost(max)],
+            ))
+        }
+        (None, Some(model::FencedBefore::Replacement)) => {
+            if e.max.is_some() {
+                cx.err_key(&format!("{p}.max"), "`max` belongs to `duplicateWindow`", None);
+            }
+            let Some(sel) = &e.pods else {
+                cx.err(
+                    p,
+                    "`fencedBefore` names no pods",
+                    Some("add `pods: SELECTOR`: the pods whose replacements it is about".into()),
+                );
+                return Some(None);
+            };
+            let selector = cx.selector(&format!("{p}.pods"), sel)?;
+            Some((
+                Subject::Pods {
+                    selector,
+                    on: None,
+                    not_on: None,
+                },
+                vec![Condition::FencedBeforeReplacement],
+            ))
+        }
+        (None, None) => None,
+    })
+}
+
+/// Its "window": none may be written, nor `since`; never inside a wait.
+pub(super) fn window(
+    cx: &mut Ctx<'_>,
+    p: &str,
+    e: &model::Expect,
+    wanted: bool,
+) -> Option<WindowSpec> {
+    let what = if e.duplicate_window.is_some() {
+        "duplicateWindow"
+    } else {
+        "fencedBefore"
+    };
+    if !wanted {
+        cx.err_key(
+            &format!("{p}.{what}"),
+            format!("`{what}` cannot be waited for: it is decided once, at the end of the run"),
+            Some("write it as an expectation step".into()),
+        );
+        return None;
+    }
+    let mut ok = true;
+    for (field, set) in [
+        ("within", e.within.is_some()),
+        ("after", e.after.is_some()),
+        ("notBefore", e.not_before.is_some()),
+        ("holdsFor", e.holds_for.is_some()),
+        ("never", e.never.is_some()),
+        ("since", e.since.is_some()),
+    ] {
+        if set {
+            cx.err_key(
+                &format!("{p}.{field}"),
+                format!("`{field}` has no meaning with `{what}`: it is decided once, at the end of the run, over the whole run"),
+                Some(format!("remove `{field}`")),
+            );
+            ok = false;
+        }
+    }
+    ok.then_some(WindowSpec::EndOfRun)
+}
