@@ -8,10 +8,14 @@
 //!
 //! It does what such controllers do, dangers included: it never checks the
 //! machine is really off, so after a partition it releases pods whose
-//! containers still run. Judging that is nodefall's job, not its.
+//! containers still run. With `--ready-for`, it forgets a node's NotReady
+//! only once the node has been Ready that long (a guard against flapping
+//! many write): a node that flaps is then tainted the moment it goes
+//! NotReady again, for a failure it had recovered from. Judging that is
+//! nodefall's job, not its.
 //!
 //! ```text
-//! cargo run --example remediator -- [--after 30s] [--node NAME]...
+//! cargo run --example remediator -- [--after 30s] [--ready-for 0s] [--node NAME]...
 //! ```
 //! (the cluster of `KUBECONFIG`; `--node` limits it to those nodes). It
 //! stops on SIGINT or SIGTERM.
@@ -35,25 +39,30 @@ const KEY: &str = "node.kubernetes.io/out-of-service";
 
 struct Args {
     after: Duration,
+    ready_for: Duration,
     nodes: Vec<String>,
+}
+
+/// `30s`: whole seconds.
+fn seconds(flag: &str, v: Option<String>) -> Result<Duration, String> {
+    let v = v.ok_or(format!("{flag} needs a duration (30s)"))?;
+    v.strip_suffix('s')
+        .and_then(|n| n.parse::<u64>().ok())
+        .map(Duration::from_secs)
+        .ok_or_else(|| format!("{flag} {v}: whole seconds, like 30s"))
 }
 
 fn args() -> Result<Args, String> {
     let mut out = Args {
         after: Duration::from_secs(30),
+        ready_for: Duration::ZERO,
         nodes: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
-            "--after" => {
-                let v = it.next().ok_or("--after needs a duration (30s)")?;
-                let secs = v
-                    .strip_suffix('s')
-                    .and_then(|n| n.parse::<u64>().ok())
-                    .ok_or_else(|| format!("--after {v}: whole seconds, like 30s"))?;
-                out.after = Duration::from_secs(secs);
-            }
+            "--after" => out.after = seconds("--after", it.next())?,
+            "--ready-for" => out.ready_for = seconds("--ready-for", it.next())?,
             "--node" => out.nodes.push(it.next().ok_or("--node needs a name")?),
             other => return Err(format!("unknown argument {other}")),
         }
@@ -113,8 +122,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let client = kube::Client::try_default().await?;
     let api: Api<Node> = Api::all(client);
     let mut nodes: BTreeMap<String, Node> = BTreeMap::new();
-    // When each node was first seen NotReady (by this process's clock).
+    // When each node was first seen NotReady (by this process's clock), and
+    // since when it has been Ready again.
     let mut down_since: BTreeMap<String, Instant> = BTreeMap::new();
+    let mut up_since: BTreeMap<String, Instant> = BTreeMap::new();
     let mut stream = std::pin::pin!(
         watcher(api.clone(), watcher::Config::default())
             .default_backoff()
@@ -123,8 +134,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     println!(
-        "example-remediator: out-of-service after {}s NotReady",
-        args.after.as_secs()
+        "example-remediator: out-of-service after {}s NotReady (forgotten once Ready for {}s)",
+        args.after.as_secs(),
+        args.ready_for.as_secs()
     );
     loop {
         tokio::select! {
@@ -133,8 +145,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     let name = n.metadata.name.clone().unwrap_or_default();
                     if args.nodes.is_empty() || args.nodes.contains(&name) {
                         if ready(&n) {
-                            down_since.remove(&name);
+                            up_since.entry(name.clone()).or_insert_with(Instant::now);
                         } else {
+                            up_since.remove(&name);
                             down_since.entry(name.clone()).or_insert_with(Instant::now);
                         }
                         nodes.insert(name, n);
@@ -144,6 +157,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 None => return Ok(()),
             },
             _ = tick.tick() => {
+                // NotReady forgotten once Ready for `--ready-for`
+                for (name, up) in &up_since {
+                    if up.elapsed() >= args.ready_for {
+                        down_since.remove(name);
+                    }
+                }
                 for (name, n) in &nodes {
                     let overdue = down_since.get(name).is_some_and(|t| t.elapsed() >= args.after);
                     let act = match (overdue, ready(n), tainted(n)) {

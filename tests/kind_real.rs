@@ -21,7 +21,11 @@
 //!    without its kubelet, the pods' containers run on; powered off or shut
 //!    down it stays off (Docker's restart policy is put back afterwards)
 //!    and its containers are new after power-on. A kubelet started again
-//!    writes the host's sysctls again and the kind backend puts them back;
+//!    writes the host's sysctls again and the kind backend puts them back.
+//!    Issue 41's scenarios: a partition remediated with the out-of-service
+//!    taint fails the duplicate window (agreeing with the heartbeats both
+//!    copies wrote), the same after a power-off passes with 0, the example
+//!    remediator is judged, a flapping node fails `remediation`;
 //! 3. `nodefall kind down`: afterwards the host's sysctls, iptables rules,
 //!    Docker containers, networks, volumes and images are as they were.
 //!
@@ -484,7 +488,10 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
         .map(|e| e.path())
         .filter(|p| {
             p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
-                n.starts_with("kind-") && n.ends_with(".yaml") && n != "kind-pause-worker.yaml"
+                n.starts_with("kind-")
+                    && n.ends_with(".yaml")
+                    && n != "kind-pause-worker.yaml"
+                    && !REMEDIATION.contains(&n)
             })
         })
         .collect();
@@ -555,6 +562,10 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
             shared.display()
         );
     }
+
+    // Judging the remediation: both verdicts of the duplicate window, the
+    // example remediator, a flapping node.
+    remediation_judged(&made, &out_dir);
 
     // Predictions on real kubelets: seeds 000 and 002's workloads.
     predictions_hold(&made, &rt, &client, &out_dir);
@@ -701,6 +712,216 @@ fn sample(container: &str) -> Sample {
         restarts: restarts.to_owned(),
         shell,
     }
+}
+
+/// The kind scenarios of issue 41, run by [`remediation_judged`] (two of them
+/// beside the example remediator), not by the loop over the others.
+const REMEDIATION: [&str; 4] = [
+    "kind-split-brain.yaml",
+    "kind-poweroff-out-of-service.yaml",
+    "kind-example-remediator.yaml",
+    "kind-flapping-node.yaml",
+];
+
+/// The heartbeats of `scenarios/manifests/kind-heartbeat-statefulset.yaml`
+/// in namespace `ns` (`hostname uid uptime` lines on the shared directory),
+/// as each pod's copies: uid -> (first, last) uptime in ms, in the order
+/// they started.
+fn heartbeats(made: &Made, ns: &str) -> BTreeMap<String, Vec<(String, i64, i64)>> {
+    let file = made
+        .state
+        .path()
+        .join("nodefall/kind")
+        .join(NAME)
+        .join(format!("shared/heartbeats-{ns}"));
+    let text = std::fs::read_to_string(&file).unwrap();
+    let mut by: BTreeMap<String, BTreeMap<String, (i64, i64)>> = BTreeMap::new();
+    for line in text.lines() {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        let [host, uid, up] = w[..] else { continue };
+        let Ok(up) = up.parse::<f64>() else { continue };
+        #[allow(clippy::cast_possible_truncation, reason = "uptime in ms fits")]
+        let ms = (up * 1000.0).round() as i64;
+        let e = by
+            .entry(host.to_owned())
+            .or_default()
+            .entry(uid.to_owned())
+            .or_insert((ms, ms));
+        e.0 = e.0.min(ms);
+        e.1 = e.1.max(ms);
+    }
+    by.into_iter()
+        .map(|(host, uids)| {
+            let mut copies: Vec<_> = uids.into_iter().map(|(u, (a, b))| (u, a, b)).collect();
+            copies.sort_by_key(|c| c.1);
+            (host, copies)
+        })
+        .collect()
+}
+
+/// The time two copies of `pod` both wrote heartbeats (ms), from the
+/// heartbeats alone.
+fn heartbeat_overlap(beats: &BTreeMap<String, Vec<(String, i64, i64)>>, pod: &str) -> i64 {
+    let copies = &beats[pod];
+    assert!(copies.len() >= 2, "{pod}: one copy only: {copies:?}");
+    let (a, b) = (&copies[0], &copies[1]);
+    (a.2.min(b.2) - a.1.max(b.1)).max(0)
+}
+
+/// `target/debug/examples/remediator`, started with `args` on the test's
+/// cluster; killed when dropped.
+struct Remediator(std::process::Child);
+
+impl Remediator {
+    fn start(made: &Made, args: &[&str]) -> Remediator {
+        let exe = std::env::current_exe().unwrap();
+        let path = exe
+            .parent()
+            .and_then(|deps| deps.parent())
+            .unwrap()
+            .join("examples/remediator");
+        assert!(path.is_file(), "{} is not built", path.display());
+        Remediator(
+            Command::new(path)
+                .args(args)
+                .env("KUBECONFIG", made.kubeconfig())
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        )
+    }
+}
+
+impl Drop for Remediator {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Issue 41 on real kubelets. A partition remediated with the out-of-service
+/// taint fails the duplicate window, which names the pods and agrees with
+/// the heartbeats both copies wrote within one look (1 s) plus one
+/// heartbeat (0.2 s); the same remediation after a power-off passes with 0
+/// and no overlapping heartbeats. The example remediator is judged: its act,
+/// its decision, the machine off before it. A flapping node tainted by a
+/// remediator that counts from the first failure fails `remediation`.
+fn remediation_judged(made: &Made, out_dir: &str) {
+    let out = Path::new(out_dir);
+
+    let (status, said) = made.scenario("scenarios/kind-split-brain.yaml", out_dir);
+    assert_eq!(status.code(), Some(1), "the split brain must FAIL:\n{said}");
+    let r = run_result(out, "kind-split-brain");
+    let target = &r.targets["target"];
+    let failed: Vec<_> = r
+        .expectations
+        .iter()
+        .filter(|e| e.verdict == nodefall::record::Verdict::Fail)
+        .map(|e| e.label.as_str())
+        .collect();
+    assert_eq!(
+        failed,
+        [
+            "#12 (no two copies at once)",
+            "#13 (the machine was off before any replacement ran)"
+        ],
+        "{said}"
+    );
+    assert!(!r.duplicates.is_empty(), "{said}");
+    let beats = heartbeats(made, "kind-split-brain");
+    let detail = &r
+        .expectations
+        .iter()
+        .find(|e| e.label.starts_with("#12"))
+        .unwrap()
+        .detail;
+    for d in &r.duplicates {
+        assert_eq!(&d.node, target);
+        let window = d.window.unwrap_or_else(|| panic!("{d:?}"));
+        assert!(window > 0, "{d:?}");
+        assert!(
+            detail.contains(&format!("{} ran on {target}", d.pod)),
+            "{detail}"
+        );
+        let hb = heartbeat_overlap(&beats, &d.pod);
+        eprintln!(
+            "{}: duplicate window {window} ms by the witness, {hb} ms by the heartbeats",
+            d.pod
+        );
+        assert!(
+            (window - hb).abs() <= 1_200,
+            "{}: the witness says {window} ms, the heartbeats {hb} ms",
+            d.pod
+        );
+    }
+    let m = r.remediation.as_ref().unwrap();
+    assert!(
+        matches!(
+            m.fencing,
+            nodefall::record::remediation::Fencing::NotOff { .. }
+        ),
+        "{m:?}"
+    );
+
+    let (status, said) = made.scenario("scenarios/kind-poweroff-out-of-service.yaml", out_dir);
+    assert!(status.success(), "{said}");
+    let r = run_result(out, "kind-poweroff-out-of-service");
+    assert!(!r.duplicates.is_empty(), "{said}");
+    let beats = heartbeats(made, "kind-poweroff-oos");
+    for d in &r.duplicates {
+        assert_eq!(d.window, Some(0), "{d:?}");
+        assert_eq!(d.original_last_seen, None, "{d:?}");
+        assert_eq!(heartbeat_overlap(&beats, &d.pod), 0, "{}", d.pod);
+    }
+    let m = r.remediation.as_ref().unwrap();
+    assert!(
+        matches!(
+            m.fencing,
+            nodefall::record::remediation::Fencing::OffBefore { .. }
+        ),
+        "{m:?}"
+    );
+    assert!(m.fencing_seen.is_some(), "fencing from the machine: {m:?}");
+
+    let remediator = Remediator::start(made, &["--after", "5s"]);
+    let (status, said) = made.scenario("scenarios/kind-example-remediator.yaml", out_dir);
+    drop(remediator);
+    assert!(status.success(), "{said}");
+    let r = run_result(out, "kind-example-remediator");
+    let m = r.remediation.as_ref().unwrap();
+    assert_eq!(m.acts[0].by.as_deref(), Some("example-remediator"), "{m:?}");
+    // 5 s after it saw the node NotReady, on its next 1 s tick
+    assert!((4_500..=8_000).contains(&m.decision.unwrap()), "{m:?}");
+    assert!(
+        matches!(
+            m.fencing,
+            nodefall::record::remediation::Fencing::OffBefore { .. }
+        ),
+        "{m:?}"
+    );
+    assert_eq!(m.replaced, m.pods, "{m:?}");
+    assert!(m.cleanup.iter().all(|c| c.removed.is_some()), "{m:?}");
+
+    let remediator = Remediator::start(made, &["--after", "15s", "--ready-for", "60s"]);
+    let (status, said) = made.scenario("scenarios/kind-flapping-node.yaml", out_dir);
+    drop(remediator);
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "the flapping node must FAIL:\n{said}"
+    );
+    let r = run_result(out, "kind-flapping-node");
+    let last = r.expectations.last().unwrap();
+    assert_eq!(last.verdict, nodefall::record::Verdict::Fail, "{said}");
+    assert!(last.detail.contains("Ready again at"), "{}", last.detail);
+    let failed = r
+        .expectations
+        .iter()
+        .filter(|e| e.verdict == nodefall::record::Verdict::Fail)
+        .count();
+    assert_eq!(failed, 1, "only the remediation judged fails:\n{said}");
+    let act = &r.remediation.as_ref().unwrap().acts[0];
+    assert!(act.not_ready_for.unwrap_or(0) < 15_000, "{act:?}");
 }
 
 /// Seed 000's StatefulSet (8 pods on the shared volume) and seed 002's

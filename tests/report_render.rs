@@ -180,15 +180,15 @@ fn a_different_schema_version_is_refused_naming_the_file() {
     let text = std::fs::read_to_string(STATEFULSET).unwrap();
     std::fs::write(
         &path,
-        text.replacen("\"schemaVersion\": 2", "\"schemaVersion\": 8", 1),
+        text.replacen("\"schemaVersion\": 2", "\"schemaVersion\": 9", 1),
     )
     .unwrap();
     let err = report::read_result(&nodefall::disk::Disk, &path).unwrap_err();
     assert!(err.is_bad_input());
     let msg = err.to_string();
     assert!(msg.contains(&path.display().to_string()), "{msg}");
-    assert!(msg.contains("schema version 8"), "{msg}");
-    assert!(msg.contains("reads versions 1 to 7"), "{msg}");
+    assert!(msg.contains("schema version 9"), "{msg}");
+    assert!(msg.contains("reads versions 1 to 8"), "{msg}");
 
     std::fs::write(&path, "{\"schemaVersion\": 2}").unwrap();
     let err = report::read_result(&nodefall::disk::Disk, &path)
@@ -895,6 +895,7 @@ fn the_remediation_is_judged_from_the_record_and_rendered() {
         &targets,
         &r.steps,
         &r.metrics,
+        &[],
     )
     .unwrap();
     assert_eq!(judged.acts.len(), 1, "{judged:#?}");
@@ -929,9 +930,41 @@ fn the_remediation_is_judged_from_the_record_and_rendered() {
             d.t0.unwrap(),
             &targets,
             &d.steps,
-            &d.metrics
+            &d.metrics,
+            &[],
         ),
         None
     );
     assert!(!markdown::render(&d).contains("## Remediation"));
+    // A duplicate window measured, and one that could not be known.
+    let mut d = d;
+    let window =
+        |pod: &str, window: Option<i64>, note: Option<&str>| record::machines::DuplicateWindow {
+            pod: pod.into(),
+            node: "w1".into(),
+            replacement: pod.into(),
+            replacement_node: Some("w2".into()),
+            replacement_running: 27_467,
+            replacement_seen: Some(27_002),
+            original_last_seen: window.map(|w| 27_002 + w),
+            window,
+            note: note.map(str::to_owned),
+        };
+    d.duplicates = vec![
+        window("db-0", Some(18_535), None),
+        window(
+            "db-1",
+            None,
+            Some("unknown: w1 on and its containers unseen"),
+        ),
+    ];
+    let md = markdown::render(&d);
+    let section = &md[md.find("## Remediation").unwrap()..];
+    for line in [
+        "Nothing remediated the failed nodes (no act).",
+        "| db-0 | w1          | db-0 on w2  | T0+27.467s (API), T0+27.002s (seen) | T0+45.537s                 | **18.535s**      |",
+        "| unknown          | unknown: w1 on and its containers unseen |",
+    ] {
+        assert!(section.contains(line), "{line}\nin\n{section}");
+    }
 }

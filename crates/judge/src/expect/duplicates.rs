@@ -1,10 +1,12 @@
-//! `duplicateWindow` and `fencedBefore`: decided once at the end of the
-//! run, from the duplicate windows and the failed machines' record (what
-//! the backend saw), not from the timeline's states.
+//! `duplicateWindow`, `fencedBefore` and `remediation`: decided once at the
+//! end of the run, from the duplicate windows, the failed machines' record
+//! (what the backend saw) and the remediation's acts, not from the
+//! timeline's states.
 
 use crate::duration::format_millis;
 use crate::record::Verdict;
 use crate::record::machines::{DuplicateWindow, MachineTrack};
+use crate::record::remediation::Remediation;
 use crate::scenario::checked::Condition;
 use crate::scenario::selector::Selector;
 use crate::timeline::{Labels, Ms};
@@ -39,6 +41,82 @@ pub fn decide(
             Verdict::Fail,
             format!("`{other}` is not decided at the end of the run"),
         ),
+    }
+}
+
+/// `remediation: {by, notReadyFor}` on `node`: at least one act on it (by
+/// `by`), each after `notReadyFor` of unbroken NotReady.
+pub fn decide_remediation(
+    condition: &Condition,
+    node: &str,
+    remediation: Option<&Remediation>,
+) -> (Verdict, String) {
+    let Condition::Remediation { by, not_ready_for } = condition else {
+        return (
+            Verdict::Fail,
+            format!("`{condition}` is not a remediation condition"),
+        );
+    };
+    let acts: Vec<_> = remediation
+        .map(|r| r.acts.iter())
+        .into_iter()
+        .flatten()
+        .filter(|a| a.node == node && by.as_ref().is_none_or(|b| a.by.as_ref() == Some(b)))
+        .collect();
+    let who = by
+        .as_deref()
+        .map(|b| format!(" by {b}"))
+        .unwrap_or_default();
+    if acts.is_empty() {
+        return (Verdict::Fail, format!("no remediation act{who} on {node}"));
+    }
+    let mut early = Vec::new();
+    if let Some(least) = not_ready_for {
+        for a in &acts {
+            let again = a
+                .ready_again
+                .map(|r| format!(", Ready again at T0+{} before it", format_millis(r)))
+                .unwrap_or_default();
+            match a.not_ready_for {
+                Some(d) if d >= *least => {}
+                Some(d) => early.push(format!(
+                    "{} at T0+{} after {} NotReady{again}",
+                    a.what,
+                    format_millis(a.at),
+                    format_millis(d)
+                )),
+                None => early.push(format!(
+                    "{} at T0+{} on a Ready node{again}",
+                    a.what,
+                    format_millis(a.at)
+                )),
+            }
+        }
+    }
+    if early.is_empty() {
+        let first = acts[0];
+        (
+            Verdict::Pass,
+            format!(
+                "{} act{}{who}, the first at T0+{}{}",
+                acts.len(),
+                if acts.len() == 1 { "" } else { "s" },
+                format_millis(first.at),
+                first
+                    .not_ready_for
+                    .map(|d| format!(" after {} NotReady", format_millis(d)))
+                    .unwrap_or_default()
+            ),
+        )
+    } else {
+        (
+            Verdict::Fail,
+            format!(
+                "acted before the node had been NotReady {}: {}",
+                not_ready_for.map(format_millis).unwrap_or_default(),
+                early.join("; ")
+            ),
+        )
     }
 }
 

@@ -194,7 +194,9 @@ pub fn decide(series: &[(Ms, bool)], window: Window, anchor: Ms, start: Ms, now:
         Window::EndOfRun => Decision::Fail {
             observed: None,
             missed_by: None,
-            detail: "decided from the machines' record at the end of the run, not from the timeline".into(),
+            detail:
+                "decided from the machines' record at the end of the run, not from the timeline"
+                    .into(),
         },
         // Likewise: decided from the probe's record when it stops.
         Window::Requests { .. } => Decision::Fail {

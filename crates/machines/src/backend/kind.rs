@@ -7,8 +7,8 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Node;
 
 use super::{Error, Eyes, NodeFaults};
-use crate::record::machines::{PodContainer, Power};
 use crate::exec::{self, Cmd, Exec};
+use crate::record::machines::{PodContainer, Power};
 use crate::scenario::model::FaultKind;
 
 /// kind's label naming a node container's cluster.
@@ -508,7 +508,9 @@ pub fn parse_look(text: &str) -> Vec<PodContainer> {
             let mut fields = BTreeMap::new();
             for w in line.split_whitespace().skip(1) {
                 let (k, v) = w.split_once("\":\"")?;
-                let k = k.trim_start_matches('"').strip_prefix("io.kubernetes.cri.")?;
+                let k = k
+                    .trim_start_matches('"')
+                    .strip_prefix("io.kubernetes.cri.")?;
                 fields.insert(k, v.trim_end_matches('"'));
             }
             let get = |k: &str| fields.get(k).map(|v| (*v).to_owned());
@@ -585,7 +587,12 @@ impl<E: Exec> Eyes for KindEyes<E> {
             &self.runtime,
             &["inspect", "--format", "{{.State.Status}}", c],
         );
-        let power = match self.exec.run(&inspect, LOOK_TIMEOUT).as_deref().map(str::trim) {
+        let power = match self
+            .exec
+            .run(&inspect, LOOK_TIMEOUT)
+            .as_deref()
+            .map(str::trim)
+        {
             Ok("running") => Power::On,
             Ok("paused") => Power::Paused,
             Ok("exited" | "created" | "dead") => Power::Off,
@@ -662,7 +669,12 @@ mod tests {
     #[test]
     fn eyes_read_the_container_s_state_when_the_shell_is_refused() {
         let fake = Fake::default();
-        fake.answer("docker exec", 1, "", "Error response from daemon: container is paused");
+        fake.answer(
+            "docker exec",
+            1,
+            "",
+            "Error response from daemon: container is paused",
+        );
         for (prefix, out) in [("docker inspect", "paused\n")].iter().chain(ANSWERS) {
             fake.answer(prefix, 0, out, "");
         }

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use super::{Error, Eyes, NodeFaults};
-use crate::record::machines::{PodContainer, Power};
 use crate::duration::format_duration;
+use crate::record::machines::{PodContainer, Power};
 use crate::scenario::model::FaultKind;
 use crate::sim::SimCluster;
 use crate::sim::provisioner::{self, Provisioner};

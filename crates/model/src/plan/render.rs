@@ -146,9 +146,7 @@ pub fn render_text(plan: &Plan) -> String {
                             time::step_start_text(&c.steps, s.index)
                         }
                         _ if ps.window == Some(Window::Preflight) => "preflight".to_string(),
-                        _ if ps.window == Some(Window::EndOfRun) => {
-                            "the whole run".to_string()
-                        }
+                        _ if ps.window == Some(Window::EndOfRun) => "the whole run".to_string(),
                         (_, Anchor::Start) => "setup".to_string(),
                         (_, Anchor::Step(i)) => anchor_text(c, i),
                     },

@@ -317,6 +317,13 @@ pub enum Condition {
     /// The failed machine was off before any selected pod's replacement
     /// ran (decided at the end of the run).
     FencedBeforeReplacement,
+    /// The node was remediated (by this field manager), each act only after
+    /// the node had been NotReady this long (ms) without a break (decided at
+    /// the end of the run).
+    Remediation {
+        by: Option<String>,
+        not_ready_for: Option<i64>,
+    },
     /// The claim's volume is attached (`status.attached`) to the subject's
     /// node, or anywhere without one (false: not attached there).
     Attached(bool),

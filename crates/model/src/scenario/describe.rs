@@ -67,6 +67,16 @@ impl fmt::Display for Condition {
             Condition::DuplicateWindowAtMost(ms) => {
                 write!(f, "duplicate window at most {}", format_millis(*ms))
             }
+            Condition::Remediation { by, not_ready_for } => {
+                f.write_str("remediated")?;
+                if let Some(by) = by {
+                    write!(f, " by {by}")?;
+                }
+                if let Some(d) = not_ready_for {
+                    write!(f, ", each act after {} NotReady", format_millis(*d))?;
+                }
+                Ok(())
+            }
             Condition::FencedBeforeReplacement => {
                 f.write_str("the failed machine off before the replacements ran")
             }

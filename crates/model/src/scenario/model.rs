@@ -796,6 +796,17 @@ pub struct DuplicateSubject {
     pub pods: String,
 }
 
+/// `remediation: {by: MANAGER, notReadyFor: 8s}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RemediationSpec {
+    /// The field manager of the acts (any, when absent).
+    pub by: Option<String>,
+    /// The least unbroken NotReady before each act.
+    #[serde(default, deserialize_with = "opt_scalar_string")]
+    pub not_ready_for: Option<String>,
+}
+
 /// What the machine must have been off before (`fencedBefore:`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -847,6 +858,10 @@ expect_and_guard! {
             /// the selected pods' replacements ran (with `pods`); decided at
             /// the end of the run.
             pub fenced_before: Option<FencedBefore>,
+            /// With `node`: the node was remediated (by this field manager),
+            /// each act only after the node had been NotReady this long
+            /// without a break; decided at the end of the run.
+            pub remediation: Option<RemediationSpec>,
             // window: exactly one (none inside `wait.until` or with `gracefulShutdown`)
             #[serde(default, deserialize_with = "opt_scalar_string")]
             pub within: Option<String>,
@@ -944,10 +959,19 @@ mod tests {
 
     /// An expectation's fields a guard does not take as they are: its
     /// windows, anchor and preflight condition (refused with a reason), and a
-    /// probe's subject and conditions (not watched by guards).
+    /// probe's subject and conditions and the verdicts of the whole run
+    /// (not watched by guards).
     fn expect_only() -> Vec<&'static str> {
         let mut only = Guard::REFUSED.to_vec();
-        only.extend(["probe", "errors", "errorWindow"]);
+        only.extend([
+            "probe",
+            "errors",
+            "errorWindow",
+            "duplicateWindow",
+            "max",
+            "fencedBefore",
+            "remediation",
+        ]);
         only
     }
 

@@ -362,7 +362,7 @@ fn original_uid(transitions: &[Transition], t0: Ms, name: &str) -> Option<String
             ObjectRef::Pod { name: n, uid } if n == name => Some(uid.clone()),
             _ => None,
         })
-        .last()
+        .next_back()
 }
 
 #[cfg(test)]

@@ -39,6 +39,15 @@ pub struct Act {
     /// Who did it, where known (a field manager).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub by: Option<String>,
+    /// How long the node had been NotReady without a break at the act (ms;
+    /// None: it was Ready then, or never NotReady).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_ready_for: Option<Ms>,
+    /// The node was Ready again after it first went NotReady, before the
+    /// act: when, relative to T0 (a flapping node, acted on for a failure
+    /// it had recovered from).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_again: Option<Ms>,
 }
 
 /// Whether the failed machine was off when the first act released its pods
@@ -145,11 +154,14 @@ pub fn judge(
                 Change::NodeDeleted => None,
                 _ => return None,
             };
+            let (not_ready_for, ready_again) = readiness(transitions, t0, name, t.at);
             let act = Act {
                 at: t.at - t0,
                 node: name.clone(),
                 what: t.change.describe(),
                 by: t.by.clone(),
+                not_ready_for,
+                ready_again: ready_again.map(|r| r - t0),
             };
             Some((t.at, act, taint))
         })
@@ -197,6 +209,43 @@ pub fn judge(
         pods: owned.len(),
         cleanup,
     })
+}
+
+/// The node's readiness before an act at `at` (ms since start): how long it
+/// had been NotReady without a break, and when (if ever) it was Ready again
+/// between first going NotReady after `t0` and the act.
+fn readiness(transitions: &[Transition], t0: Ms, node: &str, at: Ms) -> (Option<Ms>, Option<Ms>) {
+    let ready: Vec<(Ms, bool)> = transitions
+        .iter()
+        .filter(|t| t.at <= at)
+        .filter_map(|t| match (&t.object, &t.change) {
+            (ObjectRef::Node { name }, Change::NodeReady { status, .. }) if name == node => {
+                Some((t.at, status == "True"))
+            }
+            _ => None,
+        })
+        .collect();
+    // the start of the last unbroken NotReady stretch
+    let mut since = None;
+    for (t, ok) in &ready {
+        match (ok, since) {
+            (true, _) => since = None,
+            (false, None) => since = Some(*t),
+            (false, Some(_)) => {}
+        }
+    }
+    let first_down = ready
+        .iter()
+        .find(|(t, ok)| *t >= t0 && !ok)
+        .map(|(t, _)| *t);
+    let ready_again = first_down.and_then(|d| {
+        ready
+            .iter()
+            .filter(|(t, ok)| *ok && *t > d)
+            .map(|(t, _)| *t)
+            .next_back()
+    });
+    (since.map(|s| at - s), ready_again)
 }
 
 /// The machine of the act's node as the backend saw it: the first look

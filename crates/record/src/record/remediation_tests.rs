@@ -132,7 +132,8 @@ fn a_powered_off_node_released_by_the_out_of_service_taint() {
         T0,
         &["w1".to_owned()],
         &steps,
-        &metrics(40_000, &[Some(75_000), Some(80_000)]), &[]
+        &metrics(40_000, &[Some(75_000), Some(80_000)]),
+        &[],
     )
     .unwrap();
     assert_eq!(
@@ -142,6 +143,8 @@ fn a_powered_off_node_released_by_the_out_of_service_taint() {
             node: "w1".into(),
             what: format!("taint + {oos}:NoExecute"),
             by: Some("nodefall".into()),
+            not_ready_for: Some(20_000),
+            ready_again: None,
         }],
         "the lifecycle controller's unreachable taint is the failure, not an act"
     );
@@ -181,7 +184,8 @@ fn a_partitioned_node_deleted_while_it_ran_on() {
         T0,
         &["w1".to_owned()],
         &steps,
-        &metrics(35_000, &[Some(50_000), None]), &[]
+        &metrics(35_000, &[Some(50_000), None]),
+        &[],
     )
     .unwrap();
     assert_eq!(r.acts.len(), 1, "{:?}", r.acts);
@@ -217,7 +221,8 @@ fn fenced_too_late_and_never_remediated() {
         T0,
         &["w1".to_owned()],
         &steps,
-        &metrics(10_000, &[]), &[]
+        &metrics(10_000, &[]),
+        &[],
     )
     .unwrap();
     assert_eq!(
@@ -243,8 +248,49 @@ fn fenced_too_late_and_never_remediated() {
             T0,
             &["w1".to_owned()],
             &steps,
-            &metrics(10_000, &[]), &[]
+            &metrics(10_000, &[]),
+            &[]
         ),
         None
     );
+}
+
+/// A flapping node: NotReady, Ready again, NotReady again; the act comes
+/// 1 s into the second stretch.
+#[test]
+fn an_act_on_a_flapping_node_says_it_was_ready_again_and_for_how_long_it_was_down() {
+    let status = |at: Ms, s: &str| {
+        node(
+            at,
+            "w1",
+            Change::NodeReady {
+                status: s.into(),
+                reason: None,
+            },
+            None,
+        )
+    };
+    let transitions = vec![
+        status(8_000, "Unknown"),
+        status(12_000, "True"),
+        status(25_000, "Unknown"),
+        taint(
+            26_000,
+            "w1",
+            "node.kubernetes.io/out-of-service",
+            "example-remediator",
+        ),
+    ];
+    let r = judge(
+        &transitions,
+        T0,
+        &["w1".to_owned()],
+        &[fault(0, 100, FaultKind::DropNic, "w1")],
+        &metrics(8_000, &[]),
+        &[],
+    )
+    .unwrap();
+    assert_eq!(r.acts[0].not_ready_for, Some(1_000));
+    assert_eq!(r.acts[0].ready_again, Some(12_000));
+    assert_eq!(r.decision, Some(18_000), "from the first NotReady");
 }

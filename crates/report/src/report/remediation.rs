@@ -116,8 +116,8 @@ fn acts(out: &mut String, m: &Remediation) {
          {}.\n",
         match &m.fencing_seen {
             Some(how) => format!("as the backend saw the machine ({how})"),
-            None => "by nodefall's own account of the machine (its poweroff and shutdown faults)"
-                .into(),
+            None =>
+                "by nodefall's own account of the machine (its poweroff and shutdown faults)".into(),
         }
     );
 }

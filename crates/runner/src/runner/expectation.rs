@@ -189,7 +189,8 @@ impl Run<'_> {
                 now,
             );
             result.anchor = "the end of the run".into();
-            result.detail = "decided at the end of the run, from the failed machines' record".into();
+            result.detail =
+                "decided at the end of the run, from the failed machines' record".into();
             self.progress.log(&format!(
                 "{label}: {}: decided at the end of the run",
                 result.description

@@ -130,9 +130,15 @@ impl Run<'_> {
                 });
             }
         }
-        let remediation =
-            t0.and_then(|t0| {
-            remediation::judge(&transitions, t0, &targets, &self.steps, &metrics, &self.machines)
+        let remediation = t0.and_then(|t0| {
+            remediation::judge(
+                &transitions,
+                t0,
+                &targets,
+                &self.steps,
+                &metrics,
+                &self.machines,
+            )
         });
         let duplicates = t0.map_or_else(Vec::new, |t0| {
             machines::duplicate_windows(&transitions, t0, &metrics.pods, &self.machines)
@@ -153,16 +159,28 @@ impl Run<'_> {
                             t0,
                         )
                     }
-                    _ => (Verdict::Fail, "the run never reached its first fault".into()),
+                    (CheckedSubject::Node(target), Some(cond), Some(_)) => {
+                        let node = self.targets.get(target).map_or("", String::as_str);
+                        expect::duplicates::decide_remediation(cond, node, remediation.as_ref())
+                    }
+                    _ => (
+                        Verdict::Fail,
+                        "the run never reached its first fault".into(),
+                    ),
                 };
                 self.progress.log(&format!(
                     "{}: {}: {}: {detail}",
                     e.label,
-                    if outcome == Verdict::Pass { "pass" } else { "FAIL" },
+                    if outcome == Verdict::Pass {
+                        "pass"
+                    } else {
+                        "FAIL"
+                    },
                     e.description
                 ));
                 (e.verdict, e.detail) = (outcome, detail);
-                (e.anchor_at, e.window_from, e.window_to) = (finished, Some(finished), Some(finished));
+                (e.anchor_at, e.window_from, e.window_to) =
+                    (finished, Some(finished), Some(finished));
                 if outcome == Verdict::Fail && verdict == RunVerdict::Pass {
                     verdict = RunVerdict::Fail;
                 }

@@ -471,11 +471,7 @@ impl Run<'_> {
             }
             self.progress.log(&format!(
                 "witness: {} ({})",
-                nodes
-                    .iter()
-                    .map(|n| eyes.how(n))
-                    .next()
-                    .unwrap_or_default(),
+                nodes.iter().map(|n| eyes.how(n)).next().unwrap_or_default(),
                 nodes.join(", ")
             ));
             self.witness = Some(witness::Witness::start(
