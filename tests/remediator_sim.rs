@@ -4,7 +4,9 @@
 //! went NotReady, pod GC frees the pod and its replacement runs elsewhere;
 //! after the resume the remediator takes its taint off. The record puts the
 //! act down to `example-remediator`, with its decision time, says the
-//! paused machine was never off, and when the taint came off.
+//! paused machine was never off, and when the taint came off. A second test
+//! judges a whole run on a machine powered off before the out-of-service
+//! taint: no two copies, fenced first, and a remediation that did not wait.
 
 #![allow(
     clippy::unwrap_used,
@@ -15,6 +17,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use nodefall::profile::TimingProfile;
+use nodefall::record::Verdict;
+use nodefall::record::machines::Power;
 use nodefall::record::remediation::Fencing;
 use nodefall::report::read_result;
 use nodefall::scenario::model::FaultKind;
@@ -161,10 +165,120 @@ fn the_example_remediator_is_judged() {
         ),
         "{rem:#?}"
     );
+    // The sim's machines run no containers: the paused machine's own
+    // account says paused, then on, and the pod's two copies cannot be told.
+    let m = r
+        .machines
+        .iter()
+        .find(|m| m.node == rem.acts[0].node)
+        .unwrap();
+    assert!(m.power.iter().any(|(_, p)| *p == Power::Paused), "{m:?}");
+    assert!(rem.fencing_seen.is_some(), "{rem:#?}");
+    assert_eq!(r.duplicates.len(), 1, "{:#?}", r.duplicates);
+    assert_eq!(r.duplicates[0].window, None, "{:#?}", r.duplicates);
+    assert!(
+        r.duplicates[0]
+            .note
+            .as_deref()
+            .unwrap()
+            .contains("a sim node runs no containers"),
+        "{:#?}",
+        r.duplicates
+    );
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(
         md.contains("| example-remediator |"),
         "the report names who acted:\n{md}"
     );
+    drop(cluster);
+}
+
+const FENCED: &str = "\
+name: fenced-first
+namespace: fenced
+setup:
+  apply: db.yaml
+  waitReady: {statefulset: db, replicas: 1, timeout: 2m}
+target: {mostPods: app=db}
+steps:
+  - id: off
+    fault: poweroff
+  - expect: {node: target, ready: Unknown, within: grace - 0.25*lease - 1s .. grace + monitorPeriod + 2s}
+  - action: {taint: {node: target, key: node.kubernetes.io/out-of-service, value: nodeshutdown, effect: NoExecute}}
+  - expect: {pods: app=db, notOn: target, ready: 1, within: podGcPeriod + 20s}
+  - fault: poweron
+  - expect: {node: target, ready: \"True\", within: 1m}
+  - action: {untaint: {node: target, key: node.kubernetes.io/out-of-service}}
+  - name: no two copies
+    expect: {duplicateWindow: {pods: app=db}, max: 0s}
+  - name: fenced
+    expect: {fencedBefore: replacement, pods: app=db}
+  - name: remediated
+    expect: {node: target, remediation: {by: nodefall}}
+  - name: after 30s NotReady
+    expect: {node: target, remediation: {by: nodefall, notReadyFor: 30s}}
+cleanup: always
+";
+
+/// The verdicts of the whole run on a sim: a machine powered off before the
+/// out-of-service taint, so no two copies ran (`duplicateWindow` with `max:
+/// 0s` and `fencedBefore: replacement` pass, from the sim's own account of
+/// the machine); the act was nodefall's; it came at once, not after 30 s of
+/// NotReady, and that expectation fails saying so.
+#[test]
+fn whole_run_verdicts_on_a_machine_powered_off_first() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let mut opts = UpOptions::new("fenced", TimingProfile::fast());
+    opts.root = root.path().join("sim");
+    opts.nodes = 3;
+    let mut quiet = |_: &str| {};
+    let cluster = rt.block_on(SimCluster::up(&opts, &mut quiet)).unwrap();
+    std::fs::write(root.path().join("db.yaml"), MANIFEST).unwrap();
+    let file = root.path().join("fenced.yaml");
+    std::fs::write(&file, FENCED).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_nodefall"))
+        .arg("scenario")
+        .arg(&file)
+        .args(["--cluster", "fenced", "--out"])
+        .arg(out.path())
+        .env("NODEFALL_STATE_DIR", root.path().join("sim"))
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(o.status.code(), Some(1), "{said}");
+    let dir = std::fs::read_dir(out.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .next()
+        .unwrap();
+    let r = read_result(&nodefall::disk::Disk, &dir.join("result.json")).unwrap();
+    let verdict = |name: &str| {
+        r.expectations
+            .iter()
+            .find(|e| e.label.contains(name))
+            .unwrap_or_else(|| panic!("{name}: {said}"))
+    };
+    for name in ["(no two copies)", "(fenced)", "(remediated)"] {
+        assert_eq!(verdict(name).verdict, Verdict::Pass, "{name}: {said}");
+    }
+    let late = verdict("(after 30s NotReady)");
+    assert_eq!(late.verdict, Verdict::Fail, "{said}");
+    assert!(
+        late.detail
+            .starts_with("acted before the node had been NotReady 30s: "),
+        "{}",
+        late.detail
+    );
+    assert_eq!(r.duplicates[0].window, Some(0), "{:#?}", r.duplicates);
+    let rem = r.remediation.as_ref().unwrap();
+    assert!(matches!(rem.fencing, Fencing::OffBefore { .. }), "{rem:#?}");
+    assert!(rem.fencing_seen.is_some(), "{rem:#?}");
+    assert!(said.contains("(no two copies): pass"), "{said}");
     drop(cluster);
 }

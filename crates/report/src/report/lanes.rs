@@ -2,12 +2,14 @@
 //! order with their expectation windows as they really ran, a drain's
 //! evictions and refusals, cleanup folded into one row, one lane per target
 //! node (Ready, NotReady, Unknown, deleted) with its cordons, the
-//! Terminating pods and their replacements, and what clients saw. The SVG
+//! Terminating pods and their replacements, the remediation (the failed
+//! machines, the acts, two copies at once), and what clients saw. The SVG
 //! timeline draws it (see [`super::svg::timeline`]).
 
 use std::collections::BTreeSet;
 
 use super::format::{secs, t0_rel};
+use crate::record::machines::Power;
 use crate::record::{ExpectationResult, RunResult, StepKind, StepOutcome, StepRecord, Verdict};
 use crate::scenario::expr::Window;
 use crate::timeline::{Change, Ms, ObjectRef};
@@ -130,6 +132,13 @@ pub fn build(r: &RunResult) -> Lanes {
             });
         }
     }
+    let remediation = remediation(r);
+    if !remediation.is_empty() {
+        sections.push(Section {
+            name: "Remediation".into(),
+            rows: remediation,
+        });
+    }
     let clients: Vec<Row> = super::clients::bars(r)
         .into_iter()
         .map(|(label, tag, from, to)| Row::one(label, tone_of(tag), from, to))
@@ -151,6 +160,90 @@ pub fn build(r: &RunResult) -> Lanes {
         end,
         sections,
     }
+}
+
+/// The failed machines as the witness saw them (on, paused, off), the
+/// remediation's decision and acts, and each pod's two copies at once.
+fn remediation(r: &RunResult) -> Vec<Row> {
+    let Some(t0) = r.t0 else {
+        return Vec::new();
+    };
+    let mut rows = Vec::new();
+    for m in r
+        .machines
+        .iter()
+        .filter(|m| r.targets.values().any(|n| *n == m.node))
+    {
+        let segments = m
+            .power
+            .iter()
+            .enumerate()
+            .map(|(i, (at, power))| {
+                let to = m.power.get(i + 1).map_or(m.to, |(next, _)| *next);
+                let (tone, word) = match power {
+                    Power::On => (Tone::Ok, "on"),
+                    Power::Paused => (Tone::Fault, "paused"),
+                    Power::Off => (Tone::Neutral, "off"),
+                    Power::Unknown => (Tone::Bad, "unknown"),
+                };
+                Segment {
+                    from: *at,
+                    to,
+                    tone,
+                    title: format!("{} machine {word} for {}", m.node, secs(to - at)),
+                }
+            })
+            .collect();
+        rows.push(Row {
+            label: format!("{} machine", m.node),
+            segments,
+            marks: Vec::new(),
+        });
+    }
+    if let Some(rem) = &r.remediation {
+        let segments = match (rem.detection, rem.decision) {
+            (Some(d), Some(decision)) => vec![Segment {
+                from: t0 + d,
+                to: t0 + d + decision,
+                tone: Tone::Fault,
+                title: format!("NotReady until the first act: decision {}", secs(decision)),
+            }],
+            _ => Vec::new(),
+        };
+        let marks = rem
+            .acts
+            .iter()
+            .map(|a| Mark {
+                at: t0 + a.at,
+                tone: Some(Tone::Cordon),
+                title: format!(
+                    "{} on {} at {} by {}",
+                    a.what,
+                    a.node,
+                    t0_rel(a.at),
+                    a.by.as_deref().unwrap_or("unknown")
+                ),
+            })
+            .collect();
+        rows.push(Row {
+            label: "remediation".into(),
+            segments,
+            marks,
+        });
+    }
+    for d in &r.duplicates {
+        let (Some(window), Some(last)) = (d.window, d.original_last_seen) else {
+            continue;
+        };
+        let from = t0 + d.replacement_seen.unwrap_or(d.replacement_running);
+        rows.push(Row::one(
+            format!("{} two copies for {}", d.pod, secs(window)),
+            Tone::Bad,
+            from,
+            t0 + last,
+        ));
+    }
+    rows
 }
 
 fn tone_of(tag: &str) -> Tone {

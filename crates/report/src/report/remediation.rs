@@ -103,10 +103,15 @@ fn acts(out: &mut String, m: &Remediation) {
                 cell(&a.node),
                 cell(&a.what),
                 cell(a.by.as_deref().unwrap_or("unknown")),
+                match (a.not_ready_for, a.ready_again) {
+                    (Some(d), None) => secs(d),
+                    (Some(d), Some(r)) => format!("{} (Ready again at {})", secs(d), t0_rel(r)),
+                    (None, _) => "**Ready** when acted on".into(),
+                },
             ]
         })
         .collect();
-    out.push_str(&table(["time", "node", "act", "by"], rows));
+    out.push_str(&table(["time", "node", "act", "by", "NotReady for"], rows));
     out.push('\n');
     out.push_str(&table(["figure", "value", "from .. to"], figures(m)));
     let _ = writeln!(
