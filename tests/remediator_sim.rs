@@ -282,3 +282,208 @@ fn whole_run_verdicts_on_a_machine_powered_off_first() {
     assert!(said.contains("(no two copies): pass"), "{said}");
     drop(cluster);
 }
+
+/// A remediator's objects, as their operators write them: the CRDs of a
+/// medik8s Self Node Remediation and of a cluster-api Machine (their
+/// schemas kept open), a Machine of the target node made beforehand.
+const CRDS: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: selfnoderemediations.self-node-remediation.medik8s.io}
+spec:
+  group: self-node-remediation.medik8s.io
+  scope: Namespaced
+  names: {kind: SelfNodeRemediation, plural: selfnoderemediations, singular: selfnoderemediation}
+  versions:
+    - name: v1alpha1
+      served: true
+      storage: true
+      schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: machines.cluster.x-k8s.io}
+spec:
+  group: cluster.x-k8s.io
+  scope: Namespaced
+  names: {kind: Machine, plural: machines, singular: machine}
+  versions:
+    - name: v1beta1
+      served: true
+      storage: true
+      schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+"#;
+
+/// Node Health Check creating a Self Node Remediation for a failed node, and
+/// a MachineHealthCheck's controller deleting its Machine, written under
+/// the operators' field managers while a scenario pauses the node: both are
+/// acts of the remediation, the first with who created it.
+#[test]
+fn remediators_objects_are_acts_with_their_creators() {
+    use kube::api::{Api, DynamicObject, PostParams};
+    use kube::core::{ApiResource, GroupVersionKind};
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let mut opts = UpOptions::new("objects", TimingProfile::fast());
+    opts.root = root.path().join("sim");
+    opts.nodes = 2;
+    let mut quiet = |_: &str| {};
+    let cluster = rt.block_on(SimCluster::up(&opts, &mut quiet)).unwrap();
+    let client = rt.block_on(cluster.client()).unwrap();
+    let snr = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(
+            "self-node-remediation.medik8s.io",
+            "v1alpha1",
+            "SelfNodeRemediation",
+        ),
+        "selfnoderemediations",
+    );
+    let machine = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta1", "Machine"),
+        "machines",
+    );
+    let node = rt.block_on(async {
+        let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+            Api::all(client.clone());
+        for doc in CRDS.split("\n---\n") {
+            let crd = serde_yaml_ng::from_str(doc).unwrap();
+            crds.create(&PostParams::default(), &crd).await.unwrap();
+        }
+        let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+        for ns in ["medik8s", "capi"] {
+            let n = serde_json::from_value(serde_json::json!({"metadata": {"name": ns}})).unwrap();
+            namespaces.create(&PostParams::default(), &n).await.unwrap();
+        }
+        let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+        let node = nodes.list(&Default::default()).await.unwrap().items[0]
+            .metadata
+            .name
+            .clone()
+            .unwrap();
+        // Served once established: until then a create is refused (404).
+        let machines: Api<DynamicObject> = Api::namespaced_with(client.clone(), "capi", &machine);
+        let m: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
+            "metadata": {"name": "m-1"},
+            "status": {"nodeRef": {"kind": "Node", "name": node}},
+        }))
+        .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while let Err(e) = machines.create(&PostParams::default(), &m).await {
+            assert!(std::time::Instant::now() < deadline, "{e}");
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+        let remediations: Api<DynamicObject> = Api::namespaced_with(client.clone(), "medik8s", &snr);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while let Err(e) = remediations.list(&Default::default()).await {
+            assert!(std::time::Instant::now() < deadline, "{e}");
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+        node
+    });
+    let scenario = format!(
+        "\
+name: remediation-objects
+namespace: objects
+target: {{name: {node}}}
+steps:
+  - fault: pause-vm
+  - id: unknown
+    expect: {{node: target, ready: Unknown, within: grace + monitorPeriod + 5s}}
+  - name: the operators act
+    action: {{wait: {{duration: 10s}}}}
+  - fault: resume-vm
+  - expect: {{node: target, ready: \"True\", within: 1m}}
+  - name: Node Health Check remediated it
+    expect: {{node: target, remediation: {{by: node-healthcheck-operator}}}}
+cleanup: always
+"
+    );
+    let file = root.path().join("objects.yaml");
+    std::fs::write(&file, scenario).unwrap();
+    // The operators: once the node is NotReady, NHC creates the node's
+    // SelfNodeRemediation and the Machine is deleted.
+    let operators = rt.spawn({
+        let (client, node) = (client.clone(), node.clone());
+        async move {
+            let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+            let not_ready = |n: &k8s_openapi::api::core::v1::Node| {
+                n.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+                    .is_some_and(|c| c.status != "True")
+            };
+            let cond = kube::runtime::wait::await_condition(
+                nodes,
+                &node,
+                move |n: Option<&k8s_openapi::api::core::v1::Node>| n.is_some_and(not_ready),
+            );
+            tokio::time::timeout(std::time::Duration::from_secs(60), cond)
+                .await
+                .expect("the node NotReady within 60s")
+                .unwrap();
+            let pp = PostParams {
+                field_manager: Some("node-healthcheck-operator".into()),
+                ..PostParams::default()
+            };
+            let r: DynamicObject = serde_json::from_value(serde_json::json!({
+                "apiVersion": "self-node-remediation.medik8s.io/v1alpha1",
+                "kind": "SelfNodeRemediation",
+                "metadata": {"name": node},
+                "spec": {"remediationStrategy": "OutOfServiceTaint"},
+            }))
+            .unwrap();
+            let remediations: Api<DynamicObject> =
+                Api::namespaced_with(client.clone(), "medik8s", &snr);
+            remediations.create(&pp, &r).await.unwrap();
+            let machines: Api<DynamicObject> = Api::namespaced_with(client, "capi", &machine);
+            machines.delete("m-1", &Default::default()).await.unwrap();
+        }
+    });
+    let out = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_nodefall"))
+        .arg("scenario")
+        .arg(&file)
+        .args(["--cluster", "objects", "--out"])
+        .arg(out.path())
+        .env("NODEFALL_STATE_DIR", root.path().join("sim"))
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    rt.block_on(operators).unwrap();
+    assert_eq!(o.status.code(), Some(0), "{said}");
+    let dir = std::fs::read_dir(out.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .next()
+        .unwrap();
+    let r = read_result(&nodefall::disk::Disk, &dir.join("result.json")).unwrap();
+    let rem = r.remediation.as_ref().expect("the remediation judged");
+    // two watchers: either may be seen first
+    let mut acts: Vec<(&str, Option<&str>)> = rem
+        .acts
+        .iter()
+        .map(|a| (a.what.as_str(), a.by.as_deref()))
+        .collect();
+    acts.sort_unstable();
+    assert_eq!(
+        acts,
+        [
+            ("Machine capi/m-1 deleted", None),
+            (
+                format!("SelfNodeRemediation medik8s/{node} created").as_str(),
+                Some("node-healthcheck-operator")
+            ),
+        ],
+        "{rem:#?}"
+    );
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(md.contains("| node-healthcheck-operator |"), "{md}");
+    drop(cluster);
+}

@@ -1,5 +1,6 @@
 //! Watches Nodes, the scenario's Pods, claims, Events and EndpointSlices, and
-//! VolumeAttachments with kube-rs watchers and
+//! VolumeAttachments (and remediators' objects, where their APIs are
+//! installed: [`remediators`]) with kube-rs watchers and
 //! records every change as a typed [`Transition`] with its observation time.
 //!
 //! Each watcher feeds a [`fold::Fold`] that keeps the last state it saw of
@@ -12,6 +13,7 @@
 pub mod endpoints;
 pub mod fold;
 pub mod kinds;
+pub mod remediators;
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
@@ -21,7 +23,7 @@ use k8s_openapi::api::core::v1::{Event as KubeEvent, Node, PersistentVolumeClaim
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::Resource;
-use kube::api::Api;
+use kube::api::{Api, DynamicObject};
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher;
 use tokio::sync::watch;
@@ -322,9 +324,29 @@ fn spawn_watchers(
     tasks.push(tokio::spawn(track(
         attachments,
         recorder.clone(),
-        synced_tx,
+        synced_tx.clone(),
         AttachmentDiff,
     )));
+    for known in &remediators::KNOWN {
+        let resource = known.resource();
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+        let (rec, synced, differ) = (
+            recorder.clone(),
+            synced_tx.clone(),
+            remediators::RemediationDiff::new(known),
+        );
+        tasks.push(tokio::spawn(async move {
+            // Not installed (404), or not ours to read (403): nothing to
+            // watch, and listed all the same.
+            let one = kube::api::ListParams::default().limit(1);
+            if let Err(e) = api.list_metadata(&one).await {
+                tracing::debug!(kind = differ.kind, "not watched: {e}");
+                synced.send_modify(|n| *n += 1);
+                return;
+            }
+            track(api, rec, synced, differ).await;
+        }));
+    }
     tasks
 }
 
@@ -343,7 +365,6 @@ fn dedup(names: [&str; 2]) -> Vec<&str> {
 async fn track<K, D>(api: Api<K>, rec: Arc<Recorder>, synced: Arc<watch::Sender<usize>>, differ: D)
 where
     K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
-    K::DynamicType: Default,
     D: Differ<K>,
 {
     let mut fold = Fold::new(differ);

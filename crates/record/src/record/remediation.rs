@@ -25,8 +25,10 @@ pub fn is_act(key: &str, effect: &str) -> bool {
 }
 
 /// One remediation act: a NoExecute taint other than the node lifecycle
-/// controller's own (the out-of-service taint, a remediator's), or a failed
-/// node's deletion.
+/// controller's own (the out-of-service taint, a remediator's), a failed
+/// node's deletion, a medik8s remediation created for it (Self Node,
+/// Fence Agents, Machine Deletion Remediation), or its cluster-api
+/// Machine's deletion.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Act {
@@ -137,28 +139,61 @@ pub fn judge(
     metrics: &Metrics,
     machines: &[MachineTrack],
 ) -> Option<Remediation> {
+    // A Machine's deletion is one act, when it begins (or is first seen).
+    let mut machines_gone: Vec<&str> = Vec::new();
     let acts: Vec<Seen<'_>> = transitions
         .iter()
         .filter(|t| t.at >= t0)
         .filter_map(|t| {
-            let ObjectRef::Node { name } = &t.object else {
-                return None;
-            };
-            if !targets.contains(name) {
-                return None;
-            }
-            let taint = match &t.change {
-                Change::TaintAdded { key, effect, .. } if is_act(key, effect) => {
-                    Some((key.as_str(), effect.as_str()))
+            let (node, what, taint) = match (&t.object, &t.change) {
+                (ObjectRef::Node { name }, Change::TaintAdded { key, effect, .. })
+                    if is_act(key, effect) =>
+                {
+                    (
+                        name,
+                        t.change.describe(),
+                        Some((key.as_str(), effect.as_str())),
+                    )
                 }
-                Change::NodeDeleted => None,
+                (ObjectRef::Node { name }, Change::NodeDeleted) => {
+                    (name, t.change.describe(), None)
+                }
+                (
+                    ObjectRef::Remediation {
+                        resource,
+                        name,
+                        node,
+                    },
+                    change,
+                ) => {
+                    let act = if resource == "Machine" {
+                        matches!(
+                            change,
+                            Change::RemediationDeleting | Change::RemediationDeleted
+                        ) && !machines_gone.contains(&name.as_str())
+                    } else {
+                        *change == Change::RemediationCreated
+                    };
+                    if !act {
+                        return None;
+                    }
+                    machines_gone.push(name);
+                    (
+                        node,
+                        format!("{resource} {name} {}", change.describe()),
+                        None,
+                    )
+                }
                 _ => return None,
             };
-            let (not_ready_for, ready_again) = readiness(transitions, t0, name, t.at);
+            if !targets.contains(node) {
+                return None;
+            }
+            let (not_ready_for, ready_again) = readiness(transitions, t0, node, t.at);
             let act = Act {
                 at: t.at - t0,
-                node: name.clone(),
-                what: t.change.describe(),
+                node: node.clone(),
+                what,
                 by: t.by.clone(),
                 not_ready_for,
                 ready_again: ready_again.map(|r| r - t0),

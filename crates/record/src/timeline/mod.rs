@@ -80,6 +80,15 @@ pub enum ObjectRef {
         name: String,
         service: String,
     },
+    /// A remediator's object about a node: a medik8s remediation
+    /// (SelfNodeRemediation, FenceAgentsRemediation,
+    /// MachineDeletionRemediation: named after the node) or a cluster-api
+    /// Machine (its `status.nodeRef`). `name` is `namespace/name`.
+    Remediation {
+        resource: String,
+        name: String,
+        node: String,
+    },
 }
 
 impl ObjectRef {
@@ -90,7 +99,8 @@ impl ObjectRef {
             | ObjectRef::Event { name }
             | ObjectRef::VolumeAttachment { name }
             | ObjectRef::Pvc { name }
-            | ObjectRef::EndpointSlice { name, .. } => name,
+            | ObjectRef::EndpointSlice { name, .. }
+            | ObjectRef::Remediation { name, .. } => name,
         }
     }
 }
@@ -191,6 +201,12 @@ pub enum Change {
         address: String,
     },
     EndpointSliceDeleted,
+    /// A remediator's object created during the run (not found by the
+    /// first list).
+    RemediationCreated,
+    /// Its deletionTimestamp set (a Machine being deleted).
+    RemediationDeleting,
+    RemediationDeleted,
 }
 
 impl Change {
@@ -282,6 +298,9 @@ impl Change {
             }
             Change::EndpointRemoved { address } => format!("endpoint {address} removed"),
             Change::EndpointSliceDeleted => "endpoint slice deleted".into(),
+            Change::RemediationCreated => "created".into(),
+            Change::RemediationDeleting => "being deleted".into(),
+            Change::RemediationDeleted => "deleted".into(),
         }
     }
 }
@@ -417,6 +436,8 @@ impl World {
                 storage::apply(self, t);
             }
             ObjectRef::EndpointSlice { .. } => endpoints::apply(self, t),
+            // acts, judged from the transitions themselves (record::remediation)
+            ObjectRef::Remediation { .. } => {}
         }
     }
 

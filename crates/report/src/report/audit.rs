@@ -85,6 +85,7 @@ fn object(o: &ObjectRef) -> String {
         ObjectRef::VolumeAttachment { .. } => "volume attachment",
         ObjectRef::Pvc { .. } => "claim",
         ObjectRef::EndpointSlice { .. } => "endpoint slice",
+        ObjectRef::Remediation { resource, .. } => resource,
     };
     format!("{kind} {}", code(o.name()))
 }
