@@ -38,7 +38,8 @@ set +e
   --repeat "$RUNS" --out "$BENCH_DIR/reports" >"$BENCH_DIR/runs.log" 2>&1
 status=$?
 set -e
-agg=$(ls -d "$BENCH_DIR"/reports/*/aggregate.json | tail -1)
+aggs=("$BENCH_DIR"/reports/*/aggregate.json)
+agg=${aggs[-1]}
 say "scenario exit $status; aggregate: $agg"
 jq -r '.metrics[] | select(.name | startswith("remediation") or . == "nodeNotReady")
   | "\(.name): n=\(.n) min \(.min) p50 \(.p50) p95 \(.p95) max \(.max) (ms)"' "$agg" >&2 || true

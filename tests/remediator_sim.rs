@@ -13,16 +13,47 @@
     reason = "test helpers fail the test by panicking"
 )]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use nodefall::profile::TimingProfile;
-use nodefall::record::Verdict;
 use nodefall::record::machines::Power;
 use nodefall::record::remediation::Fencing;
+use nodefall::record::{RunResult, Verdict};
 use nodefall::report::read_result;
 use nodefall::scenario::model::FaultKind;
-use nodefall::sim::{SimCluster, UpOptions};
+
+#[path = "support/cli_run.rs"]
+mod cli_run;
+use cli_run::{Dirs, cluster};
+
+/// `nodefall scenario FILE --cluster NAME`: its exit code, stdout and stderr
+/// together, its result and its report.
+fn scenario(d: &Dirs, file: &Path, cluster: &str) -> (Option<i32>, String, RunResult, String) {
+    let o = d
+        .command(&[
+            "scenario",
+            file.to_str().unwrap(),
+            "--cluster",
+            cluster,
+            "--out",
+            d.out.path().to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let dir = std::fs::read_dir(d.out.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .next()
+        .unwrap_or_else(|| panic!("no report directory:\n{said}"));
+    let result = read_result(&nodefall::disk::Disk, &dir.join("result.json")).unwrap();
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    (o.status.code(), said, result, md)
+}
 
 const MANIFEST: &str = "\
 apiVersion: apps/v1
@@ -91,16 +122,10 @@ impl Drop for Reaped {
 
 #[test]
 fn the_example_remediator_is_judged() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let root = tempfile::tempdir().unwrap();
-    let mut opts = UpOptions::new("remedied", TimingProfile::fast());
-    opts.root = root.path().join("sim");
-    opts.nodes = 3;
-    let mut quiet = |_: &str| {};
-    let cluster = rt.block_on(SimCluster::up(&opts, &mut quiet)).unwrap();
-    std::fs::write(root.path().join("db.yaml"), MANIFEST).unwrap();
-    let file = root.path().join("remediated.yaml");
-    std::fs::write(&file, SCENARIO).unwrap();
+    let d = Dirs::new();
+    let (_rt, cluster, _client) = cluster(d.state.path(), "remedied");
+    d.write("db.yaml", MANIFEST);
+    let file = d.write("remediated.yaml", SCENARIO);
     let _remediator = Reaped(
         Command::new(remediator())
             .args(["--after", "5s"])
@@ -109,27 +134,8 @@ fn the_example_remediator_is_judged() {
             .spawn()
             .unwrap(),
     );
-    let out = tempfile::tempdir().unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_nodefall"))
-        .arg("scenario")
-        .arg(&file)
-        .args(["--cluster", "remedied", "--out"])
-        .arg(out.path())
-        .env("NODEFALL_STATE_DIR", root.path().join("sim"))
-        .output()
-        .unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert_eq!(o.status.code(), Some(0), "{said}");
-    let dir = std::fs::read_dir(out.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .next()
-        .unwrap();
-    let r = read_result(&nodefall::disk::Disk, &dir.join("result.json")).unwrap();
+    let (code, said, r, md) = scenario(&d, &file, "remedied");
+    assert_eq!(code, Some(0), "{said}");
     let rem = r.remediation.as_ref().expect("the remediation judged");
     assert_eq!(rem.acts.len(), 1, "{rem:#?}");
     assert_eq!(rem.acts[0].by.as_deref(), Some("example-remediator"));
@@ -185,7 +191,6 @@ fn the_example_remediator_is_judged() {
         "{:#?}",
         r.duplicates
     );
-    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(
         md.contains("| example-remediator |"),
         "the report names who acted:\n{md}"
@@ -204,6 +209,7 @@ steps:
   - id: off
     fault: poweroff
   - expect: {node: target, ready: Unknown, within: grace - 0.25*lease - 1s .. grace + monitorPeriod + 2s}
+  - action: {force-delete-pods: {selector: app=db, node: target}}
   - action: {taint: {node: target, key: node.kubernetes.io/out-of-service, value: nodeshutdown, effect: NoExecute}}
   - expect: {pods: app=db, notOn: target, ready: 1, within: podGcPeriod + 20s}
   - fault: poweron
@@ -223,41 +229,17 @@ cleanup: always
 /// The verdicts of the whole run on a sim: a machine powered off before the
 /// out-of-service taint, so no two copies ran (`duplicateWindow` with `max:
 /// 0s` and `fencedBefore: replacement` pass, from the sim's own account of
-/// the machine); the act was nodefall's; it came at once, not after 30 s of
-/// NotReady, and that expectation fails saying so.
+/// the machine); the acts were nodefall's (a force deletion, its author
+/// from the audit log, then the taint); they came at once, not after 30 s
+/// of NotReady, and that expectation fails saying so.
 #[test]
 fn whole_run_verdicts_on_a_machine_powered_off_first() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let root = tempfile::tempdir().unwrap();
-    let mut opts = UpOptions::new("fenced", TimingProfile::fast());
-    opts.root = root.path().join("sim");
-    opts.nodes = 3;
-    let mut quiet = |_: &str| {};
-    let cluster = rt.block_on(SimCluster::up(&opts, &mut quiet)).unwrap();
-    std::fs::write(root.path().join("db.yaml"), MANIFEST).unwrap();
-    let file = root.path().join("fenced.yaml");
-    std::fs::write(&file, FENCED).unwrap();
-    let out = tempfile::tempdir().unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_nodefall"))
-        .arg("scenario")
-        .arg(&file)
-        .args(["--cluster", "fenced", "--out"])
-        .arg(out.path())
-        .env("NODEFALL_STATE_DIR", root.path().join("sim"))
-        .output()
-        .unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert_eq!(o.status.code(), Some(1), "{said}");
-    let dir = std::fs::read_dir(out.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .next()
-        .unwrap();
-    let r = read_result(&nodefall::disk::Disk, &dir.join("result.json")).unwrap();
+    let d = Dirs::new();
+    let (_rt, cluster, _client) = cluster(d.state.path(), "fenced");
+    d.write("db.yaml", MANIFEST);
+    let file = d.write("fenced.yaml", FENCED);
+    let (code, said, r, _) = scenario(&d, &file, "fenced");
+    assert_eq!(code, Some(1), "{said}");
     let verdict = |name: &str| {
         r.expectations
             .iter()
@@ -278,6 +260,18 @@ fn whole_run_verdicts_on_a_machine_powered_off_first() {
     assert_eq!(r.duplicates[0].window, Some(0), "{:#?}", r.duplicates);
     let rem = r.remediation.as_ref().unwrap();
     assert!(matches!(rem.fencing, Fencing::OffBefore { .. }), "{rem:#?}");
+    // The force deletion is an act, its author from the audit log (it
+    // writes no field); the taint is the second, by nodefall's manager.
+    assert_eq!(rem.acts.len(), 2, "{rem:#?}");
+    assert_eq!(rem.acts[0].what, "pod db-0 force-deleted", "{rem:#?}");
+    assert!(
+        rem.acts[0]
+            .user
+            .as_deref()
+            .is_some_and(|u| u.starts_with("nodefall-admin")),
+        "{rem:#?}"
+    );
+    assert_eq!(rem.acts[1].by.as_deref(), Some("nodefall"), "{rem:#?}");
     assert!(rem.fencing_seen.is_some(), "{rem:#?}");
     assert!(said.contains("(no two copies): pass"), "{said}");
     drop(cluster);
@@ -323,14 +317,8 @@ fn remediators_objects_are_acts_with_their_creators() {
     use kube::api::{Api, DynamicObject, PostParams};
     use kube::core::{ApiResource, GroupVersionKind};
 
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let root = tempfile::tempdir().unwrap();
-    let mut opts = UpOptions::new("objects", TimingProfile::fast());
-    opts.root = root.path().join("sim");
-    opts.nodes = 2;
-    let mut quiet = |_: &str| {};
-    let cluster = rt.block_on(SimCluster::up(&opts, &mut quiet)).unwrap();
-    let client = rt.block_on(cluster.client()).unwrap();
+    let d = Dirs::new();
+    let (rt, cluster, client) = cluster(d.state.path(), "objects");
     let snr = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk(
             "self-node-remediation.medik8s.io",
@@ -382,7 +370,7 @@ fn remediators_objects_are_acts_with_their_creators() {
         }
         node
     });
-    let scenario = format!(
+    let text = format!(
         "\
 name: remediation-objects
 namespace: objects
@@ -400,8 +388,7 @@ steps:
 cleanup: always
 "
     );
-    let file = root.path().join("objects.yaml");
-    std::fs::write(&file, scenario).unwrap();
+    let file = d.write("objects.yaml", &text);
     // The operators: once the node is NotReady, NHC creates the node's
     // SelfNodeRemediation and the Machine is deleted.
     let operators = rt.spawn({
@@ -442,28 +429,9 @@ cleanup: always
             machines.delete("m-1", &Default::default()).await.unwrap();
         }
     });
-    let out = tempfile::tempdir().unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_nodefall"))
-        .arg("scenario")
-        .arg(&file)
-        .args(["--cluster", "objects", "--out"])
-        .arg(out.path())
-        .env("NODEFALL_STATE_DIR", root.path().join("sim"))
-        .output()
-        .unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let (code, said, r, md) = scenario(&d, &file, "objects");
     rt.block_on(operators).unwrap();
-    assert_eq!(o.status.code(), Some(0), "{said}");
-    let dir = std::fs::read_dir(out.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .next()
-        .unwrap();
-    let r = read_result(&nodefall::disk::Disk, &dir.join("result.json")).unwrap();
+    assert_eq!(code, Some(0), "{said}");
     let rem = r.remediation.as_ref().expect("the remediation judged");
     // two watchers: either may be seen first
     let mut acts: Vec<(&str, Option<&str>)> = rem
@@ -483,7 +451,6 @@ cleanup: always
         ],
         "{rem:#?}"
     );
-    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(md.contains("| node-healthcheck-operator |"), "{md}");
     drop(cluster);
 }

@@ -896,6 +896,7 @@ fn the_remediation_is_judged_from_the_record_and_rendered() {
         &r.steps,
         &r.metrics,
         &[],
+        &[],
     )
     .unwrap();
     assert_eq!(judged.acts.len(), 1, "{judged:#?}");
@@ -931,6 +932,7 @@ fn the_remediation_is_judged_from_the_record_and_rendered() {
             &targets,
             &d.steps,
             &d.metrics,
+            &[],
             &[],
         ),
         None

@@ -328,6 +328,15 @@ fn seed_001_stopped_kubelet_recovers_by_deleting_the_node() {
     // never off.
     let rem = r.remediation.as_ref().expect("the remediation judged");
     assert_eq!(rem.acts[0].what, "deleted", "{rem:#?}");
+    // A deletion writes no field: its author is the audit log's, the
+    // scenario's `delete-node` under the sim's admin user.
+    assert!(
+        rem.acts[0]
+            .user
+            .as_deref()
+            .is_some_and(|u| u.starts_with("nodefall-admin")),
+        "{rem:#?}"
+    );
     assert_eq!(
         rem.fencing,
         Fencing::NotOff {

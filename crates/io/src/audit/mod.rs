@@ -12,6 +12,7 @@
 //! audit log of each match (observed − written, the log's µs stamp).
 
 pub mod check;
+pub mod deletions;
 pub mod log;
 
 use std::io::Read as _;

@@ -41,6 +41,10 @@ pub struct Act {
     /// Who did it, where known (a field manager).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub by: Option<String>,
+    /// Who did it by the API server's audit log (sim): its user and user
+    /// agent, for a deletion (which writes no field, so has no manager).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
     /// How long the node had been NotReady without a break at the act (ms;
     /// None: it was Ready then, or never NotReady).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -123,6 +127,62 @@ pub struct Remediation {
     pub cleanup: Vec<Leftover>,
 }
 
+/// A deletion the API server's audit log recorded, with its author (the
+/// sim's log; see `audit::deletions`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditDeletion {
+    /// When it completed, ms since the run's start.
+    pub at: Ms,
+    /// `nodes`, `pods`.
+    pub resource: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub name: String,
+    pub user: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// A pod deleted with no grace period.
+    pub force: bool,
+}
+
+impl AuditDeletion {
+    /// `user (agent)`.
+    pub fn author(&self) -> String {
+        match &self.agent {
+            Some(a) => format!("{} ({a})", self.user),
+            None => self.user.clone(),
+        }
+    }
+
+    /// By the control plane's own components (a kubelet ending a graceful
+    /// deletion, pod GC freeing a node's pods, the node lifecycle
+    /// controller): the consequence of a failure or of an act, not an act.
+    /// Known by the user, or by the user agent where the components share
+    /// one user (the sim's; kwok plays its kubelets).
+    pub fn by_control_plane(&self) -> bool {
+        let agent = self.agent.as_deref().unwrap_or_default();
+        self.user.starts_with("system:node:")
+            || self.user.starts_with("system:serviceaccount:kube-system:")
+            || matches!(
+                self.user.as_str(),
+                "system:kube-controller-manager" | "system:kube-scheduler"
+            )
+            || [
+                "kube-controller-manager/",
+                "kube-scheduler/",
+                "kubelet/",
+                "kwok",
+            ]
+            .iter()
+            .any(|p| agent.starts_with(p))
+    }
+}
+
+/// How far apart the audit log's time and the observer's may be for one
+/// deletion (ms): the observer's lag, and the two clocks.
+const AUDIT_SLACK: Ms = 10_000;
+
 /// An act with when it was seen (ms since start) and, for a taint, its key
 /// and effect.
 type Seen<'a> = (Ms, Act, Option<(&'a str, &'a str)>);
@@ -130,7 +190,10 @@ type Seen<'a> = (Ms, Act, Option<(&'a str, &'a str)>);
 /// Judges the remediation of the nodes in `targets`, or None when nothing
 /// remediated them. `transitions` are the run's, `t0` the first fault (ms
 /// since start), `steps` the steps' records, `metrics` the run's figures,
-/// `machines` the failed machines as the backend saw them (may be empty).
+/// `machines` the failed machines as the backend saw them (may be empty),
+/// `deletions` what the audit log says of deletions (sim; may be empty): a
+/// Node deletion's author, and pods on failed nodes force-deleted by
+/// someone other than the control plane (acts of their own).
 pub fn judge(
     transitions: &[Transition],
     t0: Ms,
@@ -138,6 +201,7 @@ pub fn judge(
     steps: &[StepRecord],
     metrics: &Metrics,
     machines: &[MachineTrack],
+    deletions: &[AuditDeletion],
 ) -> Option<Remediation> {
     // A Machine's deletion is one act, when it begins (or is first seen).
     let mut machines_gone: Vec<&str> = Vec::new();
@@ -189,18 +253,32 @@ pub fn judge(
             if !targets.contains(node) {
                 return None;
             }
+            let user = matches!(t.change, Change::NodeDeleted)
+                .then(|| {
+                    deletions.iter().find(|d| {
+                        d.resource == "nodes"
+                            && d.name == *node
+                            && (d.at - t.at).abs() <= AUDIT_SLACK
+                    })
+                })
+                .flatten()
+                .map(AuditDeletion::author);
             let (not_ready_for, ready_again) = readiness(transitions, t0, node, t.at);
             let act = Act {
                 at: t.at - t0,
                 node: node.clone(),
                 what,
                 by: t.by.clone(),
+                user,
                 not_ready_for,
                 ready_again: ready_again.map(|r| r - t0),
             };
             Some((t.at, act, taint))
         })
+        .chain(force_deletions(transitions, t0, targets, deletions))
         .collect();
+    let mut acts = acts;
+    acts.sort_by_key(|(at, _, _)| *at);
     let (first_at, first, _) = acts.first()?.clone();
     let detection = metrics.node_not_ready;
     let decision = detection.map(|d| first.at - d);
@@ -246,6 +324,48 @@ pub fn judge(
     })
 }
 
+/// Pods on a failed node force-deleted after T0 by someone other than the
+/// control plane, by the audit log: acts, each with its author.
+fn force_deletions<'a>(
+    transitions: &[Transition],
+    t0: Ms,
+    targets: &[String],
+    deletions: &[AuditDeletion],
+) -> Vec<Seen<'a>> {
+    deletions
+        .iter()
+        .filter(|d| d.resource == "pods" && d.force && d.at >= t0 && !d.by_control_plane())
+        .filter_map(|d| {
+            // its node: where it was last scheduled, as observed
+            let node = transitions
+                .iter()
+                .filter(|t| t.at <= d.at + AUDIT_SLACK)
+                .filter_map(|t| match (&t.object, &t.change) {
+                    (ObjectRef::Pod { name, .. }, Change::PodScheduled { node })
+                        if *name == d.name =>
+                    {
+                        Some(node)
+                    }
+                    _ => None,
+                })
+                .next_back()?;
+            targets.contains(node).then(|| {
+                let (not_ready_for, ready_again) = readiness(transitions, t0, node, d.at);
+                let act = Act {
+                    at: d.at - t0,
+                    node: node.clone(),
+                    what: format!("pod {} force-deleted", d.name),
+                    by: None,
+                    user: Some(d.author()),
+                    not_ready_for,
+                    ready_again: ready_again.map(|r| r - t0),
+                };
+                (d.at, act, None)
+            })
+        })
+        .collect()
+}
+
 /// The node's readiness before an act at `at` (ms since start): how long it
 /// had been NotReady without a break, and when (if ever) it was Ready again
 /// between first going NotReady after `t0` and the act.
@@ -286,38 +406,17 @@ fn readiness(transitions: &[Transition], t0: Ms, node: &str, at: Ms) -> (Option<
 /// The machine of the act's node as the backend saw it: the first look
 /// after T0 that found it off.
 fn seen_fencing(track: &MachineTrack, steps: &[StepRecord], t0: Ms, act: &Act) -> Fencing {
-    match track.off_from(t0).map(|off| off - t0) {
-        Some(off) if off <= act.at => Fencing::OffBefore {
-            off,
-            lead: act.at - off,
-        },
-        Some(off) => Fencing::OffAfter {
-            off,
-            after: off - act.at,
-        },
-        None => Fencing::NotOff {
-            fault: steps
-                .iter()
-                .filter(|s| s.kind == StepKind::Fault)
-                .filter_map(|s| s.fault.as_ref())
-                .find(|f| f.node == act.node)
-                .map(|f| f.fault),
-        },
-    }
+    fenced(
+        track.off_from(t0).map(|off| off - t0),
+        act.at,
+        first_fault(steps, &act.node),
+    )
 }
 
 /// The machine of the act's node, by nodefall's own faults on it.
 fn fencing(steps: &[StepRecord], t0: Ms, act: &Act) -> Fencing {
-    let on_node: Vec<(&StepRecord, FaultKind)> = steps
-        .iter()
-        .filter(|s| s.kind == StepKind::Fault)
-        .filter_map(|s| {
-            let f = s.fault.as_ref()?;
-            (f.node == act.node).then_some((s, f.fault))
-        })
-        .collect();
     let mut off: Option<Ms> = None;
-    for (s, fault) in &on_node {
+    for (s, fault) in faults_on(steps, &act.node) {
         let at = s.ended.unwrap_or(s.started) - t0;
         match fault {
             FaultKind::Poweroff | FaultKind::Shutdown => {
@@ -331,18 +430,39 @@ fn fencing(steps: &[StepRecord], t0: Ms, act: &Act) -> Fencing {
             break;
         }
     }
+    fenced(off, act.at, first_fault(steps, &act.node))
+}
+
+/// The fault steps on `node`, in order, with their faults.
+fn faults_on<'a>(
+    steps: &'a [StepRecord],
+    node: &'a str,
+) -> impl Iterator<Item = (&'a StepRecord, FaultKind)> + 'a {
+    steps
+        .iter()
+        .filter(|s| s.kind == StepKind::Fault)
+        .filter_map(move |s| {
+            let f = s.fault.as_ref()?;
+            (f.node == node).then_some((s, f.fault))
+        })
+}
+
+fn first_fault(steps: &[StepRecord], node: &str) -> Option<FaultKind> {
+    faults_on(steps, node).next().map(|(_, f)| f)
+}
+
+/// Off at `off` (relative to T0, None: never), against an act at `act`.
+fn fenced(off: Option<Ms>, act: Ms, fault: Option<FaultKind>) -> Fencing {
     match off {
-        Some(off) if off <= act.at => Fencing::OffBefore {
+        Some(off) if off <= act => Fencing::OffBefore {
             off,
-            lead: act.at - off,
+            lead: act - off,
         },
         Some(off) => Fencing::OffAfter {
             off,
-            after: off - act.at,
+            after: off - act,
         },
-        None => Fencing::NotOff {
-            fault: on_node.first().map(|(_, f)| *f),
-        },
+        None => Fencing::NotOff { fault },
     }
 }
 

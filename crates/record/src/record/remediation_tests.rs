@@ -134,6 +134,7 @@ fn a_powered_off_node_released_by_the_out_of_service_taint() {
         &steps,
         &metrics(40_000, &[Some(75_000), Some(80_000)]),
         &[],
+        &[],
     )
     .unwrap();
     assert_eq!(
@@ -143,6 +144,7 @@ fn a_powered_off_node_released_by_the_out_of_service_taint() {
             node: "w1".into(),
             what: format!("taint + {oos}:NoExecute"),
             by: Some("nodefall".into()),
+            user: None,
             not_ready_for: Some(20_000),
             ready_again: None,
         }],
@@ -186,6 +188,7 @@ fn a_partitioned_node_deleted_while_it_ran_on() {
         &steps,
         &metrics(35_000, &[Some(50_000), None]),
         &[],
+        &[],
     )
     .unwrap();
     assert_eq!(r.acts.len(), 1, "{:?}", r.acts);
@@ -223,6 +226,7 @@ fn fenced_too_late_and_never_remediated() {
         &steps,
         &metrics(10_000, &[]),
         &[],
+        &[],
     )
     .unwrap();
     assert_eq!(
@@ -249,7 +253,8 @@ fn fenced_too_late_and_never_remediated() {
             &["w1".to_owned()],
             &steps,
             &metrics(10_000, &[]),
-            &[]
+            &[],
+            &[],
         ),
         None
     );
@@ -288,9 +293,95 @@ fn an_act_on_a_flapping_node_says_it_was_ready_again_and_for_how_long_it_was_dow
         &[fault(0, 100, FaultKind::DropNic, "w1")],
         &metrics(8_000, &[]),
         &[],
+        &[],
     )
     .unwrap();
     assert_eq!(r.acts[0].not_ready_for, Some(1_000));
     assert_eq!(r.acts[0].ready_again, Some(12_000));
     assert_eq!(r.decision, Some(18_000), "from the first NotReady");
+}
+
+/// The audit log names who deleted a Node (no field manager does), and a
+/// pod on the failed node force-deleted by a person is an act of its own;
+/// the kubelet's and pod GC's deletions are not.
+#[test]
+fn the_audit_log_names_deletions_and_force_deletions_are_acts() {
+    let pod = |at: Ms, name: &str, change: Change| Transition {
+        at: T0 + at,
+        server_time: None,
+        object: ObjectRef::Pod {
+            name: name.into(),
+            uid: format!("{name}-uid"),
+        },
+        change,
+        by: None,
+    };
+    let transitions = vec![
+        pod(-5_000, "db-0", Change::PodScheduled { node: "w1".into() }),
+        pod(-5_000, "web-1", Change::PodScheduled { node: "w2".into() }),
+        node(
+            8_000,
+            "w1",
+            Change::NodeReady {
+                status: "Unknown".into(),
+                reason: None,
+            },
+            None,
+        ),
+        node(20_000, "w1", Change::NodeDeleted, None),
+    ];
+    let deleted = |at: Ms, resource: &str, name: &str, user: &str, force: bool| AuditDeletion {
+        at: T0 + at,
+        resource: resource.into(),
+        namespace: (resource == "pods").then(|| "ns".into()),
+        name: name.into(),
+        user: user.into(),
+        agent: Some("nodefall/1.0".into()),
+        force,
+    };
+    let deletions = [
+        deleted(12_000, "pods", "db-0", "kubernetes-admin", true),
+        // not on a failed node
+        deleted(12_500, "pods", "web-1", "kubernetes-admin", true),
+        // the kubelet's final deletion, pod GC's: not acts
+        deleted(13_000, "pods", "db-0", "system:node:w1", true),
+        deleted(
+            14_000,
+            "pods",
+            "db-0",
+            "system:serviceaccount:kube-system:pod-garbage-collector",
+            true,
+        ),
+        deleted(19_900, "nodes", "w1", "kubernetes-admin", false),
+    ];
+    let r = judge(
+        &transitions,
+        T0,
+        &["w1".to_owned()],
+        &[fault(0, 100, FaultKind::StopKubelet, "w1")],
+        &metrics(8_000, &[]),
+        &[],
+        &deletions,
+    )
+    .unwrap();
+    let acts: Vec<(&str, Option<&str>)> = r
+        .acts
+        .iter()
+        .map(|a| (a.what.as_str(), a.user.as_deref()))
+        .collect();
+    assert_eq!(
+        acts,
+        [
+            (
+                "pod db-0 force-deleted",
+                Some("kubernetes-admin (nodefall/1.0)")
+            ),
+            ("deleted", Some("kubernetes-admin (nodefall/1.0)")),
+        ]
+    );
+    assert_eq!(
+        r.decision,
+        Some(4_000),
+        "from NotReady to the force deletion"
+    );
 }

@@ -102,7 +102,11 @@ fn acts(out: &mut String, m: &Remediation) {
                 t0_rel(a.at),
                 cell(&a.node),
                 cell(&a.what),
-                cell(a.by.as_deref().unwrap_or("unknown")),
+                cell(&match (&a.by, &a.user) {
+                    (Some(by), _) => by.clone(),
+                    (None, Some(user)) => format!("{user} (audit log)"),
+                    (None, None) => "unknown".into(),
+                }),
                 match (a.not_ready_for, a.ready_again) {
                     (Some(d), None) => secs(d),
                     (Some(d), Some(r)) => format!("{} (Ready again at {})", secs(d), t0_rel(r)),
@@ -117,7 +121,8 @@ fn acts(out: &mut String, m: &Remediation) {
     let _ = writeln!(
         out,
         "\nActs: NoExecute taints other than the node lifecycle controller's own, and failed \
-         Nodes deleted; \"by\" is the field manager that last wrote the node's taints. Fencing is \
+         Nodes deleted, remediators' objects; \"by\" is the field manager that wrote the act (a \
+         deletion's author comes from the API server's audit log where there is one). Fencing is \
          {}.\n",
         match &m.fencing_seen {
             Some(how) => format!("as the backend saw the machine ({how})"),

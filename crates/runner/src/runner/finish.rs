@@ -138,6 +138,7 @@ impl Run<'_> {
                 &self.steps,
                 &metrics,
                 &self.machines,
+                &[],
             )
         });
         let duplicates = t0.map_or_else(Vec::new, |t0| {

@@ -210,6 +210,30 @@ async fn check_audit(log: &Path, progress: &Progress, result: &mut RunResult) {
         }
         Err(e) => progress.log(&format!("audit: not checked: {}", crate::errors::chain(&e))),
     }
+    // Who deleted what (a deletion has no field manager): the remediation
+    // judged again with the log's authors, and force deletions as acts.
+    let started = result.started_at;
+    match tokio::task::block_in_place(|| crate::audit::deletions::read(log, started)) {
+        Ok(deletions) if !deletions.is_empty() => {
+            if let Some(t0) = result.t0 {
+                let targets: Vec<String> = result.targets.values().cloned().collect();
+                result.remediation = crate::record::remediation::judge(
+                    &result.transitions,
+                    t0,
+                    &targets,
+                    &result.steps,
+                    &result.metrics,
+                    &result.machines,
+                    &deletions,
+                );
+            }
+        }
+        Ok(_) => {}
+        Err(e) => progress.log(&format!(
+            "audit: deletions not read: {}",
+            crate::errors::chain(&e)
+        )),
+    }
 }
 
 /// How a run's sim cluster ended.
