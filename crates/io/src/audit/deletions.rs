@@ -3,7 +3,7 @@
 //! the user agent of the request). Node deletions, and pods deleted with no
 //! grace period (force deletions), for the remediation's acts.
 
-use std::io::Read as _;
+use std::io::BufRead as _;
 use std::path::Path;
 
 use jiff::Timestamp;
@@ -61,22 +61,25 @@ struct Status {
 pub fn read(path: &Path, started: Timestamp) -> Result<Vec<AuditDeletion>, Error> {
     let mut out = Vec::new();
     for file in super::with_rotated(path) {
-        let mut text = String::new();
-        std::fs::File::open(&file)
-            .and_then(|mut f| f.read_to_string(&mut text))
-            .map_err(|source| Error::Read {
+        let read_error = |source| Error::Read {
+            path: file.clone(),
+            source,
+        };
+        let reader = std::io::BufReader::new(std::fs::File::open(&file).map_err(read_error)?);
+        for (i, line) in reader.lines().enumerate() {
+            let line = line.map_err(read_error)?;
+            // Most events are not deletions: not parsed (the log of a large
+            // run holds hundreds of thousands of writes).
+            if !line.contains("\"delete\"") {
+                continue;
+            }
+            let e: Event = serde_json::from_str(&line).map_err(|source| Error::Parse {
                 path: file.clone(),
+                line: i + 1,
                 source,
             })?;
-        super::json_lines(
-            text.as_bytes(),
-            &file,
-            |path, line, source| Error::Parse { path, line, source },
-            |_, e: Event| {
-                out.extend(deletion(e, started));
-                Ok(())
-            },
-        )?;
+            out.extend(deletion(e, started));
+        }
     }
     out.sort_by_key(|d| d.at);
     Ok(out)
@@ -111,4 +114,63 @@ fn deletion(e: Event, started: Timestamp) -> Option<AuditDeletion> {
         agent: e.user_agent,
         force,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(
+        clippy::unwrap_used,
+        reason = "test helpers fail the test by panicking"
+    )]
+
+    use super::*;
+
+    /// Audit events as the sim's API server writes them (trimmed).
+    const LOG: &str = concat!(
+        r#"{"kind":"Event","stage":"ResponseComplete","verb":"delete","objectRef":{"resource":"nodes","name":"w1"},"user":{"username":"nodefall-admin"},"userAgent":"nodefall/0.1","responseStatus":{"code":200},"stageTimestamp":"2026-11-27T04:00:10.250000Z"}"#,
+        "\n",
+        r#"{"kind":"Event","stage":"ResponseComplete","verb":"delete","objectRef":{"resource":"pods","namespace":"ns","name":"db-0"},"user":{"username":"nodefall-admin"},"responseStatus":{"code":200},"requestObject":{"kind":"DeleteOptions","gracePeriodSeconds":0},"stageTimestamp":"2026-11-27T04:00:05Z"}"#,
+        "\n",
+        r#"{"kind":"Event","stage":"ResponseComplete","verb":"delete","objectRef":{"resource":"pods","namespace":"ns","name":"db-1"},"user":{"username":"nodefall-admin"},"responseStatus":{"code":200},"stageTimestamp":"2026-11-27T04:00:06Z"}"#,
+        "\n",
+        r#"{"kind":"Event","stage":"ResponseComplete","verb":"delete","objectRef":{"resource":"pods","namespace":"ns","name":"gone"},"user":{"username":"nodefall-admin"},"responseStatus":{"code":404},"stageTimestamp":"2026-11-27T04:00:07Z"}"#,
+        "\n",
+        r#"{"kind":"Event","stage":"ResponseComplete","verb":"update","objectRef":{"resource":"nodes","name":"w1"},"user":{"username":"x"},"responseStatus":{"code":200},"stageTimestamp":"2026-11-27T04:00:08Z"}"#,
+        "\n",
+    );
+
+    #[test]
+    fn deletions_with_their_authors_force_deletions_marked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.log");
+        std::fs::write(&path, LOG).unwrap();
+        let started: Timestamp = "2026-11-27T04:00:00Z".parse().unwrap();
+        let d = read(&path, started).unwrap();
+        let seen: Vec<(Ms, &str, &str, bool, String)> = d
+            .iter()
+            .map(|d| {
+                (
+                    d.at,
+                    d.resource.as_str(),
+                    d.name.as_str(),
+                    d.force,
+                    d.author(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (5_000, "pods", "db-0", true, "nodefall-admin".to_owned()),
+                (6_000, "pods", "db-1", false, "nodefall-admin".to_owned()),
+                (
+                    10_250,
+                    "nodes",
+                    "w1",
+                    false,
+                    "nodefall-admin (nodefall/0.1)".to_owned()
+                ),
+            ]
+        );
+    }
 }
