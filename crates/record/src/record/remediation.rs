@@ -336,14 +336,24 @@ fn force_deletions<'a>(
         .iter()
         .filter(|d| d.resource == "pods" && d.force && d.at >= t0 && !d.by_control_plane())
         .filter_map(|d| {
-            // its node: where it was last scheduled, as observed
+            // the pod: the one of that name seen deleted nearest the log's
+            // time (a StatefulSet's replacement has its name); its node:
+            // where it was scheduled
+            let uid = transitions
+                .iter()
+                .filter_map(|t| match (&t.object, &t.change) {
+                    (ObjectRef::Pod { name, uid }, Change::PodDeleted) if *name == d.name => {
+                        Some(((t.at - d.at).abs(), uid))
+                    }
+                    _ => None,
+                })
+                .filter(|(apart, _)| *apart <= AUDIT_SLACK)
+                .min_by_key(|(apart, _)| *apart)?
+                .1;
             let node = transitions
                 .iter()
-                .filter(|t| t.at <= d.at + AUDIT_SLACK)
                 .filter_map(|t| match (&t.object, &t.change) {
-                    (ObjectRef::Pod { name, .. }, Change::PodScheduled { node })
-                        if *name == d.name =>
-                    {
+                    (ObjectRef::Pod { uid: u, .. }, Change::PodScheduled { node }) if u == uid => {
                         Some(node)
                     }
                     _ => None,

@@ -328,6 +328,19 @@ fn the_audit_log_names_deletions_and_force_deletions_are_acts() {
             },
             None,
         ),
+        pod(12_050, "db-0", Change::PodDeleted),
+        // its replacement, of the same name, on another node
+        Transition {
+            at: T0 + 12_060,
+            server_time: None,
+            object: ObjectRef::Pod {
+                name: "db-0".into(),
+                uid: "replacement".into(),
+            },
+            change: Change::PodScheduled { node: "w2".into() },
+            by: None,
+        },
+        pod(12_550, "web-1", Change::PodDeleted),
         node(20_000, "w1", Change::NodeDeleted, None),
     ];
     let deleted = |at: Ms, resource: &str, name: &str, user: &str, force: bool| AuditDeletion {
