@@ -11,6 +11,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::Error;
+use super::log::{ObjectRefJson, StatusJson};
 use crate::record::remediation::AuditDeletion;
 use crate::timeline::Ms;
 
@@ -26,34 +27,16 @@ struct Event {
     #[serde(default)]
     user_agent: Option<String>,
     #[serde(default)]
-    response_status: Option<Status>,
+    response_status: Option<StatusJson>,
     #[serde(default)]
     request_object: Option<Value>,
     stage_timestamp: Timestamp,
 }
 
 #[derive(Debug, Deserialize)]
-struct ObjectRefJson {
-    #[serde(default)]
-    resource: Option<String>,
-    #[serde(default)]
-    namespace: Option<String>,
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    subresource: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
 struct User {
     #[serde(default)]
     username: String,
-}
-
-#[derive(Debug, Deserialize)]
-struct Status {
-    #[serde(default)]
-    code: Option<u16>,
 }
 
 /// The Node deletions and pod force deletions the audit log at `path` (and

@@ -66,21 +66,21 @@ struct Event {
 }
 
 #[derive(Debug, Deserialize)]
-struct ObjectRefJson {
+pub(super) struct ObjectRefJson {
     #[serde(default)]
-    resource: Option<String>,
+    pub(super) resource: Option<String>,
     #[serde(default)]
-    namespace: Option<String>,
+    pub(super) namespace: Option<String>,
     #[serde(default)]
-    name: Option<String>,
+    pub(super) name: Option<String>,
     #[serde(default)]
-    subresource: Option<String>,
+    pub(super) subresource: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
-struct StatusJson {
+pub(super) struct StatusJson {
     #[serde(default)]
-    code: Option<u16>,
+    pub(super) code: Option<u16>,
 }
 
 /// One write, decoded: what it did to which object.

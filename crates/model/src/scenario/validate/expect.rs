@@ -245,6 +245,25 @@ fn preflight_window(
         );
         return None;
     }
+    let ok = no_window(
+        cx,
+        p,
+        e,
+        "gracefulShutdown",
+        "at preflight, before the first fault",
+    );
+    ok.then_some(WindowSpec::Preflight)
+}
+
+/// Refuses every window field and `since` of an expectation decided once
+/// (`what`, decided `when`); true when none is written.
+pub(super) fn no_window(
+    cx: &mut Ctx<'_>,
+    p: &str,
+    e: &model::Expect,
+    what: &str,
+    when: &str,
+) -> bool {
     let written = [
         ("within", e.within.is_some()),
         ("after", e.after.is_some()),
@@ -257,14 +276,12 @@ fn preflight_window(
     for (field, _) in written.iter().filter(|(_, set)| *set) {
         cx.err_key(
             &format!("{p}.{field}"),
-            format!(
-                "`{field}` has no meaning with `gracefulShutdown`: it is decided once, at preflight, before the first fault"
-            ),
+            format!("`{field}` has no meaning with `{what}`: it is decided once, {when}"),
             Some(format!("remove `{field}`")),
         );
         ok = false;
     }
-    ok.then_some(WindowSpec::Preflight)
+    ok
 }
 
 /// The window of an expectation. `wanted` is false inside `wait.until`, which has none.

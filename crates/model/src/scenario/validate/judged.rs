@@ -222,23 +222,6 @@ pub(super) fn window(
         );
         return None;
     }
-    let mut ok = true;
-    for (field, set) in [
-        ("within", e.within.is_some()),
-        ("after", e.after.is_some()),
-        ("notBefore", e.not_before.is_some()),
-        ("holdsFor", e.holds_for.is_some()),
-        ("never", e.never.is_some()),
-        ("since", e.since.is_some()),
-    ] {
-        if set {
-            cx.err_key(
-                &format!("{p}.{field}"),
-                format!("`{field}` has no meaning with `{what}`: it is decided once, at the end of the run, over the whole run"),
-                Some(format!("remove `{field}`")),
-            );
-            ok = false;
-        }
-    }
+    let ok = super::expect::no_window(cx, p, e, what, "at the end of the run, over the whole run");
     ok.then_some(WindowSpec::EndOfRun)
 }
