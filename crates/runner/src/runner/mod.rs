@@ -349,7 +349,7 @@ struct Run<'a> {
     /// What it saw, once stopped.
     machines: Vec<crate::record::machines::MachineTrack>,
     /// Expectations decided at the end of the run (`duplicateWindow`,
-    /// `fencedBefore`): where their results are.
+    /// `fencedBefore`, `remediation`): where their results are.
     end_checks: Vec<(usize, crate::scenario::checked::Expectation)>,
 }
 
