@@ -55,8 +55,11 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
 
+#[path = "support/remediator.rs"]
+mod remediator;
 #[path = "support/skip.rs"]
 mod skip;
+use remediator::Remediator;
 
 const NAME: &str = "nftest";
 
@@ -774,37 +777,6 @@ fn heartbeat_overlap(beats: &BTreeMap<String, Vec<(String, i64, i64)>>, pod: &st
     if both < 0 { 0 } else { both + BEAT_MS }
 }
 
-/// `target/debug/examples/remediator`, started with `args` on the test's
-/// cluster; killed when dropped.
-struct Remediator(std::process::Child);
-
-impl Remediator {
-    fn start(made: &Made, args: &[&str]) -> Remediator {
-        let exe = std::env::current_exe().unwrap();
-        let path = exe
-            .parent()
-            .and_then(|deps| deps.parent())
-            .unwrap()
-            .join("examples/remediator");
-        assert!(path.is_file(), "{} is not built", path.display());
-        Remediator(
-            Command::new(path)
-                .args(args)
-                .env("KUBECONFIG", made.kubeconfig())
-                .stdout(std::process::Stdio::null())
-                .spawn()
-                .unwrap(),
-        )
-    }
-}
-
-impl Drop for Remediator {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Issue 41 on real kubelets. A partition remediated with the out-of-service
 /// taint fails the duplicate window, which names the pods and agrees with
 /// the heartbeats both copies wrote within one look (1 s) plus one
@@ -895,7 +867,7 @@ fn remediation_judged(made: &Made, out_dir: &str) {
     );
     assert!(m.fencing_seen.is_some(), "fencing from the machine: {m:?}");
 
-    let remediator = Remediator::start(made, &["--after", "5s"]);
+    let remediator = Remediator::start(&made.kubeconfig(), &["--after", "5s"]);
     let (status, said) = made.scenario("scenarios/kind-example-remediator.yaml", out_dir);
     drop(remediator);
     assert!(status.success(), "{said}");
@@ -914,7 +886,10 @@ fn remediation_judged(made: &Made, out_dir: &str) {
     assert_eq!(m.replaced, m.pods, "{m:?}");
     assert!(m.cleanup.iter().all(|c| c.removed.is_some()), "{m:?}");
 
-    let remediator = Remediator::start(made, &["--after", "15s", "--ready-for", "60s"]);
+    let remediator = Remediator::start(
+        &made.kubeconfig(),
+        &["--after", "15s", "--ready-for", "60s"],
+    );
     let (status, said) = made.scenario("scenarios/kind-flapping-node.yaml", out_dir);
     drop(remediator);
     assert_eq!(

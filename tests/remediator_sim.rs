@@ -13,8 +13,7 @@
     reason = "test helpers fail the test by panicking"
 )]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
 
 use nodefall::record::machines::Power;
 use nodefall::record::remediation::Fencing;
@@ -24,7 +23,10 @@ use nodefall::scenario::model::FaultKind;
 
 #[path = "support/cli_run.rs"]
 mod cli_run;
+#[path = "support/remediator.rs"]
+mod remediator;
 use cli_run::{Dirs, cluster};
+use remediator::Remediator;
 
 /// `nodefall scenario FILE --cluster NAME`: its exit code, stdout and stderr
 /// together, its result and its report.
@@ -94,46 +96,13 @@ steps:
 cleanup: always
 ";
 
-/// `target/debug/examples/remediator`, beside this test's own directory.
-fn remediator() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let path = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .unwrap()
-        .join("examples/remediator");
-    assert!(
-        path.is_file(),
-        "{} is not built: `cargo test` builds the examples with the tests",
-        path.display()
-    );
-    path
-}
-
-/// Kills the remediator however the test ends.
-struct Reaped(std::process::Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn the_example_remediator_is_judged() {
     let d = Dirs::new();
     let (_rt, cluster, _client) = cluster(d.state.path(), "remedied");
     d.write("db.yaml", MANIFEST);
     let file = d.write("remediated.yaml", SCENARIO);
-    let _remediator = Reaped(
-        Command::new(remediator())
-            .args(["--after", "5s"])
-            .env("KUBECONFIG", cluster.kubeconfig_path())
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let _remediator = Remediator::start(&cluster.kubeconfig_path(), &["--after", "5s"]);
     let (code, said, r, md) = scenario(&d, &file, "remedied");
     assert_eq!(code, Some(0), "{said}");
     let rem = r.remediation.as_ref().expect("the remediation judged");
