@@ -1,6 +1,12 @@
 //! The `kind` backend: node faults on the containers of a kind cluster,
 //! found by kind's labels, through the docker (or podman) CLI.
 
+mod eyes;
+pub mod network;
+
+use eyes::KindEyes;
+pub use eyes::{LOOK_SCRIPT, parse_look};
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -210,6 +216,67 @@ impl<E: Exec + Clone + 'static> KindBackend<E> {
         Ok(true)
     }
 
+    /// How the network hands out addresses (read once, for the preflight).
+    async fn shape(&self) -> network::Shape {
+        let cmd = Cmd::new(
+            &self.runtime,
+            &[
+                "network",
+                "inspect",
+                "--format",
+                network::INSPECT_FORMAT,
+                &self.network,
+            ],
+        );
+        match run_blocking(&self.exec, cmd).await {
+            Ok(out) => network::Shape::parse(&out),
+            Err(e) => network::Shape::Unknown(format!("cannot be read ({e})")),
+        }
+    }
+
+    /// After a `network connect --ip` Docker refused: the node is connected
+    /// on the address Docker gives it. A running node (restore-nic) is then
+    /// moved to it inside as kind moves a restarted one; a stopped one
+    /// (poweron) gets that from kind's entrypoint when it starts.
+    async fn connect_anew(&mut self, container: &str, refused: &Error) -> Result<(), Error> {
+        tracing::info!(
+            "{container}: Docker refused its old address on network {} ({refused}); \
+             connecting it on the address Docker gives",
+            self.network
+        );
+        let plain = Cmd::new(
+            &self.runtime,
+            &["network", "connect", &self.network, container],
+        );
+        run_blocking(&self.exec, plain).await?;
+        Ok(())
+    }
+
+    /// A running node reconnected on a new address: the old one replaced in
+    /// its kubelet's flags and static pods, its kubelet restarted.
+    async fn readdress(&self, container: &str) -> Result<(), Error> {
+        let (Some(old), Some(new)) = (
+            self.addresses.get(container).cloned(),
+            self.address(container).await,
+        ) else {
+            return Ok(());
+        };
+        if old == new {
+            return Ok(());
+        }
+        run_blocking(
+            &self.exec,
+            network::readdress(&self.runtime, container, &old, &new),
+        )
+        .await?;
+        tracing::info!(
+            "{container}: back on network {} at {new} (was {old}); kubelet flags and static pods \
+             moved to it, kubelet restarted",
+            self.network
+        );
+        Ok(())
+    }
+
     /// The node's current address on the kind network, if it has one.
     async fn address(&self, container: &str) -> Option<String> {
         let format = format!(
@@ -273,6 +340,7 @@ impl<E: Exec + Clone + 'static> NodeFaults for KindBackend<E> {
         let name = node.metadata.name.clone().unwrap_or_default();
         let container = self.container(&name)?.to_owned();
         let mut said = format!("node {name} = container {container}");
+        let mut revert = None;
         if faults.iter().any(|f| {
             matches!(
                 f,
@@ -282,11 +350,16 @@ impl<E: Exec + Clone + 'static> NodeFaults for KindBackend<E> {
         {
             said.push_str(&format!(", address {ip}"));
             self.addresses.insert(container.clone(), ip);
+            revert = Some(self.shape().await.revert_plan(&self.network));
         }
         if faults.contains(&FaultKind::Shutdown) {
             let policy = self.restart_policy(&container).await?;
             said.push_str(&format!(", restart policy {policy}"));
             self.restart_before.insert(container, policy);
+        }
+        if let Some(revert) = revert {
+            said.push_str("; ");
+            said.push_str(&revert);
         }
         Ok(said)
     }
@@ -378,6 +451,7 @@ impl<E: Exec + Clone + 'static> NodeFaults for KindBackend<E> {
             self.addresses.insert(container.clone(), ip);
         }
         let keep_address = self.addresses.contains_key(&container);
+        let mut moved = false;
         for cmd in self.commands(node, fault)? {
             let network = cmd.args.first().is_some_and(|a| a == "network");
             if network && !keep_address {
@@ -397,7 +471,19 @@ impl<E: Exec + Clone + 'static> NodeFaults for KindBackend<E> {
                 let _ = run_blocking(&self.exec, cmd).await;
                 continue;
             }
+            if network && cmd.args.iter().any(|a| a == "--ip") {
+                // Refused on a network whose IPv4 subnet Docker chose (a
+                // stock kind network), or the address was taken meanwhile.
+                if let Err(refused) = run_blocking(&self.exec, cmd).await {
+                    self.connect_anew(&container, &refused).await?;
+                    moved = true;
+                }
+                continue;
+            }
             run_blocking(&self.exec, cmd).await?;
+        }
+        if moved && fault == FaultKind::RestoreNic {
+            self.readdress(&container).await?;
         }
         if fault == FaultKind::Poweron {
             self.restart_off.remove(&container);
@@ -487,121 +573,6 @@ fn restart_flag(inspected: &str) -> String {
     }
 }
 
-/// Inside a node: the running tasks of containerd's Kubernetes namespace
-/// (`ctr`: the node image has no crictl), each with the CRI annotations of
-/// its OCI spec (pod namespace, name, uid; container name and type). It
-/// works while the node is cut off: `docker exec` does not go through the
-/// node's network.
-pub const LOOK_SCRIPT: &str = r#"t=$(ctr -n k8s.io tasks ls) || exit 1
-printf '%s\n' "$t" | while read -r id pid status; do
-  [ "$status" = RUNNING ] || continue
-  f=/run/containerd/io.containerd.runtime.v2.task/k8s.io/$id/config.json
-  [ -r "$f" ] || continue
-  echo "$id $(grep -o '"io.kubernetes.cri.\(container-type\|container-name\|sandbox-name\|sandbox-namespace\|sandbox-uid\)":"[^"]*"' "$f" | tr '\n' ' ')"
-done"#;
-
-/// The pods' containers (not their sandboxes) in [`LOOK_SCRIPT`]'s output.
-pub fn parse_look(text: &str) -> Vec<PodContainer> {
-    let mut out: Vec<PodContainer> = text
-        .lines()
-        .filter_map(|line| {
-            let mut fields = BTreeMap::new();
-            for w in line.split_whitespace().skip(1) {
-                let (k, v) = w.split_once("\":\"")?;
-                let k = k
-                    .trim_start_matches('"')
-                    .strip_prefix("io.kubernetes.cri.")?;
-                fields.insert(k, v.trim_end_matches('"'));
-            }
-            let get = |k: &str| fields.get(k).map(|v| (*v).to_owned());
-            (fields.get("container-type") == Some(&"container")).then_some(())?;
-            Some(PodContainer {
-                namespace: get("sandbox-namespace")?,
-                pod: get("sandbox-name")?,
-                uid: get("sandbox-uid")?,
-                container: get("container-name").unwrap_or_default(),
-            })
-        })
-        .collect();
-    out.sort();
-    out
-}
-
-/// The kind backend's eyes: `docker inspect` for the node container's
-/// state, `docker exec` of [`LOOK_SCRIPT`] for its pods' containers.
-struct KindEyes<E> {
-    runtime: String,
-    /// Node name -> container.
-    nodes: BTreeMap<String, String>,
-    exec: E,
-}
-
-/// The most nodes the witness looks at besides the failed ones, each once a
-/// second (a `docker exec` each).
-const MAX_OTHERS: usize = 8;
-
-/// A look that takes longer is a look that failed (the machine is busy
-/// or stuck): the witness looks again a second later.
-const LOOK_TIMEOUT: Duration = Duration::from_secs(5);
-
-impl<E: Exec> Eyes for KindEyes<E> {
-    fn how(&self, node: &str) -> String {
-        let c = self.nodes.get(node).map_or(node, String::as_str);
-        format!(
-            "`{} inspect {c}` and `{} exec {c} ctr -n k8s.io tasks ls` every second",
-            self.runtime, self.runtime
-        )
-    }
-
-    /// A kind cluster's nodes, at most [`MAX_OTHERS`] of them.
-    fn others(&self) -> Vec<String> {
-        self.nodes.keys().take(MAX_OTHERS).cloned().collect()
-    }
-
-    fn look(&self, node: &str) -> (Power, Result<Vec<PodContainer>, String>) {
-        let Some(c) = self.nodes.get(node) else {
-            return (Power::Unknown, Err(format!("no container for node {node}")));
-        };
-        let exec = Cmd::new(&self.runtime, &["exec", c, "sh", "-c", LOOK_SCRIPT]);
-        let listed = self
-            .exec
-            .run(&exec, LOOK_TIMEOUT)
-            .map(|out| parse_look(&out))
-            .map_err(|e| match e {
-                exec::Error::Timeout { after, .. } => format!(
-                    "`{} exec` did not answer within {}s",
-                    self.runtime,
-                    after.as_secs()
-                ),
-                exec::Error::Failed { stderr, status, .. } => format!(
-                    "`{} exec` failed ({status}): {}",
-                    self.runtime,
-                    stderr.lines().next().unwrap_or_default()
-                ),
-                other => other.to_string(),
-            });
-        if listed.is_ok() {
-            return (Power::On, listed);
-        }
-        let inspect = Cmd::new(
-            &self.runtime,
-            &["inspect", "--format", "{{.State.Status}}", c],
-        );
-        let power = match self
-            .exec
-            .run(&inspect, LOOK_TIMEOUT)
-            .as_deref()
-            .map(str::trim)
-        {
-            Ok("running") => Power::On,
-            Ok("paused") => Power::Paused,
-            Ok("exited" | "created" | "dead") => Power::Off,
-            _ => Power::Unknown,
-        };
-        (power, listed)
-    }
-}
-
 async fn run_blocking<E: Exec + Clone + 'static>(exec: &E, cmd: Cmd) -> Result<String, Error> {
     exec::run_blocking(exec, cmd, TIMEOUT)
         .await
@@ -609,278 +580,4 @@ async fn run_blocking<E: Exec + Clone + 'static>(exec: &E, cmd: Cmd) -> Result<S
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    use crate::exec::fake::Fake;
-
-    /// What `docker ps` and `docker inspect` answer unless a test says
-    /// otherwise.
-    const ANSWERS: &[(&str, &str)] = &[
-        (
-            "docker ps",
-            "kind-control-plane\tcontrol-plane\nkind-worker\tworker\nkind-worker2\tworker\n",
-        ),
-        ("docker inspect", "172.18.0.3\n"),
-    ];
-
-    /// Records commands; the first answer whose prefix a command line starts
-    /// with (those in `first`, then [`ANSWERS`]) is what it prints.
-    fn fake_with(first: &[(&str, &str)]) -> Fake {
-        let f = Fake::default();
-        for (prefix, out) in first.iter().chain(ANSWERS) {
-            f.answer(prefix, 0, out, "");
-        }
-        f
-    }
-
-    fn fake() -> Fake {
-        fake_with(&[])
-    }
-
-    /// The look script's output as a kind node printed it (kind 1.35,
-    /// containerd 1.6): a sandbox and a container of one pod.
-    #[test]
-    fn a_look_lists_the_pods_containers_not_their_sandboxes() {
-        let out = concat!(
-            "8bab5bc8 \"io.kubernetes.cri.container-type\":\"sandbox\" ",
-            "\"io.kubernetes.cri.sandbox-name\":\"kind-cni-2gtck\" ",
-            "\"io.kubernetes.cri.sandbox-namespace\":\"kube-system\" ",
-            "\"io.kubernetes.cri.sandbox-uid\":\"9dffdc6a\" \n",
-            "716558c5 \"io.kubernetes.cri.container-name\":\"kind-cni\" ",
-            "\"io.kubernetes.cri.container-type\":\"container\" ",
-            "\"io.kubernetes.cri.sandbox-name\":\"kind-cni-2gtck\" ",
-            "\"io.kubernetes.cri.sandbox-namespace\":\"kube-system\" ",
-            "\"io.kubernetes.cri.sandbox-uid\":\"9dffdc6a\" \n",
-            // a task whose spec was gone: no annotations, not a pod's
-            "0badc0de \n",
-        );
-        assert_eq!(
-            parse_look(out),
-            vec![PodContainer {
-                namespace: "kube-system".into(),
-                pod: "kind-cni-2gtck".into(),
-                uid: "9dffdc6a".into(),
-                container: "kind-cni".into(),
-            }]
-        );
-    }
-
-    #[test]
-    fn eyes_read_the_container_s_state_when_the_shell_is_refused() {
-        let fake = Fake::default();
-        fake.answer(
-            "docker exec",
-            1,
-            "",
-            "Error response from daemon: container is paused",
-        );
-        for (prefix, out) in [("docker inspect", "paused\n")].iter().chain(ANSWERS) {
-            fake.answer(prefix, 0, out, "");
-        }
-        let b = KindBackend::discover("kind", "docker", fake).unwrap();
-        let eyes = b.eyes().unwrap();
-        let (power, listed) = eyes.look("kind-worker");
-        assert_eq!(power, Power::Paused);
-        assert!(listed.is_err());
-    }
-
-    #[test]
-    fn finds_nodes_by_kind_labels_and_maps_faults_to_commands() {
-        let f = fake();
-        let b = KindBackend::discover("kind", "docker", f.clone()).unwrap();
-        assert_eq!(
-            b.nodes.keys().collect::<Vec<_>>(),
-            ["kind-control-plane", "kind-worker", "kind-worker2"]
-        );
-        assert_eq!(b.nodes["kind-worker"].role, "worker");
-        assert_eq!(
-            f.lines()[0],
-            "docker ps -a --filter label=io.x-k8s.kind.cluster=kind --format '{{.Names}}\t{{.Label \"io.x-k8s.kind.role\"}}'"
-        );
-        let line = |fault| {
-            b.commands("kind-worker", fault)
-                .unwrap()
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; ")
-        };
-        assert_eq!(line(FaultKind::PauseVm), "docker pause kind-worker");
-        assert_eq!(
-            line(FaultKind::StopKubelet),
-            "docker exec kind-worker systemctl stop kubelet"
-        );
-        assert_eq!(
-            line(FaultKind::DropNic),
-            "docker network disconnect kind kind-worker"
-        );
-        assert!(b.commands("kind-worker9", FaultKind::PauseVm).is_err());
-    }
-
-    #[tokio::test(flavor = "multi_thread")]
-    async fn the_nodes_shell_is_docker_exec() {
-        let f = fake();
-        let b = KindBackend::discover("kind", "docker", f.clone()).unwrap();
-        let (via, out) = b
-            .shell("kind-worker", "systemd-inhibit --list")
-            .await
-            .expect("kind has a shell on its nodes");
-        assert_eq!(via, "docker exec kind-worker");
-        assert!(out.is_ok());
-        assert_eq!(
-            f.lines().last().map(String::as_str),
-            Some("docker exec kind-worker sh -c 'systemd-inhibit --list'")
-        );
-        assert!(b.shell("kind-worker9", "true").await.is_none());
-    }
-
-    #[tokio::test(flavor = "multi_thread")]
-    async fn poweron_gives_the_node_its_old_address_back() {
-        let f = fake();
-        let mut b = KindBackend::discover("kind", "docker", f.clone()).unwrap();
-        b.inject("kind-worker", FaultKind::Poweroff).await.unwrap();
-        b.inject("kind-worker", FaultKind::Poweron).await.unwrap();
-        let ran = f.lines();
-        assert_eq!(
-            ran[1..],
-            [
-                "docker inspect --format '{{with index .NetworkSettings.Networks \"kind\"}}{{.IPAddress}}{{end}}' kind-worker",
-                "docker kill kind-worker",
-                "docker network disconnect --force kind kind-worker",
-                "docker network connect --ip 172.18.0.3 kind kind-worker",
-                "docker start kind-worker",
-            ]
-        );
-    }
-
-    fn node(name: &str) -> Node {
-        let mut n = Node::default();
-        n.metadata.name = Some(name.to_owned());
-        n
-    }
-
-    #[test]
-    fn restart_policies_read_as_docker_update_takes_them() {
-        assert_eq!(restart_flag("on-failure:1"), "on-failure:1");
-        assert_eq!(restart_flag("on-failure:0"), "on-failure");
-        assert_eq!(restart_flag("always:0"), "always");
-        assert_eq!(restart_flag("unless-stopped:0"), "unless-stopped");
-        assert_eq!(restart_flag("no:0"), "no");
-        assert_eq!(restart_flag(":0"), "no");
-        assert_eq!(Memo::parse("172.18.0.3").ip.as_deref(), Some("172.18.0.3"));
-    }
-
-    /// kind's `on-failure:1` and systemd's exit 130 on poweroff would make
-    /// Docker start a shut-down node again: the policy is off from before
-    /// the poweroff until the power-on puts back the one the journal holds.
-    #[tokio::test(flavor = "multi_thread")]
-    async fn shutdown_turns_the_restart_policy_off_and_poweron_puts_it_back() {
-        let f = fake_with(&[(
-            "docker inspect --format '{{.HostConfig.RestartPolicy",
-            "on-failure:1\n",
-        )]);
-        let mut b = KindBackend::discover("kind", "docker", f.clone()).unwrap();
-        let said = b
-            .resolve(
-                &node("kind-worker"),
-                &[FaultKind::Shutdown, FaultKind::Poweron],
-            )
-            .await
-            .unwrap();
-        assert_eq!(
-            said,
-            "node kind-worker = container kind-worker, address 172.18.0.3, restart policy on-failure:1"
-        );
-        // What the journal gets before the shutdown: enough to undo it.
-        let memo = b.memo("kind-worker", FaultKind::Shutdown).unwrap();
-        assert_eq!(memo, r#"{"ip":"172.18.0.3","restart":"on-failure:1"}"#);
-        f.clear();
-        b.inject("kind-worker", FaultKind::Shutdown).await.unwrap();
-        b.inject("kind-worker", FaultKind::Poweron).await.unwrap();
-        let ran = f.lines();
-        let ran: Vec<_> = ran
-            .iter()
-            .filter(|l| !l.starts_with("docker inspect"))
-            .collect();
-        assert_eq!(
-            ran,
-            [
-                "docker update --restart=no kind-worker",
-                "docker exec kind-worker systemctl poweroff",
-                "docker wait kind-worker",
-                "docker network disconnect --force kind kind-worker",
-                "docker network connect --ip 172.18.0.3 kind kind-worker",
-                "docker start kind-worker",
-                "docker update --restart=on-failure:1 kind-worker",
-            ]
-        );
-        // A poweroff's power-on leaves the policy alone.
-        f.clear();
-        b.inject("kind-worker", FaultKind::Poweroff).await.unwrap();
-        b.inject("kind-worker", FaultKind::Poweron).await.unwrap();
-        assert!(
-            !f.lines().iter().any(|l| l.contains("update")),
-            "{:?}",
-            f.lines()
-        );
-
-        // `nodefall recover` after a kill between the policy's change and
-        // the poweroff: the node still runs, the policy is put back.
-        let (f, mut b) = in_state("running\n");
-        b.remember("kind-worker", &memo);
-        let found = b.restore("kind-worker", FaultKind::Poweron).await.unwrap();
-        assert_eq!(
-            found,
-            "found container running; put back its restart policy"
-        );
-        assert_eq!(
-            f.lines().last().map(String::as_str),
-            Some("docker update --restart=on-failure:1 kind-worker")
-        );
-    }
-
-    /// A backend whose node containers report `status` to `docker inspect`.
-    fn in_state(status: &'static str) -> (Fake, KindBackend<Fake>) {
-        let f = fake_with(&[("docker inspect --format '{{.State.Status}}'", status)]);
-        let b = KindBackend::discover("kind", "docker", f.clone()).unwrap();
-        (f, b)
-    }
-
-    #[tokio::test(flavor = "multi_thread")]
-    async fn a_revert_brings_the_container_back_from_whatever_state_it_is_in() {
-        // A resume cut short: the container is not paused but stopped.
-        let (f, mut b) = in_state("exited\n");
-        b.remember("kind-worker", "172.18.0.3");
-        let found = b.restore("kind-worker", FaultKind::ResumeVm).await.unwrap();
-        assert_eq!(found, "found container exited; started it");
-        assert!(
-            f.lines().iter().any(|l| l == "docker start kind-worker"),
-            "{:?}",
-            f.lines()
-        );
-        // Powered on by the interrupted revert already: nothing to undo.
-        let (f, mut b) = in_state("running\n");
-        let found = b.restore("kind-worker", FaultKind::Poweron).await.unwrap();
-        assert_eq!(found, "found container running; nothing to do");
-        assert_eq!(f.lines().len(), 2, "ps and inspect only");
-        // A stop-kubelet whose node was also paused: unpaused, then the kubelet.
-        let (f, mut b) = in_state("paused\n");
-        let found = b
-            .restore("kind-worker", FaultKind::StartKubelet)
-            .await
-            .unwrap();
-        assert_eq!(
-            found,
-            "found container paused; unpaused it, started the kubelet"
-        );
-        let ran = f.lines();
-        assert_eq!(
-            ran[2..],
-            [
-                "docker unpause kind-worker",
-                "docker exec kind-worker systemctl start kubelet"
-            ]
-        );
-    }
-}
+mod tests;
