@@ -45,8 +45,10 @@ pub enum Error {
     Interrupted(#[from] super::Interrupted),
     #[error(transparent)]
     Io(#[from] std::io::Error),
+    /// A Kubernetes API call's failure, in words (never kube-rs' dump of
+    /// the API server's `Status`).
     #[error(transparent)]
-    Kube(#[from] kube::Error),
+    Kube(#[from] crate::actions::ApiError),
     #[error(transparent)]
     Json(#[from] serde_json::Error),
     /// What was being done when `source` failed; the code is the source's.
@@ -59,6 +61,12 @@ pub enum Error {
     /// A failure with no error value behind it (infrastructure).
     #[error("{0}")]
     Message(String),
+}
+
+impl From<kube::Error> for Error {
+    fn from(e: kube::Error) -> Error {
+        Error::Kube(e.into())
+    }
 }
 
 impl From<super::SimNodeError> for Error {

@@ -67,6 +67,12 @@ pub struct UpArgs {
     /// How long to wait for every node to be Ready.
     #[arg(long, default_value = "5m", value_parser = super::values::duration(super::values::KIND_WAIT))]
     pub wait: Duration,
+    /// Make the cluster's network as `kind create cluster` makes its own:
+    /// the IPv4 subnet left to Docker, so a node taken off it cannot be
+    /// given its old address back (what users' kind clusters are like; by
+    /// default nodefall gives the network a subnet of its own).
+    #[arg(long)]
+    pub stock_network: bool,
     #[command(flatten)]
     pub grace: super::grace::ShutdownGraceArgs,
 }
@@ -140,7 +146,7 @@ async fn up_session(args: UpArgs) -> Result<ExitCode, Error> {
     }
     let dir = kindlab::cluster_dir(&kindlab::state_root(), &name);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let kubeconfig = dir.join("kubeconfig");
+    let kubeconfig = kindlab::kubeconfig_file(&kindlab::state_root(), &name);
     let config_path = dir.join("kind-config.yaml");
     let timings = match args.profile {
         ProfileName::Default => None,
@@ -210,6 +216,9 @@ async fn up_session(args: UpArgs) -> Result<ExitCode, Error> {
                 "  network {} (bridge {}), guarded: nothing it sends leaves this machine",
                 kindlab::network_name(&name),
                 host::bridge_name(&run)
+            );
+            outln!(
+                "  run a scenario on it: nodefall scenario scenarios/kind-pause-worker.yaml --backend kind --kind-cluster {name}"
             );
             outln!("  remove it: nodefall kind down {name}");
             return Ok(exit::code(exit::PASS));
@@ -289,14 +298,25 @@ async fn make(
         bridge.clone(),
         name.clone(),
     );
+    let stock = args.stock_network;
     let subnet = blocking(signals, stop, "docker network create", move || {
-        let taken = host::taken_subnets(&System, &rt)?;
-        let subnet = host::free_subnet(&taken).ok_or(host::Error::NoSubnet)?;
+        let subnet = if stock {
+            None
+        } else {
+            let taken = host::taken_subnets(&System, &rt)?;
+            Some(host::free_subnet(&taken).ok_or(host::Error::NoSubnet)?)
+        };
         System.run(
-            &host::network_create(&rt, &net, &br, &cluster, &subnet),
+            &host::network_create(&rt, &net, &br, &cluster, subnet.as_deref()),
             Duration::from_secs(60),
         )?;
-        Ok::<_, host::Error>(subnet)
+        match subnet {
+            Some(s) => Ok::<_, host::Error>(s),
+            None => Ok(format!(
+                "{} (chosen by Docker, as kind does)",
+                host::network_subnets(&System, &rt, &net)?
+            )),
+        }
     })
     .await?;
     outln!("network {network}: {subnet}, bridge {bridge}");

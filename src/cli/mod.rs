@@ -256,7 +256,7 @@ async fn cluster_config(
             let c = crate::sim::SimCluster::open(&crate::sim::default_root(), name)?;
             (c.config().await?, Some(crate::sim::CONTEXT.to_owned()))
         }
-        None => crate::discover::inspect::kube_config(context).await?,
+        None => crate::discover::inspect::kube_config(None, context).await?,
     })
 }
 

@@ -12,7 +12,7 @@ use std::path::Path;
 use super::ScenarioArgs;
 use super::flags::InvalidFlag;
 use crate::backend::kind;
-use crate::runner::journal::BackendRef;
+use crate::runner::journal::{BackendRef, KubeRef};
 use crate::runner::session::{On, Resolved, SimTarget};
 use crate::scenario::{self, model::BackendKind};
 use crate::sim;
@@ -89,16 +89,21 @@ fn on_machines(
 ) -> Result<On, Error> {
     let machines = &checked.libvirt;
     let invalid = |e: String| Error::from(InvalidFlag(e));
-    let (backend, context) = match backend {
+    let plain = |context: &Option<String>| KubeRef {
+        kubeconfig: None,
+        context: context.clone(),
+    };
+    let (backend, kube) = match backend {
         BackendKind::Kind => (
             BackendRef::Kind {
                 cluster: args.kind_cluster.clone(),
                 runtime: kind::pick_runtime(args.container_runtime.as_deref()),
             },
-            Some(
-                args.context
-                    .clone()
-                    .unwrap_or_else(|| format!("kind-{}", args.kind_cluster)),
+            kind_kube(
+                &args.kind_cluster,
+                args.context.as_deref(),
+                std::env::var_os("KUBECONFIG").is_some_and(|v| !v.is_empty()),
+                &crate::kindlab::state_root(),
             ),
         ),
         BackendKind::Libvirt => (
@@ -106,7 +111,7 @@ fn on_machines(
                 uri: args.machines.uri(machines),
                 settings: Box::new(args.machines.libvirt_settings(machines).map_err(invalid)?),
             },
-            args.context.clone(),
+            plain(&args.context),
         ),
         BackendKind::Command => {
             let faults: Vec<_> = super::planned_faults(checked);
@@ -119,7 +124,7 @@ fn on_machines(
                     source: c.source,
                     spec: Box::new(c.spec),
                 },
-                args.context.clone(),
+                plain(&args.context),
             )
         }
         BackendKind::Vagrant => {
@@ -135,7 +140,7 @@ fn on_machines(
                     data: project.data,
                     settings: Box::new(settings),
                 },
-                args.context.clone(),
+                plain(&args.context),
             )
         }
         BackendKind::Sim => {
@@ -144,7 +149,18 @@ fn on_machines(
             ));
         }
     };
-    Ok(On::Machines { backend, context })
+    Ok(On::Machines { backend, kube })
+}
+
+/// Where a kind cluster's client comes from: the kubeconfig `nodefall kind
+/// up` wrote for a cluster it made (under `state`), unless `--context` or
+/// KUBECONFIG names another; the context `kind-NAME` unless `--context`.
+fn kind_kube(cluster: &str, context: Option<&str>, kubeconfig_env: bool, state: &Path) -> KubeRef {
+    let made = crate::kindlab::kubeconfig_file(state, cluster);
+    KubeRef {
+        kubeconfig: (context.is_none() && !kubeconfig_env && made.is_file()).then_some(made),
+        context: Some(context.map_or_else(|| format!("kind-{cluster}"), str::to_owned)),
+    }
 }
 
 #[cfg(test)]
@@ -220,9 +236,48 @@ mod tests {
                     cluster: "lab".into(),
                     runtime: "podman".into()
                 },
-                context: Some("kind-lab".into()),
+                kube: KubeRef {
+                    kubeconfig: None,
+                    context: Some("kind-lab".into())
+                },
             }
         );
+    }
+
+    #[test]
+    fn a_kind_cluster_nodefall_made_is_reached_through_its_own_kubeconfig() {
+        let state = std::env::temp_dir().join(format!("nodefall-kube-{}", std::process::id()));
+        let file = crate::kindlab::kubeconfig_file(&state, "ho");
+        // Not made by nodefall: the default loading rules, context kind-ho.
+        assert_eq!(
+            kind_kube("ho", None, false, &state),
+            KubeRef {
+                kubeconfig: None,
+                context: Some("kind-ho".into())
+            }
+        );
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, "apiVersion: v1\nkind: Config\n").unwrap();
+        assert_eq!(
+            kind_kube("ho", None, false, &state),
+            KubeRef {
+                kubeconfig: Some(file.clone()),
+                context: Some("kind-ho".into())
+            }
+        );
+        // An explicit --context or KUBECONFIG wins.
+        assert_eq!(
+            kind_kube("ho", Some("mine"), false, &state).kubeconfig,
+            None
+        );
+        assert_eq!(
+            kind_kube("ho", Some("mine"), false, &state)
+                .context
+                .as_deref(),
+            Some("mine")
+        );
+        assert_eq!(kind_kube("ho", None, true, &state).kubeconfig, None);
+        std::fs::remove_dir_all(&state).unwrap();
     }
 
     #[test]

@@ -25,7 +25,7 @@ pub enum Error {
     List {
         what: &'static str,
         #[source]
-        source: kube::Error,
+        source: crate::actions::ApiError,
     },
 }
 

@@ -201,7 +201,8 @@ async fn evict(
     match tokio::time::timeout(left, await_condition(api, &name, is_deleted(&uid))).await {
         Ok(Ok(_)) => Ok((full, refusals)),
         Ok(Err(e)) => Err(Error::Watch(format!(
-            "waiting for {full} to be deleted: {e}"
+            "waiting for {full} to be deleted: {}",
+            super::api_text(&e)
         ))),
         Err(_) => Err(Error::Timeout {
             what: format!("{full} to be deleted after its eviction"),

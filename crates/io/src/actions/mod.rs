@@ -1,11 +1,14 @@
 //! Kubernetes-side actions through kube-rs: server-side apply of manifests,
 //! waiting for workloads, taints, cordons, node deletion, force deletion,
-//! scaling, namespace deletion, and drain (`drain.rs`).
+//! scaling, namespace deletion, and drain (`drain.rs`). A kube-rs error
+//! becomes text only through [`ApiError`] (`api_error.rs`).
 
+mod api_error;
 mod drain;
 mod objects;
 mod ready;
 
+pub use api_error::{ApiError, text as api_text};
 pub use drain::{DrainEvent, DrainSummary, drain};
 pub use objects::{
     ManifestObject, apply_object, delete_object, existing_uid, namespace_uid, node_marks, replicas,
@@ -48,7 +51,7 @@ pub enum Error {
     Kube {
         what: String,
         #[source]
-        source: kube::Error,
+        source: ApiError,
     },
     #[error("timed out after {}s waiting for {what}", .after.as_secs())]
     Timeout { what: String, after: Duration },
@@ -64,7 +67,10 @@ type Result<T, E = Error> = std::result::Result<T, E>;
 
 fn kube_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
     let what = what.into();
-    move |source| Error::Kube { what, source }
+    move |source| Error::Kube {
+        what,
+        source: source.into(),
+    }
 }
 
 /// Server-side applies every document of a multi-document manifest, into
@@ -127,11 +133,11 @@ async fn with_timeout<T, E>(
     fut: impl std::future::Future<Output = std::result::Result<T, E>>,
 ) -> Result<T>
 where
-    E: std::fmt::Display,
+    E: std::error::Error + 'static,
 {
     match tokio::time::timeout(after, fut).await {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(Error::Watch(format!("{what}: {e}"))),
+        Ok(Err(e)) => Err(Error::Watch(format!("{what}: {}", api_error::text(&e)))),
         Err(_) => Err(Error::Timeout { what, after }),
     }
 }
@@ -335,7 +341,7 @@ pub async fn server_version(client: &kube::Client) -> Result<String> {
 pub async fn list_paged<K, T>(
     api: &Api<K>,
     keep: impl Fn(K) -> Option<T>,
-) -> Result<Vec<T>, kube::Error>
+) -> Result<Vec<T>, ApiError>
 where
     K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
 {

@@ -247,7 +247,12 @@ async fn ready_endpoints_at_least(
     let mut slices: BTreeMap<String, EndpointSlice> = BTreeMap::new();
     let mut relist: Option<BTreeMap<String, EndpointSlice>> = None;
     while let Some(event) = stream.next().await {
-        match event.map_err(|e| Error::Watch(format!("EndpointSlices of {service}: {e}")))? {
+        match event.map_err(|e| {
+            Error::Watch(format!(
+                "EndpointSlices of {service}: {}",
+                super::api_text(&e)
+            ))
+        })? {
             Event::Init => relist = Some(BTreeMap::new()),
             Event::InitApply(s) => {
                 if let Some(r) = relist.as_mut() {

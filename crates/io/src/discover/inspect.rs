@@ -15,17 +15,21 @@ use crate::scenario::model::ClusterPin;
 /// Why an existing cluster could not be inspected.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("{}", match .context {
-        Some(c) => format!("reading kubeconfig context `{c}` (KUBECONFIG or ~/.kube/config)"),
-        None => "reading the current kubeconfig context (KUBECONFIG or ~/.kube/config)".into(),
+    #[error("{}", match (.context, .file) {
+        (Some(c), Some(f)) => format!("reading kubeconfig context `{c}` of {}", f.display()),
+        (None, Some(f)) => format!("reading the current context of kubeconfig {}", f.display()),
+        (Some(c), None) => format!("reading kubeconfig context `{c}` (KUBECONFIG or ~/.kube/config)"),
+        (None, None) => "reading the current kubeconfig context (KUBECONFIG or ~/.kube/config)".into(),
     })]
     Kubeconfig {
         context: Option<String>,
+        /// The kubeconfig file read (None: the default loading rules).
+        file: Option<std::path::PathBuf>,
         #[source]
         source: kube::config::KubeconfigError,
     },
     #[error("building a kube client")]
-    Client(#[source] kube::Error),
+    Client(#[source] crate::actions::ApiError),
     /// The cluster is not the one the scenario is pinned to (bad input).
     #[error(transparent)]
     Identity(#[from] identity::Error),
@@ -40,21 +44,41 @@ impl Error {
     }
 }
 
-/// The kube config of a kubeconfig context (`None`: the current one) and
-/// the context's name.
-pub async fn kube_config(context: Option<String>) -> Result<(kube::Config, Option<String>), Error> {
+/// The kube config of a kubeconfig context (`None`: the current one) of
+/// `file` (`None`: KUBECONFIG, then ~/.kube/config), and the context's name.
+pub async fn kube_config(
+    file: Option<&Path>,
+    context: Option<String>,
+) -> Result<(kube::Config, Option<String>), Error> {
     let options = KubeConfigOptions {
         context: context.clone(),
         ..KubeConfigOptions::default()
     };
-    let config = kube::Config::from_kubeconfig(&options)
-        .await
-        .map_err(|source| Error::Kubeconfig {
-            context: context.clone(),
-            source,
-        })?;
-    let name = context.or_else(|| Kubeconfig::read().ok().and_then(|k| k.current_context));
-    Ok((config, name))
+    let failed = |source| Error::Kubeconfig {
+        context: context.clone(),
+        file: file.map(Path::to_owned),
+        source,
+    };
+    let (config, current) = match file {
+        Some(path) => {
+            let kc = Kubeconfig::read_from(path).map_err(failed)?;
+            let current = kc.current_context.clone();
+            let config = kube::Config::from_custom_kubeconfig(kc, &options)
+                .await
+                .map_err(failed)?;
+            (config, current)
+        }
+        None => {
+            let config = kube::Config::from_kubeconfig(&options)
+                .await
+                .map_err(failed)?;
+            (
+                config,
+                Kubeconfig::read().ok().and_then(|k| k.current_context),
+            )
+        }
+    };
+    Ok((config, context.or(current)))
 }
 
 /// The kube config of a kubeconfig file (`None`: KUBECONFIG, then
@@ -109,7 +133,7 @@ pub async fn inspect(
     pins: &[ClusterPin],
     explicit: Option<ProfileName>,
 ) -> Result<Inspected, Error> {
-    let client = kube::Client::try_from(config.clone()).map_err(Error::Client)?;
+    let client = kube::Client::try_from(config.clone()).map_err(|e| Error::Client(e.into()))?;
     let server = config.cluster_url.to_string();
     let identity = identity::read(&client, context, &server).await;
     identity::check(pins, &identity)?;

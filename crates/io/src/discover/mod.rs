@@ -300,7 +300,7 @@ fn short(e: &kube::Error) -> String {
     match e {
         kube::Error::Api(s) if s.code == 403 => "forbidden (RBAC)".into(),
         kube::Error::Api(s) => format!("{} ({})", s.message, s.code),
-        other => other.to_string(),
+        other => crate::actions::api_text(other),
     }
 }
 

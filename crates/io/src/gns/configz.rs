@@ -9,7 +9,6 @@ use serde::Deserialize;
 
 use super::Error;
 use super::duration::parse_go;
-use crate::errors::chain;
 pub use crate::record::graceful::{PriorityGrace, ShutdownConfig};
 
 /// `scheduling.SystemCriticalPriority`: pods at or above it are the
@@ -139,7 +138,7 @@ fn classify(node: &str, e: kube::Error) -> Error {
         }
         other => Error::Request {
             node,
-            message: chain(&other),
+            message: crate::actions::api_text(&other),
         },
     }
 }

@@ -191,7 +191,7 @@ pub enum Error {
     #[error("starting the observer thread")]
     Thread(#[source] std::io::Error),
     #[error("building the observer's kube client")]
-    Client(#[source] kube::Error),
+    Client(#[source] crate::actions::ApiError),
     #[error("the observer thread ended while starting")]
     Ended,
 }
@@ -242,7 +242,7 @@ impl Observer {
                     let client = match kube::Client::try_from(config) {
                         Ok(c) => c,
                         Err(e) => {
-                            let _ = ready_tx.send(Err(Error::Client(e)));
+                            let _ = ready_tx.send(Err(Error::Client(e.into())));
                             return;
                         }
                     };
@@ -340,7 +340,11 @@ fn spawn_watchers(
             // watch, and listed all the same.
             let one = kube::api::ListParams::default().limit(1);
             if let Err(e) = api.list_metadata(&one).await {
-                tracing::debug!(kind = differ.kind, "not watched: {e}");
+                tracing::debug!(
+                    kind = differ.kind,
+                    "not watched: {}",
+                    crate::actions::api_text(&e)
+                );
                 synced.send_modify(|n| *n += 1);
                 return;
             }
@@ -378,7 +382,8 @@ where
             Err(e) => {
                 tracing::debug!(
                     kind = std::any::type_name::<K>(),
-                    "watch error, the watcher relists: {e}"
+                    "watch error, the watcher relists: {}",
+                    crate::actions::api_text(&e)
                 );
                 rec.lock().watch_errors += 1;
                 continue;

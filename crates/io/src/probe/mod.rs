@@ -38,6 +38,13 @@ pub struct ProbeSpec {
     pub gap: Duration,
 }
 
+/// Before the first step, each URL of each probe must answer this many
+/// requests in a row: the baseline clients are measured from.
+pub const SETTLE_SUCCESSES: usize = 5;
+
+/// How long the run waits for that before it gives up (no fault injected).
+pub const SETTLE_LIMIT: Duration = Duration::from_secs(60);
+
 /// Why a probe's URL could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -46,6 +53,21 @@ pub enum Error {
         probe: String,
         url: String,
         source: http::uri::InvalidUri,
+    },
+    /// A URL never answered [`SETTLE_SUCCESSES`] requests in a row before
+    /// the first step: clients cannot be measured from a settled baseline.
+    #[error(
+        "probe `{probe}`: {url} did not answer {SETTLE_SUCCESSES} requests in a row within {}s \
+         before the first step (nothing was injected); it answered {answered}: check the URL \
+         and that the Service answers from this machine",
+        .waited.as_secs()
+    )]
+    Unsettled {
+        probe: String,
+        url: String,
+        waited: Duration,
+        /// What its requests met, e.g. `12 requests: ok ×9, reset ×3; the last: reset`.
+        answered: String,
     },
 }
 
@@ -99,12 +121,13 @@ impl ProbeSpec {
 }
 
 impl ProbeSpec {
-    /// The record of `samples` (any order) sent from `started` to `stopped`.
+    /// The record of `samples` (any order) sent from `started` to
+    /// `stopped`, those before `baseline_until` as the baseline.
     pub fn record(
         &self,
         samples: Vec<Sample>,
-        started: Ms,
-        stopped: Ms,
+        [started, stopped]: [Ms; 2],
+        baseline_until: Option<Ms>,
         stop_reason: StopReason,
     ) -> ProbeRecord {
         let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
@@ -120,6 +143,7 @@ impl ProbeSpec {
             cadence,
             samples,
             [started, stopped],
+            baseline_until,
             stop_reason,
         )
     }

@@ -4,6 +4,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use std::time::Duration;
+
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior};
 
@@ -34,6 +36,8 @@ impl std::fmt::Debug for Running {
 #[derive(Debug, Default)]
 struct Shared {
     samples: Mutex<Vec<Sample>>,
+    /// Woken at each recorded request (and when a URL's task ends).
+    answered: tokio::sync::Notify,
     /// Requests started (the budget is taken before sending).
     sent: AtomicU64,
     /// Why it stopped by itself, if it did.
@@ -83,6 +87,7 @@ async fn probe_url<F: Fetch>(
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .get_or_insert(reason);
+        shared.answered.notify_waiters();
     };
     loop {
         tokio::select! {
@@ -121,18 +126,95 @@ async fn probe_url<F: Fetch>(
                 latency: i64::try_from(latency.as_millis()).unwrap_or(i64::MAX),
                 outcome,
             });
+        shared.answered.notify_waiters();
     }
 }
 
 impl Running {
+    /// Waits until each URL's last `consecutive` requests all succeeded,
+    /// at most `limit`; returns the run clock's time then. Watches the
+    /// requests as they are recorded (no polling).
+    pub async fn settled(&self, consecutive: usize, limit: Duration) -> Result<Ms, super::Error> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let answered = self.shared.answered.notified();
+            tokio::pin!(answered);
+            // Registered before looking, so no request slips between.
+            answered.as_mut().enable();
+            let Some(url) = self.unsettled_url(consecutive) else {
+                return Ok((self.clock)());
+            };
+            let gave_up = self.finished()
+                || tokio::select! {
+                    () = answered => false,
+                    () = tokio::time::sleep_until(deadline) => true,
+                };
+            if gave_up {
+                return Err(super::Error::Unsettled {
+                    probe: self.spec.name.clone(),
+                    url: self.spec.urls[url].to_string(),
+                    waited: limit,
+                    answered: self.answered(url),
+                });
+            }
+        }
+    }
+
+    /// The first URL whose last `n` requests did not all succeed.
+    fn unsettled_url(&self, n: usize) -> Option<usize> {
+        let samples = self
+            .shared
+            .samples
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        (0..self.spec.urls.len()).find(|&url| {
+            let last: Vec<&Sample> = samples
+                .iter()
+                .rev()
+                .filter(|s| s.url == url)
+                .take(n)
+                .collect();
+            last.len() < n || last.iter().any(|s| s.outcome.is_error())
+        })
+    }
+
+    /// What URL `url`'s requests met so far, for an error.
+    fn answered(&self, url: usize) -> String {
+        let samples = self
+            .shared
+            .samples
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mine: Vec<&Sample> = samples.iter().filter(|s| s.url == url).collect();
+        let Some(last) = mine.last() else {
+            return "nothing: no request was answered or timed out".into();
+        };
+        let mut kinds = std::collections::BTreeMap::<String, usize>::new();
+        for s in &mine {
+            *kinds.entry(s.outcome.kind()).or_default() += 1;
+        }
+        let kinds: Vec<String> = kinds.iter().map(|(k, n)| format!("{k} ×{n}")).collect();
+        let last = match &last.outcome {
+            RequestOutcome::Error { message } => format!("error: {message}"),
+            o => o.kind(),
+        };
+        format!(
+            "{} requests: {}; the last: {last}",
+            mine.len(),
+            kinds.join(", ")
+        )
+    }
+
     /// Whether it stopped by itself (request budget or time limit).
     pub fn finished(&self) -> bool {
         self.tasks.iter().all(JoinHandle::is_finished)
     }
 
-    /// Stops the probe and returns what it recorded. A request in flight is
-    /// abandoned and not recorded: its answer would come after the steps.
-    pub async fn stop(mut self) -> ProbeRecord {
+    /// Stops the probe and returns what it recorded, the requests sent
+    /// before `baseline_until` (the first step) as its baseline. A request
+    /// in flight is abandoned and not recorded: its answer would come after
+    /// the steps.
+    pub async fn stop(mut self, baseline_until: Option<Ms>) -> ProbeRecord {
         let stopped = (self.clock)();
         for t in &self.tasks {
             t.abort();
@@ -163,7 +245,8 @@ impl Running {
                 .unwrap_or(stopped)
                 .min(stopped),
         };
-        self.spec.record(samples, self.started, stopped, reason)
+        self.spec
+            .record(samples, [self.started, stopped], baseline_until, reason)
     }
 }
 
@@ -235,7 +318,7 @@ mod tests {
         let f = fake(5);
         let p = spawn(spec(2, 100), f.clone(), paused_clock());
         tokio::time::sleep(Duration::from_millis(10_000)).await;
-        let r = p.stop().await;
+        let r = p.stop(None).await;
         // ticks at 0, 100, ..., 9_900 (the one at 10_000 may not have answered)
         for url in 0..2 {
             let n = r.samples.iter().filter(|s| s.url == url).count();
@@ -252,7 +335,7 @@ mod tests {
         let f = fake(300);
         let p = spawn(spec(1, 100), f.clone(), paused_clock());
         tokio::time::sleep(Duration::from_millis(3_000)).await;
-        let r = p.stop().await;
+        let r = p.stop(None).await;
         let gaps: Vec<Ms> = r.samples.windows(2).map(|w| w[1].at - w[0].at).collect();
         assert!(gaps.iter().all(|g| *g >= 300), "{gaps:?}");
         assert!((9..=10).contains(&r.samples.len()), "{}", r.samples.len());
@@ -266,7 +349,7 @@ mod tests {
         let p = spawn(s, fake(1), paused_clock());
         tokio::time::sleep(Duration::from_secs(5)).await;
         assert!(p.finished());
-        let r = p.stop().await;
+        let r = p.stop(None).await;
         assert_eq!(r.samples.len(), 25);
         assert_eq!(r.stop_reason, StopReason::MaxRequests);
     }
@@ -278,10 +361,62 @@ mod tests {
         let p = spawn(s, fake(1), paused_clock());
         tokio::time::sleep(Duration::from_secs(5)).await;
         assert!(p.finished());
-        let r = p.stop().await;
+        let r = p.stop(None).await;
         assert_eq!(r.stop_reason, StopReason::MaxDuration);
         assert!((20..=21).contains(&r.samples.len()), "{}", r.samples.len());
         assert!(r.samples.iter().all(|s| s.at < 2_000));
+    }
+
+    /// Answers `Reset` to the first `resets` requests, then 200.
+    struct Settling {
+        resets: u64,
+        sent: AtomicU64,
+    }
+
+    impl Fetch for Settling {
+        async fn get(&self, _: &http::Uri, _: Duration) -> (RequestOutcome, Duration) {
+            let n = self.sent.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            if n < self.resets {
+                (RequestOutcome::Reset, Duration::from_millis(2))
+            } else {
+                (RequestOutcome::Ok { status: 200 }, Duration::from_millis(2))
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_first_step_waits_for_several_answers_in_a_row() {
+        let f = Arc::new(Settling {
+            resets: 3,
+            sent: AtomicU64::new(0),
+        });
+        let p = spawn(spec(1, 250), f, paused_clock());
+        let at = p.settled(5, Duration::from_secs(60)).await.unwrap();
+        // 3 resets (0, 250, 500 ms), then 5 answers from 750 ms to 1,750 ms.
+        assert_eq!(at, 1_752);
+        tokio::time::sleep(Duration::from_millis(1_000)).await;
+        let r = p.stop(Some(at)).await;
+        let b = r.baseline.unwrap();
+        assert_eq!((b.requests, b.errors), (8, 3));
+        assert_eq!(r.errors, 0);
+        assert!(r.windows.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_url_that_never_settles_is_named_with_what_it_answered() {
+        let f = Arc::new(Settling {
+            resets: u64::MAX,
+            sent: AtomicU64::new(0),
+        });
+        let p = spawn(spec(1, 500), f, paused_clock());
+        let e = p.settled(5, Duration::from_secs(10)).await.unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "probe `web`: http://127.0.0.1:30080/ did not answer 5 requests in a row within 10s \
+             before the first step (nothing was injected); it answered 20 requests: reset ×20; \
+             the last: reset: check the URL and that the Service answers from this machine"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -290,7 +425,7 @@ mod tests {
         s.expect = vec![(500, 599)];
         let p = spawn(s, fake(1), paused_clock());
         tokio::time::sleep(Duration::from_millis(1_000)).await;
-        let r = p.stop().await;
+        let r = p.stop(None).await;
         assert!(
             r.samples
                 .iter()

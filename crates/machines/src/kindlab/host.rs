@@ -155,29 +155,40 @@ pub fn bridge_name(run: &str) -> String {
 
 /// `docker network create` of an IPv4-only bridge network (said outright: a
 /// daemon may default to IPv6) on `subnet`, with a bridge of our name (so the
-/// guard names it before any container exists). The subnet is given, not left
-/// to Docker: only then does `docker network connect --ip` work, which gives a
-/// powered-on or reconnected node its old address back.
-pub fn network_create(runtime: &str, name: &str, bridge: &str, cluster: &str, subnet: &str) -> Cmd {
+/// guard names it before any container exists). With a subnet given, `docker
+/// network connect --ip` works, which gives a powered-on or reconnected node
+/// its old address back; without one (`kind up --stock-network`) Docker
+/// chooses it and refuses `--ip`, as on the network `kind create cluster`
+/// makes.
+pub fn network_create(
+    runtime: &str,
+    name: &str,
+    bridge: &str,
+    cluster: &str,
+    subnet: Option<&str>,
+) -> Cmd {
     let opt = format!("com.docker.network.bridge.name={bridge}");
     let label = format!("{LABEL}={cluster}");
-    let subnet = format!("--subnet={subnet}");
-    Cmd::new(
+    let subnet = subnet.map(|s| format!("--subnet={s}"));
+    let mut args = vec!["network", "create", "--driver", "bridge", "--ipv6=false"];
+    args.extend(subnet.as_deref());
+    args.extend(["--opt", &opt, "--label", &label, name]);
+    Cmd::new(runtime, &args)
+}
+
+/// The subnets of network `name`, space-separated.
+pub fn network_subnets(exec: &dyn Exec, runtime: &str, name: &str) -> Result<String, Error> {
+    let cmd = Cmd::new(
         runtime,
         &[
             "network",
-            "create",
-            "--driver",
-            "bridge",
-            "--ipv6=false",
-            &subnet,
-            "--opt",
-            &opt,
-            "--label",
-            &label,
+            "inspect",
+            "--format",
+            "{{range .IPAM.Config}}{{.Subnet}} {{end}}",
             name,
         ],
-    )
+    );
+    Ok(exec.run(&cmd, Duration::from_secs(30))?.trim().to_owned())
 }
 
 /// An IPv4 network `a.b.c.d/len` as (address, prefix length).
@@ -429,9 +440,17 @@ mod tests {
         assert_eq!(parse_drops(listing, "nodefall:r1"), Some(17));
         assert_eq!(parse_drops(listing, "nodefall:r2"), None);
         assert_eq!(
-            network_create("docker", "nodefall-c1", &b, "c1", "172.19.0.0/16").to_string(),
+            network_create("docker", "nodefall-c1", &b, "c1", Some("172.19.0.0/16")).to_string(),
             format!(
                 "docker network create --driver bridge --ipv6=false --subnet=172.19.0.0/16 \
+                 --opt com.docker.network.bridge.name={b} --label io.nodefall.kind-cluster=c1 nodefall-c1"
+            )
+        );
+        // --stock-network: the subnet left to Docker, as kind leaves it.
+        assert_eq!(
+            network_create("docker", "nodefall-c1", &b, "c1", None).to_string(),
+            format!(
+                "docker network create --driver bridge --ipv6=false \
                  --opt com.docker.network.bridge.name={b} --label io.nodefall.kind-cluster=c1 nodefall-c1"
             )
         );

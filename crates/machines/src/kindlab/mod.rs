@@ -275,7 +275,7 @@ pub async fn wait_nodes_ready(
             Ok(Err(e)) => {
                 return Err(Error::Kube {
                     what: "watching nodes".into(),
-                    message: e.to_string(),
+                    message: crate::actions::api_text(&e),
                 });
             }
             Ok(Ok(None)) => continue,
@@ -298,7 +298,7 @@ pub async fn contain_dns(client: &kube::Client, limit: Duration) -> Result<bool,
         let what = what.to_owned();
         move |e: kube::Error| Error::Kube {
             what,
-            message: e.to_string(),
+            message: crate::actions::api_text(&e),
         }
     };
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "kube-system");
@@ -356,7 +356,7 @@ pub async fn contain_dns(client: &kube::Client, limit: Duration) -> Result<bool,
         Ok(Ok(_)) => Ok(true),
         Ok(Err(e)) => Err(Error::Kube {
             what: "waiting for CoreDNS".into(),
-            message: e.to_string(),
+            message: crate::actions::api_text(&e),
         }),
         Err(_) => Err(Error::Timeout {
             what: "CoreDNS restarted without `forward`".into(),
@@ -369,6 +369,12 @@ pub async fn contain_dns(client: &kube::Client, limit: Duration) -> Result<bool,
 /// kubeconfig and kind's output): `$XDG_STATE_HOME/nodefall/kind/NAME`.
 pub fn cluster_dir(state: &Path, name: &str) -> PathBuf {
     state.join("kind").join(name)
+}
+
+/// The kubeconfig `nodefall kind up` writes for cluster `name` (never
+/// ~/.kube/config); its context is `kind-NAME`.
+pub fn kubeconfig_file(state: &Path, name: &str) -> PathBuf {
+    cluster_dir(state, name).join("kubeconfig")
 }
 
 /// nodefall's state directory (`$XDG_STATE_HOME/nodefall`).

@@ -391,6 +391,39 @@ impl FaultKind {
         }
     }
 
+    /// Whether the pods' containers on the node keep answering clients that
+    /// reach them while this fault holds: only a stopped kubelet leaves
+    /// them running and reachable (a paused, powered-off or shut-down
+    /// machine, or one cut off its network, answers nothing). A restoring
+    /// fault leaves them serving.
+    pub fn keeps_serving(self) -> bool {
+        match self {
+            FaultKind::PauseVm | FaultKind::Poweroff | FaultKind::Shutdown | FaultKind::DropNic => {
+                false
+            }
+            FaultKind::StopKubelet
+            | FaultKind::ResumeVm
+            | FaultKind::Poweron
+            | FaultKind::StartKubelet
+            | FaultKind::RestoreNic => true,
+        }
+    }
+
+    /// What the node was made, for sentences: `paused`, `powered off`, ...
+    pub fn done_to_node(self) -> &'static str {
+        match self {
+            FaultKind::PauseVm => "paused",
+            FaultKind::ResumeVm => "resumed",
+            FaultKind::Poweroff => "powered off",
+            FaultKind::Poweron => "powered on",
+            FaultKind::Shutdown => "shut down",
+            FaultKind::StopKubelet => "left without its kubelet",
+            FaultKind::StartKubelet => "given its kubelet back",
+            FaultKind::DropNic => "cut off its network",
+            FaultKind::RestoreNic => "reconnected",
+        }
+    }
+
     /// For a restoring fault, the breaking faults it undoes.
     pub fn undoes(self) -> &'static [FaultKind] {
         match self {

@@ -47,7 +47,12 @@ use crate::timeline::{Ms, Transition};
 /// pods' running containers) and `duplicates` (each replaced pod's
 /// duplicate window); `remediation.fencing` may come from the machines.
 /// Versions 2 to 7 are read as they are: they have neither.
-pub const SCHEMA_VERSION: u32 = 8;
+///
+/// 9: each probe's `baseline` (its requests before the first step, while
+/// the run waited for it to settle); its `requests`, `errors`, `latency` and
+/// `windows` count from the first step on. Versions 2 to 8 are read as they
+/// are: they have no baseline, and their figures cover every request.
+pub const SCHEMA_VERSION: u32 = 9;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

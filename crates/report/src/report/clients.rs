@@ -7,7 +7,8 @@ use std::fmt::Write as _;
 
 use super::format::{cell, secs, t0_rel};
 use super::markdown::table;
-use crate::record::RunResult;
+use crate::record::{RunResult, StepKind, StepOutcome};
+use crate::scenario::model::FaultKind;
 use crate::timeline::endpoints::EndpointMetrics;
 
 /// The Clients band of the mermaid timeline: each failed node's endpoint
@@ -45,20 +46,80 @@ pub(super) fn section(out: &mut String, r: &RunResult) {
         return;
     }
     let _ = writeln!(out, "## What clients see\n");
-    endpoints(out, e, super::markdown::had_fault(r));
+    endpoints(out, e, &Met::of(r));
     super::probes::section(out, r);
 }
 
-/// `fault`: the run injected one, so the target nodes failed (else they
-/// were drained or changed by actions, and were not dead).
-fn endpoints(out: &mut String, e: &EndpointMetrics, fault: bool) {
-    // What the nodes were, what clients routed there met, and where they
-    // could be routed.
-    let (nodes, dead, routed_to) = if fault {
-        ("failed", "reached a dead node", "a dead node")
-    } else {
-        ("target", "were routed to those nodes", "them")
-    };
+/// What clients routed to the target nodes' endpoints met, as far as the
+/// run's faults say: the sentence follows the fault, never assumes a death.
+struct Met {
+    /// `failed` on a run with a fault, else `target`.
+    nodes: &'static str,
+    /// What clients routed there met, after "clients routed to them meanwhile".
+    met: String,
+    /// Where they could be routed, after "clients could be routed to".
+    routed_to: String,
+    /// Whether a stale endpoint is part of the clients' error window.
+    errors: bool,
+}
+
+impl Met {
+    fn of(r: &RunResult) -> Met {
+        let mut faults: Vec<FaultKind> = r
+            .steps
+            .iter()
+            .filter(|s| s.kind == StepKind::Fault && s.outcome != StepOutcome::Skipped)
+            .filter_map(|s| s.fault.as_ref().map(|f| f.fault))
+            .filter(|f| f.revert().is_some())
+            .collect();
+        faults.dedup();
+        let done = faults
+            .iter()
+            .map(|f| f.done_to_node())
+            .collect::<Vec<_>>()
+            .join(" or ");
+        if faults.is_empty() {
+            return Met {
+                nodes: if super::markdown::had_fault(r) {
+                    "failed"
+                } else {
+                    "target"
+                },
+                met: "were routed to those nodes".into(),
+                routed_to: "them".into(),
+                errors: false,
+            };
+        }
+        if faults.iter().all(|f| !f.keeps_serving()) {
+            return Met {
+                nodes: "failed",
+                met: format!("reached a node that could not answer ({done})"),
+                routed_to: format!("a node that could not answer ({done})"),
+                errors: true,
+            };
+        }
+        if faults.iter().all(|f| f.keeps_serving()) {
+            return Met {
+                nodes: "failed",
+                met: format!(
+                    "reached pods on a node {done}, whose containers keep running: they could \
+                     still answer (the probes below say what clients met)"
+                ),
+                routed_to: format!("pods on a node {done}, whose containers keep running"),
+                errors: false,
+            };
+        }
+        Met {
+            nodes: "failed",
+            met: format!("reached a node {done} (the probes below say what they met)"),
+            routed_to: format!("a node {done}"),
+            errors: true,
+        }
+    }
+}
+
+fn endpoints(out: &mut String, e: &EndpointMetrics, met: &Met) {
+    let (nodes, dead, routed_to) = (met.nodes, met.met.as_str(), met.routed_to.as_str());
     if !e.stale_endpoints.is_empty() {
         let still = e
             .stale_endpoints
@@ -70,9 +131,13 @@ fn endpoints(out: &mut String, e: &EndpointMetrics, fault: bool) {
                 let _ = writeln!(
                     out,
                     "The {nodes} nodes' endpoints stayed ready for **{}** after T0 (`staleEndpointWindow`): \
-                     clients routed to them meanwhile {dead}. This is the Kubernetes part of \
-                     the client error window.\n",
-                    secs(ms)
+                     clients routed to them meanwhile {dead}.{}\n",
+                    secs(ms),
+                    if met.errors {
+                        " This is the Kubernetes part of the client error window."
+                    } else {
+                        ""
+                    }
                 );
             }
             None => {
@@ -149,4 +214,55 @@ fn endpoints(out: &mut String, e: &EndpointMetrics, fault: bool) {
         rows,
     ));
     out.push('\n');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A run whose one fault step is `fault` on node `w`.
+    fn run(fault: &str) -> RunResult {
+        serde_json::from_value(json!({
+            "schemaVersion": crate::record::SCHEMA_VERSION,
+            "scenario": "s", "file": "s.yaml", "backend": "kind",
+            "profile": crate::profile::TimingProfile::fast(),
+            "namespace": "ns", "targets": {"target": "w"},
+            "startedAt": "2026-11-25T15:01:56.691Z",
+            "finished": 60_000, "verdict": "pass",
+            "steps": [{"label": "#1", "kind": "fault", "description": fault, "started": 1_000,
+                       "ended": 1_100, "outcome": {"status": "ok"},
+                       "fault": {"fault": fault, "node": "w"}}],
+            "expectations": [],
+            "cleanup": [],
+            "metrics": crate::timeline::metrics::Metrics::default(),
+            "transitions": [],
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn what_clients_met_follows_the_fault() {
+        let stopped = Met::of(&run("stop-kubelet"));
+        assert!(!stopped.errors);
+        assert_eq!(
+            stopped.met,
+            "reached pods on a node left without its kubelet, whose containers keep running: they \
+             could still answer (the probes below say what clients met)"
+        );
+        let off = Met::of(&run("poweroff"));
+        assert!(off.errors);
+        assert_eq!(
+            off.met,
+            "reached a node that could not answer (powered off)"
+        );
+        let cut = Met::of(&run("drop-nic"));
+        assert_eq!(
+            cut.routed_to,
+            "a node that could not answer (cut off its network)"
+        );
+        for m in [stopped, off, cut] {
+            assert!(!m.met.contains("dead"), "{}", m.met);
+        }
+    }
 }

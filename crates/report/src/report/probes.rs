@@ -92,10 +92,9 @@ fn probe(out: &mut String, r: &RunResult, p: &ProbeRecord) {
         StopReason::MaxRequests => "**early: its `maxRequests` were sent**".to_owned(),
         StopReason::MaxDuration => "**early: its `maxDuration` passed**".to_owned(),
     };
-    let _ = writeln!(
+    let _ = write!(
         out,
-        "### Probe `{}`\n\nGET {} every {} ms (timeout {} ms, a new connection each), from {} to {} (stopped {stop}): \
-         **{} requests, {} failed**. Latency of the successful ones: p50 {}, p90 {}, p99 {}, max {}.\n",
+        "### Probe `{}`\n\nGET {} every {} ms (timeout {} ms, a new connection each), from {} to {} (stopped {stop}).",
         p.name,
         p.urls
             .iter()
@@ -106,6 +105,32 @@ fn probe(out: &mut String, r: &RunResult, p: &ProbeRecord) {
         p.timeout,
         rel(r, p.started),
         rel(r, p.stopped),
+    );
+    let since = match &p.baseline {
+        Some(b) => {
+            let kinds: Vec<String> = b.kinds.iter().map(|(k, n)| format!("{k} ×{n}")).collect();
+            let _ = write!(
+                out,
+                " **Baseline**, from setup until every URL had answered several requests in a row \
+                 (the first step began at {}): {} requests, {} failed{}; latency p50 {}, max {}.",
+                rel(r, b.to),
+                b.requests,
+                b.errors,
+                if kinds.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", kinds.join(", "))
+                },
+                opt_ms(b.latency.p50),
+                opt_ms(b.latency.max),
+            );
+            " From the first step on:"
+        }
+        None => "",
+    };
+    let _ = writeln!(
+        out,
+        "{since} **{} requests, {} failed**. Latency of the successful ones: p50 {}, p90 {}, p99 {}, max {}.\n",
         p.requests,
         p.errors,
         opt_ms(p.latency.p50),

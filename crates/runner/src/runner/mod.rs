@@ -197,6 +197,7 @@ pub async fn run<B: NodeFaults>(
         guard_records: guard::records(&plan.scenario.guards, &plan.guard_holds),
         aborted: None,
         probes: Vec::new(),
+        probes_settled: None,
         probe_records: Vec::new(),
         deferred: Vec::new(),
         witness: None,
@@ -339,6 +340,9 @@ struct Run<'a> {
     aborted: Option<crate::record::AbortRecord>,
     /// The `probe:` probes, sending from the end of setup to the end of the steps.
     probes: Vec<crate::probe::Running>,
+    /// When every probe had settled (the first step began): their requests
+    /// before it are their baseline.
+    probes_settled: Option<Ms>,
     /// What they recorded, once stopped.
     probe_records: Vec<crate::probe::ProbeRecord>,
     /// Probe expectations reached, decided when the probes stop.
@@ -422,6 +426,8 @@ impl Run<'_> {
         let result = self.setup(&ns).await;
         self.end(slot, outcome(&result));
         result?;
+        // Clients from now on: the preflight's time is the probes' to settle.
+        self.start_probes()?;
 
         let nodes = self.resolve_targets().await?;
         self.resolve_machines(backend, &nodes).await?;
@@ -431,8 +437,8 @@ impl Run<'_> {
         self.check_namespaces().await?;
         self.graceful_shutdown_preflight(backend).await;
         self.start_witness(backend)?;
+        self.settle_probes().await?;
         self.setup_end = self.now();
-        self.start_probes()?;
 
         // The guards watch while the steps run; the first to fire drops the
         // step in progress (as a signal does) and the run restores.

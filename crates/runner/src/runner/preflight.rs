@@ -313,6 +313,7 @@ impl Run<'_> {
         for step in &self.plan.scenario.steps {
             if let StepKind::Action(Action::DeleteNamespace { name }) = &step.kind {
                 let found = api.get_opt(name).await.map_err(|source| {
+                    let source = actions::ApiError::from(source);
                     Error::Target(format!("reading namespace {name}: {source}"))
                 })?;
                 if found.is_none() {

@@ -1,6 +1,7 @@
-//! The scenario's HTTP probes: started when setup ends, stopped when the
-//! steps end (on every exit path), and the probe expectations reached
-//! meanwhile decided over what they recorded.
+//! The scenario's HTTP probes: started when setup ends, waited for until
+//! each has answered several requests in a row (the baseline, before the
+//! first step), stopped when the steps end (on every exit path), and the
+//! probe expectations reached meanwhile decided over what they recorded.
 
 use std::sync::Arc;
 
@@ -44,6 +45,34 @@ impl Run<'_> {
         Ok(())
     }
 
+    /// Waits, before the first step, until every probe's URLs have each
+    /// answered [`probe::SETTLE_SUCCESSES`] requests in a row (at most
+    /// [`probe::SETTLE_LIMIT`]): errors before then are the baseline's, not
+    /// the fault's.
+    pub(super) async fn settle_probes(&mut self) -> Result<(), Error> {
+        if self.probes.is_empty() {
+            return Ok(());
+        }
+        let began = self.now();
+        self.progress.log(&format!(
+            "probes: waiting for each URL to answer {} requests in a row (at most {}s)",
+            probe::SETTLE_SUCCESSES,
+            probe::SETTLE_LIMIT.as_secs()
+        ));
+        for running in &self.probes {
+            running
+                .settled(probe::SETTLE_SUCCESSES, probe::SETTLE_LIMIT)
+                .await?;
+        }
+        let settled = self.now();
+        self.probes_settled = Some(settled);
+        self.progress.log(&format!(
+            "probes: settled after {}; the requests before the first step are the baseline",
+            format_millis(settled - began)
+        ));
+        Ok(())
+    }
+
     /// Records a probe expectation reached now; it is decided when the
     /// probes stop. It takes no time: the next step starts at once.
     pub(super) fn defer_probe(
@@ -82,10 +111,16 @@ impl Run<'_> {
     /// decides the probe expectations reached.
     pub(super) async fn stop_probes(&mut self) {
         for running in std::mem::take(&mut self.probes) {
-            let record = running.stop().await;
+            let record = running.stop(self.probes_settled).await;
             let longest = record.windows.iter().map(|w| w.duration).max();
+            let baseline = record.baseline.as_ref().map_or_else(String::new, |b| {
+                format!(
+                    " (and before the first step, the baseline: {} requests, {} failed)",
+                    b.requests, b.errors
+                )
+            });
             self.progress.log(&format!(
-                "probe {}: {} requests, {} failed, {}",
+                "probe {}: {} requests, {} failed{baseline}, {}",
                 record.name,
                 record.requests,
                 record.errors,

@@ -133,7 +133,7 @@ pub async fn register(client: &kube::Client, node: &SimNode) -> Result<(), Error
         .await
         .map_err(|source| Error::Kube {
             what: format!("reading node {}", node.name),
-            source,
+            source: source.into(),
         })?
         .is_some();
     if exists {
@@ -156,7 +156,7 @@ pub async fn drop_stale_lease(client: &kube::Client, node: &str) -> Result<(), E
         .map(drop)
         .map_err(|source| Error::Kube {
             what: format!("deleting the Lease node {node}'s last kwok left"),
-            source,
+            source: source.into(),
         })
 }
 
@@ -179,7 +179,7 @@ async fn create(api: &Api<Node>, node: &SimNode) -> Result<(), Error> {
         Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
         Err(source) => Err(Error::Kube {
             what: format!("registering node {}", node.name),
-            source,
+            source: source.into(),
         }),
     }
 }
@@ -264,9 +264,9 @@ pub async fn report_return(
 ) -> Result<(), Error> {
     let api: Api<Node> = Api::all(client.clone());
     let ready_at = after(now, report.ready_after);
-    let kube_err = |what: &str, source| Error::Kube {
+    let kube_err = |what: &str, source: kube::Error| Error::Kube {
         what: format!("{what} of returning node {node}"),
-        source,
+        source: source.into(),
     };
     let meta =
         serde_json::json!({"metadata": {"annotations": {kubelet::READY_AT: ready_at.to_string()}}});
@@ -314,7 +314,7 @@ pub async fn time_pods(
     let params = kube::api::ListParams::default().fields(&format!("spec.nodeName={node}"));
     let pods = all.list(&params).await.map_err(|source| Error::Kube {
         what: format!("listing the pods of returning node {node}"),
-        source,
+        source: source.into(),
     })?;
     for pod in pods.items {
         let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
@@ -349,7 +349,7 @@ pub async fn time_pods(
         )
         .map_err(|source| Error::Kube {
             what: format!("timing pod {ns}/{name} of returning node {node}"),
-            source,
+            source: source.into(),
         })?;
     }
     Ok(())
@@ -395,7 +395,7 @@ pub async fn set_managed(
                 node.name,
                 if managed { "to" } else { "out of" }
             ),
-            source,
+            source: source.into(),
         }),
     }
 }

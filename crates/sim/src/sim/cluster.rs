@@ -376,7 +376,7 @@ async fn client_for(kubeconfig: &Path) -> Result<kube::Client, Error> {
     let config = config_for(kubeconfig).await?;
     kube::Client::try_from(config).map_err(|source| Error::Kube {
         what: "building a client".into(),
-        source,
+        source: source.into(),
     })
 }
 

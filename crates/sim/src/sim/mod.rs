@@ -94,7 +94,7 @@ pub enum Error {
     Kube {
         what: String,
         #[source]
-        source: kube::Error,
+        source: crate::actions::ApiError,
     },
     #[error("cannot read cluster state {}", .path.display())]
     State {

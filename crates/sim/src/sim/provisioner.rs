@@ -58,9 +58,9 @@ const ATTEMPTS: u32 = 6;
 /// which is left as it is.
 pub async fn ensure_class(client: &kube::Client) -> Result<(), Error> {
     let api: Api<StorageClass> = Api::all(client.clone());
-    let kube_err = |what: &str, source| Error::Kube {
+    let kube_err = |what: &str, source: kube::Error| Error::Kube {
         what: format!("{what} StorageClass {CLASS}"),
-        source,
+        source: source.into(),
     };
     if api
         .get_opt(CLASS)
@@ -139,7 +139,10 @@ async fn run(client: kube::Client) {
     let pvs: Api<PersistentVolume> = Api::all(client);
     while let Some(item) = seen.next().await {
         match item {
-            Err(e) => tracing::debug!("provisioner: watch error, the watcher relists: {e}"),
+            Err(e) => tracing::debug!(
+                "provisioner: watch error, the watcher relists: {}",
+                crate::actions::api_text(&e)
+            ),
             Ok(Seen::Claim(pvc)) => {
                 let Some(node) = needs_volume(&pvc) else {
                     continue;
@@ -196,10 +199,16 @@ where
         match op().await {
             Ok(()) => return,
             Err(e) if attempt == ATTEMPTS => {
-                tracing::warn!("provisioner: {what} failed {ATTEMPTS} times, giving up: {e}");
+                tracing::warn!(
+                    "provisioner: {what} failed {ATTEMPTS} times, giving up: {}",
+                    crate::actions::api_text(&e)
+                );
             }
             Err(e) => {
-                tracing::debug!("provisioner: {what} (attempt {attempt}): {e}");
+                tracing::debug!(
+                    "provisioner: {what} (attempt {attempt}): {}",
+                    crate::actions::api_text(&e)
+                );
                 tokio::time::sleep(backoff(attempt)).await;
             }
         }

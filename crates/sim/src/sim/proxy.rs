@@ -256,7 +256,10 @@ fn seen<K: Clone>(e: Result<Event<K>, watcher::Error>) -> Vec<Seen<K>> {
         Ok(Event::Delete(o)) => vec![Seen::Gone(Box::new(o))],
         Ok(Event::Init | Event::InitDone) => vec![Seen::Relisted],
         Err(e) => {
-            tracing::debug!("sim service proxy: watch error, the watcher retries: {e}");
+            tracing::debug!(
+                "sim service proxy: watch error, the watcher retries: {}",
+                crate::actions::api_text(&e)
+            );
             Vec::new()
         }
     }

@@ -57,7 +57,7 @@ pub async fn report_shutting_down(
     .map(drop)
     .map_err(|source| Error::Kube {
         what: format!("reporting node {node} shutting down"),
-        source,
+        source: source.into(),
     })
 }
 
@@ -75,7 +75,7 @@ pub async fn stop_pods(
     let params = ListParams::default().fields(&format!("spec.nodeName={node}"));
     let pods = all.list(&params).await.map_err(|source| Error::Kube {
         what: format!("listing the pods of shutting-down node {node}"),
-        source,
+        source: source.into(),
     })?;
     let mut stopped = 0;
     for pod in pods.items.iter().filter(|p| Which::of(p) == which) {
@@ -96,7 +96,7 @@ pub async fn stop_pods(
         )
         .map_err(|source| Error::Kube {
             what: format!("stopping pod {ns}/{name} of shutting-down node {node}"),
-            source,
+            source: source.into(),
         })?;
         stopped += usize::from(there);
     }

@@ -194,7 +194,7 @@ impl SimCluster {
         .await
         .map_err(|source| Error::Kube {
             what: "publishing the kubeadm-config ConfigMap".into(),
-            source,
+            source: source.into(),
         })?;
         cluster.spawn_component(
             "kube-controller-manager",

@@ -111,7 +111,8 @@ impl SimCluster {
         match tokio::time::timeout_at(deadline.into(), cond).await {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(e)) => Err(Error::io_msg(format!(
-                "waiting for the default ServiceAccount: {e}"
+                "waiting for the default ServiceAccount: {}",
+                crate::actions::api_text(&e)
             ))),
             Err(_) => Err(self.timeout(
                 "kube-controller-manager to create the default ServiceAccount",

@@ -14,7 +14,6 @@ use k8s_openapi::api::core::v1::Node;
 
 use super::{Error, Eyes, NodeFaults};
 use crate::exec::{self, Cmd, Exec};
-use crate::record::machines::{PodContainer, Power};
 use crate::scenario::model::FaultKind;
 
 /// kind's label naming a node container's cluster.

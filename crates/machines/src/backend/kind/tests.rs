@@ -1,6 +1,7 @@
 //! The kind backend's unit tests: faults as the commands they run, against a fake `docker`.
 
 use super::*;
+use crate::record::machines::{PodContainer, Power};
 
 use crate::exec::fake::Fake;
 

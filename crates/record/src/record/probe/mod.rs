@@ -126,6 +126,25 @@ pub enum StopReason {
     MaxDuration,
 }
 
+/// The requests a probe sent before the first step, while the run waited
+/// for every URL to answer several in a row: what clients saw of the
+/// workload before anything failed. None of them counts in the probe's
+/// figures or error windows, which start at `to`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Baseline {
+    /// When the probe started (during setup).
+    pub from: Ms,
+    /// When every URL had answered; the first step started then.
+    pub to: Ms,
+    pub requests: u64,
+    pub errors: u64,
+    /// Error kind -> how many.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub kinds: BTreeMap<String, u64>,
+    pub latency: Latency,
+}
+
 /// Everything one probe did, for `result.json` and the report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -138,10 +157,17 @@ pub struct ProbeRecord {
     pub started: Ms,
     pub stopped: Ms,
     pub stop_reason: StopReason,
+    /// Requests sent from the first step on (`baseline.to`), of which
+    /// `errors` failed; `latency` and `windows` are theirs too.
     pub requests: u64,
     pub errors: u64,
     pub latency: Latency,
     pub windows: Vec<ErrorWindow>,
+    /// The requests before the first step (absent before schema 9, and when
+    /// the run stopped before the probe had settled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<Baseline>,
+    /// Every request, the baseline's included.
     pub samples: Vec<Sample>,
 }
 
@@ -156,16 +182,35 @@ pub struct Cadence {
 
 impl ProbeRecord {
     /// The record of `samples` (any order) sent from `span[0]` (started)
-    /// to `span[1]` (stopped).
+    /// to `span[1]` (stopped); those sent before `baseline_until` (the first
+    /// step) are the baseline, apart from every other figure.
     pub fn new(
         name: &str,
         urls: Vec<String>,
         cadence: Cadence,
         mut samples: Vec<Sample>,
         span: [Ms; 2],
+        baseline_until: Option<Ms>,
         stop_reason: StopReason,
     ) -> ProbeRecord {
         samples.sort_by_key(|s| (s.at, s.url));
+        let split = baseline_until.map_or(0, |to| samples.partition_point(|s| s.at < to));
+        let (before, after) = samples.split_at(split);
+        let failed = |s: &[Sample]| s.iter().filter(|s| s.outcome.is_error()).count() as u64;
+        let baseline = baseline_until.map(|to| {
+            let mut kinds = BTreeMap::new();
+            for s in before.iter().filter(|s| s.outcome.is_error()) {
+                *kinds.entry(s.outcome.kind()).or_default() += 1;
+            }
+            Baseline {
+                from: span[0],
+                to,
+                requests: before.len() as u64,
+                errors: failed(before),
+                kinds,
+                latency: windows::latency(before),
+            }
+        });
         ProbeRecord {
             name: name.to_owned(),
             urls,
@@ -175,10 +220,11 @@ impl ProbeRecord {
             started: span[0],
             stopped: span[1],
             stop_reason,
-            requests: samples.len() as u64,
-            errors: samples.iter().filter(|s| s.outcome.is_error()).count() as u64,
-            latency: windows::latency(&samples),
-            windows: windows::error_windows(&samples, cadence.gap),
+            requests: after.len() as u64,
+            errors: failed(after),
+            latency: windows::latency(after),
+            windows: windows::error_windows(after, cadence.gap),
+            baseline,
             samples,
         }
     }
@@ -199,7 +245,67 @@ impl ProbeRecord {
             cadence,
             samples,
             [0, 30_000],
+            None,
             StopReason::Stopped,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(at: Ms, outcome: RequestOutcome) -> Sample {
+        Sample {
+            at,
+            url: 0,
+            latency: 3,
+            outcome,
+        }
+    }
+
+    /// Resets before the first step (a Service not yet answering as
+    /// clients reach it) are the baseline's, never an error window of the
+    /// run's.
+    #[test]
+    fn errors_before_the_first_step_are_the_baseline_s_alone() {
+        let cadence = Cadence {
+            interval: 250,
+            timeout: 1_000,
+            gap: 5_000,
+        };
+        let mut samples = vec![
+            sample(0, RequestOutcome::Reset),
+            sample(250, RequestOutcome::Reset),
+        ];
+        samples.extend((2..12).map(|i| sample(i * 250, RequestOutcome::Ok { status: 200 })));
+        let r = ProbeRecord::new(
+            "web",
+            vec![],
+            cadence,
+            samples.clone(),
+            [0, 3_000],
+            Some(1_750),
+            StopReason::Stopped,
+        );
+        let b = r.baseline.as_ref().unwrap();
+        assert_eq!((b.from, b.to, b.requests, b.errors), (0, 1_750, 7, 2));
+        assert_eq!(b.kinds["reset"], 2);
+        assert_eq!(b.latency.p50, Some(3));
+        assert_eq!((r.requests, r.errors), (5, 0));
+        assert!(r.windows.is_empty(), "{:?}", r.windows);
+        assert_eq!(r.samples.len(), 12, "every request is kept");
+        // Without a baseline the same requests make a window.
+        let r = ProbeRecord::new(
+            "web",
+            vec![],
+            cadence,
+            samples,
+            [0, 3_000],
+            None,
+            StopReason::Stopped,
+        );
+        assert_eq!((r.requests, r.errors, r.windows.len()), (12, 2, 1));
+        assert!(r.baseline.is_none());
     }
 }

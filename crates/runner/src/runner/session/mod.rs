@@ -37,10 +37,11 @@ pub enum On {
     Sim(SimTarget),
     /// An existing cluster whose nodes are machines, reached the way the
     /// undo journal records it (so `nodefall recover` reaches them too),
-    /// through this kubeconfig context (None: the current one).
+    /// through this kubeconfig file and context (None: KUBECONFIG or
+    /// ~/.kube/config; its current context).
     Machines {
         backend: BackendRef,
-        context: Option<String>,
+        kube: KubeRef,
     },
 }
 
@@ -198,14 +199,9 @@ pub fn run(req: &Request, resolved: &Resolved, once: &Once) -> Result<Done, Erro
     let checked = resolved.checked.clone();
     match &resolved.on {
         On::Sim(sim) => sim_run::run(req, checked, sim, once),
-        On::Machines { backend, context } => run_on_machines(
-            req,
-            checked,
-            resolved.backend,
-            backend,
-            context.clone(),
-            once,
-        ),
+        On::Machines { backend, kube } => {
+            run_on_machines(req, checked, resolved.backend, backend, kube, once)
+        }
     }
 }
 
@@ -286,13 +282,14 @@ fn run_on_machines(
     checked: scenario::Checked,
     kind: BackendKind,
     backend_ref: &BackendRef,
-    context: Option<String>,
+    kube: &KubeRef,
     once: &Once,
 ) -> Result<Done, Error> {
     // Which cluster this is and its timings, before anything is touched.
     let rt = runtime().map_err(Error::Runtime)?;
     let (config, found) = rt.block_on(async {
-        let (config, context) = inspect::kube_config(context.clone()).await?;
+        let (config, context) =
+            inspect::kube_config(kube.kubeconfig.as_deref(), kube.context.clone()).await?;
         let found = inspect::inspect(&config, context, &checked.pins, req.profile).await?;
         Ok::<_, Error>((config, found))
     })?;
@@ -303,9 +300,12 @@ fn run_on_machines(
     }
     let file = req.file.display().to_string();
     let mut backend = AnyBackend::open(backend_ref)?;
-    let kubeconfig = std::env::var_os("KUBECONFIG")
-        .and_then(|v| std::env::split_paths(&v).next())
-        .filter(|p| !p.as_os_str().is_empty());
+    // The file the client read, for `nodefall recover`.
+    let kubeconfig = kube.kubeconfig.clone().or_else(|| {
+        std::env::var_os("KUBECONFIG")
+            .and_then(|v| std::env::split_paths(&v).next())
+            .filter(|p| !p.as_os_str().is_empty())
+    });
     let mut journal = Journal::create(
         &journal::default_dir(),
         header(
@@ -314,7 +314,7 @@ fn run_on_machines(
             backend_ref.clone(),
             KubeRef {
                 kubeconfig,
-                context: context.clone(),
+                context: kube.context.clone(),
             },
         ),
     )
