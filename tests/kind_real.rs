@@ -608,7 +608,7 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
     assert!(status.success(), "every-fault.yaml:\n{restart_out}");
     let result = run_result(out.path(), "kind-every-fault");
     check_node_containers(&result, &samples, &format!("{NAME}-worker2"));
-    moved_as_kind_moves_nodes(&made, &rt, &client, &restart_out, &out_dir);
+    moved_as_kind_moves_nodes(&made, &image, &rt, &client, &restart_out, &out_dir);
     assert!(
         restart_out.contains("host sysctls a kubelet wrote, put back"),
         "{restart_out}"
@@ -1050,24 +1050,77 @@ fn predictions_hold(
 /// its Service is served by both workers, one of them just moved.
 const CLIENTS_AFTER_FAULTS: &str = "kind-kubelet-stop-clients.yaml";
 
-/// On the stock network: the preflight said what the reverts would do,
-/// the dropped NIC came back on a new address and the node was moved to it
-/// (its Node's InternalIP is its container's address again), every node is
-/// Ready, and then a Service served by both workers answers every request
-/// while a worker's kubelet is stopped and started (seen before this
-/// session's change: the first requests reset, charged to the fault).
+/// On the stock network: the preflight said what the reverts would do and
+/// every node is Ready with its container's address as InternalIP. Docker
+/// gives a reconnected node the lowest free address, often its old one: so
+/// a dropped NIC is restored once more while another container (the
+/// squatter, started the moment the node is off the network) has taken
+/// that address, and the node must come back on a new one, moved to it as
+/// kind moves a restarted node. Then a Service served by both workers
+/// answers every request while a worker's kubelet is stopped and started
+/// (the pods on the moved node reached through its new address).
 fn moved_as_kind_moves_nodes(
     made: &Made,
+    image: &str,
     rt: &tokio::runtime::Runtime,
     client: &kube::Client,
     said: &str,
     out_dir: &str,
 ) {
     assert!(said.contains("was chosen by Docker"), "{said}");
-    assert!(
-        said.contains("kubelet flags and static pods moved to it"),
-        "{said}"
+    let network = format!("nodefall-{}", made.name);
+    let node = format!("{}-worker2", made.name);
+    let squatter = Squatter(format!("{}-squatter", made.name));
+    let address = |c: &str| {
+        must(&format!(
+            "docker inspect --format '{{{{with index .NetworkSettings.Networks \"{network}\"}}}}{{{{.IPAddress}}}}{{{{end}}}}' {c}"
+        ))
+        .trim()
+        .to_owned()
+    };
+    let old = address(&node);
+    let watcher = {
+        let (node, network, name, image) = (
+            node.clone(),
+            network.clone(),
+            squatter.0.clone(),
+            image.to_owned(),
+        );
+        std::thread::spawn(move || {
+            let deadline = std::time::Instant::now() + Duration::from_secs(120);
+            while std::time::Instant::now() < deadline {
+                let off = sh(&format!(
+                    "docker inspect --format '{{{{with index .NetworkSettings.Networks \"{network}\"}}}}{{{{.IPAddress}}}}{{{{end}}}}' {node}"
+                ))
+                .is_some_and(|ip| ip.trim().is_empty());
+                if off {
+                    return sh(&format!(
+                        "docker run -d --name {name} --network {network} --entrypoint sleep {image} 600"
+                    ))
+                    .is_some();
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            false
+        })
+    };
+    let (status, moved) = made.scenario("tests/fixtures/kind/moved-nic.yaml", out_dir);
+    assert!(watcher.join().unwrap(), "the squatter did not start");
+    assert!(status.success(), "moved-nic.yaml:\n{moved}");
+    let new = address(&node);
+    assert_eq!(
+        address(&squatter.0),
+        old,
+        "the squatter took the node's address"
     );
+    assert_ne!(new, old, "{node} came back on its old address");
+    assert!(
+        moved.contains(&format!(
+            "{node}: back on network {network} at {new} (was {old}); kubelet flags and static pods moved to it"
+        )),
+        "{moved}"
+    );
+    drop(squatter);
     let api: Api<Node> = Api::all(client.clone());
     for n in rt.block_on(api.list(&Default::default())).unwrap() {
         let name = n.metadata.name.clone().unwrap();
@@ -1078,26 +1131,14 @@ fn moved_as_kind_moves_nodes(
             .into_iter()
             .find(|c| c.type_ == "Ready")
             .map(|c| c.status);
-        assert_eq!(
-            ready.as_deref(),
-            Some("True"),
-            "{name} after every-fault.yaml"
-        );
+        assert_eq!(ready.as_deref(), Some("True"), "{name} after the faults");
         let internal = status
             .addresses
             .unwrap_or_default()
             .into_iter()
             .find(|a| a.type_ == "InternalIP")
             .map(|a| a.address);
-        let docker = must(&format!(
-            "docker inspect --format '{{{{with index .NetworkSettings.Networks \"nodefall-{}\"}}}}{{{{.IPAddress}}}}{{{{end}}}}' {name}",
-            made.name
-        ));
-        assert_eq!(
-            internal.as_deref(),
-            Some(docker.trim()),
-            "{name}: InternalIP"
-        );
+        assert_eq!(internal, Some(address(&name)), "{name}: InternalIP");
     }
     let file = format!("scenarios/{CLIENTS_AFTER_FAULTS}");
     let (status, said) = made.scenario(&file, out_dir);
@@ -1114,6 +1155,15 @@ fn moved_as_kind_moves_nodes(
         "kind-kubelet-stop-clients: {} requests after T0, 0 failed; baseline {} requests, {} failed ({:?})",
         probe.requests, baseline.requests, baseline.errors, baseline.kinds
     );
+}
+
+/// The container that takes a node's address, removed however the test ends.
+struct Squatter(String);
+
+impl Drop for Squatter {
+    fn drop(&mut self) {
+        sh(&format!("docker rm -f {} >/dev/null 2>&1", self.0));
+    }
 }
 
 /// The result of the run of `scenario` written under `out`.

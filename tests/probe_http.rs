@@ -153,7 +153,7 @@ async fn the_error_window_matches_the_outage() {
     fetch.down.store(false, Ordering::SeqCst);
     let up_at = 3_050;
     until(t0, 4_050).await;
-    let r = p.stop().await;
+    let r = p.stop(None).await;
 
     // One request per tick, 0 to 4_000 ms (the one at 4_000 answered at 4_010).
     let sent: Vec<i64> = r.samples.iter().map(|s| s.at).collect();
@@ -195,7 +195,7 @@ async fn timeouts_refusals_resets_and_bad_statuses_are_told_apart() {
         .collect();
     let p = probe::spawn(s.clone(), Arc::new(Http), clock(start));
     tokio::time::sleep(Duration::from_millis(1_500)).await;
-    let r = p.stop().await;
+    let r = p.stop(None).await;
     let of = |url: usize| -> Vec<&RequestOutcome> {
         r.samples
             .iter()
@@ -243,7 +243,7 @@ async fn timeouts_refusals_resets_and_bad_statuses_are_told_apart() {
     s.expect = vec![(500, 599)];
     let p = probe::spawn(s, Arc::new(Http), clock(start));
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let r = p.stop().await;
+    let r = p.stop(None).await;
     assert!(r.requests >= 2);
     assert!(
         r.samples
@@ -269,7 +269,7 @@ async fn the_request_budget_and_time_limit_stop_the_probe() {
     until(t0, 501).await;
     assert!(p.finished(), "still running with its budget spent");
     until(t0, 1_500).await;
-    let r = p.stop().await;
+    let r = p.stop(None).await;
     assert_eq!((r.requests, r.stop_reason), (5, StopReason::MaxRequests));
     let sent: Vec<i64> = r.samples.iter().map(|s| s.at).collect();
     assert_eq!(sent, every(0, 100, 400));
@@ -289,7 +289,7 @@ async fn the_request_budget_and_time_limit_stop_the_probe() {
     until(t0, 701).await;
     assert!(p.finished(), "still running past its time limit");
     until(t0, 1_500).await;
-    let r = p.stop().await;
+    let r = p.stop(None).await;
     assert_eq!(r.stop_reason, StopReason::MaxDuration);
     let sent: Vec<i64> = r.samples.iter().map(|s| s.at).collect();
     assert_eq!(sent, every(0, 100, 600), "{r:?}");
@@ -315,7 +315,7 @@ async fn the_real_client_stops_at_its_budget_against_a_real_server() {
         assert!(Instant::now() < limit, "no stop after 120 s: {p:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let r = p.stop().await;
+    let r = p.stop(None).await;
     assert_eq!((r.requests, r.stop_reason), (5, StopReason::MaxRequests));
     assert!(
         r.samples
