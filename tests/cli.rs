@@ -155,14 +155,14 @@ fn report_render_refuses_another_schema_version_as_bad_input() {
     let result = dir.path().join("result.json");
     let json = std::fs::read_to_string("tests/fixtures/results/deployment-fail.json")
         .expect("fixture")
-        .replacen("\"schemaVersion\": 2", "\"schemaVersion\": 9", 1);
+        .replacen("\"schemaVersion\": 2", "\"schemaVersion\": 10", 1);
     std::fs::write(&result, json).expect("write result.json");
     let out = nodefall(&["report", "render", result.to_str().expect("utf-8 path")]);
     assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
     assert!(
         err.starts_with(&format!(
-            "error: {} has result schema version 9, but this nodefall reads versions 1 to 8",
+            "error: {} has result schema version 10, but this nodefall reads versions 1 to 9",
             result.display()
         )),
         "{err}"

@@ -78,13 +78,18 @@ impl Met {
             .map(|f| f.done_to_node())
             .collect::<Vec<_>>()
             .join(" or ");
+        if faults.is_empty() && super::markdown::had_fault(r) {
+            // A record from before schema 7 does not say which fault.
+            return Met {
+                nodes: "failed",
+                met: "reached a failed node".into(),
+                routed_to: "a failed node".into(),
+                errors: true,
+            };
+        }
         if faults.is_empty() {
             return Met {
-                nodes: if super::markdown::had_fault(r) {
-                    "failed"
-                } else {
-                    "target"
-                },
+                nodes: "target",
                 met: "were routed to those nodes".into(),
                 routed_to: "them".into(),
                 errors: false,

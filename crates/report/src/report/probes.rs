@@ -94,7 +94,7 @@ fn probe(out: &mut String, r: &RunResult, p: &ProbeRecord) {
     };
     let _ = write!(
         out,
-        "### Probe `{}`\n\nGET {} every {} ms (timeout {} ms, a new connection each), from {} to {} (stopped {stop}).",
+        "### Probe `{}`\n\nGET {} every {} ms (timeout {} ms, a new connection each), from {} to {} (stopped {stop})",
         p.name,
         p.urls
             .iter()
@@ -111,7 +111,7 @@ fn probe(out: &mut String, r: &RunResult, p: &ProbeRecord) {
             let kinds: Vec<String> = b.kinds.iter().map(|(k, n)| format!("{k} ×{n}")).collect();
             let _ = write!(
                 out,
-                " **Baseline**, from setup until every URL had answered several requests in a row \
+                ". **Baseline**, from setup until every URL had answered several requests in a row \
                  (the first step began at {}): {} requests, {} failed{}; latency p50 {}, max {}.",
                 rel(r, b.to),
                 b.requests,
@@ -124,9 +124,9 @@ fn probe(out: &mut String, r: &RunResult, p: &ProbeRecord) {
                 opt_ms(b.latency.p50),
                 opt_ms(b.latency.max),
             );
-            " From the first step on:"
+            " From the first step on,"
         }
-        None => "",
+        None => ":",
     };
     let _ = writeln!(
         out,
