@@ -1071,13 +1071,7 @@ fn moved_as_kind_moves_nodes(
     let network = format!("nodefall-{}", made.name);
     let node = format!("{}-worker2", made.name);
     let squatter = Squatter(format!("{}-squatter", made.name));
-    let address = |c: &str| {
-        must(&format!(
-            "docker inspect --format '{{{{with index .NetworkSettings.Networks \"{network}\"}}}}{{{{.IPAddress}}}}{{{{end}}}}' {c}"
-        ))
-        .trim()
-        .to_owned()
-    };
+    let address = |c: &str| address_on(&network, c);
     let old = address(&node);
     let watcher = {
         let (node, network, name, image) = (
@@ -1089,10 +1083,7 @@ fn moved_as_kind_moves_nodes(
         std::thread::spawn(move || {
             let deadline = std::time::Instant::now() + Duration::from_secs(120);
             while std::time::Instant::now() < deadline {
-                let off = sh(&format!(
-                    "docker inspect --format '{{{{with index .NetworkSettings.Networks \"{network}\"}}}}{{{{.IPAddress}}}}{{{{end}}}}' {node}"
-                ))
-                .is_some_and(|ip| ip.trim().is_empty());
+                let off = address_on(&network, &node).is_empty();
                 if off {
                     return sh(&format!(
                         "docker run -d --name {name} --network {network} --entrypoint sleep {image} 600"
@@ -1155,6 +1146,16 @@ fn moved_as_kind_moves_nodes(
         "kind-kubelet-stop-clients: {} requests after T0, 0 failed; baseline {} requests, {} failed ({:?})",
         probe.requests, baseline.requests, baseline.errors, baseline.kinds
     );
+}
+
+/// Container `c`'s address on `network` (empty when it is off it).
+fn address_on(network: &str, c: &str) -> String {
+    sh(&format!(
+        "docker inspect --format '{{{{with index .NetworkSettings.Networks \"{network}\"}}}}{{{{.IPAddress}}}}{{{{end}}}}' {c}"
+    ))
+    .unwrap_or_default()
+    .trim()
+    .to_owned()
 }
 
 /// The container that takes a node's address, removed however the test ends.
