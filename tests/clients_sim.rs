@@ -69,6 +69,10 @@ steps:
 cleanup: always
 "#;
 
+/// One test at a time under plain `cargo test` (both probe NodePorts picked
+/// from the process id); `scripts/test.sh` runs each in its own process.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// A free loopback port in the API server's NodePort range (30000-32767,
 /// below the ephemeral range), from where the process id says, so tests
 /// side by side try different ones.
@@ -82,6 +86,7 @@ fn free_node_port() -> u16 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_client_error_window_follows_the_stale_endpoints() {
+    let _one = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let port = free_node_port().to_string();
     let d = Dirs::new();
     d.write("web.yaml", &MANIFEST.replace("NODEPORT", &port));
@@ -133,6 +138,10 @@ async fn the_client_error_window_follows_the_stale_endpoints() {
     // Only some requests fail: those routed to the live worker are served.
     assert!(w.errors < w.total, "{w:?}");
     assert!(p.requests > 50 && p.errors == p.windows[0].errors, "{p:?}");
+    // The requests before the first step are the baseline: the stand-in
+    // answered each URL 5 times in a row before the fault.
+    let baseline = p.baseline.as_ref().expect("a baseline");
+    assert!(baseline.requests >= 5 && baseline.to <= r.t0.unwrap(), "{baseline:?}");
     let strict = r.expectations.iter().find(|e| e.index == 3).unwrap();
     assert!(
         strict.detail.starts_with("longest error window"),
@@ -142,6 +151,7 @@ async fn the_client_error_window_follows_the_stale_endpoints() {
     let report = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(report.contains("## What clients see"), "{report}");
     assert!(report.contains("### Probe `web`"), "{report}");
+    assert!(report.contains(". **Baseline**, from setup"), "{report}");
     assert!(
         report.contains("![Timeline of the run](timeline.svg)"),
         "{report}"
@@ -157,6 +167,40 @@ async fn the_client_error_window_follows_the_stale_endpoints() {
     if let Some(to) = std::env::var_os("NODEFALL_KEEP_RESULT") {
         std::fs::copy(dir.join("result.json"), to).unwrap();
     }
+    assert!(std::fs::read_dir(d.state.path()).unwrap().next().is_none());
+    assert!(d.orphans().is_empty(), "{:?}", d.orphans());
+}
+
+/// A probe whose URL never answers stops the run before the first step,
+/// naming the URL and what it answered; nothing is injected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_probe_that_never_settles_stops_the_run_before_any_fault() {
+    let _one = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let port = free_node_port().to_string();
+    let d = Dirs::new();
+    d.write("web.yaml", &MANIFEST.replace("NODEPORT", &port));
+    // Nothing listens there: every request is refused.
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let scenario = SCENARIO.replace("PORT", &port).replacen(
+        &format!("http://127.0.0.1:{port}/"),
+        &format!("http://127.0.0.1:{dead}/"),
+        1,
+    );
+    let file = d.write("clients.yaml", &scenario);
+    let run = start_scenario(&d, &file, &[]);
+    let (code, log) = tokio::task::block_in_place(|| run.finish(Duration::from_secs(240)));
+    assert_eq!(code, Some(3), "{log}");
+    assert!(
+        log.contains(&format!(
+            "probe `web`: http://127.0.0.1:{dead}/ did not answer 5 requests in a row within 60s \
+             before the first step (nothing was injected); it answered"
+        )) && log.contains("refused ×"),
+        "{log}"
+    );
+    assert!(!log.contains("#1 (halt): poweroff"), "a fault was injected:\n{log}");
     assert!(std::fs::read_dir(d.state.path()).unwrap().next().is_none());
     assert!(d.orphans().is_empty(), "{:?}", d.orphans());
 }

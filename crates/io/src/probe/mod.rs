@@ -42,7 +42,8 @@ pub struct ProbeSpec {
 /// requests in a row: the baseline clients are measured from.
 pub const SETTLE_SUCCESSES: usize = 5;
 
-/// How long the run waits for that before it gives up (no fault injected).
+/// How long the run waits for that before it gives up (no fault injected),
+/// unless the probe's interval needs longer (`Running::settle_limit`).
 pub const SETTLE_LIMIT: Duration = Duration::from_secs(60);
 
 /// Why a probe's URL could not be used.

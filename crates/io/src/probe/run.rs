@@ -160,6 +160,14 @@ impl Running {
         }
     }
 
+    /// How long [`Running::settled`] may wait for this probe: [`super::SETTLE_LIMIT`],
+    /// or longer where its interval needs it (the answers in a row, two
+    /// more intervals, one timeout).
+    pub fn settle_limit(&self) -> Duration {
+        let n = u32::try_from(super::SETTLE_SUCCESSES + 2).unwrap_or(u32::MAX);
+        super::SETTLE_LIMIT.max(self.spec.interval.saturating_mul(n) + self.spec.timeout)
+    }
+
     /// The first URL whose last `n` requests did not all succeed.
     fn unsettled_url(&self, n: usize) -> Option<usize> {
         let samples = self
@@ -401,6 +409,22 @@ mod tests {
         assert_eq!((b.requests, b.errors), (8, 3));
         assert_eq!(r.errors, 0);
         assert!(r.windows.is_empty());
+    }
+
+    #[test]
+    fn a_slow_probe_is_given_the_time_its_interval_needs() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let quick = spawn(spec(1, 500), fake(1), paused_clock());
+            assert_eq!(quick.settle_limit(), Duration::from_secs(60));
+            let slow = spawn(spec(1, 20_000), fake(1), paused_clock());
+            // 7 intervals of 20 s and a 1 s timeout.
+            assert_eq!(slow.settle_limit(), Duration::from_secs(141));
+        });
     }
 
     #[tokio::test(start_paused = true)]

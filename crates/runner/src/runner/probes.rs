@@ -47,21 +47,22 @@ impl Run<'_> {
 
     /// Waits, before the first step, until every probe's URLs have each
     /// answered [`probe::SETTLE_SUCCESSES`] requests in a row (at most
-    /// [`probe::SETTLE_LIMIT`]): errors before then are the baseline's, not
-    /// the fault's.
+    /// [`probe::Running::settle_limit`]): errors before then are the
+    /// baseline's, not the fault's.
     pub(super) async fn settle_probes(&mut self) -> Result<(), Error> {
         if self.probes.is_empty() {
             return Ok(());
         }
         let began = self.now();
+        let most = self.probes.iter().map(probe::Running::settle_limit).max();
         self.progress.log(&format!(
             "probes: waiting for each URL to answer {} requests in a row (at most {}s)",
             probe::SETTLE_SUCCESSES,
-            probe::SETTLE_LIMIT.as_secs()
+            most.unwrap_or(probe::SETTLE_LIMIT).as_secs()
         ));
         for running in &self.probes {
             running
-                .settled(probe::SETTLE_SUCCESSES, probe::SETTLE_LIMIT)
+                .settled(probe::SETTLE_SUCCESSES, running.settle_limit())
                 .await?;
         }
         let settled = self.now();
