@@ -86,7 +86,9 @@ fn free_node_port() -> u16 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_client_error_window_follows_the_stale_endpoints() {
-    let _one = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _one = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let port = free_node_port().to_string();
     let d = Dirs::new();
     d.write("web.yaml", &MANIFEST.replace("NODEPORT", &port));
@@ -141,7 +143,10 @@ async fn the_client_error_window_follows_the_stale_endpoints() {
     // The requests before the first step are the baseline: the stand-in
     // answered each URL 5 times in a row before the fault.
     let baseline = p.baseline.as_ref().expect("a baseline");
-    assert!(baseline.requests >= 5 && baseline.to <= r.t0.unwrap(), "{baseline:?}");
+    assert!(
+        baseline.requests >= 5 && baseline.to <= r.t0.unwrap(),
+        "{baseline:?}"
+    );
     let strict = r.expectations.iter().find(|e| e.index == 3).unwrap();
     assert!(
         strict.detail.starts_with("longest error window"),
@@ -175,7 +180,9 @@ async fn the_client_error_window_follows_the_stale_endpoints() {
 /// naming the URL and what it answered; nothing is injected.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_probe_that_never_settles_stops_the_run_before_any_fault() {
-    let _one = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _one = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let port = free_node_port().to_string();
     let d = Dirs::new();
     d.write("web.yaml", &MANIFEST.replace("NODEPORT", &port));
@@ -200,7 +207,10 @@ async fn a_probe_that_never_settles_stops_the_run_before_any_fault() {
         )) && log.contains("refused ×"),
         "{log}"
     );
-    assert!(!log.contains("#1 (halt): poweroff"), "a fault was injected:\n{log}");
+    assert!(
+        !log.contains("#1 (halt): poweroff"),
+        "a fault was injected:\n{log}"
+    );
     assert!(std::fs::read_dir(d.state.path()).unwrap().next().is_none());
     assert!(d.orphans().is_empty(), "{:?}", d.orphans());
 }
