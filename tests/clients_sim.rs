@@ -84,14 +84,21 @@ fn free_node_port() -> u16 {
         .expect("a free loopback port in the NodePort range")
 }
 
+/// The test's directories with the Deployment and its Service written as
+/// `web.yaml`, and the Service's NodePort.
+fn with_manifest() -> (Dirs, String) {
+    let port = free_node_port().to_string();
+    let d = Dirs::new();
+    d.write("web.yaml", &MANIFEST.replace("NODEPORT", &port));
+    (d, port)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_client_error_window_follows_the_stale_endpoints() {
     let _one = SERIAL
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let port = free_node_port().to_string();
-    let d = Dirs::new();
-    d.write("web.yaml", &MANIFEST.replace("NODEPORT", &port));
+    let (d, port) = with_manifest();
     let file = d.write("clients.yaml", &SCENARIO.replace("PORT", &port));
     let run = start_scenario(&d, &file, &[]);
     let (code, log) = tokio::task::block_in_place(|| run.finish(Duration::from_secs(480)));
@@ -183,9 +190,7 @@ async fn a_probe_that_never_settles_stops_the_run_before_any_fault() {
     let _one = SERIAL
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let port = free_node_port().to_string();
-    let d = Dirs::new();
-    d.write("web.yaml", &MANIFEST.replace("NODEPORT", &port));
+    let (d, port) = with_manifest();
     // Nothing listens there: every request is refused.
     let dead = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

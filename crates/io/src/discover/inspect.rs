@@ -50,33 +50,17 @@ pub async fn kube_config(
     file: Option<&Path>,
     context: Option<String>,
 ) -> Result<(kube::Config, Option<String>), Error> {
-    let options = KubeConfigOptions {
-        context: context.clone(),
-        ..KubeConfigOptions::default()
-    };
-    let failed = |source| Error::Kubeconfig {
-        context: context.clone(),
-        file: file.map(Path::to_owned),
-        source,
-    };
-    let (config, current) = match file {
-        Some(path) => {
-            let kc = Kubeconfig::read_from(path).map_err(failed)?;
-            let current = kc.current_context.clone();
-            let config = kube::Config::from_custom_kubeconfig(kc, &options)
-                .await
-                .map_err(failed)?;
-            (config, current)
-        }
-        None => {
-            let config = kube::Config::from_kubeconfig(&options)
-                .await
-                .map_err(failed)?;
-            (
-                config,
-                Kubeconfig::read().ok().and_then(|k| k.current_context),
-            )
-        }
+    let (config, current) =
+        load(file, context.clone())
+            .await
+            .map_err(|source| Error::Kubeconfig {
+                context: context.clone(),
+                file: file.map(Path::to_owned),
+                source,
+            })?;
+    let current = match file {
+        Some(_) => current,
+        None => Kubeconfig::read().ok().and_then(|k| k.current_context),
     };
     Ok((config, context.or(current)))
 }
@@ -87,18 +71,33 @@ pub async fn kube_config_at(
     kubeconfig: Option<&Path>,
     context: Option<String>,
 ) -> Result<kube::Config, String> {
+    load(kubeconfig, context)
+        .await
+        .map(|(config, _)| config)
+        .map_err(|e| e.to_string())
+}
+
+/// [`kube_config`]'s and [`kube_config_at`]'s loading; with a `file`, also
+/// that file's current context.
+async fn load(
+    file: Option<&Path>,
+    context: Option<String>,
+) -> Result<(kube::Config, Option<String>), kube::config::KubeconfigError> {
     let options = KubeConfigOptions {
         context,
         ..KubeConfigOptions::default()
     };
-    let r = match kubeconfig {
+    match file {
         Some(path) => {
-            let kc = Kubeconfig::read_from(path).map_err(|e| e.to_string())?;
-            kube::Config::from_custom_kubeconfig(kc, &options).await
+            let kc = Kubeconfig::read_from(path)?;
+            let current = kc.current_context.clone();
+            Ok((
+                kube::Config::from_custom_kubeconfig(kc, &options).await?,
+                current,
+            ))
         }
-        None => kube::Config::from_kubeconfig(&options).await,
-    };
-    r.map_err(|e| e.to_string())
+        None => Ok((kube::Config::from_kubeconfig(&options).await?, None)),
+    }
 }
 
 /// What an existing cluster is and what its timings are.

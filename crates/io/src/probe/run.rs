@@ -197,20 +197,12 @@ impl Running {
         let Some(last) = mine.last() else {
             return "nothing: no request was answered or timed out".into();
         };
-        let mut kinds = std::collections::BTreeMap::<String, usize>::new();
-        for s in &mine {
-            *kinds.entry(s.outcome.kind()).or_default() += 1;
-        }
-        let kinds: Vec<String> = kinds.iter().map(|(k, n)| format!("{k} ×{n}")).collect();
+        let kinds = super::windows::kinds_text(&super::windows::kinds(mine.iter().copied()));
         let last = match &last.outcome {
             RequestOutcome::Error { message } => format!("error: {message}"),
             o => o.kind(),
         };
-        format!(
-            "{} requests: {}; the last: {last}",
-            mine.len(),
-            kinds.join(", ")
-        )
+        format!("{} requests: {kinds}; the last: {last}", mine.len())
     }
 
     /// Whether it stopped by itself (request budget or time limit).

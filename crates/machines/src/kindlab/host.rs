@@ -178,17 +178,20 @@ pub fn network_create(
 
 /// The subnets of network `name`, space-separated.
 pub fn network_subnets(exec: &dyn Exec, runtime: &str, name: &str) -> Result<String, Error> {
-    let cmd = Cmd::new(
-        runtime,
-        &[
-            "network",
-            "inspect",
-            "--format",
-            "{{range .IPAM.Config}}{{.Subnet}} {{end}}",
-            name,
-        ],
-    );
-    Ok(exec.run(&cmd, Duration::from_secs(30))?.trim().to_owned())
+    Ok(subnets_of(exec, runtime, &[name])?.join(" "))
+}
+
+/// Every subnet of `networks` (names or ids), as Docker lists them.
+fn subnets_of(exec: &dyn Exec, runtime: &str, networks: &[&str]) -> Result<Vec<String>, Error> {
+    let mut args = vec![
+        "network",
+        "inspect",
+        "--format",
+        "{{range .IPAM.Config}}{{.Subnet}} {{end}}",
+    ];
+    args.extend(networks);
+    let out = exec.run(&Cmd::new(runtime, &args), QUICK)?;
+    Ok(out.split_whitespace().map(str::to_owned).collect())
 }
 
 /// An IPv4 network `a.b.c.d/len` as (address, prefix length).
@@ -224,15 +227,7 @@ pub fn taken_subnets(exec: &dyn Exec, runtime: &str) -> Result<Vec<String>, Erro
     let mut taken = Vec::new();
     let ids: Vec<&str> = ids.lines().filter(|l| !l.is_empty()).collect();
     if !ids.is_empty() {
-        let mut args = vec![
-            "network",
-            "inspect",
-            "--format",
-            "{{range .IPAM.Config}}{{.Subnet}} {{end}}",
-        ];
-        args.extend(ids);
-        let out = exec.run(&Cmd::new(runtime, &args), QUICK)?;
-        taken.extend(out.split_whitespace().map(str::to_owned));
+        taken.extend(subnets_of(exec, runtime, &ids)?);
     }
     let routes = exec.run(&Cmd::new("ip", &["-4", "route", "show"]), QUICK)?;
     taken.extend(

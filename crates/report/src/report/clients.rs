@@ -72,7 +72,9 @@ impl Met {
             .filter_map(|s| s.fault.as_ref().map(|f| f.fault))
             .filter(|f| f.revert().is_some())
             .collect();
-        faults.dedup();
+        // Each kind once, in the order the run first injected it.
+        let mut seen = std::collections::BTreeSet::new();
+        faults.retain(|f| seen.insert(*f));
         let done = faults
             .iter()
             .map(|f| f.done_to_node())
@@ -124,7 +126,7 @@ impl Met {
 }
 
 fn endpoints(out: &mut String, e: &EndpointMetrics, met: &Met) {
-    let (nodes, dead, routed_to) = (met.nodes, met.met.as_str(), met.routed_to.as_str());
+    let (nodes, routed_to) = (met.nodes, met.routed_to.as_str());
     if !e.stale_endpoints.is_empty() {
         let still = e
             .stale_endpoints
@@ -136,8 +138,9 @@ fn endpoints(out: &mut String, e: &EndpointMetrics, met: &Met) {
                 let _ = writeln!(
                     out,
                     "The {nodes} nodes' endpoints stayed ready for **{}** after T0 (`staleEndpointWindow`): \
-                     clients routed to them meanwhile {dead}.{}\n",
+                     clients routed to them meanwhile {}.{}\n",
                     secs(ms),
+                    met.met,
                     if met.errors {
                         " This is the Kubernetes part of the client error window."
                     } else {
@@ -265,6 +268,17 @@ mod tests {
         assert_eq!(
             cut.routed_to,
             "a node that could not answer (cut off its network)"
+        );
+        // A kind injected twice, another between: each named once.
+        let mut twice = run("pause-vm");
+        let mut again = twice.steps[0].clone();
+        again.fault.as_mut().unwrap().fault = FaultKind::StopKubelet;
+        twice.steps.push(again.clone());
+        again.fault.as_mut().unwrap().fault = FaultKind::PauseVm;
+        twice.steps.push(again);
+        assert_eq!(
+            Met::of(&twice).routed_to,
+            "a node paused or left without its kubelet"
         );
         for m in [stopped, off, cut] {
             assert!(!m.met.contains("dead"), "{}", m.met);

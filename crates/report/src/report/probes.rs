@@ -108,7 +108,7 @@ fn probe(out: &mut String, r: &RunResult, p: &ProbeRecord) {
     );
     let since = match &p.baseline {
         Some(b) => {
-            let kinds: Vec<String> = b.kinds.iter().map(|(k, n)| format!("{k} ×{n}")).collect();
+            let kinds = windows::kinds_text(&b.kinds);
             let _ = write!(
                 out,
                 ". **Baseline**, from setup until every URL had answered several requests in a row \
@@ -119,7 +119,7 @@ fn probe(out: &mut String, r: &RunResult, p: &ProbeRecord) {
                 if kinds.is_empty() {
                     String::new()
                 } else {
-                    format!(" ({})", kinds.join(", "))
+                    format!(" ({kinds})")
                 },
                 opt_ms(b.latency.p50),
                 opt_ms(b.latency.max),
@@ -147,14 +147,14 @@ fn probe(out: &mut String, r: &RunResult, p: &ProbeRecord) {
         .iter()
         .take(MAX_WINDOWS)
         .map(|w| {
-            let kinds: Vec<String> = w.kinds.iter().map(|(k, n)| format!("{k} ×{n}")).collect();
+            let kinds = windows::kinds_text(&w.kinds);
             [
                 rel(r, w.start),
                 w.end
                     .map_or_else(|| "not before the probe stopped".to_owned(), |e| rel(r, e)),
                 secs(w.duration),
                 format!("{}/{}", w.errors, w.total),
-                cell(&kinds.join(", ")),
+                cell(&kinds),
             ]
         })
         .collect();

@@ -233,16 +233,8 @@ impl<E: Exec + Clone + 'static> KindBackend<E> {
         }
     }
 
-    /// After a `network connect --ip` Docker refused: the node is connected
-    /// on the address Docker gives it. A running node (restore-nic) is then
-    /// moved to it inside as kind moves a restarted one; a stopped one
-    /// (poweron) gets that from kind's entrypoint when it starts.
-    async fn connect_anew(&mut self, container: &str, refused: &Error) -> Result<(), Error> {
-        tracing::info!(
-            "{container}: Docker refused its old address on network {} ({refused}); \
-             connecting it on the address Docker gives",
-            self.network
-        );
+    /// Connects the node to the network on the address Docker gives it.
+    async fn connect(&self, container: &str) -> Result<(), Error> {
         let plain = Cmd::new(
             &self.runtime,
             &["network", "connect", &self.network, container],
@@ -457,11 +449,7 @@ impl<E: Exec + Clone + 'static> NodeFaults for KindBackend<E> {
                 // Not on the kind network before the fault (a host-network
                 // node): there is no address to give back.
                 if fault == FaultKind::RestoreNic {
-                    let plain = Cmd::new(
-                        &self.runtime,
-                        &["network", "connect", &self.network, &container],
-                    );
-                    run_blocking(&self.exec, plain).await?;
+                    self.connect(&container).await?;
                 }
                 continue;
             }
@@ -473,8 +461,17 @@ impl<E: Exec + Clone + 'static> NodeFaults for KindBackend<E> {
             if network && cmd.args.iter().any(|a| a == "--ip") {
                 // Refused on a network whose IPv4 subnet Docker chose (a
                 // stock kind network), or the address was taken meanwhile.
+                // It is connected on the address Docker gives: a running
+                // node (restore-nic) is moved to it below as kind moves a
+                // restarted one; a stopped one (poweron) gets that from
+                // kind's entrypoint when it starts.
                 if let Err(refused) = run_blocking(&self.exec, cmd).await {
-                    self.connect_anew(&container, &refused).await?;
+                    tracing::info!(
+                        "{container}: Docker refused its old address on network {} ({refused}); \
+                         connecting it on the address Docker gives",
+                        self.network
+                    );
+                    self.connect(&container).await?;
                     moved = true;
                 }
                 continue;

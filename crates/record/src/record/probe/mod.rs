@@ -197,19 +197,13 @@ impl ProbeRecord {
         let split = baseline_until.map_or(0, |to| samples.partition_point(|s| s.at < to));
         let (before, after) = samples.split_at(split);
         let failed = |s: &[Sample]| s.iter().filter(|s| s.outcome.is_error()).count() as u64;
-        let baseline = baseline_until.map(|to| {
-            let mut kinds = BTreeMap::new();
-            for s in before.iter().filter(|s| s.outcome.is_error()) {
-                *kinds.entry(s.outcome.kind()).or_default() += 1;
-            }
-            Baseline {
-                from: span[0],
-                to,
-                requests: before.len() as u64,
-                errors: failed(before),
-                kinds,
-                latency: windows::latency(before),
-            }
+        let baseline = baseline_until.map(|to| Baseline {
+            from: span[0],
+            to,
+            requests: before.len() as u64,
+            errors: failed(before),
+            kinds: windows::kinds(before.iter().filter(|s| s.outcome.is_error())),
+            latency: windows::latency(before),
         });
         ProbeRecord {
             name: name.to_owned(),

@@ -1,5 +1,7 @@
 //! Error windows and latency from a probe's samples (pure).
 
+use std::collections::BTreeMap;
+
 use super::{ErrorWindow, Latency, Sample};
 use crate::timeline::Ms;
 
@@ -62,6 +64,24 @@ fn close(mut w: ErrorWindow, samples: &[Sample], last: usize) -> ErrorWindow {
         .filter(|s| s.at >= w.start && s.at < to)
         .count() as u64;
     w
+}
+
+/// How many of `samples` met each outcome (`ok`, `reset`, `status 503`, ...).
+pub fn kinds<'a>(samples: impl IntoIterator<Item = &'a Sample>) -> BTreeMap<String, u64> {
+    let mut kinds = BTreeMap::new();
+    for s in samples {
+        *kinds.entry(s.outcome.kind()).or_default() += 1;
+    }
+    kinds
+}
+
+/// [`kinds`] in words: `reset ×3, ok ×9`.
+pub fn kinds_text(kinds: &BTreeMap<String, u64>) -> String {
+    kinds
+        .iter()
+        .map(|(k, n)| format!("{k} ×{n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Percentiles (nearest rank) and maximum of the successful requests' latency.
