@@ -30,6 +30,7 @@ mod report;
 mod resolve;
 mod run_scenario;
 mod sim;
+mod summary;
 mod values;
 
 pub use crate::discover::inspect::ProfileMismatch;

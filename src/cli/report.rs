@@ -26,6 +26,11 @@ pub enum ReportCommand {
     /// kind and on the sim, each transition's time on both, the difference
     /// and a verdict (docs/fidelity.md); exit 1 when a row misses the goal.
     Fidelity(FidelityArgs),
+    /// Every run under a directory in one line each (fit for a CI job's
+    /// summary): verdict, expectations held, key figures, every failure in
+    /// one line, and with --baseline what got slower; exit 1 unless all
+    /// passed.
+    Summary(super::summary::SummaryArgs),
 }
 
 #[derive(Debug, Args)]
@@ -126,6 +131,7 @@ pub fn run(cmd: ReportCommand) -> Result<ExitCode, Error> {
         }
         ReportCommand::Compare(args) => compare(&args),
         ReportCommand::Fidelity(args) => fidelity(&args),
+        ReportCommand::Summary(args) => super::summary::run(&args),
     }
 }
 
@@ -176,26 +182,9 @@ fn fidelity(args: &FidelityArgs) -> Result<ExitCode, Error> {
 
 /// The newest run of each scenario found under `dir` (any depth).
 fn newest_runs(dir: &Path) -> Result<std::collections::BTreeMap<String, record::RunResult>, Error> {
-    let mut found = Vec::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        let entries = std::fs::read_dir(&d)
-            .map_err(|e| InvalidFlag(format!("{}: cannot read the directory: {e}", d.display())))?;
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                todo.push(path);
-            } else if path.file_name().is_some_and(|n| n == "result.json") {
-                found.push(path);
-            }
-        }
-    }
-    if found.is_empty() {
-        return Err(InvalidFlag(format!("{}: holds no result.json", dir.display())).into());
-    }
     let mut runs: std::collections::BTreeMap<String, record::RunResult> =
         std::collections::BTreeMap::new();
-    for path in found {
+    for path in super::summary::files_named(dir, &["result.json"])? {
         let run = report::read_result(&crate::disk::Disk, &path)?;
         if runs
             .get(&run.scenario)

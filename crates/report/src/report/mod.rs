@@ -18,6 +18,7 @@ pub mod markdown;
 pub mod predict;
 mod probes;
 mod remediation;
+pub mod summary;
 pub mod svg;
 mod timing;
 mod volumes;

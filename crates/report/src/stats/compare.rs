@@ -75,6 +75,11 @@ impl Side {
         }
     }
 
+    /// Every figure it has, by name (ms or a count).
+    pub fn values(&self) -> &BTreeMap<String, f64> {
+        &self.values
+    }
+
     /// `base.json (5 runs, p50)`.
     pub fn describe(&self) -> String {
         match self.stat {

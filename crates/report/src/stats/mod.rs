@@ -5,6 +5,7 @@ pub mod aggregate;
 pub mod compare;
 pub mod fidelity;
 pub mod figures;
+pub mod summary;
 
 use std::path::{Path, PathBuf};
 

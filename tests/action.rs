@@ -1,0 +1,315 @@
+//! The GitHub Action (action.yml, scripts/action/nodefall-action.sh) run as
+//! the runner runs it, on a kept simulated cluster: every scenario runs even
+//! after one fails, the job summary has a row per scenario and a line per
+//! failure, the outputs are written, the artifact holds every report; and a
+//! job cancelled in the middle of a fault (SIGTERM, as the runner sends it,
+//! or the runner's kill of the whole step) leaves every node Ready once the
+//! action's `if: always()` step has run. The kind half is in
+//! tests/kind_real.rs (the README's example workflow, on its cluster).
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "test helpers fail the test by panicking"
+)]
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Node;
+use kube::api::Api;
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+use nodefall::sim::{State, is_ready};
+
+#[path = "support/action.rs"]
+mod action;
+#[path = "support/cli_run.rs"]
+mod cli_run;
+
+use action::{Action, Job};
+use cli_run::{Dirs, Running, cluster};
+
+const BIN: &str = env!("CARGO_BIN_EXE_nodefall");
+
+/// A job on the kept cluster `name`, with the test's state directories.
+fn job(d: &Dirs, name: &str, scenarios: &str) -> Job {
+    let args = format!("--cluster {name}");
+    let mut job = Job::new(&[("scenarios", scenarios), ("args", &args), ("version", BIN)]);
+    job.env = vec![
+        (
+            "NODEFALL_STATE_DIR".into(),
+            d.state.path().display().to_string(),
+        ),
+        (
+            "NODEFALL_JOURNAL_DIR".into(),
+            d.journals.path().display().to_string(),
+        ),
+    ];
+    job
+}
+
+#[test]
+fn every_scenario_runs_and_the_summary_outputs_and_artifact_say_what_failed() {
+    let action = Action::load();
+    let d = Dirs::new();
+    let name = "action";
+
+    // A pattern matching nothing stops the step before any cluster work.
+    let typo = job(
+        &d,
+        name,
+        "tests/fixtures/action/node-unknown.yaml tests/fixtures/action/nope-*.yaml",
+    );
+    let (code, log) = typo.run(&action, action.step("run"));
+    assert_eq!(code, Some(2), "{log}");
+    assert!(
+        log.contains("'tests/fixtures/action/nope-*.yaml' matches no file"),
+        "{log}"
+    );
+    assert!(!log.contains("nodefall scenario"), "a scenario ran:\n{log}");
+
+    let (_rt, sim, _client) = cluster(d.state.path(), name);
+    let started = Instant::now();
+    let j = job(
+        &d,
+        name,
+        "tests/fixtures/action/too-soon.yaml\ntests/fixtures/action/node-*.yaml",
+    );
+    let (code, log) = j.run(&action, action.step("run"));
+    // The failure of the first did not stop the second; the exit code carries it.
+    assert_eq!(code, Some(1), "{log}");
+    assert!(
+        log.contains("nodefall scenario tests/fixtures/action/node-unknown.yaml"),
+        "{log}"
+    );
+
+    let out = j.action_outputs(&action);
+    assert_eq!(out["verdict"], "fail", "{out:?}");
+    assert_eq!(
+        (out["passed"].as_str(), out["failed"].as_str()),
+        ("1", "1"),
+        "{out:?}"
+    );
+    let summary: serde_json::Value = serde_json::from_str(&out["summary"]).unwrap();
+    let entries = summary["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 2, "{summary}");
+    let passed = &entries[0];
+    assert_eq!(passed["scenario"], "action-node-unknown");
+    // Its figures: Unknown after the fast profile's grace period.
+    let not_ready = passed["figures"]["nodeNotReady"].as_f64().unwrap();
+    assert!((4000.0..20_000.0).contains(&not_ready), "{summary}");
+    let failed = &entries[1]["failed"][0];
+    assert_eq!(failed["label"], "#2 (unknown at once)", "{summary}");
+
+    let md = j.summary();
+    assert!(
+        md.starts_with("## nodefall: FAIL, 1 of 2 scenarios passed\n"),
+        "{md}"
+    );
+    let rows: Vec<&str> = md.lines().filter(|l| l.starts_with("| action-")).collect();
+    assert_eq!(rows.len(), 2, "{md}");
+    assert!(
+        rows[0].contains("| PASS ") && rows[1].contains("| FAIL "),
+        "{md}"
+    );
+    assert!(
+        md.contains("- **action-too-soon** `#2 (unknown at once)` node target (worker-2): Ready=Unknown: not seen within 1s"),
+        "{md}"
+    );
+    assert!(
+        j.path_added().trim_end().ends_with("nodefall-action/bin"),
+        "{}",
+        j.path_added()
+    );
+
+    // The artifact: both runs' reports and each scenario's log.
+    let files = j.artifact(&action);
+    for stem in ["action-node-unknown-", "action-too-soon-"] {
+        for f in ["report.md", "result.json", "junit.xml", "timeline.svg"] {
+            assert!(
+                files
+                    .iter()
+                    .any(|p| p.starts_with(stem) && p.ends_with(&format!("/{f}"))),
+                "no {stem}*/{f} in {files:?}"
+            );
+        }
+    }
+    assert!(
+        files.contains(&"logs/node-unknown.log".to_owned()),
+        "{files:?}"
+    );
+
+    // The always() step after a run that put everything back: nothing to do.
+    let (code, log) = j.run(&action, action.recover_step());
+    assert_eq!(code, Some(0), "{log}");
+    assert!(d.unfinished().is_empty(), "{log}");
+    eprintln!(
+        "two scenarios through the action in {:.0}s",
+        started.elapsed().as_secs_f64()
+    );
+    drop(sim);
+}
+
+/// Every node Ready, and each agent recorded running and really running (a
+/// SIGSTOPped kwok still looks Ready until the grace period ends).
+fn every_node_ready(
+    d: &Dirs,
+    name: &str,
+    client: &kube::Client,
+    rt: &tokio::runtime::Runtime,
+    what: &str,
+) {
+    let state = State::load(&d.state.path().join(name).join("state.json")).unwrap();
+    for n in &state.nodes {
+        let pid = n.agent.as_ref().map(|a| a.pid);
+        let proc = pid.and_then(cli_run::proc_state);
+        assert!(
+            proc.is_some_and(|s| s != 'T' && s != 'Z'),
+            "{what}: node {}'s agent {pid:?} is in state {proc:?}",
+            n.name
+        );
+    }
+    rt.block_on(async {
+        let nodes: Api<Node> = Api::all(client.clone());
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            let list = nodes.list(&Default::default()).await.unwrap();
+            let not_ready: Vec<_> = list
+                .items
+                .iter()
+                .filter(|n| !is_ready(n))
+                .filter_map(|n| n.metadata.name.clone())
+                .collect();
+            if list.items.len() == 3 && not_ready.is_empty() {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what}: not Ready: {not_ready:?}"
+            );
+            // Node conditions through a plain list: a short bounded poll.
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    });
+}
+
+/// Waits (bounded) until the node's Ready condition is no longer True.
+fn wait_not_ready(client: &kube::Client, rt: &tokio::runtime::Runtime, node: &str) {
+    rt.block_on(async {
+        let nodes: Api<Node> = Api::all(client.clone());
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while is_ready(&nodes.get(node).await.unwrap()) {
+            assert!(Instant::now() < deadline, "{node} never left Ready");
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    });
+}
+
+#[test]
+fn a_cancelled_job_leaves_every_node_ready_after_the_always_step() {
+    let action = Action::load();
+    let d = Dirs::new();
+    let name = "cancel";
+    let (rt, sim, client) = cluster(d.state.path(), name);
+
+    // The runner's cancel: SIGINT, then SIGTERM, to the step's process
+    // (the script); here SIGTERM at once. nodefall gets it through the
+    // script, reverts the fault, and the step ends with 143.
+    let j = job(
+        &d,
+        name,
+        "tests/fixtures/action/held.yaml tests/fixtures/action/node-unknown.yaml",
+    );
+    let mut step = Running::start(j.command(&action, action.step("run")));
+    step.wait_for("#2", Duration::from_secs(120));
+    kill(
+        Pid::from_raw(i32::try_from(step.child.id()).unwrap()),
+        Signal::SIGTERM,
+    )
+    .unwrap();
+    let (code, log) = step.finish(Duration::from_secs(120));
+    assert_eq!(code, Some(143), "{log}");
+    assert!(log.contains("SIGTERM: passing it to nodefall"), "{log}");
+    let out = j.action_outputs(&action);
+    assert_eq!(out["verdict"], "interrupted", "{out:?}");
+    assert!(
+        j.summary().contains("Stopped by SIGTERM"),
+        "{}",
+        j.summary()
+    );
+    assert!(
+        j.summary()
+            .contains("node-unknown.yaml (not started: the job was stopped)"),
+        "{}",
+        j.summary()
+    );
+    let (code, log) = j.run(&action, action.recover_step());
+    assert_eq!(code, Some(0), "{log}");
+    assert!(d.unfinished().is_empty(), "{log}");
+    every_node_ready(&d, name, &client, &rt, "after SIGTERM");
+
+    // The runner's last resort when the step does not end: the whole
+    // step's process tree killed. The fault stays (the node goes Unknown);
+    // the always() step reverts it from the journal.
+    let j = job(&d, name, "tests/fixtures/action/held.yaml");
+    let mut cmd = j.command(&action, action.step("run"));
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let mut step = Running::start(cmd);
+    step.wait_for("#2", Duration::from_secs(120));
+    let group = Pid::from_raw(i32::try_from(step.child.id()).unwrap());
+    // nodefall runs in a session of its own (setsid): the kill reaches it
+    // as the runner's would, by process, through the tree.
+    let tree = descendants(group.as_raw());
+    killpg(group, Signal::SIGKILL).unwrap();
+    for pid in &tree {
+        let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
+    }
+    let (_, log) = step.finish(Duration::from_secs(30));
+    assert_eq!(
+        d.unfinished().len(),
+        1,
+        "no journal left by the killed run:\n{log}"
+    );
+    wait_not_ready(&client, &rt, "worker-1");
+    let (code, log) = j.run(&action, action.recover_step());
+    assert_eq!(code, Some(0), "{log}");
+    assert!(
+        d.unfinished().is_empty(),
+        "recover left the journal open:\n{log}"
+    );
+    every_node_ready(&d, name, &client, &rt, "after the kill and recover");
+    drop(sim);
+}
+
+/// Every process under `pid`, by /proc's parent links.
+fn descendants(pid: i32) -> Vec<i32> {
+    let mut parents: Vec<(i32, i32)> = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(p) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+            continue;
+        };
+        let ppid = stat
+            .rsplit(')')
+            .next()
+            .and_then(|rest| rest.split_whitespace().nth(1))
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        parents.push((p, ppid));
+    }
+    let mut found = vec![pid];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(
+            parents
+                .iter()
+                .filter(|(_, pp)| *pp == parent)
+                .map(|(p, _)| *p),
+        );
+        i += 1;
+    }
+    found.remove(0);
+    found
+}
