@@ -55,6 +55,8 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
 
+#[path = "support/action.rs"]
+mod action;
 #[path = "support/remediator.rs"]
 mod remediator;
 #[path = "support/skip.rs"]
@@ -473,25 +475,72 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
     // 2. The scenario, with every node's Ready watched beside it.
     let flips = Arc::new(Mutex::new(BTreeMap::<String, Vec<String>>::new()));
     let watch = rt.spawn(watch_ready(client.clone(), Arc::clone(&flips)));
+    // It runs as a user's CI runs it: the README's example workflow's
+    // inputs to nodefall's action, the cluster's name and this build put
+    // in (the workflow names a kind cluster `helm/kind-action` makes).
     let out = tempfile::tempdir().unwrap();
     let out_dir = out.path().display().to_string();
-    let (status, run_out) = made.run(&[
-        "scenario",
-        "scenarios/kind-pause-worker.yaml",
-        "--backend",
-        "kind",
-        "--kind-cluster",
-        NAME,
-        "--profile",
-        "fast",
-        "--out",
-        &out_dir,
-    ]);
-    watch.abort();
-    assert!(
-        status.success(),
-        "kind-pause-worker.yaml failed on kind:\n{run_out}"
+    let readme = action::readme_example_inputs();
+    assert_eq!(
+        readme.get("backend").map(String::as_str),
+        Some("kind"),
+        "{readme:?}"
     );
+    assert!(readme.contains_key("kind-cluster"), "{readme:?}");
+    let mut inputs: Vec<(&str, &str)> = readme
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.as_str(),
+                if k == "kind-cluster" {
+                    NAME
+                } else {
+                    v.as_str()
+                },
+            )
+        })
+        .collect();
+    inputs.push(("version", env!("CARGO_BIN_EXE_nodefall")));
+    inputs.push(("report-dir", &out_dir));
+    let mut job = action::Job::new(&inputs);
+    job.env = vec![
+        (
+            "XDG_STATE_HOME".into(),
+            made.state.path().display().to_string(),
+        ),
+        (
+            "KIND_EXPERIMENTAL_DOCKER_NETWORK".into(),
+            format!("nodefall-{NAME}"),
+        ),
+    ];
+    job.env_remove = vec!["KUBECONFIG".into()];
+    let the_action = action::Action::load();
+    let (code, run_out) = job.run(&the_action, the_action.step("run"));
+    eprintln!("the action's run step:\n{run_out}");
+    watch.abort();
+    assert_eq!(
+        code,
+        Some(0),
+        "the README's workflow failed on kind:\n{run_out}"
+    );
+    let outputs = job.action_outputs(&the_action);
+    assert_eq!(outputs["verdict"], "pass", "{outputs:?}");
+    assert_eq!(
+        (outputs["passed"].as_str(), outputs["failed"].as_str()),
+        ("1", "0")
+    );
+    let summary = job.summary();
+    assert!(summary.starts_with("## nodefall: PASS\n"), "{summary}");
+    assert!(summary.contains("| kind-pause-worker | PASS "), "{summary}");
+    let files = job.artifact(&the_action);
+    assert!(
+        files
+            .iter()
+            .any(|f| f.starts_with("kind-pause-worker-") && f.ends_with("/report.md")),
+        "{files:?}"
+    );
+    let (code, said) = job.run(&the_action, the_action.recover_step());
+    assert_eq!(code, Some(0), "{said}");
     let flips = flips.lock().unwrap().clone();
     let left: Vec<_> = flips.iter().filter(|(_, v)| !v.is_empty()).collect();
     assert_eq!(

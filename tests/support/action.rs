@@ -128,6 +128,8 @@ pub struct Job {
     pub workspace: PathBuf,
     /// Environment for every step (the test's state directories).
     pub env: Vec<(String, String)>,
+    /// Variables of the test's own environment the steps must not see.
+    pub env_remove: Vec<String>,
 }
 
 impl Job {
@@ -145,6 +147,7 @@ impl Job {
                 .collect(),
             workspace: repo(),
             env: Vec::new(),
+            env_remove: Vec::new(),
         }
     }
 
@@ -210,6 +213,9 @@ impl Job {
         }
         for (k, v) in &self.env {
             c.env(k, v);
+        }
+        for k in &self.env_remove {
+            c.env_remove(k);
         }
         c
     }
