@@ -313,3 +313,112 @@ fn descendants(pid: i32) -> Vec<i32> {
     found.remove(0);
     found
 }
+
+/// A loopback HTTP server of the files in `root` (GET only), for the
+/// action's release download; its address.
+fn serve(root: std::path::PathBuf) -> String {
+    use std::io::{BufRead as _, BufReader, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut request = String::new();
+            let _ = reader.read_line(&mut request);
+            // The rest of the head, up to the blank line.
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                line.clear();
+            }
+            let path = request.split_whitespace().nth(1).unwrap_or("/");
+            let file = root.join(path.trim_start_matches('/'));
+            let mut stream = stream;
+            match std::fs::read(&file) {
+                Ok(body) if !path.contains("..") => {
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                        body.len()
+                    );
+                    let _ = stream.write_all(&body);
+                }
+                _ => {
+                    let _ = stream.write_all(
+                        b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                    );
+                }
+            }
+        }
+    });
+    format!("http://{addr}")
+}
+
+#[test]
+fn a_release_tag_is_downloaded_and_held_to_its_checksum() {
+    let site = tempfile::tempdir().unwrap();
+    let tag = site.path().join("v9.8.7");
+    let name = "nodefall-9.8.7-x86_64-unknown-linux-gnu";
+    let stage = tempfile::tempdir().unwrap();
+    std::fs::create_dir(stage.path().join(name)).unwrap();
+    let bin = stage.path().join(name).join("nodefall");
+    std::fs::write(
+        &bin,
+        "#!/bin/sh\necho 'nodefall 9.8.7 (from the release)'\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::create_dir(&tag).unwrap();
+    // Laid out as scripts/release.sh lays a release out.
+    let made = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "tar -C '{}' -czf '{t}/{name}.tar.gz' {name} && cd '{t}' && sha256sum {name}.tar.gz > {name}.tar.gz.sha256",
+            stage.path().display(),
+            t = tag.display()
+        ))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let url = serve(site.path().to_owned());
+    let action = Action::load();
+    let install = |version: &str| {
+        let mut j = Job::new(&[("scenarios", "x"), ("version", version)]);
+        j.env = vec![("NODEFALL_RELEASES_URL".into(), url.clone())];
+        let mut step = action.step("run").clone();
+        step.run = Some(
+            step.run
+                .unwrap()
+                .replace("nodefall-action.sh\" run", "nodefall-action.sh\" install"),
+        );
+        let (code, log) = j.run(&action, &step);
+        (j, code, log)
+    };
+    let (j, code, log) = install("v9.8.7");
+    assert_eq!(code, Some(0), "{log}");
+    assert!(log.contains("nodefall 9.8.7 (from the release)"), "{log}");
+    assert!(
+        j.path_added().contains("nodefall-action/bin"),
+        "{}",
+        j.path_added()
+    );
+
+    // A tarball that is not the one its checksum names is refused.
+    let tarball = tag.join(format!("{name}.tar.gz"));
+    let mut bytes = std::fs::read(&tarball).unwrap();
+    bytes.extend_from_slice(b"tampered");
+    std::fs::write(&tarball, bytes).unwrap();
+    let (_, code, log) = install("v9.8.7");
+    assert_eq!(code, Some(3), "{log}");
+    assert!(
+        log.contains("does not match its published checksum"),
+        "{log}"
+    );
+    assert!(!log.contains("from the release"), "it ran:\n{log}");
+    // A tag with no release.
+    let (_, code, log) = install("v0.0.1");
+    assert_eq!(code, Some(3), "{log}");
+    assert!(log.contains("cannot download"), "{log}");
+    let (_, code, log) = install("latest");
+    assert_eq!(code, Some(2), "{log}");
+    assert!(log.contains("is not 'source', a release tag"), "{log}");
+}

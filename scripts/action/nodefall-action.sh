@@ -6,6 +6,7 @@
 #                                job summary and the step's outputs
 #   nodefall-action.sh recover   revert what a cancelled or killed run left
 #                                (the action's `if: always()` step)
+#   nodefall-action.sh install   only get nodefall (as `run` does first)
 #
 # Inputs come as environment variables (action.yml maps each input to one):
 #   NODEFALL_SCENARIOS      files or globs, one per line or space-separated,
@@ -290,5 +291,6 @@ recover() {
 case "${1:-}" in
   run) run ;;
   recover) recover ;;
-  *) echo "usage: $0 run | recover" >&2; exit 2 ;;
+  install) install ;; # only getting nodefall (tests/action.rs)
+  *) echo "usage: $0 run | recover | install" >&2; exit 2 ;;
 esac
