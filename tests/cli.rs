@@ -2,6 +2,9 @@
 
 use std::process::{Command, Output};
 
+#[path = "support/skip.rs"]
+mod skip;
+
 fn nodefall(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_nodefall"))
         .args(args)
@@ -98,6 +101,113 @@ fn help_documents_exit_codes_and_examples() {
         "plan",
     ] {
         assert!(help.contains(needle), "--help lacks {needle:?}:\n{help}");
+    }
+}
+
+/// `--version` names the commit `git rev-parse --short=12 HEAD` gives here
+/// (`-dirty` when the sources differ from it: a change under src/ or crates/
+/// shows, a clean work tree shows none), its date, the features this build
+/// has and its target; `-V` is its first line alone.
+#[test]
+fn version_names_the_commit_and_the_features() {
+    let out = nodefall(&["--version"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let long = text(&out.stdout);
+    let short = text(&nodefall(&["-V"]).stdout);
+    assert_eq!(short.lines().count(), 1, "-V is one line:\n{short}");
+    assert_eq!(long.lines().next(), short.lines().next(), "{long}");
+    assert!(
+        short.starts_with(concat!("nodefall ", env!("CARGO_PKG_VERSION"), " (")),
+        "{short}"
+    );
+    let field = |key: &str| -> String {
+        long.lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix(": "))
+            .unwrap_or_else(|| panic!("no `{key}: ` line in --version:\n{long}"))
+            .to_owned()
+    };
+    let features = if cfg!(feature = "libvirt") {
+        "libvirt"
+    } else {
+        "none"
+    };
+    assert_eq!(field("features"), features, "{long}");
+    assert!(
+        field("target").starts_with(std::env::consts::ARCH),
+        "{long}"
+    );
+    let (commit, date) = (field("commit-hash"), field("commit-date"));
+    let date_set = option_env!("NODEFALL_COMMIT_DATE").filter(|d| !d.trim().is_empty());
+    if let Some(set) = date_set {
+        assert!(
+            set.trim().starts_with(&date),
+            "NODEFALL_COMMIT_DATE={set}:\n{long}"
+        );
+    }
+
+    // Built with NODEFALL_COMMIT (a build without .git): it wins over git.
+    if let Some(set) = option_env!("NODEFALL_COMMIT").filter(|c| !c.trim().is_empty()) {
+        let set = set.trim().to_ascii_lowercase();
+        let hex = set.trim_end_matches("-dirty");
+        assert!(
+            commit.starts_with(&hex[..hex.len().min(12)]),
+            "NODEFALL_COMMIT={set}:\n{long}"
+        );
+        return;
+    }
+    let root = env!("CARGO_MANIFEST_DIR");
+    let git = |args: &[&str]| Command::new("git").arg("-C").arg(root).args(args).output();
+    let head = match git(&["rev-parse", "--short=12", "HEAD"]) {
+        Err(e) => {
+            skip::skip(
+                "version_names_the_commit_and_the_features",
+                &format!("git cannot run ({e}), so there is no commit to compare with"),
+            );
+            return;
+        }
+        Ok(out) if !out.status.success() => {
+            // Not a checkout (a source tarball): nothing to name.
+            assert_eq!(commit, "unknown", "{long}");
+            assert!(short.contains("(commit unknown)"), "{short}");
+            return;
+        }
+        Ok(out) => text(&out.stdout).trim().to_owned(),
+    };
+    assert!(
+        commit == head || commit == format!("{head}-dirty"),
+        "--version names {commit}, HEAD is {head}:\n{long}"
+    );
+    let changes = |paths: &[&str]| {
+        let mut args = vec!["--no-optional-locks", "status", "--porcelain", "--"];
+        args.extend(paths);
+        let out = git(&args).expect("git runs");
+        assert!(out.status.success(), "git {args:?}: {}", text(&out.stderr));
+        !out.stdout.is_empty()
+    };
+    if changes(&["src", "crates", "Cargo.toml", "Cargo.lock"]) {
+        assert!(
+            commit.ends_with("-dirty"),
+            "the sources differ from HEAD:\n{long}"
+        );
+    }
+    if !changes(&[]) {
+        assert!(
+            !commit.ends_with("-dirty"),
+            "the work tree is clean:\n{long}"
+        );
+    }
+    if date_set.is_none() {
+        let out = git(&[
+            "show",
+            "-s",
+            "--no-show-signature",
+            "--date=short",
+            "--format=%cd",
+            "HEAD",
+        ])
+        .expect("git runs");
+        assert_eq!(date, text(&out.stdout).trim(), "{long}");
+        assert!(short.contains(&format!("{commit} {date})")), "{short}");
     }
 }
 

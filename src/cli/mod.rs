@@ -32,6 +32,7 @@ mod run_scenario;
 mod sim;
 mod summary;
 mod values;
+mod version;
 
 pub use crate::discover::inspect::ProfileMismatch;
 pub use flags::InvalidFlag;
@@ -45,7 +46,8 @@ use crate::scenario::{self, model::BackendKind};
 #[derive(Debug, Parser)]
 #[command(
     name = "nodefall",
-    version,
+    version = version::SHORT,
+    long_version = version::LONG,
     about = "Test how a Kubernetes cluster survives node failures: inject a fault, watch recovery, time it, report.",
     after_help = concat!(
         "Examples:\n",
