@@ -57,6 +57,8 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 
 #[path = "support/action.rs"]
 mod action;
+#[path = "support/image.rs"]
+mod image;
 #[path = "support/remediator.rs"]
 mod remediator;
 #[path = "support/skip.rs"]
@@ -604,7 +606,30 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
                     (node, sampler)
                 })
             });
-        let (status, said) = made.scenario(&file, &out_dir);
+        // Seed 002's StatefulSet runs from the container image, as a user
+        // runs it there: the host's Docker socket, the kubeconfig and the
+        // state directory mounted, the reports under the same directory.
+        let (status, said) = if file.ends_with("kind-statefulset.yaml") {
+            let tag = image::build().unwrap_or_else(|e| panic!("the container image: {e}"));
+            image::run_for_kind(
+                &tag,
+                &made.kubeconfig(),
+                made.state.path(),
+                out.path(),
+                &[
+                    "scenario",
+                    &file,
+                    "--backend",
+                    "kind",
+                    "--kind-cluster",
+                    NAME,
+                    "--out",
+                    "reports/image",
+                ],
+            )
+        } else {
+            made.scenario(&file, &out_dir)
+        };
         let samples = samplers.map(|s| s.map(|(node, s)| (node, s.stop())));
         assert!(status.success(), "{file} failed on kind:\n{said}");
         if let Some(samples) = samples {
@@ -612,6 +637,16 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
             let target = &result.targets["target"];
             let (_, samples) = samples.iter().find(|(n, _)| n == target).unwrap();
             check_reregistered_node(&result, samples, target);
+        }
+        if file.ends_with("kind-statefulset.yaml") {
+            assert!(image::leftovers().is_empty(), "{:?}", image::leftovers());
+            assert!(
+                out.path()
+                    .join("image")
+                    .read_dir()
+                    .is_ok_and(|mut d| d.next().is_some()),
+                "no report from the image:\n{said}"
+            );
         }
         if file.ends_with("kind-graceful-shutdown.yaml") {
             assert!(
