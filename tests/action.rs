@@ -66,6 +66,13 @@ fn every_scenario_runs_and_the_summary_outputs_and_artifact_say_what_failed() {
         "{log}"
     );
     assert!(!log.contains("nodefall scenario"), "a scenario ran:\n{log}");
+    assert_eq!(typo.outputs()["verdict"], "error");
+    assert!(
+        typo.summary()
+            .starts_with("## nodefall: ERROR, nothing ran\n"),
+        "{}",
+        typo.summary()
+    );
 
     let (_rt, sim, _client) = cluster(d.state.path(), name);
     let started = Instant::now();

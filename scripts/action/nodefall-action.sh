@@ -46,7 +46,17 @@ bin_dir="$runner_temp/nodefall-action/bin"
 report_dir="${NODEFALL_REPORT_DIR:-$runner_temp/nodefall-reports}"
 
 log() { printf '[nodefall-action] %s\n' "$*" >&2; }
-die() { printf '::error title=nodefall::%s\n' "$*" >&2; exit "${2:-2}"; }
+# Stops the step with an annotation; in `run`, the summary and the verdict
+# output say it too (nothing ran: the outputs must not read as a pass).
+in_run=""
+die() {
+  printf '::error title=nodefall::%s\n' "$1" >&2
+  if [[ -n "$in_run" ]]; then
+    summary "## nodefall: ERROR, nothing ran"$'\n\n'"$1"
+    output verdict error
+  fi
+  exit "${2:-2}"
+}
 
 # `name=value` into GITHUB_OUTPUT (a delimiter block: values may hold anything).
 output() {
@@ -154,6 +164,7 @@ on_signal() {
 }
 
 run() {
+  in_run=1
   trap 'on_signal INT' INT
   trap 'on_signal TERM' TERM
   trap 'on_signal HUP' HUP
