@@ -259,6 +259,96 @@ fn report_render_rewrites_the_reports_next_to_the_result_or_into_out() {
     assert!(!elsewhere.join("result.json").exists());
 }
 
+/// `dir/NAME/result.json`, the fixture with `nodeNotReady` scaled by `factor`.
+fn result_in(dir: &std::path::Path, name: &str, factor: f64) {
+    let mut r: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string("tests/fixtures/results/statefulset-pass.json").expect("fixture"),
+    )
+    .expect("json");
+    let ms = r["metrics"]["nodeNotReady"].as_f64().expect("nodeNotReady");
+    r["metrics"]["nodeNotReady"] = serde_json::json!((ms * factor).round() as i64);
+    std::fs::create_dir_all(dir.join(name)).expect("mkdir");
+    std::fs::write(dir.join(name).join("result.json"), r.to_string()).expect("write");
+}
+
+#[test]
+fn report_summary_says_every_run_and_what_got_slower_than_the_baseline() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (base, new) = (dir.path().join("base"), dir.path().join("new"));
+    result_in(&base, "statefulset-nfs-1", 1.0);
+    result_in(&new, "statefulset-nfs-2", 1.5);
+    let path = |p: &std::path::Path| p.to_str().expect("utf-8").to_owned();
+
+    let out = nodefall(&["report", "summary", &path(&base)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let md = text(&out.stdout);
+    assert!(md.starts_with("## nodefall: PASS\n"), "{md}");
+    assert!(md.contains("| statefulset-nfs | PASS "), "{md}");
+    assert!(md.contains("`statefulset-nfs-1`"), "{md}");
+
+    let gate = ["--baseline", &path(&base), "--fail-if-slower", "20%"];
+    let out = nodefall(&[&["report", "summary", &path(&new)][..], &gate].concat());
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    let md = text(&out.stdout);
+    assert!(
+        md.starts_with("## nodefall: FAIL, 0 of 1 scenarios passed\n"),
+        "{md}"
+    );
+    assert!(
+        md.contains("- **statefulset-nfs** slower than the baseline: nodeNotReady got slower"),
+        "{md}"
+    );
+    let out = nodefall(
+        &[
+            &["report", "summary", &path(&new), "--format", "json"][..],
+            &gate,
+        ]
+        .concat(),
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(json["outcome"], "fail");
+    assert_eq!(
+        json["entries"][0]["regressions"].as_array().map(Vec::len),
+        Some(1),
+        "{json}"
+    );
+    // Under a looser limit it passes.
+    let out = nodefall(&[
+        "report",
+        "summary",
+        &path(&new),
+        "--baseline",
+        &path(&base),
+        "--fail-if-slower",
+        "60%",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+
+    // A --repeat series is one row, not one per run.
+    let out = nodefall(&["report", "summary", "reports/examples/statefulset-nfs-x5"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let md = text(&out.stdout);
+    let rows: Vec<&str> = md
+        .lines()
+        .filter(|l| l.starts_with("| statefulset"))
+        .collect();
+    assert_eq!(rows.len(), 1, "{md}");
+    assert!(rows[0].contains("PASS (5/5 runs passed)"), "{md}");
+
+    // Bad input: a gate without a baseline, a directory with no run.
+    let out = nodefall(&["report", "summary", &path(&new), "--fail-if-slower", "20%"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).expect("mkdir");
+    let out = nodefall(&["report", "summary", &path(&empty)]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("holds no result.json or aggregate.json"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
 #[test]
 fn report_render_refuses_another_schema_version_as_bad_input() {
     let dir = tempfile::tempdir().expect("tempdir");
