@@ -135,6 +135,7 @@ if ! flock -n 9; then
 fi
 
 began=$SECONDS
+began_at="$(date +%s)"
 work="$(mktemp -d "${TMPDIR:-/tmp}/nodefall-image.XXXXXX")"
 : >"$LOG"
 made_image="" # the image built by this run, removed if it does not run
@@ -143,10 +144,16 @@ cleanup() {
   rm -rf "$work"
   if (( rc != 0 )); then
     # A failed `docker build` leaves its last steps' images untagged: they
-    # carry the Dockerfile's first label. (The lock keeps other builds of
-    # this script out; another `docker build` of this Dockerfile running
-    # right now would lose its cache, not its result.)
-    docker image prune -f --filter "label=org.opencontainers.image.title=nodefall" >/dev/null 2>&1 || true
+    # carry the Dockerfile's first label. Only those made since this script
+    # began are removed: an untagged image of the same Dockerfile that was
+    # there before is someone else's. (The lock keeps other builds of this
+    # script out.)
+    local id created
+    docker image ls --all --filter dangling=true --filter "label=org.opencontainers.image.title=nodefall" \
+      --format '{{.ID}} {{.CreatedAt}}' 2>/dev/null | while read -r id created; do
+      created="$(date -d "${created% *}" +%s 2>/dev/null || echo 0)" # "2026-11-28 07:30:01 +0000 UTC"
+      if (( created >= began_at )); then docker image rm "$id" >/dev/null 2>&1 || true; fi
+    done
     if [[ -n "$made_image" ]]; then docker image rm "$made_image" >/dev/null 2>&1 || true; fi
     log "failed after $(( SECONDS - began )) s; the last lines of $LOG:"
     tail -n 30 "$LOG" | sed 's/^/  | /' >&2
