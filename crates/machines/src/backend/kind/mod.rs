@@ -484,9 +484,11 @@ impl<E: Exec + Clone + 'static> NodeFaults for KindBackend<E> {
         if fault == FaultKind::Poweron {
             self.restart_off.remove(&container);
         }
-        if matches!(fault, FaultKind::Poweron | FaultKind::StartKubelet)
-            && let Some(values) = self.host_sysctls.clone()
-        {
+        // A kubelet started: powered on, started, or restarted on the node's
+        // new address (a stock network's restore-nic, `readdress`).
+        let kubelet_started = matches!(fault, FaultKind::Poweron | FaultKind::StartKubelet)
+            || (moved && fault == FaultKind::RestoreNic);
+        if kubelet_started && let Some(values) = self.host_sysctls.clone() {
             // In the background: the step goes on while the kubelet starts.
             tokio::task::spawn_blocking(move || {
                 let r = crate::kindlab::host::restore_after_kubelet_start(
