@@ -300,6 +300,9 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
     let Some(image) = prerequisites("a_contained_kind_cluster_runs_kind_pause_worker") else {
         return;
     };
+    // The container image (run below) is built, or found, before the host's
+    // state is taken: building it changes Docker's store.
+    let image_tag = image::build().unwrap_or_else(|e| panic!("the container image: {e}"));
     let before = host_state();
     let mut made = Made::new(NAME);
     let (ns, decoy) = make_decoy(&mut made);
@@ -610,9 +613,8 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
         // runs it there: the host's Docker socket, the kubeconfig and the
         // state directory mounted, the reports under the same directory.
         let (status, said) = if file.ends_with("kind-statefulset.yaml") {
-            let tag = image::build().unwrap_or_else(|e| panic!("the container image: {e}"));
             image::run_for_kind(
-                &tag,
+                &image_tag,
                 &made.kubeconfig(),
                 made.state.path(),
                 out.path(),
