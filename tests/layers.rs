@@ -1,11 +1,16 @@
 //! The house's one rule, checked: the workspace's top-level modules (each
 //! crate's `pub mod`s) form the layers ARCHITECTURE.md names (its `layers` block, lowest first), and no
 //! module imports one in a higher layer, nor is any part of an import
-//! circle between modules. A new top-level module must be placed in a
-//! layer before this passes. Reads the sources only (no build of them).
+//! circle between modules; inside each crate, no two files import each
+//! other, directly or in a ring (`layers/files.rs`). A new top-level module
+//! must be placed in a layer before this passes. Reads the sources only (no
+//! build of them).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+
+#[path = "layers/files.rs"]
+mod files;
 
 /// The layers, lowest first: each a name and its top-level modules.
 fn layers(architecture: &str) -> Vec<(String, Vec<String>)> {
@@ -272,10 +277,7 @@ fn no_module_imports_a_higher_layer_and_none_are_in_a_circle() {
     // every crate of the workspace: the binary's (src/) and crates/*/src;
     // the compiler already refuses an import between crates against their
     // order, this also checks the layers inside each crate
-    let mut srcs = vec![root.join("src")];
-    for e in std::fs::read_dir(root.join("crates")).expect("crates/") {
-        srcs.push(e.expect("directory entry").path().join("src"));
-    }
+    let srcs = crate_sources(root);
     let mut modules = BTreeSet::new();
     let mut files: Vec<(PathBuf, String)> = Vec::new();
     for src in &srcs {
@@ -341,5 +343,118 @@ fn a_planted_upward_use_a_circle_and_an_unplaced_module_are_each_caught() {
     assert!(
         v[0].starts_with("upward: `runner` (layer `run`) uses `cli`"),
         "{v:#?}"
+    );
+}
+
+/// Every crate's `src/`: the binary's and `crates/*/src`.
+fn crate_sources(root: &Path) -> Vec<PathBuf> {
+    let mut srcs = vec![root.join("src")];
+    for e in std::fs::read_dir(root.join("crates")).expect("crates/") {
+        srcs.push(e.expect("directory entry").path().join("src"));
+    }
+    srcs.sort();
+    srcs
+}
+
+#[test]
+fn no_two_files_of_a_crate_import_each_other_directly_or_in_a_ring() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut found = Vec::new();
+    let mut edges = 0;
+    for src in crate_sources(root) {
+        let files: Vec<(PathBuf, String)> = sources(&src)
+            .into_iter()
+            .map(|rel| {
+                let text = read(&src.join(&rel));
+                (rel, text)
+            })
+            .collect();
+        let g = files::file_graph(&files);
+        edges += g.values().map(BTreeSet::len).sum::<usize>();
+        let krate = src.strip_prefix(root).unwrap_or(&src);
+        for ring in files::rings(&g) {
+            found.push(format!("{}: {}", krate.display(), ring.join(" <-> ")));
+        }
+    }
+    assert!(edges > 300, "the file graph looks empty: {edges} edges");
+    assert!(
+        found.is_empty(),
+        "files that import each other (move what they share into a file both import):\n  {}",
+        found.join("\n  ")
+    );
+}
+
+#[test]
+fn a_planted_ring_of_files_is_caught() {
+    let file = |p: &str, t: &str| (PathBuf::from(p), t.to_owned());
+    let clean = vec![
+        file("lib.rs", "pub mod report;\npub mod timeline;\n"),
+        file(
+            "timeline/mod.rs",
+            "mod metrics;\npub use metrics::Metrics;\n",
+        ),
+        file("timeline/metrics.rs", "pub struct Metrics;\n"),
+        file(
+            "report/mod.rs",
+            "mod format;\nmod markdown;\nmod pods;\npub use markdown::render;\n",
+        ),
+        file(
+            "report/format.rs",
+            "use crate::timeline::Metrics;\npub fn table() {}\n",
+        ),
+        file(
+            "report/markdown.rs",
+            "use super::{format::table, pods};\npub fn render() { pods::section(); }\n",
+        ),
+        file(
+            "report/pods.rs",
+            "use super::format::table;\n// super::markdown::render in a comment\n\
+             pub fn section() {}\n#[cfg(test)]\nmod tests {\n    use super::super::markdown::render;\n}\n",
+        ),
+        file("report/tests.rs", "use super::markdown::render;\n"),
+    ];
+    let g = files::file_graph(&clean);
+    assert!(files::rings(&g).is_empty(), "{g:#?}");
+    assert_eq!(
+        g["report/markdown.rs"],
+        ["report/format.rs", "report/pods.rs"]
+            .map(str::to_owned)
+            .into(),
+        "a group's members are each an edge"
+    );
+    assert_eq!(g["report/mod.rs"], ["report/markdown.rs".to_owned()].into());
+    // `Metrics` is no module: the path stops at the file that names it
+    assert_eq!(g["report/format.rs"], ["timeline/mod.rs".to_owned()].into());
+
+    // a section that uses the orchestrator's helper: a ring of two
+    let mut planted = clean.clone();
+    planted[6] = file(
+        "report/pods.rs",
+        "pub fn section() { super::markdown::render(); }\n",
+    );
+    assert_eq!(
+        files::rings(&files::file_graph(&planted)),
+        vec![vec![
+            "report/markdown.rs".to_owned(),
+            "report/pods.rs".to_owned()
+        ]]
+    );
+    // a longer ring through `crate::` paths
+    let mut planted = clean;
+    planted[2] = file("timeline/metrics.rs", "use crate::report::render;\n");
+    assert_eq!(
+        files::rings(&files::file_graph(&planted)),
+        vec![
+            [
+                "report/format.rs",
+                "report/markdown.rs",
+                "report/mod.rs",
+                "report/pods.rs",
+                "timeline/metrics.rs",
+                "timeline/mod.rs"
+            ]
+            .map(str::to_owned)
+            .to_vec()
+        ]
     );
 }

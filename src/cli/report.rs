@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 
 use super::flags::InvalidFlag;
-use super::values;
+use super::values::{self, Format};
 use crate::exit;
 use crate::record;
 use crate::report;
@@ -85,12 +85,6 @@ pub struct CompareArgs {
     /// Also write compare.md, compare.json and the chart compare.svg here.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    Markdown,
-    Json,
 }
 
 #[derive(Debug, Args)]

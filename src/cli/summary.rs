@@ -9,8 +9,8 @@ use clap::Args;
 
 use super::error::Error;
 use super::flags::InvalidFlag;
-use super::report::Format;
 use super::values;
+use super::values::Format;
 use crate::exit;
 use crate::report;
 use crate::stats::summary::{self, Baseline, Input, Outcome};

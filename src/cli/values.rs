@@ -4,7 +4,7 @@
 //! infinity, a negative, and anything outside the flag's range, with a
 //! message that gives the range. clap names the flag and exits 2, before
 //! anything else runs; no value can reach a `Duration` constructor or a
-//! timer that would panic on it.
+//! timer that would panic on it. Also the report commands' `--format`.
 
 use std::fmt::Display;
 use std::time::Duration;
@@ -194,6 +194,13 @@ fn show(d: Duration) -> String {
     } else {
         format_duration(d)
     }
+}
+
+/// The `--format` of `report compare` and `report summary`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Markdown,
+    Json,
 }
 
 #[cfg(test)]

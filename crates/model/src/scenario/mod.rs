@@ -6,6 +6,7 @@
 pub mod checked;
 pub mod command;
 pub mod describe;
+pub mod diagnostics;
 pub mod expr;
 pub mod load;
 pub mod manifest;

@@ -324,7 +324,28 @@ pub fn compute(
         pods,
         ..Metrics::default()
     };
-    super::volumes::add(&mut metrics, transitions, t0, targets);
+    metrics.volume_detaches = super::volumes::detaches(transitions, t0, targets);
+    metrics.detach_after_out_of_service_max = metrics
+        .volume_detaches
+        .iter()
+        .filter_map(|d| d.detach_after)
+        .max();
+    for p in &mut metrics.pods {
+        let (Some(name), Some(node), Some(created), Some(scheduled)) = (
+            &p.replacement,
+            &p.replacement_node,
+            p.replacement_created,
+            p.replacement_scheduled,
+        ) else {
+            continue;
+        };
+        if let Some((attached, wait)) =
+            super::volumes::replacement_wait(transitions, t0, name, node, created, scheduled)
+        {
+            p.replacement_volume_attached = Some(attached);
+            p.replacement_volume_wait = Some(wait);
+        }
+    }
     metrics
 }
 

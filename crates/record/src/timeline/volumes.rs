@@ -4,7 +4,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::metrics::Metrics;
 use super::{Change, Ms, ObjectRef, Transition, World};
 
 /// The taint that lets the attach-detach controller detach at once (KEP-2268).
@@ -33,10 +32,15 @@ pub struct VolumeDetach {
     pub detach_after: Option<Ms>,
 }
 
-/// Adds the volume metrics to `m` (whose `pods` are already paired with
-/// their replacements).
-pub(super) fn add(m: &mut Metrics, transitions: &[Transition], t0: Ms, targets: &[String]) {
+/// Every volume attached to a target node at T0 whose node later got the
+/// out-of-service taint, with when it was detached.
+pub(super) fn detaches(
+    transitions: &[Transition],
+    t0: Ms,
+    targets: &[String],
+) -> Vec<VolumeDetach> {
     let rel = |at: Ms| at - t0;
+    let mut out = Vec::new();
     let before = World::at(transitions, t0 - 1);
     let after = || transitions.iter().filter(|t| t.at >= t0);
     for (name, a) in &before.attachments {
@@ -62,7 +66,7 @@ pub(super) fn add(m: &mut Metrics, transitions: &[Transition], t0: Ms, targets: 
                 )
             })
             .map(|t| t.at);
-        m.volume_detaches.push(VolumeDetach {
+        out.push(VolumeDetach {
             attachment: name.clone(),
             volume: a.volume.clone(),
             claim: before
@@ -76,44 +80,39 @@ pub(super) fn add(m: &mut Metrics, transitions: &[Transition], t0: Ms, targets: 
             detach_after: detached.map(|d| d - taint.at),
         });
     }
-    m.detach_after_out_of_service_max = m
-        .volume_detaches
-        .iter()
-        .filter_map(|d| d.detach_after)
-        .max();
+    out
+}
 
-    for p in &mut m.pods {
-        let (Some(name), Some(node), Some(created), Some(scheduled)) = (
-            &p.replacement,
-            &p.replacement_node,
-            p.replacement_created,
-            p.replacement_scheduled,
-        ) else {
-            continue;
-        };
-        let claims = transitions
-            .iter()
-            .find_map(|t| match (&t.object, &t.change) {
-                (ObjectRef::Pod { name: n, .. }, Change::PodAdded { claims, .. })
-                    if n == name && rel(t.at) == created =>
-                {
-                    Some(claims.clone())
-                }
-                _ => None,
-            });
-        let Some(claims) = claims.filter(|c| !c.is_empty()) else {
-            continue;
-        };
-        // The pod can start once every claim's volume is attached on its node.
-        let attached: Option<Vec<Ms>> = claims
-            .iter()
-            .map(|claim| attached_on(transitions, claim, node, t0 + scheduled))
-            .collect();
-        if let Some(last) = attached.and_then(|a| a.into_iter().max()) {
-            p.replacement_volume_attached = Some(rel(last));
-            p.replacement_volume_wait = Some(last - (t0 + scheduled));
-        }
-    }
+/// When a replacement pod's volumes were all attached on its node, and how
+/// long after it was scheduled (`created` and `scheduled` relative to T0):
+/// `None` when it has no claim or they were never seen attached there.
+pub(super) fn replacement_wait(
+    transitions: &[Transition],
+    t0: Ms,
+    name: &str,
+    node: &str,
+    created: Ms,
+    scheduled: Ms,
+) -> Option<(Ms, Ms)> {
+    let rel = |at: Ms| at - t0;
+    let claims = transitions
+        .iter()
+        .find_map(|t| match (&t.object, &t.change) {
+            (ObjectRef::Pod { name: n, .. }, Change::PodAdded { claims, .. })
+                if n == name && rel(t.at) == created =>
+            {
+                Some(claims.clone())
+            }
+            _ => None,
+        });
+    let claims = claims.filter(|c| !c.is_empty())?;
+    // The pod can start once every claim's volume is attached on its node.
+    let attached: Option<Vec<Ms>> = claims
+        .iter()
+        .map(|claim| attached_on(transitions, claim, node, t0 + scheduled))
+        .collect();
+    let last = attached?.into_iter().max()?;
+    Some((rel(last), last - (t0 + scheduled)))
 }
 
 /// When, at or after `from`, the volume bound to `claim` was first seen

@@ -12,7 +12,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 mod cmd;
 pub mod template;
 
-use super::load::{self, Diagnostic, Diagnostics, Source};
+use super::diagnostics::{self, Diagnostic, Diagnostics, Source};
 use super::model::FaultKind;
 use super::spans::Spans;
 use crate::duration::Dur;
@@ -227,13 +227,13 @@ pub struct Loaded {
 }
 
 /// Reads and checks a backend file.
-pub fn load(files: &dyn Files, path: &Path) -> Result<Loaded, load::Error> {
-    let text = load::read_file(files, path)?;
+pub fn load(files: &dyn Files, path: &Path) -> Result<Loaded, diagnostics::Error> {
+    let text = diagnostics::read_file(files, path)?;
     load_str(&path.display().to_string(), &text)
 }
 
-pub fn load_str(file: &str, text: &str) -> Result<Loaded, load::Error> {
-    let text = load::strip_bom(text);
+pub fn load_str(file: &str, text: &str) -> Result<Loaded, diagnostics::Error> {
+    let text = diagnostics::strip_bom(text);
     let source = Source {
         file: file.to_owned(),
         dir: Path::new(file)
@@ -242,11 +242,12 @@ pub fn load_str(file: &str, text: &str) -> Result<Loaded, load::Error> {
             .unwrap_or_default(),
         spans: Spans::index(text),
     };
-    let spec: CommandFile = serde_yaml_ng::from_str(text)
-        .map_err(|e| load::Error::Invalid(Diagnostics(vec![load::from_serde(file, &e)])))?;
+    let spec: CommandFile = serde_yaml_ng::from_str(text).map_err(|e| {
+        diagnostics::Error::Invalid(Diagnostics(vec![diagnostics::from_serde(file, &e)]))
+    })?;
     let (errors, warnings) = check(&source, "", &spec);
     if !errors.is_empty() {
-        return Err(load::Error::Invalid(Diagnostics(errors)));
+        return Err(diagnostics::Error::Invalid(Diagnostics(errors)));
     }
     Ok(Loaded {
         file: file.to_owned(),
@@ -258,7 +259,7 @@ pub fn load_str(file: &str, text: &str) -> Result<Loaded, load::Error> {
 /// True when a YAML text looks like a backend file rather than a scenario
 /// (for `nodefall validate`): a top-level `faults` and no `steps`.
 pub fn looks_like_backend_file(text: &str) -> bool {
-    let keys = top_level_keys(load::strip_bom(text));
+    let keys = top_level_keys(diagnostics::strip_bom(text));
     keys.contains("faults") && !keys.contains("steps")
 }
 
