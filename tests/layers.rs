@@ -412,6 +412,11 @@ fn a_planted_ring_of_files_is_caught() {
              pub fn section() {}\n#[cfg(test)]\nmod tests {\n    use super::super::markdown::render;\n}\n",
         ),
         file("report/tests.rs", "use super::markdown::render;\n"),
+        // a part naming its module's front (`super::Error`) is the tree
+        file(
+            "timeline/fold.rs",
+            "use super::Metrics;\nfn f() -> crate::Error {}\n",
+        ),
     ];
     let g = files::file_graph(&clean);
     assert!(files::rings(&g).is_empty(), "{g:#?}");
@@ -425,6 +430,7 @@ fn a_planted_ring_of_files_is_caught() {
     assert_eq!(g["report/mod.rs"], ["report/markdown.rs".to_owned()].into());
     // `Metrics` is no module: the path stops at the file that names it
     assert_eq!(g["report/format.rs"], ["timeline/mod.rs".to_owned()].into());
+    assert!(g["timeline/fold.rs"].is_empty(), "{g:#?}");
 
     // a section that uses the orchestrator's helper: a ring of two
     let mut planted = clean.clone();

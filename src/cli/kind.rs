@@ -2,7 +2,8 @@
 //! change to the host journaled before it is made and put back by `down`, by
 //! a signal, by a failure, or (after a kill) by `nodefall recover`.
 
-use super::error::Error;
+use super::InvalidFlag;
+use super::error::{Error, KindUpFailed};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -120,10 +121,7 @@ async fn up_session(args: UpArgs) -> Result<ExitCode, Error> {
     let name = args.name.clone();
     let shutdown_grace = match args.grace.checked() {
         Ok(g) => g,
-        Err(e) => {
-            eprintln!("error: {e}; nothing was made");
-            return Ok(exit::code(exit::INVALID_INPUT));
-        }
+        Err(e) => return Err(InvalidFlag(format!("{e}; nothing was made")).into()),
     };
     {
         let (rt, k, image, n) = (
@@ -136,10 +134,7 @@ async fn up_session(args: UpArgs) -> Result<ExitCode, Error> {
             kindlab::preflight(&System, &rt, &k, &image, &n)
         })
         .await;
-        if let Err(e) = checked {
-            eprintln!("error: {e}");
-            return Ok(exit::code(exit::INVALID_INPUT));
-        }
+        checked.map_err(|e| Error::KindChecks(Box::new(e)))?;
     }
     if let Some(s) = stop {
         return Ok(ExitCode::from(s.exit_code()));
@@ -224,10 +219,7 @@ async fn up_session(args: UpArgs) -> Result<ExitCode, Error> {
             return Ok(exit::code(exit::PASS));
         }
         (Ok(()), Some(s)) => Err(s),
-        (Err(e), s) => {
-            eprintln!("error: {}", crate::errors::chain(e.as_ref()));
-            s.map_or(Ok(()), Err)
-        }
+        (Err(error), stop) => Ok(KindUpFailed { error, stop }),
     };
     eprintln!("removing what was made for kind cluster {name}");
     let ok = tokio::task::block_in_place(|| teardown(&mut journal, &mut |l| eprintln!("  {l}")));
@@ -240,10 +232,11 @@ async fn up_session(args: UpArgs) -> Result<ExitCode, Error> {
             journal.path().display()
         );
     }
-    Ok(match failed {
-        Err(s) => ExitCode::from(s.exit_code()),
-        Ok(()) => exit::code(exit::INFRASTRUCTURE),
-    })
+    // printed once, by main, after what was made is gone
+    match failed {
+        Err(s) => Ok(ExitCode::from(s.exit_code())),
+        Ok(e) => Err(Error::KindUp(e)),
+    }
 }
 
 /// The steps of `kind up`, each journaled before it is made.
@@ -509,12 +502,12 @@ fn down(name: &str) -> Result<ExitCode, Error> {
         })
         .collect();
     if ours.is_empty() {
-        eprintln!(
-            "error: no kind cluster {name} made by `nodefall kind up` (no unfinished journal for it \
+        return Err(InvalidFlag(format!(
+            "no kind cluster {name} made by `nodefall kind up` (no unfinished journal for it \
              in {}); a cluster made by kind itself is removed with `kind delete cluster --name {name}`",
             dir.display()
-        );
-        return Ok(exit::code(exit::INVALID_INPUT));
+        ))
+        .into());
     }
     let mut all_ok = true;
     for u in ours {

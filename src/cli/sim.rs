@@ -1,5 +1,6 @@
 //! `nodefall sim ...`: manage simulated clusters by hand.
 
+use super::InvalidFlag;
 use super::error::Error;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -199,10 +200,7 @@ pub fn run(cmd: SimCommand) -> Result<ExitCode, Error> {
                     let (all, critical) = g.unwrap_or_default();
                     opts.shutdown_grace = sim::kubelet::ShutdownGrace { all, critical };
                 }
-                Err(e) => {
-                    eprintln!("error: {e}; nothing was started");
-                    return Ok(exit::code(exit::INVALID_INPUT));
-                }
+                Err(e) => return Err(InvalidFlag(format!("{e}; nothing was started")).into()),
             }
             // Until it is ready and detached, the cluster is as throwaway as
             // a scenario's: if this process is killed half-way, the reaper

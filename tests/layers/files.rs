@@ -4,7 +4,10 @@
 //! module: `crate::a::b::X` (the deepest module of the path that is a
 //! file), `super::x`, `self::x` or a bare `x::` of one of its own child
 //! modules (`pub use model::FaultKind` in a `mod.rs`). Declaring a child
-//! (`mod x;`) is not an import. Unit tests (`#[cfg(test)] mod tests { .. }`
+//! (`mod x;`) is not an import, and neither is naming what an enclosing
+//! module declares (`super::Error` from a part of the module, its `mod.rs`
+//! or `lib.rs` being the module's front): that is the module tree, as a
+//! function names its own module's items. Unit tests (`#[cfg(test)] mod tests { .. }`
 //! and the `*tests.rs` files they load) are left out: a test may use what
 //! it tests.
 
@@ -176,7 +179,7 @@ pub fn file_graph(files: &[(PathBuf, String)]) -> FileGraph {
         .collect();
     // the deepest module of `base ++ segs` that is a file
     let resolve = |base: &[String], segs: &[String]| -> Option<&String> {
-        (1..=segs.len()).rev().find_map(|n| {
+        (0..=segs.len()).rev().find_map(|n| {
             let mut m = base.to_vec();
             m.extend_from_slice(&segs[..n]);
             by_module.get(&m)
@@ -209,7 +212,11 @@ pub fn file_graph(files: &[(PathBuf, String)]) -> FileGraph {
                     .then(|| resolve(&child, &segs).or_else(|| by_module.get(&child)))
                     .flatten()
             };
-            if let Some(t) = target.filter(|t| **t != name) {
+            let enclosing = |t: &String| {
+                let m = module_of(Path::new(t));
+                m.len() < me.len() && me.starts_with(&m)
+            };
+            if let Some(t) = target.filter(|t| **t != name && !enclosing(t)) {
                 entry.insert(t.clone());
             }
         }
