@@ -5,8 +5,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::format::{cell, code, inline, link_path, utc_full};
-use super::markdown::table;
+use super::format::{cell, code, inline, link_path, table, utc_full};
 use super::svg::{self, Distribution, Point};
 use crate::record::RunVerdict;
 use crate::stats::Aggregate;

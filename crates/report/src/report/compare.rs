@@ -4,8 +4,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::format::{cell, code, inline};
-use super::markdown::table;
+use super::format::{cell, code, inline, table};
 use super::svg::{self, Paired, PairedRow};
 use crate::stats::Comparison;
 use crate::stats::figures::Unit;

@@ -4,8 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::format::{cell, code, inline};
-use super::markdown::{rel, table};
+use super::format::{cell, code, inline, rel, table};
 use crate::duration::format_millis;
 use crate::record::{GuardRecord, RunResult};
 

@@ -8,19 +8,16 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use tabled::builder::Builder;
-use tabled::settings::Style;
-
-use super::format::{cell, fence_for, inline, secs, signed_secs, t0_rel, utc_full, utc_time};
+use super::format::{
+    MISSING, cell, fence_for, had_fault, inline, nodes_word, rel, secs, signed_secs, t0_rel, table,
+    utc_full, utc_time,
+};
 use crate::duration::format_duration;
 use crate::profile::Var;
-use crate::record::{ExpectationResult, RunResult, StepKind, StepOutcome, StepRecord, Verdict};
+use crate::record::{ExpectationResult, RunResult, StepOutcome, StepRecord, Verdict};
 use crate::scenario::expr::Window;
 use crate::timeline::metrics::PodRecovery;
 use crate::timeline::{Change, Ms, ObjectRef, Transition};
-
-/// Shown for a value the run did not observe.
-const MISSING: &str = "—";
 
 /// Renders `report.md`.
 pub fn render(result: &RunResult) -> String {
@@ -43,41 +40,6 @@ pub fn render(result: &RunResult) -> String {
     super::audit::section(&mut out, result);
     timeline(&mut out, result);
     out
-}
-
-/// Whether a fault ran: a step of kind `fault` that was not skipped. A run
-/// without one (a drain, a cordon, a taint) has target nodes, not failed
-/// ones, and no node failure to measure.
-pub fn had_fault(r: &RunResult) -> bool {
-    r.steps
-        .iter()
-        .any(|s| s.kind == StepKind::Fault && s.outcome != StepOutcome::Skipped)
-}
-
-/// What the target nodes were, for headings and sentences: `failed` on a
-/// run with a fault, else `target` (`Pods on the target node(s)`).
-pub fn nodes_word(r: &RunResult) -> &'static str {
-    if had_fault(r) { "failed" } else { "target" }
-}
-
-/// A Markdown table; the cells must already be escaped with [`cell`].
-pub fn table<const N: usize>(header: [&str; N], rows: Vec<[String; N]>) -> String {
-    let mut builder = Builder::default();
-    builder.push_record(header);
-    for row in rows {
-        builder.push_record(row);
-    }
-    let mut table = builder.build();
-    table.with(Style::markdown());
-    format!("{table}\n")
-}
-
-/// `at` (ms since start) relative to T0, or to the start when T0 was never reached.
-pub(super) fn rel(result: &RunResult, at: Ms) -> String {
-    match result.since_t0(at) {
-        Some(ms) => t0_rel(ms),
-        None => format!("start{}", signed_secs(at)),
-    }
 }
 
 /// A metric relative to T0, with its UTC time.

@@ -8,8 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::Error;
-use super::format::{cell, inline};
-use super::markdown::table;
+use super::format::{cell, inline, table};
 use crate::duration::format_millis;
 use crate::files::Files;
 use crate::predict::{Forecast, NodeForecast, Replacement, When};
