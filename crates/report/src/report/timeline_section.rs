@@ -4,8 +4,8 @@
 
 use std::fmt::Write as _;
 
-use super::TIMELINE_SVG;
 use super::format::{secs, utc_time};
+use super::output::TIMELINE_SVG;
 use crate::record::RunResult;
 use crate::timeline::Ms;
 
