@@ -5,8 +5,8 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::format::{cell, code, inline, link_path, utc_full};
-use super::markdown::table;
+use super::format::{cell, code, inline, link_path, table, utc_full};
+use super::output::{self, Error};
 use super::svg::{self, Distribution, Point};
 use crate::record::RunVerdict;
 use crate::stats::Aggregate;
@@ -22,22 +22,22 @@ pub fn write(
     files: &dyn crate::files::Files,
     dir: &Path,
     a: &Aggregate,
-) -> Result<std::path::PathBuf, super::Error> {
-    super::create_dir(files, dir)?;
+) -> Result<std::path::PathBuf, Error> {
+    output::create_dir(files, dir)?;
     let path = dir.join(AGGREGATE_JSON);
-    let mut json = serde_json::to_string_pretty(a).map_err(|source| super::Error::Serialize {
+    let mut json = serde_json::to_string_pretty(a).map_err(|source| Error::Serialize {
         path: path.clone(),
         source,
     })?;
     json.push('\n');
-    super::write(files, path, &json)?;
-    super::write(
+    output::write(files, path, &json)?;
+    output::write(
         files,
         dir.join(DISTRIBUTION_SVG),
         &svg::distribution::render(&distribution(a)),
     )?;
     let md = dir.join(AGGREGATE_MD);
-    super::write(files, md.clone(), &render(a))?;
+    output::write(files, md.clone(), &render(a))?;
     Ok(md)
 }
 

@@ -8,8 +8,7 @@
 
 use std::fmt::Write as _;
 
-use super::format::{cell, code};
-use super::markdown::table;
+use super::format::{cell, code, table};
 use crate::record::RunResult;
 use crate::record::audit::{Check, Seen};
 use crate::stats::aggregate::Summary;

@@ -5,8 +5,7 @@
 
 use std::fmt::Write as _;
 
-use super::format::{cell, secs, t0_rel};
-use super::markdown::table;
+use super::format::{cell, had_fault, secs, t0_rel, table};
 use crate::record::{RunResult, StepKind, StepOutcome};
 use crate::scenario::model::FaultKind;
 use crate::timeline::endpoints::EndpointMetrics;
@@ -80,7 +79,7 @@ impl Met {
             .map(|f| f.done_to_node())
             .collect::<Vec<_>>()
             .join(" or ");
-        if faults.is_empty() && super::markdown::had_fault(r) {
+        if faults.is_empty() && had_fault(r) {
             // A record from before schema 7 does not say which fault.
             return Met {
                 nodes: "failed",

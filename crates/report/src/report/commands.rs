@@ -3,8 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::format::{cell, fence_for, secs};
-use super::markdown::table;
+use super::format::{cell, fence_for, secs, table};
 use crate::record::{CommandRecord, RunResult, StepRecord};
 
 /// Nothing when no step ran a command.

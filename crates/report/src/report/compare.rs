@@ -4,8 +4,8 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::format::{cell, code, inline};
-use super::markdown::table;
+use super::format::{cell, code, inline, table};
+use super::output::{self, Error};
 use super::svg::{self, Paired, PairedRow};
 use crate::stats::Comparison;
 use crate::stats::figures::Unit;
@@ -23,21 +23,21 @@ pub fn write(
     files: &dyn crate::files::Files,
     dir: &Path,
     c: &Comparison,
-) -> Result<std::path::PathBuf, super::Error> {
-    super::create_dir(files, dir)?;
+) -> Result<std::path::PathBuf, Error> {
+    output::create_dir(files, dir)?;
     let path = dir.join(COMPARE_JSON);
-    super::write(
+    output::write(
         files,
         path.clone(),
-        &json(c).map_err(|source| super::Error::Serialize { path, source })?,
+        &json(c).map_err(|source| Error::Serialize { path, source })?,
     )?;
-    super::write(
+    output::write(
         files,
         dir.join(COMPARE_SVG),
         &svg::paired::render(&chart(c)),
     )?;
     let md = dir.join(COMPARE_MD);
-    super::write(files, md.clone(), &render(c, Some(COMPARE_SVG)))?;
+    output::write(files, md.clone(), &render(c, Some(COMPARE_SVG)))?;
     Ok(md)
 }
 

@@ -3,8 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::format::{cell, secs, signed_secs};
-use super::markdown::table;
+use super::format::{cell, secs, signed_secs, table};
 use crate::profile::Var;
 use crate::record::RunResult;
 use crate::stats::fidelity::{Row, RowVerdict, SLACK_MS, SLACK_SHARE, ScenarioFidelity};

@@ -1,11 +1,22 @@
 //! Time and text formatting shared by the report renderers: seconds with
-//! millisecond precision, `T0+x.xxxs`, UTC wall-clock times, Markdown cells.
+//! millisecond precision, `T0+x.xxxs`, UTC wall-clock times, Markdown cells
+//! and tables, and the few facts of a run that decide a section's wording
+//! ([`had_fault`], [`nodes_word`]).
+//!
+//! A leaf: the sections import these helpers, and this file imports no
+//! section (nor `markdown.rs`, which only calls the sections in order).
 
 use jiff::Timestamp;
+use tabled::builder::Builder;
+use tabled::settings::Style;
 
+use crate::record::{RunResult, StepKind, StepOutcome};
 use crate::timeline::Ms;
 
 pub use crate::duration::secs;
+
+/// Shown for a value the run did not observe.
+pub const MISSING: &str = "—";
 
 /// `+27.412s`, `-0.300s`: like [`secs`], always signed.
 pub fn signed_secs(ms: Ms) -> String {
@@ -19,6 +30,41 @@ pub fn signed_secs(ms: Ms) -> String {
 /// `T0+8.012s`, `T0-14.230s`.
 pub fn t0_rel(ms_since_t0: Ms) -> String {
     format!("T0{}", signed_secs(ms_since_t0))
+}
+
+/// `at` (ms since start) relative to T0, or to the start when T0 was never reached.
+pub fn rel(result: &RunResult, at: Ms) -> String {
+    match result.since_t0(at) {
+        Some(ms) => t0_rel(ms),
+        None => format!("start{}", signed_secs(at)),
+    }
+}
+
+/// A Markdown table; the cells must already be escaped with [`cell`].
+pub fn table<const N: usize>(header: [&str; N], rows: Vec<[String; N]>) -> String {
+    let mut builder = Builder::default();
+    builder.push_record(header);
+    for row in rows {
+        builder.push_record(row);
+    }
+    let mut table = builder.build();
+    table.with(Style::markdown());
+    format!("{table}\n")
+}
+
+/// Whether a fault ran: a step of kind `fault` that was not skipped. A run
+/// without one (a drain, a cordon, a taint) has target nodes, not failed
+/// ones, and no node failure to measure.
+pub fn had_fault(r: &RunResult) -> bool {
+    r.steps
+        .iter()
+        .any(|s| s.kind == StepKind::Fault && s.outcome != StepOutcome::Skipped)
+}
+
+/// What the target nodes were, for headings and sentences: `failed` on a
+/// run with a fault, else `target` (`Pods on the target node(s)`).
+pub fn nodes_word(r: &RunResult) -> &'static str {
+    if had_fault(r) { "failed" } else { "target" }
 }
 
 /// `2026-11-21T11:04:25.118Z`: RFC 3339 in UTC with milliseconds.

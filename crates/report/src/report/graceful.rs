@@ -4,8 +4,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use super::format::cell;
-use super::markdown::{rel, table};
+use super::format::{cell, rel, table};
 use crate::record::RunResult;
 use crate::record::graceful::human;
 use crate::record::graceful::{Fact, Inhibitor, NodeReport, ShutdownConfig, ShutdownVerdict};

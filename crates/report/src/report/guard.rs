@@ -1,11 +1,10 @@
-//! The abort guards (`abortIf:`) in the reports: in `report.md` a banner
-//! under the title when one stopped the run and a table of every guard; in
-//! `junit.xml` one test case per guard, failed when it fired.
+//! The abort guards (`abortIf:`) in `report.md`: a banner under the title
+//! when one stopped the run, and a table of every guard. (`junit.xml` has
+//! one test case per guard, failed when it fired: see `junit.rs`.)
 
 use std::fmt::Write as _;
 
-use super::format::{cell, code, inline};
-use super::markdown::{rel, table};
+use super::format::{cell, code, inline, rel, table};
 use crate::duration::format_millis;
 use crate::record::{GuardRecord, RunResult};
 
@@ -51,42 +50,11 @@ pub(super) fn section(out: &mut String, r: &RunResult) {
 }
 
 /// `grace + 2s (10s)`, or `15s` when the two agree.
-fn for_text(g: &GuardRecord) -> String {
+pub(super) fn for_text(g: &GuardRecord) -> String {
     let ms = format_millis(g.for_ms);
     if g.for_written == ms {
         ms
     } else {
         format!("{} ({ms})", g.for_written)
     }
-}
-
-/// `junit.xml`: one case per guard; a fired one fails, naming when.
-pub(super) fn junit_cases(suite: &str, r: &RunResult) -> Vec<quick_junit::TestCase> {
-    use quick_junit::{NonSuccessKind, TestCaseStatus};
-    r.guards
-        .iter()
-        .map(|g| {
-            let name = format!("abort guard {}: {}", g.label, g.description);
-            let status = match g.fired_at {
-                None => TestCaseStatus::success(),
-                Some(at) => {
-                    let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
-                    s.set_message(format!(
-                        "abort guard `{}` fired at {}: {} held for {}",
-                        g.label,
-                        rel(r, at),
-                        g.description,
-                        for_text(g)
-                    ))
-                    .set_type("aborted")
-                    .set_description(format!(
-                        "the steps stopped at {}; the run restored the cluster",
-                        rel(r, at)
-                    ));
-                    s
-                }
-            };
-            super::junit::case(suite, &name, 0, status)
-        })
-        .collect()
 }

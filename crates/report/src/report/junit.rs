@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 
-use super::format::{secs, signed_secs, t0_rel};
+use super::format::{rel, secs, signed_secs, t0_rel};
+use super::guard;
 use crate::record::{ExpectationResult, RunResult, RunVerdict, Verdict};
 use crate::timeline::Ms;
 
@@ -39,7 +40,7 @@ pub fn render(result: &RunResult) -> String {
     for e in &r.expectations {
         suite.add_test_case(testcase(&suite_name, e, r));
     }
-    suite.add_test_cases(super::guard::junit_cases(&suite_name, r));
+    suite.add_test_cases(guard_cases(&suite_name, r));
     if r.verdict.is_partial() {
         let (kind, default) = match r.verdict {
             RunVerdict::Interrupted => ("interrupted", "the run was interrupted"),
@@ -64,7 +65,7 @@ pub fn render(result: &RunResult) -> String {
 }
 
 /// A test case of the run's suite.
-pub(super) fn case(suite: &str, name: &str, time: Ms, status: TestCaseStatus) -> TestCase {
+fn case(suite: &str, name: &str, time: Ms, status: TestCaseStatus) -> TestCase {
     let mut case = TestCase::new(name, status);
     case.set_classname(suite).set_time(duration(time));
     case
@@ -121,6 +122,36 @@ fn testcase(suite: &str, e: &ExpectationResult, r: &RunResult) -> TestCase {
         }
     };
     case(suite, &name, time.max(0), status)
+}
+
+/// `junit.xml`: one case per guard; a fired one fails, naming when.
+fn guard_cases(suite: &str, r: &RunResult) -> Vec<TestCase> {
+    r.guards
+        .iter()
+        .map(|g| {
+            let name = format!("abort guard {}: {}", g.label, g.description);
+            let status = match g.fired_at {
+                None => TestCaseStatus::success(),
+                Some(at) => {
+                    let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                    s.set_message(format!(
+                        "abort guard `{}` fired at {}: {} held for {}",
+                        g.label,
+                        rel(r, at),
+                        g.description,
+                        guard::for_text(g)
+                    ))
+                    .set_type("aborted")
+                    .set_description(format!(
+                        "the steps stopped at {}; the run restored the cluster",
+                        rel(r, at)
+                    ));
+                    s
+                }
+            };
+            case(suite, &name, 0, status)
+        })
+        .collect()
 }
 
 /// JUnit's `time`: milliseconds as a duration (negative ones as zero).

@@ -2,24 +2,40 @@
 //! `timeline.svg`) and `junit.xml`, written into one directory per run and
 //! re-rendered from `result.json`; the aggregate of repeated runs
 //! ([`aggregate`]) and the comparison of two ([`compare`]).
+//!
+//! The files import downwards only: [`markdown`] calls the sections of
+//! `report.md` in order (one file each: `overview.rs`, `expectations.rs`,
+//! `key_metrics.rs`, `pods.rs`, `node_transitions.rs`, `steps.rs`,
+//! `timeline_section.rs`, `audit.rs`, `clients.rs`, ...), the sections
+//! import the shared helpers of [`format`](mod@format), and what the
+//! writers share (the file names, [`Error`]) is in `output.rs`; neither
+//! helper file imports a section, and no child imports this file.
 
 pub mod aggregate;
 mod audit;
 mod clients;
 mod commands;
 pub mod compare;
+mod expectations;
 pub mod fidelity;
 pub mod format;
 mod graceful;
 mod guard;
 pub mod junit;
+mod key_metrics;
 pub mod lanes;
 pub mod markdown;
+mod node_transitions;
+mod output;
+mod overview;
+mod pods;
 pub mod predict;
 mod probes;
 mod remediation;
+mod steps;
 pub mod summary;
 pub mod svg;
+mod timeline_section;
 mod timing;
 mod volumes;
 
@@ -30,48 +46,10 @@ use jiff::Timestamp;
 
 use crate::files::Files;
 use crate::record::RunResult;
+use output::{create_dir, write};
 
 pub use audit::audit_line;
-
-/// The file names inside a run directory.
-pub const RESULT_JSON: &str = "result.json";
-pub const REPORT_MD: &str = "report.md";
-pub const JUNIT_XML: &str = "junit.xml";
-/// The run's timeline, embedded in `report.md`.
-pub const TIMELINE_SVG: &str = "timeline.svg";
-
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("cannot create report directory {path}")]
-    CreateDir {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("cannot write {path}")]
-    Write {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("cannot serialise the run result for {path}")]
-    Serialize {
-        path: PathBuf,
-        #[source]
-        source: serde_json::Error,
-    },
-    /// Reading a `result.json` failed.
-    #[error(transparent)]
-    Result(#[from] crate::record::read::Error),
-}
-
-impl Error {
-    /// True when the input file is at fault (missing, not a result, wrong
-    /// version), rather than the machine writing the reports.
-    pub fn is_bad_input(&self) -> bool {
-        matches!(self, Error::Result(_))
-    }
-}
+pub use output::{Error, JUNIT_XML, REPORT_MD, RESULT_JSON, TIMELINE_SVG};
 
 /// `<scenario>-<UTC start like 20261121T110425Z>`: the directory of one run.
 pub fn run_dir_name(scenario: &str, started_at: Timestamp) -> String {
@@ -86,20 +64,6 @@ pub fn run_dir_name(scenario: &str, started_at: Timestamp) -> String {
         })
         .collect();
     format!("{name}-{}", started_at.strftime("%Y%m%dT%H%M%SZ"))
-}
-
-fn write(files: &dyn Files, path: PathBuf, contents: &str) -> Result<(), Error> {
-    crate::files::write(files, &path, contents.as_bytes())
-        .map_err(|source| Error::Write { path, source })
-}
-
-fn create_dir(files: &dyn Files, dir: &Path) -> Result<(), Error> {
-    files
-        .create_dir_all(dir)
-        .map_err(|source| Error::CreateDir {
-            path: dir.to_path_buf(),
-            source,
-        })
 }
 
 /// Writes `report.md`, `timeline.svg` and `junit.xml` into `dir` (created if missing) and

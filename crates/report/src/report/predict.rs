@@ -7,9 +7,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::Error;
-use super::format::{cell, inline};
-use super::markdown::table;
+use super::format::{cell, inline, table};
+use super::output::{self, Error};
 use crate::duration::format_millis;
 use crate::files::Files;
 use crate::predict::{Forecast, NodeForecast, Replacement, When};
@@ -260,23 +259,23 @@ pub fn json(f: &Forecast, about: &About) -> Result<String, serde_json::Error> {
 /// Writes `prediction.md` and `prediction.json` into `dir`; returns the
 /// Markdown's path.
 pub fn write(files: &dyn Files, dir: &Path, f: &Forecast, about: &About) -> Result<PathBuf, Error> {
-    super::create_dir(files, dir)?;
+    output::create_dir(files, dir)?;
     let path = dir.join(PREDICTION_JSON);
     let text = json(f, about).map_err(|source| Error::Serialize {
         path: path.clone(),
         source,
     })?;
-    super::write(files, path, &text)?;
+    output::write(files, path, &text)?;
     let chart = match f.nodes.first() {
         Some(first) => {
             let svg = super::svg::forecast::render(first, f.fault.name());
-            super::write(files, dir.join(PREDICTION_SVG), &svg)?;
+            output::write(files, dir.join(PREDICTION_SVG), &svg)?;
             Some(PREDICTION_SVG)
         }
         None => None,
     };
     let md = dir.join(PREDICTION_MD);
-    super::write(files, md.clone(), &render(f, about, chart))?;
+    output::write(files, md.clone(), &render(f, about, chart))?;
     Ok(md)
 }
 

@@ -3,8 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::format::{cell, secs};
-use super::markdown::{rel, table};
+use super::format::{cell, rel, secs, table};
 use crate::record::RunResult;
 use crate::record::probe::{ProbeRecord, StopReason, windows};
 use crate::timeline::Ms;

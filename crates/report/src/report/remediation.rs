@@ -6,8 +6,7 @@
 
 use std::fmt::Write as _;
 
-use super::format::{cell, secs, t0_rel};
-use super::markdown::table;
+use super::format::{cell, secs, t0_rel, table};
 use crate::record::RunResult;
 use crate::record::remediation::{Fencing, Release, Remediation};
 use crate::scenario::model::FaultKind;

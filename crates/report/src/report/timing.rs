@@ -3,8 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::format::cell;
-use super::markdown::table;
+use super::format::{cell, table};
 use crate::record::RunResult;
 
 /// Written only when the profile says where its values came from (a

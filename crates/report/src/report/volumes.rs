@@ -5,8 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::format::{cell, secs, t0_rel, utc_time};
-use super::markdown::{rel, table};
+use super::format::{cell, rel, secs, t0_rel, table, utc_time};
 use crate::record::RunResult;
 use crate::timeline::{Change, ObjectRef};
 

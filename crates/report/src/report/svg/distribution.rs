@@ -2,10 +2,10 @@
 //! a dot per run (the slowest run apart, labelled), the p50 and p95 marked,
 //! and the numbers in words beside it.
 
+use super::data::{Distribution, Series};
 use super::draw::{
     Anchor, BLUE, FAINT, INK, NORMAL, ORANGE, SMALL, Svg, TITLE, VERMILLION, show, truncate,
 };
-use super::{Distribution, Series};
 
 const WIDTH: f64 = 1000.0;
 const LABELS: f64 = 300.0;
@@ -152,7 +152,7 @@ fn strip(svg: &mut Svg, s: &Series, y: f64) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Point, Unit};
+    use super::super::data::{Point, Unit};
     use super::*;
 
     pub fn sample() -> Distribution {

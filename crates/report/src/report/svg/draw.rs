@@ -4,6 +4,8 @@
 
 use std::fmt::Write as _;
 
+use super::data::Unit;
+
 /// Okabe-Ito colours (safe for colour-blind readers).
 pub const GREEN: &str = "#009E73";
 pub const ORANGE: &str = "#E69F00";
@@ -267,13 +269,13 @@ impl Svg {
 }
 
 /// A value for people: seconds with up to 3 decimals (`7.6s`), or a count.
-pub fn show(unit: super::Unit, v: f64) -> String {
+pub fn show(unit: Unit, v: f64) -> String {
     match unit {
-        super::Unit::Ms => {
+        Unit::Ms => {
             let s = format!("{:.3}", v / 1000.0);
             format!("{}s", s.trim_end_matches('0').trim_end_matches('.'))
         }
-        super::Unit::Count => format!("{v:.0}"),
+        Unit::Count => format!("{v:.0}"),
     }
 }
 

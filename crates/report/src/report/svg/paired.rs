@@ -2,10 +2,10 @@
 //! scaled to the larger of the two, the values and the difference, and
 //! regressions in red.
 
+use super::data::{Paired, PairedRow, Unit};
 use super::draw::{
     Anchor, BLUE, FAINT, GREY, INK, NORMAL, SMALL, Svg, TITLE, VERMILLION, show, truncate,
 };
-use super::{Paired, PairedRow, Unit};
 
 const WIDTH: f64 = 1000.0;
 const LABELS: f64 = 250.0;
