@@ -4,7 +4,6 @@
 
 pub use nodefall_io::{actions, audit, discover, disk, exec, gns, observe, probe, testpoint};
 pub use nodefall_model::{duration, errors, exit, files, plan, profile, scenario};
-pub use nodefall_predict::predict;
 pub use nodefall_record::{record, timeline};
 pub use nodefall_sim::sim;
 

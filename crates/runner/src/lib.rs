@@ -6,7 +6,6 @@ pub use nodefall_io::{actions, audit, discover, disk, exec, gns, observe, probe,
 pub use nodefall_judge::expect;
 pub use nodefall_machines::{backend, kindlab};
 pub use nodefall_model::{duration, errors, exit, files, plan, profile, scenario};
-pub use nodefall_predict::predict;
 pub use nodefall_record::{record, timeline};
 pub use nodefall_report::{report, stats};
 pub use nodefall_sim::sim;
