@@ -7,6 +7,7 @@ pub mod checked;
 pub mod command;
 pub mod describe;
 pub mod expr;
+pub mod fault;
 pub mod load;
 pub mod manifest;
 pub mod model;
