@@ -375,9 +375,8 @@ fn validate(files: &[PathBuf]) -> Result<ExitCode, Error> {
                     outln!(
                         "ok       {} (command backend: {})",
                         file.display(),
-                        crate::scenario::command::BREAKING
-                            .iter()
-                            .filter(|f| l.spec.defines(**f))
+                        crate::scenario::model::FaultKind::breaking()
+                            .filter(|f| l.spec.defines(*f))
                             .map(|f| f.name())
                             .collect::<Vec<_>>()
                             .join(", ")

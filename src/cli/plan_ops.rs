@@ -141,7 +141,6 @@ pub fn vagrant_operations(plan: &plan::Plan, args: &PlanArgs) -> Result<String, 
     use crate::backend::libvirt;
     use crate::backend::ssh::SshTarget;
     use crate::backend::vagrant::{project::Provider, vbox};
-    use crate::scenario::model::FaultKind;
 
     let m = &args.machines;
     let settings = m
@@ -170,12 +169,12 @@ pub fn vagrant_operations(plan: &plan::Plan, args: &PlanArgs) -> Result<String, 
             (Ok(p), Some(n)) => Some(p.machine(n, &machine)),
             _ => None,
         };
-        let lines = match created {
-            Some(Err(e)) => vec![format!("<not runnable: {e}>")],
-            _ if matches!(fault, FaultKind::StopKubelet | FaultKind::StartKubelet) => {
-                vec![settings.kubelet_line(&machine, None, fault)]
-            }
-            Some(Ok(c)) if c.provider == Provider::Libvirt => {
+        // A fault done in the guest (the kubelet's) is an SSH line.
+        let in_guest = settings.kubelet_line(&machine, None, fault);
+        let lines = match (created, in_guest) {
+            (Some(Err(e)), _) => vec![format!("<not runnable: {e}>")],
+            (_, Some(line)) => vec![line],
+            (Some(Ok(c)), None) if c.provider == Provider::Libvirt => {
                 let ssh = SshTarget::at(format!("<address of {machine}>"), None);
                 libvirt::operations(
                     &settings.libvirt_uri,
@@ -186,7 +185,7 @@ pub fn vagrant_operations(plan: &plan::Plan, args: &PlanArgs) -> Result<String, 
                     fault,
                 )
             }
-            Some(Ok(c)) => vbox::lines(
+            (Some(Ok(c)), None) => vbox::lines(
                 &settings.vboxmanage,
                 &c.id,
                 settings.nic,
@@ -194,7 +193,7 @@ pub fn vagrant_operations(plan: &plan::Plan, args: &PlanArgs) -> Result<String, 
                 settings.shutdown_timeout_secs,
             ),
             // A placeholder the command line does not quote.
-            None => vbox::lines(
+            (None, None) => vbox::lines(
                 &settings.vboxmanage,
                 "UUID",
                 settings.nic,

@@ -1,12 +1,14 @@
 //! The `sim` backend: faults on a simulated cluster's node agents (kwok
 //! processes). The mapping is documented in `docs/sim-backend.md`.
 
+#![deny(clippy::wildcard_enum_match_arm)]
+
 use std::time::Duration;
 
 use super::{Error, Eyes, NodeFaults};
 use crate::duration::format_duration;
 use crate::record::machines::{PodContainer, Power};
-use crate::scenario::model::FaultKind;
+use crate::scenario::model::{Does, Effect, FaultKind};
 use crate::sim::SimCluster;
 use crate::sim::provisioner::{self, Provisioner};
 use crate::sim::proxy::{Machines, ServiceProxy};
@@ -32,10 +34,10 @@ struct SimEyes(std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<String
 
 impl SimEyes {
     fn set(&self, node: &str, fault: FaultKind) {
-        let power = match fault {
-            FaultKind::PauseVm => Power::Paused,
-            FaultKind::Poweroff | FaultKind::Shutdown => Power::Off,
-            _ => Power::On,
+        let power = match fault.does() {
+            Does::Breaks(Effect::Paused) => Power::Paused,
+            Does::Breaks(Effect::Off) => Power::Off,
+            Does::Breaks(Effect::CutOff | Effect::KubeletStopped) | Does::Restores(_) => Power::On,
         };
         self.0
             .lock()
@@ -112,12 +114,9 @@ impl NodeFaults for SimBackend {
     fn describe(&self, node: &str, fault: FaultKind) -> String {
         let shard = self.cluster.node_state(node).ok().and_then(|n| n.shard);
         if let Some(k) = shard {
-            let what = match fault {
-                FaultKind::ResumeVm
-                | FaultKind::RestoreNic
-                | FaultKind::Poweron
-                | FaultKind::StartKubelet => format!("back into kwok shard {k}"),
-                _ => format!("out of kwok shard {k}"),
+            let what = match fault.does() {
+                Does::Restores(_) => format!("back into kwok shard {k}"),
+                Does::Breaks(_) => format!("out of kwok shard {k}"),
             };
             return format!("{} {node} ({what})", fault.name());
         }
@@ -142,32 +141,39 @@ impl NodeFaults for SimBackend {
         let c = &mut self.cluster;
         // A machine that stops answering does so before the fault is
         // complete on the sim; one that comes back answers once it is.
-        if matches!(
-            fault,
-            FaultKind::PauseVm | FaultKind::DropNic | FaultKind::Poweroff
-        ) {
-            self.machines.set_down(node, true);
-        }
+        let m = &self.machines;
         let result = match fault {
-            FaultKind::PauseVm => c.pause_node(node).await,
-            FaultKind::DropNic => c.freeze_node(node).await,
-            FaultKind::ResumeVm | FaultKind::RestoreNic => c.thaw_node(node).await,
-            FaultKind::Poweroff => c.kill_node(node).await,
+            FaultKind::PauseVm => {
+                m.set_down(node, true);
+                c.pause_node(node).await
+            }
+            FaultKind::DropNic => {
+                m.set_down(node, true);
+                c.freeze_node(node).await
+            }
+            FaultKind::ResumeVm | FaultKind::RestoreNic => c
+                .thaw_node(node)
+                .await
+                .inspect(|()| m.set_down(node, false)),
+            FaultKind::Poweroff => {
+                m.set_down(node, true);
+                c.kill_node(node).await
+            }
             FaultKind::StopKubelet => c.stop_node(node).await,
-            FaultKind::Poweron => c.boot_node(node).await,
+            FaultKind::Poweron => c
+                .boot_node(node)
+                .await
+                .inspect(|()| m.set_down(node, false)),
             FaultKind::StartKubelet => c.start_node(node).await,
-            FaultKind::Shutdown => c.shutdown_node(node).await,
+            FaultKind::Shutdown => {
+                let r = c.shutdown_node(node).await;
+                // Off once the kubelet has stopped its pods.
+                m.set_down(node, true);
+                r
+            }
         };
         if result.is_ok() {
             self.power.set(node, fault);
-        }
-        match fault {
-            // Off once the kubelet has stopped its pods.
-            FaultKind::Shutdown => self.machines.set_down(node, true),
-            FaultKind::ResumeVm | FaultKind::RestoreNic | FaultKind::Poweron if result.is_ok() => {
-                self.machines.set_down(node, false);
-            }
-            _ => {}
         }
         result.map_err(|source| Error::Sim {
             fault: fault.name(),

@@ -328,7 +328,7 @@ pub fn resolve_steps(
             });
         }
         if let StepKind::Fault { fault, node } = &step.kind {
-            if fault.revert().is_some() {
+            if fault.breaks() {
                 broken.insert(node.clone(), (*fault, step.index));
             } else {
                 broken.remove(node);

@@ -8,6 +8,7 @@ pub mod command;
 pub mod describe;
 pub mod diagnostics;
 pub mod expr;
+pub mod fault;
 pub mod load;
 pub mod manifest;
 pub mod model;

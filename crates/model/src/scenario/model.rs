@@ -14,6 +14,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::duration::Dur;
 
+/// A fault's meaning lives in `fault.rs`; scenarios name it here.
+pub use super::fault::{Does, Effect, FaultKind};
+
 /// Reads any scalar (string, number, bool) as its text.
 pub fn scalar_string<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     struct V;
@@ -336,110 +339,6 @@ pub struct Step {
     pub node: Option<String>,
     pub action: Option<ActionSpec>,
     pub expect: Option<Expect>,
-}
-
-/// Node faults. Each has a revert (see [`FaultKind::revert`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum FaultKind {
-    PauseVm,
-    ResumeVm,
-    Poweroff,
-    Poweron,
-    Shutdown,
-    StopKubelet,
-    StartKubelet,
-    DropNic,
-    RestoreNic,
-}
-
-impl FaultKind {
-    pub const ALL: [FaultKind; 9] = [
-        FaultKind::PauseVm,
-        FaultKind::ResumeVm,
-        FaultKind::Poweroff,
-        FaultKind::Poweron,
-        FaultKind::Shutdown,
-        FaultKind::StopKubelet,
-        FaultKind::StartKubelet,
-        FaultKind::DropNic,
-        FaultKind::RestoreNic,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            FaultKind::PauseVm => "pause-vm",
-            FaultKind::ResumeVm => "resume-vm",
-            FaultKind::Poweroff => "poweroff",
-            FaultKind::Poweron => "poweron",
-            FaultKind::Shutdown => "shutdown",
-            FaultKind::StopKubelet => "stop-kubelet",
-            FaultKind::StartKubelet => "start-kubelet",
-            FaultKind::DropNic => "drop-nic",
-            FaultKind::RestoreNic => "restore-nic",
-        }
-    }
-
-    /// The fault that undoes this one, for faults that break something.
-    pub fn revert(self) -> Option<FaultKind> {
-        match self {
-            FaultKind::PauseVm => Some(FaultKind::ResumeVm),
-            FaultKind::Poweroff | FaultKind::Shutdown => Some(FaultKind::Poweron),
-            FaultKind::StopKubelet => Some(FaultKind::StartKubelet),
-            FaultKind::DropNic => Some(FaultKind::RestoreNic),
-            _ => None,
-        }
-    }
-
-    /// Whether the pods' containers on the node keep answering clients that
-    /// reach them while this fault holds: only a stopped kubelet leaves
-    /// them running and reachable (a paused, powered-off or shut-down
-    /// machine, or one cut off its network, answers nothing). A restoring
-    /// fault leaves them serving.
-    pub fn keeps_serving(self) -> bool {
-        match self {
-            FaultKind::PauseVm | FaultKind::Poweroff | FaultKind::Shutdown | FaultKind::DropNic => {
-                false
-            }
-            FaultKind::StopKubelet
-            | FaultKind::ResumeVm
-            | FaultKind::Poweron
-            | FaultKind::StartKubelet
-            | FaultKind::RestoreNic => true,
-        }
-    }
-
-    /// What the node was made, for sentences: `paused`, `powered off`, ...
-    pub fn done_to_node(self) -> &'static str {
-        match self {
-            FaultKind::PauseVm => "paused",
-            FaultKind::ResumeVm => "resumed",
-            FaultKind::Poweroff => "powered off",
-            FaultKind::Poweron => "powered on",
-            FaultKind::Shutdown => "shut down",
-            FaultKind::StopKubelet => "left without its kubelet",
-            FaultKind::StartKubelet => "given its kubelet back",
-            FaultKind::DropNic => "cut off its network",
-            FaultKind::RestoreNic => "reconnected",
-        }
-    }
-
-    /// For a restoring fault, the breaking faults it undoes.
-    pub fn undoes(self) -> &'static [FaultKind] {
-        match self {
-            FaultKind::ResumeVm => &[FaultKind::PauseVm],
-            FaultKind::Poweron => &[FaultKind::Poweroff, FaultKind::Shutdown],
-            FaultKind::StartKubelet => &[FaultKind::StopKubelet],
-            FaultKind::RestoreNic => &[FaultKind::DropNic],
-            _ => &[],
-        }
-    }
-}
-
-impl fmt::Display for FaultKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
 }
 
 /// `action:` holds exactly one of these keys.

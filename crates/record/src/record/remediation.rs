@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::machines::MachineTrack;
 use super::{StepKind, StepRecord};
-use crate::scenario::model::FaultKind;
+use crate::scenario::model::{Does, Effect, FaultKind};
 use crate::timeline::metrics::Metrics;
 use crate::timeline::{Change, Ms, ObjectRef, Transition, World};
 
@@ -428,13 +428,14 @@ fn fencing(steps: &[StepRecord], t0: Ms, act: &Act) -> Fencing {
     let mut off: Option<Ms> = None;
     for (s, fault) in faults_on(steps, &act.node) {
         let at = s.ended.unwrap_or(s.started) - t0;
-        match fault {
-            FaultKind::Poweroff | FaultKind::Shutdown => {
+        match fault.does() {
+            Does::Breaks(Effect::Off) => {
                 off.get_or_insert(at);
             }
             // back on before the act: it was not off when its pods went
-            FaultKind::Poweron if at <= act.at => off = None,
-            _ => {}
+            Does::Restores(Effect::Off) if at <= act.at => off = None,
+            Does::Breaks(Effect::Paused | Effect::CutOff | Effect::KubeletStopped)
+            | Does::Restores(_) => {}
         }
         if at > act.at && off.is_some() {
             break;

@@ -69,7 +69,7 @@ impl Met {
             .iter()
             .filter(|s| s.kind == StepKind::Fault && s.outcome != StepOutcome::Skipped)
             .filter_map(|s| s.fault.as_ref().map(|f| f.fault))
-            .filter(|f| f.revert().is_some())
+            .filter(|f| f.breaks())
             .collect();
         // Each kind once, in the order the run first injected it.
         let mut seen = std::collections::BTreeSet::new();

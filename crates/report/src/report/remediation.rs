@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use super::format::{cell, secs, t0_rel, table};
 use crate::record::RunResult;
 use crate::record::remediation::{Fencing, Release, Remediation};
-use crate::scenario::model::FaultKind;
+use crate::scenario::model::{Does, Effect};
 
 /// Shown for a value the run did not observe.
 const MISSING: &str = "—";
@@ -148,12 +148,13 @@ fn figures(m: &Remediation) -> Vec<[String; 3]> {
         ),
         Fencing::NotOff { fault: Some(f) } => format!(
             "never off during the run ({})",
-            match f {
-                FaultKind::PauseVm => "paused, not off: its containers run again when it resumes",
-                FaultKind::DropNic => "cut off, not off: its containers ran on",
-                FaultKind::StopKubelet =>
+            match f.does() {
+                Does::Breaks(Effect::Paused) =>
+                    "paused, not off: its containers run again when it resumes",
+                Does::Breaks(Effect::CutOff) => "cut off, not off: its containers ran on",
+                Does::Breaks(Effect::KubeletStopped) =>
                     "its kubelet stopped, not the machine: its containers ran on",
-                other => other.name(),
+                Does::Breaks(Effect::Off) | Does::Restores(_) => f.name(),
             }
         ),
         Fencing::NotOff { fault: None } if m.fencing_seen.is_some() => {

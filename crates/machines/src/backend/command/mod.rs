@@ -293,10 +293,7 @@ impl<E: Exec + Clone + 'static> CommandBackend<E> {
             return Some(a.clone());
         }
         let r = self.nodes.get(node)?;
-        revert
-            .undoes()
-            .iter()
-            .find_map(|f| r.revert.get(f).cloned())
+        revert.undoes().find_map(|f| r.revert.get(&f).cloned())
     }
 }
 
@@ -364,7 +361,7 @@ impl<E: Exec + Clone + 'static> NodeFaults for CommandBackend<E> {
         let builtin = faults.iter().any(|&f| {
             let (fault, role) = match f.revert() {
                 Some(_) => (f, Role::Run),
-                None => (*f.undoes().first().unwrap_or(&f), Role::Revert),
+                None => (f.undoes().next().unwrap_or(f), Role::Revert),
             };
             self.spec.template(fault, role).is_none()
                 && self.spec.ssh_builtin(fault, role).is_some()
@@ -395,18 +392,13 @@ impl<E: Exec + Clone + 'static> NodeFaults for CommandBackend<E> {
             ssh: ssh.clone(),
             ..Resolved::default()
         };
-        let mut breaking: Vec<FaultKind> = faults
-            .iter()
-            .copied()
-            .filter(|f| f.revert().is_some())
-            .collect();
+        let mut breaking: Vec<FaultKind> = faults.iter().copied().filter(|f| f.breaks()).collect();
         // A revert step on its own still needs the fault it undoes.
-        for f in faults.iter().filter(|f| f.revert().is_none()) {
-            if !f.undoes().iter().any(|u| breaking.contains(u))
-                && let Some(&u) = f
+        for f in faults.iter().filter(|f| !f.breaks()) {
+            if !f.undoes().any(|u| breaking.contains(&u))
+                && let Some(u) = f
                     .undoes()
-                    .iter()
-                    .find(|&&u| self.spec.defines(u) || self.spec.faults.contains_key(&u))
+                    .find(|u| self.spec.defines(*u) || self.spec.faults.contains_key(u))
             {
                 breaking.push(u);
             }
@@ -444,7 +436,7 @@ impl<E: Exec + Clone + 'static> NodeFaults for CommandBackend<E> {
                 .template(fault, Role::Revert)
                 .and_then(Result::ok)
                 .is_some_and(|t| spec::reaches_the_node(fault, &t).is_some());
-            if fault != FaultKind::StopKubelet
+            if !fault.node_answers()
                 && !by_template
                 && let Some(addr) = addresses.iter().find(|addr| {
                     a.run

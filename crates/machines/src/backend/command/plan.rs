@@ -35,13 +35,13 @@ pub fn preview(
     let (breaking, revert) = match fault.revert() {
         Some(_) => (Some(fault), false),
         None => (
-            undoing.filter(|u| fault.undoes().contains(u)).or_else(|| {
-                fault
-                    .undoes()
-                    .iter()
-                    .copied()
-                    .find(|f| spec.defines(*f) || spec.faults.contains_key(f))
-            }),
+            undoing
+                .filter(|u| fault.undoes().any(|f| f == *u))
+                .or_else(|| {
+                    fault
+                        .undoes()
+                        .find(|f| spec.defines(*f) || spec.faults.contains_key(f))
+                }),
             true,
         ),
     };

@@ -1,6 +1,8 @@
 //! The `kind` backend: node faults on the containers of a kind cluster,
 //! found by kind's labels, through the docker (or podman) CLI.
 
+#![deny(clippy::wildcard_enum_match_arm)]
+
 mod eyes;
 pub mod network;
 
@@ -14,7 +16,7 @@ use k8s_openapi::api::core::v1::Node;
 
 use super::{Error, Eyes, NodeFaults};
 use crate::exec::{self, Cmd, Exec};
-use crate::scenario::model::FaultKind;
+use crate::scenario::model::{Does, Effect, FaultKind};
 
 /// kind's label naming a node container's cluster.
 pub const CLUSTER_LABEL: &str = "io.x-k8s.kind.cluster";
@@ -332,12 +334,8 @@ impl<E: Exec + Clone + 'static> NodeFaults for KindBackend<E> {
         let container = self.container(&name)?.to_owned();
         let mut said = format!("node {name} = container {container}");
         let mut revert = None;
-        if faults.iter().any(|f| {
-            matches!(
-                f,
-                FaultKind::Poweroff | FaultKind::Shutdown | FaultKind::DropNic
-            )
-        }) && let Some(ip) = self.address(&container).await
+        if faults.iter().any(|f| revert_needs_address(*f))
+            && let Some(ip) = self.address(&container).await
         {
             said.push_str(&format!(", address {ip}"));
             self.addresses.insert(container.clone(), ip);
@@ -404,16 +402,17 @@ impl<E: Exec + Clone + 'static> NodeFaults for KindBackend<E> {
                 did.push("started it");
             }
         }
-        match revert {
-            FaultKind::StartKubelet => {
+        match revert.does() {
+            Does::Restores(Effect::KubeletStopped) => {
                 self.inject(node, revert).await?;
                 did.push("started the kubelet");
             }
-            FaultKind::RestoreNic if self.address(&container).await.is_none() => {
+            Does::Restores(Effect::CutOff) if self.address(&container).await.is_none() => {
                 self.inject(node, revert).await?;
                 did.push("reconnected it");
             }
-            _ => {}
+            // Running again is all the rest need.
+            Does::Restores(Effect::CutOff | Effect::Off | Effect::Paused) | Does::Breaks(_) => {}
         }
         if did.is_empty() {
             did.push("nothing to do");
@@ -434,10 +433,8 @@ impl<E: Exec + Clone + 'static> NodeFaults for KindBackend<E> {
             }
             self.restart_off.insert(container.clone());
         }
-        if matches!(
-            fault,
-            FaultKind::Poweroff | FaultKind::Shutdown | FaultKind::DropNic
-        ) && let Some(ip) = self.address(&container).await
+        if revert_needs_address(fault)
+            && let Some(ip) = self.address(&container).await
         {
             self.addresses.insert(container.clone(), ip);
         }
@@ -486,8 +483,11 @@ impl<E: Exec + Clone + 'static> NodeFaults for KindBackend<E> {
         }
         // A kubelet started: powered on, started, or restarted on the node's
         // new address (a stock network's restore-nic, `readdress`).
-        let kubelet_started = matches!(fault, FaultKind::Poweron | FaultKind::StartKubelet)
-            || (moved && fault == FaultKind::RestoreNic);
+        let kubelet_started = match fault.does() {
+            Does::Restores(Effect::Off | Effect::KubeletStopped) => true,
+            Does::Restores(Effect::CutOff) => moved,
+            Does::Restores(Effect::Paused) | Does::Breaks(_) => false,
+        };
         if kubelet_started && let Some(values) = self.host_sysctls.clone() {
             // In the background: the step goes on while the kubelet starts.
             tokio::task::spawn_blocking(move || {
@@ -510,6 +510,16 @@ impl<E: Exec + Clone + 'static> NodeFaults for KindBackend<E> {
             });
         }
         Ok(())
+    }
+}
+
+/// Whether the revert of `fault` puts the node back on its address
+/// (`network connect --ip`: power-on and restore-nic), which must then be
+/// read before the fault.
+fn revert_needs_address(fault: FaultKind) -> bool {
+    match fault.does() {
+        Does::Breaks(Effect::Off | Effect::CutOff) => true,
+        Does::Breaks(Effect::Paused | Effect::KubeletStopped) | Does::Restores(_) => false,
     }
 }
 

@@ -8,10 +8,12 @@
 //! preflight, checked by systemUUID), `virt` (the real hypervisor, feature
 //! `libvirt`).
 
+#![deny(clippy::wildcard_enum_match_arm)]
+
 pub mod domxml;
 pub mod hypervisor;
 mod resolve;
-pub use resolve::{same_uuid, system_uuid};
+pub use resolve::{Need, need, same_uuid, system_uuid};
 #[cfg(feature = "libvirt")]
 pub mod virt;
 
@@ -25,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use super::ssh::{self, SshSettings, SshTarget};
 use super::{Error, NodeFaults};
 use crate::exec::Exec;
-use crate::scenario::model::FaultKind;
+use crate::scenario::model::{Does, Effect, FaultKind};
 use hypervisor::{DomState, DomainInfo, DomainKey, HvError, Hypervisor, Op, ShutdownMode};
 
 /// The default connection when neither `--libvirt-uri` nor
@@ -475,17 +477,18 @@ impl<H: Hypervisor, E: Exec + Clone + 'static> NodeFaults for LibvirtBackend<H, 
             }
         };
         if !booted {
-            match revert {
-                FaultKind::RestoreNic => {
+            match revert.does() {
+                Does::Restores(Effect::CutOff) => {
                     self.set_link(node, &m, &info, true).await?;
                     did.push("set its link up");
                 }
-                FaultKind::StartKubelet => {
+                Does::Restores(Effect::KubeletStopped) => {
                     let cmd = self.settings.ssh.start_kubelet.clone();
                     self.over_ssh(node, &m, &cmd).await?;
                     did.push("started the kubelet");
                 }
-                _ => {}
+                // Running again is all the rest need.
+                Does::Restores(Effect::Off | Effect::Paused) | Does::Breaks(_) => {}
             }
         }
         if did.is_empty() {

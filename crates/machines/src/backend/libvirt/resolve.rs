@@ -9,7 +9,7 @@ use super::hypervisor::{DomState, DomainInfo, DomainKey};
 use super::{Machine, Settings};
 use crate::backend::Error;
 use crate::backend::ssh::SshTarget;
-use crate::scenario::model::FaultKind;
+use crate::scenario::model::{Effect, FaultKind};
 
 /// The domain a node maps to: `--domain NODE=DOMAIN`, else the prefix plus
 /// the node's name, else the node's name.
@@ -62,13 +62,24 @@ pub fn same_uuid(reported: &str, uuid: &str) -> bool {
     reported == uuid || smbios_swapped(reported).as_deref() == Some(uuid)
 }
 
-/// Faults that break the machine: the domain must be running before them,
-/// or the journaled revert would change what the run did not.
-fn breaks(f: FaultKind) -> bool {
-    matches!(
-        f,
-        FaultKind::PauseVm | FaultKind::Poweroff | FaultKind::Shutdown | FaultKind::DropNic
-    )
+/// What a fault needs of a VM besides the VM itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// Nothing more: the hypervisor does it to the whole machine.
+    Machine,
+    /// Its network interface, whose link the fault sets down or up.
+    Nic,
+    /// SSH into the guest, where the fault stops or starts a service.
+    Ssh,
+}
+
+/// What `fault` needs of its VM, by what it does to the machine.
+pub fn need(fault: FaultKind) -> Need {
+    match fault.effect() {
+        Effect::Off | Effect::Paused => Need::Machine,
+        Effect::CutOff => Need::Nic,
+        Effect::KubeletStopped => Need::Ssh,
+    }
 }
 
 /// Checks the found domain against the Node and picks what the faults need.
@@ -92,7 +103,9 @@ pub fn machine(
             hint: "map the node to its own domain with --domain NODE=DOMAIN",
         });
     }
-    if faults.iter().any(|f| breaks(*f)) && info.state != DomState::Running {
+    // The domain must be running before a fault that breaks it, or the
+    // journaled revert would change what the run did not.
+    if faults.iter().any(|f| f.breaks_machine()) && info.state != DomState::Running {
         return Err(Error::NotRunning {
             node: name,
             machine: format!("domain `{}`", info.name),
@@ -106,15 +119,11 @@ pub fn machine(
         uri: uri.to_owned(),
         message: e,
     })?;
-    let needs_nic = faults
-        .iter()
-        .any(|f| matches!(f, FaultKind::DropNic | FaultKind::RestoreNic));
+    let needs_nic = faults.iter().any(|f| need(*f) == Need::Nic);
     let mac = pick_nic(
         settings, node, &name, &info.name, &nics, addresses, needs_nic,
     )?;
-    let needs_ssh = faults
-        .iter()
-        .any(|f| matches!(f, FaultKind::StopKubelet | FaultKind::StartKubelet));
+    let needs_ssh = faults.iter().any(|f| need(*f) == Need::Ssh);
     let ssh = settings
         .ssh_hosts
         .get(&name)

@@ -9,6 +9,8 @@
 //! NIC, SSH path), so `nodefall recover` reaches it without the project or
 //! the cluster. The mapping is in docs/vagrant-backend.md.
 
+#![deny(clippy::wildcard_enum_match_arm)]
+
 pub mod project;
 pub mod ssh_config;
 pub mod vbox;
@@ -26,7 +28,7 @@ use super::libvirt::{self, hypervisor::ShutdownMode};
 use super::ssh::{self, SshSettings, SshTarget};
 use super::{CommandFailure, Error, NodeFaults};
 use crate::exec::{self, Exec, Job, System};
-use crate::scenario::model::FaultKind;
+use crate::scenario::model::{Does, Effect, FaultKind};
 
 /// How nodes map to machines and how faults reach them (the flags); the
 /// journal keeps it for `nodefall recover`.
@@ -92,23 +94,31 @@ impl Settings {
         self.machines.get(node).map_or(node, String::as_str)
     }
 
-    /// The SSH line of a kubelet fault on `machine`; a placeholder for the
-    /// target until `vagrant ssh-config` has said.
+    /// The command a fault runs in the guest over SSH (the kubelet's
+    /// faults); None for the faults done to the VM (VBoxManage, libvirt).
+    pub fn remote(&self, fault: FaultKind) -> Option<&str> {
+        match fault.does() {
+            Does::Breaks(Effect::KubeletStopped) => Some(&self.ssh.stop_kubelet),
+            Does::Restores(Effect::KubeletStopped) => Some(&self.ssh.start_kubelet),
+            Does::Breaks(Effect::Off | Effect::Paused | Effect::CutOff)
+            | Does::Restores(Effect::Off | Effect::Paused | Effect::CutOff) => None,
+        }
+    }
+
+    /// The SSH line of a fault done in the guest (the kubelet's faults) on
+    /// `machine`, a placeholder for the target until `vagrant ssh-config`
+    /// has said; None for a fault done to the VM.
     pub fn kubelet_line(
         &self,
         machine: &str,
         target: Option<&SshTarget>,
         fault: FaultKind,
-    ) -> String {
-        let remote = if fault == FaultKind::StopKubelet {
-            &self.ssh.stop_kubelet
-        } else {
-            &self.ssh.start_kubelet
-        };
-        match target {
+    ) -> Option<String> {
+        let remote = self.remote(fault)?;
+        Some(match target {
             Some(t) => ssh::command(&self.ssh, t, remote).to_string(),
             None => format!("ssh <as `vagrant ssh-config {machine}` says> '{remote}'"),
-        }
+        })
     }
 
     /// The libvirt backend's settings for this project's libvirt machines
@@ -164,18 +174,6 @@ pub struct VagrantBackend<E: Exec = System> {
     vbox: VBox<E>,
     /// Connected on the first libvirt machine.
     libvirt: Option<Box<Libvirt>>,
-}
-
-/// Faults that need the machine running before them.
-fn breaks(f: FaultKind) -> bool {
-    matches!(
-        f,
-        FaultKind::PauseVm | FaultKind::Poweroff | FaultKind::Shutdown | FaultKind::DropNic
-    )
-}
-
-fn kubelet(f: FaultKind) -> bool {
-    matches!(f, FaultKind::StopKubelet | FaultKind::StartKubelet)
 }
 
 impl VagrantBackend {
@@ -315,7 +313,8 @@ impl<E: Exec + Clone + 'static> VagrantBackend<E> {
                 });
             }
         };
-        if faults.iter().any(|f| breaks(*f)) && info.state != "running" {
+        // Faults that break the machine need it running before them.
+        if faults.iter().any(|f| f.breaks_machine()) && info.state != "running" {
             return Err(Error::NotRunning {
                 node: name.to_owned(),
                 machine: format!("VirtualBox VM `{}`", info.name),
@@ -325,7 +324,7 @@ impl<E: Exec + Clone + 'static> VagrantBackend<E> {
         let nic = self.settings.nic;
         let cuts = faults
             .iter()
-            .any(|f| matches!(f, FaultKind::DropNic | FaultKind::RestoreNic));
+            .any(|f| libvirt::need(*f) == libvirt::Need::Nic);
         if cuts && info.adapter(nic).is_none() {
             return Err(Error::NoAdapter {
                 node: name.to_owned(),
@@ -359,7 +358,10 @@ impl<E: Exec + Clone + 'static> VagrantBackend<E> {
         machine: &str,
         faults: &[FaultKind],
     ) -> Result<(Option<SshTarget>, String), Error> {
-        let needed = faults.iter().copied().find(|f| kubelet(*f));
+        let needed = faults
+            .iter()
+            .copied()
+            .find(|f| self.settings.remote(*f).is_some());
         let wanted = needed.or_else(|| faults.iter().copied().find(|f| *f == FaultKind::Shutdown));
         let Some(fault) = wanted else {
             return Ok((None, String::new()));
@@ -430,16 +432,13 @@ impl<E: Exec + Clone + 'static> VagrantBackend<E> {
         &mut self,
         node: &str,
         fault: FaultKind,
+        remote: &str,
         target: Option<SshTarget>,
     ) -> Result<(), Error> {
         let Some(target) = target else {
             return Err(Error::NoSsh {
                 node: node.to_owned(),
             });
-        };
-        let remote = match fault {
-            FaultKind::StopKubelet => &self.settings.ssh.stop_kubelet,
-            _ => &self.settings.ssh.start_kubelet,
         };
         let cmd = ssh::command(&self.settings.ssh, &target, remote);
         let c = exec::call_blocking(&self.exec, Job::acting(cmd.clone(), ssh::TIMEOUT))
@@ -459,20 +458,18 @@ impl<E: Exec + Clone + 'static> VagrantBackend<E> {
     pub fn operations(&self, node: &str, fault: FaultKind) -> Vec<String> {
         match self.placed.get(node) {
             Some(Placed::Virtualbox { uuid, nic, ssh, .. }) => {
-                if kubelet(fault) {
-                    vec![self.settings.kubelet_line(
-                        self.settings.machine(node),
-                        ssh.as_ref(),
-                        fault,
-                    )]
-                } else {
-                    vbox::lines(
+                match self
+                    .settings
+                    .kubelet_line(self.settings.machine(node), ssh.as_ref(), fault)
+                {
+                    Some(line) => vec![line],
+                    None => vbox::lines(
                         &self.settings.vboxmanage,
                         uuid,
                         *nic,
                         fault,
                         self.settings.shutdown_timeout_secs,
-                    )
+                    ),
                 }
             }
             Some(Placed::Libvirt { .. }) => self
@@ -609,23 +606,28 @@ impl<E: Exec + Clone + 'static> NodeFaults for VagrantBackend<E> {
                 .await;
         }
         self.inject(node, FaultKind::Poweron).await?;
-        if matches!(revert, FaultKind::RestoreNic | FaultKind::StartKubelet) {
-            self.inject(node, revert).await?;
+        match revert.does() {
+            Does::Restores(Effect::CutOff | Effect::KubeletStopped) => {
+                self.inject(node, revert).await?;
+            }
+            // Running again is all the rest need.
+            Does::Restores(Effect::Off | Effect::Paused) | Does::Breaks(_) => {}
         }
         Ok(String::new())
     }
 
     async fn inject(&mut self, node: &str, fault: FaultKind) -> Result<(), Error> {
-        match self.placed_or_err(node)? {
-            Placed::Virtualbox { ssh, .. } if kubelet(fault) => {
-                self.over_ssh(node, fault, ssh).await
+        let remote = self.settings.remote(fault).map(str::to_owned);
+        match (self.placed_or_err(node)?, remote) {
+            (Placed::Virtualbox { ssh, .. }, Some(remote)) => {
+                self.over_ssh(node, fault, &remote, ssh).await
             }
-            Placed::Virtualbox { uuid, vm, nic, .. } => {
+            (Placed::Virtualbox { uuid, vm, nic, .. }, None) => {
                 let limit = Duration::from_secs(self.settings.shutdown_timeout_secs);
                 let at = vbox::For { node, fault };
                 self.vbox.inject(at, &uuid, &vm, nic, limit).await
             }
-            Placed::Libvirt { domain, .. } => {
+            (Placed::Libvirt { domain, .. }, _) => {
                 self.libvirt_for(node, &domain)
                     .await?
                     .inject(node, fault)

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use crate::backend::{CommandFailure, Error};
 use crate::exec::{self, Captured, Cmd, Exec, Job, System};
 use crate::record::CommandRecord;
-use crate::scenario::model::FaultKind;
+use crate::scenario::model::{Does, Effect, FaultKind};
 
 /// The VirtualBox CLI as VirtualBox installs it (Linux packages also link
 /// `vboxmanage`).
@@ -176,10 +176,11 @@ pub fn lines(program: &str, uuid: &str, nic: u8, fault: FaultKind, wait_secs: u6
         }
         .to_string()
     };
-    let state = match fault {
-        FaultKind::ResumeVm => "paused",
-        FaultKind::Poweron => "poweroff",
-        _ => "running",
+    // The state its revert finds a VM in (a breaking fault: running).
+    let state = match fault.does() {
+        Does::Restores(Effect::Paused) => "paused",
+        Does::Restores(Effect::Off) => "poweroff",
+        Does::Restores(Effect::CutOff | Effect::KubeletStopped) | Does::Breaks(_) => "running",
     };
     let mut out: Vec<String> = match next(fault, state, uuid, nic) {
         Ok(Some(args)) => vec![line(args)],
@@ -194,7 +195,13 @@ pub fn lines(program: &str, uuid: &str, nic: u8, fault: FaultKind, wait_secs: u6
             "(a paused VM: {})",
             line(controlvm(uuid, &["resume"]))
         )),
-        _ => {}
+        FaultKind::PauseVm
+        | FaultKind::ResumeVm
+        | FaultKind::Poweroff
+        | FaultKind::StopKubelet
+        | FaultKind::StartKubelet
+        | FaultKind::DropNic
+        | FaultKind::RestoreNic => {}
     }
     out
 }
@@ -218,11 +225,7 @@ pub struct For<'a> {
 impl For<'_> {
     /// `run` for a fault that breaks, `revert` for one that repairs.
     pub fn role(&self) -> &'static str {
-        if self.fault.revert().is_some() {
-            "run"
-        } else {
-            "revert"
-        }
+        if self.fault.breaks() { "run" } else { "revert" }
     }
 }
 
@@ -351,17 +354,20 @@ impl<E: Exec + Clone + 'static> VBox<E> {
         shutdown_limit: Duration,
     ) -> Result<(), Error> {
         let fault = at.fault;
-        // Breaking faults run as asked (VBoxManage says why not); reverts
-        // look first, so that one already done is not an error.
-        let state = match fault {
-            FaultKind::ResumeVm | FaultKind::Poweron => {
+        // Breaking faults run as asked (VBoxManage says why not); reverts of
+        // the VM's power state look first, so that one already done is not
+        // an error.
+        let state = match fault.does() {
+            Does::Restores(Effect::Paused | Effect::Off) => {
                 let mut info = self.state(at, uuid).await?;
                 if info.state == "stopping" {
                     info = self.until_off(at, uuid, vm, shutdown_limit).await?;
                 }
                 info.state
             }
-            _ => "running".to_owned(),
+            Does::Restores(Effect::CutOff | Effect::KubeletStopped) | Does::Breaks(_) => {
+                "running".to_owned()
+            }
         };
         let args = next(fault, &state, uuid, nic).map_err(|why| Error::NotPrepared {
             node: at.node.to_owned(),

@@ -122,14 +122,42 @@ fn scalar_map<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String
         .collect()
 }
 
-/// Faults a file can give commands for: the ones that break something.
-pub const BREAKING: [FaultKind; 5] = [
-    FaultKind::PauseVm,
-    FaultKind::Poweroff,
-    FaultKind::Shutdown,
-    FaultKind::StopKubelet,
-    FaultKind::DropNic,
-];
+/// Which `ssh:` field overrides a built-in's remote command.
+type SshField = fn(&SshSpec) -> &Option<String>;
+
+/// The SSH built-in of one command of a breaking fault (with an `ssh:`
+/// section): the `ssh:` field that overrides its remote command, and its
+/// default. None: the file must give that command.
+#[deny(clippy::wildcard_enum_match_arm)]
+fn builtin(fault: FaultKind, role: Role) -> Option<(SshField, &'static str)> {
+    fn stop_kubelet(s: &SshSpec) -> &Option<String> {
+        &s.stop_kubelet
+    }
+    fn start_kubelet(s: &SshSpec) -> &Option<String> {
+        &s.start_kubelet
+    }
+    fn shutdown(s: &SshSpec) -> &Option<String> {
+        &s.shutdown
+    }
+    match fault {
+        FaultKind::StopKubelet => match role {
+            Role::Run => Some((stop_kubelet, STOP_KUBELET)),
+            Role::Revert => Some((start_kubelet, START_KUBELET)),
+            Role::Check | Role::RevertCheck => None,
+        },
+        FaultKind::Shutdown => match role {
+            Role::Run => Some((shutdown, SSH_SHUTDOWN)),
+            Role::Revert | Role::Check | Role::RevertCheck => None,
+        },
+        FaultKind::PauseVm
+        | FaultKind::ResumeVm
+        | FaultKind::Poweroff
+        | FaultKind::Poweron
+        | FaultKind::StartKubelet
+        | FaultKind::DropNic
+        | FaultKind::RestoreNic => None,
+    }
+}
 
 /// Which command of a fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,7 +189,7 @@ impl CommandFile {
                 let own = self.faults.get(&fault);
                 own.is_some_and(|f| f.run.is_some()) || self.ssh_builtin(fault, Role::Run).is_some()
             }
-            None => fault.undoes().iter().any(|&f| {
+            None => fault.undoes().any(|f| {
                 self.faults.get(&f).is_some_and(|c| c.revert.is_some())
                     || self.ssh_builtin(f, Role::Revert).is_some()
             }),
@@ -173,13 +201,8 @@ impl CommandFile {
     /// shutdown's run), whether or not a template overrides it.
     pub fn ssh_builtin(&self, fault: FaultKind, role: Role) -> Option<String> {
         let s = self.ssh.as_ref()?;
-        let or = |v: &Option<String>, default: &str| v.clone().unwrap_or_else(|| default.into());
-        match (fault, role) {
-            (FaultKind::StopKubelet, Role::Run) => Some(or(&s.stop_kubelet, STOP_KUBELET)),
-            (FaultKind::StopKubelet, Role::Revert) => Some(or(&s.start_kubelet, START_KUBELET)),
-            (FaultKind::Shutdown, Role::Run) => Some(or(&s.shutdown, SSH_SHUTDOWN)),
-            _ => None,
-        }
+        let (field, default) = builtin(fault, role)?;
+        Some(field(s).clone().unwrap_or_else(|| default.into()))
     }
 
     /// The template of one command of a breaking fault, parsed (None: not
@@ -348,7 +371,6 @@ pub fn check(src: &Source, prefix: &str, spec: &CommandFile) -> (Vec<Diagnostic>
         if fault.revert().is_none() {
             let of = fault
                 .undoes()
-                .iter()
                 .map(|f| f.name())
                 .collect::<Vec<_>>()
                 .join(" or ");
@@ -366,13 +388,11 @@ pub fn check(src: &Source, prefix: &str, spec: &CommandFile) -> (Vec<Diagnostic>
             errors.push(src.diag_key(
                 &key,
                 format!("{} has no `run` command", fault.name()),
-                Some(
-                    if matches!(fault, FaultKind::StopKubelet | FaultKind::Shutdown) {
-                        "add `run:`, or an `ssh:` section for the built-in over SSH".into()
-                    } else {
-                        "add `run:` with the command that injects it".into()
-                    },
-                ),
+                Some(if builtin(fault, Role::Run).is_some() {
+                    "add `run:`, or an `ssh:` section for the built-in over SSH".into()
+                } else {
+                    "add `run:` with the command that injects it".into()
+                }),
             ));
         }
         if f.revert.is_none() && !builtin_revert {
@@ -439,9 +459,10 @@ pub const SAFE_REVERT: &str = "run reverts against what holds the machine (hyper
                                cloud API), not the node: see docs/command-backend.md#reverts";
 
 /// Why a revert template of `fault` would need the broken node itself to
-/// answer, if it does. stop-kubelet leaves the node reachable.
+/// answer, if it does. stop-kubelet leaves the node reachable
+/// ([`FaultKind::node_answers`]).
 pub fn reaches_the_node(fault: FaultKind, t: &Template) -> Option<String> {
-    if fault == FaultKind::StopKubelet {
+    if fault.node_answers() {
         return None;
     }
     let uses = |pred: &dyn Fn(&Var) -> bool| {

@@ -211,7 +211,7 @@ fn check_fault_order(
     broken: &mut Broken,
 ) {
     let p = format!("{path}.fault");
-    if fault.revert().is_some() {
+    if fault.breaks() {
         if let Some((prev, at)) = broken.get(node) {
             cx.err(
                 &p,
@@ -229,7 +229,7 @@ fn check_fault_order(
         }
     } else {
         match broken.get(node) {
-            Some((prev, _)) if fault.undoes().contains(prev) => {
+            Some((prev, _)) if fault.undoes().any(|u| u == *prev) => {
                 broken.remove(node);
             }
             Some((prev, at)) => cx.err(
@@ -244,7 +244,7 @@ fn check_fault_order(
                 )),
             ),
             None => {
-                let undoes: Vec<&str> = fault.undoes().iter().map(|f| f.name()).collect();
+                let undoes: Vec<&str> = fault.undoes().map(FaultKind::name).collect();
                 cx.err(
                     &p,
                     format!("`{fault}` on `{node}`, but no earlier step broke it"),
