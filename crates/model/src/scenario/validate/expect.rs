@@ -1,6 +1,6 @@
 //! Expectations (and `wait.until`): the subject, its conditions, the window.
 
-use super::{Ctx, one_of};
+use super::{Ctx, no_window, one_of};
 use crate::scenario::checked::{Condition, Subject};
 use crate::scenario::expr::{Expr, WindowSpec};
 use crate::scenario::model::{self, ReadyValue, TaintEffect};
@@ -253,35 +253,6 @@ fn preflight_window(
         "at preflight, before the first fault",
     );
     ok.then_some(WindowSpec::Preflight)
-}
-
-/// Refuses every window field and `since` of an expectation decided once
-/// (`what`, decided `when`); true when none is written.
-pub(super) fn no_window(
-    cx: &mut Ctx<'_>,
-    p: &str,
-    e: &model::Expect,
-    what: &str,
-    when: &str,
-) -> bool {
-    let written = [
-        ("within", e.within.is_some()),
-        ("after", e.after.is_some()),
-        ("notBefore", e.not_before.is_some()),
-        ("holdsFor", e.holds_for.is_some()),
-        ("never", e.never.is_some()),
-        ("since", e.since.is_some()),
-    ];
-    let mut ok = true;
-    for (field, _) in written.iter().filter(|(_, set)| *set) {
-        cx.err_key(
-            &format!("{p}.{field}"),
-            format!("`{field}` has no meaning with `{what}`: it is decided once, {when}"),
-            Some(format!("remove `{field}`")),
-        );
-        ok = false;
-    }
-    ok
 }
 
 /// The window of an expectation. `wanted` is false inside `wait.until`, which has none.

@@ -222,6 +222,6 @@ pub(super) fn window(
         );
         return None;
     }
-    let ok = super::expect::no_window(cx, p, e, what, "at the end of the run, over the whole run");
+    let ok = super::no_window(cx, p, e, what, "at the end of the run, over the whole run");
     ok.then_some(WindowSpec::EndOfRun)
 }
