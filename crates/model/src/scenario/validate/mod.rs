@@ -15,6 +15,8 @@ mod setup;
 mod steps;
 mod targets;
 mod volumes;
+#[cfg(test)]
+mod written;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
