@@ -17,7 +17,7 @@ use nodefall::actions::{self, Error};
 use nodefall::expect::{self, ResolvedSubject};
 use nodefall::observe::{Observer, Recorder};
 use nodefall::profile::TimingProfile;
-use nodefall::scenario::checked::{Condition, Drain, ReadyCheck, WorkloadKind};
+use nodefall::scenario::checked::{Condition, Drain, PodsCond, ReadyCheck, WorkloadKind};
 use nodefall::scenario::model::TaintEffect;
 use nodefall::scenario::selector::Selector;
 use nodefall::sim::{SimCluster, UpOptions};
@@ -408,7 +408,7 @@ async fn actions_flow() {
     let series = expect::truth_series(
         &rec.transitions(),
         &subject,
-        &[Condition::ReadyAtLeast(2)],
+        &[Condition::Pods(PodsCond::ReadyAtLeast(2))],
         drained_from,
     );
     assert!(

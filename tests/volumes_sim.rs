@@ -21,7 +21,7 @@ use nodefall::actions;
 use nodefall::expect::{self, Decision, ResolvedSubject};
 use nodefall::observe::{Observer, Recorder};
 use nodefall::profile::TimingProfile;
-use nodefall::scenario::checked::Condition;
+use nodefall::scenario::checked::{Condition, EventCond, VolumeCond};
 use nodefall::scenario::expr::Window;
 use nodefall::scenario::model::TaintEffect;
 use nodefall::scenario::selector::Selector;
@@ -201,8 +201,8 @@ async fn flow() {
         claim: CLAIM.into(),
         node: Some(node.to_owned()),
     };
-    let attached = [Condition::Attached(true)];
-    let detached = [Condition::Attached(false)];
+    let attached = [Condition::Volume(VolumeCond::Attached(true))];
+    let detached = [Condition::Volume(VolumeCond::Attached(false))];
     let within = |ms| Window::Between { from: 0, to: ms };
     // T0 strictly after the attachment was seen, as a fault's start would
     // be: the metrics take the world just before T0.
@@ -296,10 +296,10 @@ async fn flow() {
         not_on: None,
     };
     let failed_attach = |message: Option<&str>| {
-        [Condition::Event {
+        [Condition::Event(EventCond {
             reason: "FailedAttachVolume".into(),
             message: message.map(Into::into),
-        }]
+        })]
     };
     // `{event: FailedAttachVolume, pods: app=web, message: Multi-Attach, within: 20s}`
     let d = judge(

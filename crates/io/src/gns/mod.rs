@@ -21,7 +21,7 @@ pub use crate::record::graceful::{
 pub use crate::scenario::model::GracefulShutdown;
 pub use verdict::evaluate;
 
-use crate::scenario::checked::{Checked, Condition, Expectation, StepKind};
+use crate::scenario::checked::{Checked, Condition, Expectation, PreflightCond, StepKind};
 use crate::scenario::model::FaultKind;
 use crate::timeline::Ms;
 
@@ -198,9 +198,13 @@ pub fn inhibit_delay_from(output: Result<&str, &str>, source: &str) -> Fact<u64>
 
 /// The `gracefulShutdown:` requirement of an expectation, if it is one.
 pub fn requirement(exp: &Expectation) -> Option<GracefulShutdown> {
-    exp.conditions.iter().find_map(|c| match c {
-        Condition::GracefulShutdown(r) => Some(*r),
-        _ => None,
+    exp.conditions.iter().find_map(|c| {
+        let Condition::Preflight(preflight) = c else {
+            return None;
+        };
+        match preflight {
+            PreflightCond::GracefulShutdown(r) => Some(*r),
+        }
     })
 }
 

@@ -7,7 +7,7 @@ use crate::duration::format_millis;
 use crate::record::Verdict;
 use crate::record::machines::{DuplicateWindow, MachineTrack};
 use crate::record::remediation::Remediation;
-use crate::scenario::checked::Condition;
+use crate::scenario::checked::{Condition, EndOfRunCond};
 use crate::scenario::selector::Selector;
 use crate::timeline::{Labels, Ms};
 
@@ -34,13 +34,20 @@ pub fn decide(
         };
         return (Verdict::Fail, format!("nothing to judge: {why}"));
     }
-    match condition {
-        Condition::DuplicateWindowAtMost(max) => duplicate(&picked, *max),
-        Condition::FencedBeforeReplacement => fenced(&picked, machines, t0),
-        other => (
+    let not_here = || {
+        (
             Verdict::Fail,
-            format!("`{other}` is not decided at the end of the run"),
-        ),
+            format!("`{condition}` is not decided at the end of the run"),
+        )
+    };
+    let Condition::EndOfRun(end_of_run) = condition else {
+        return not_here();
+    };
+    match end_of_run {
+        EndOfRunCond::DuplicateWindowAtMost(max) => duplicate(&picked, *max),
+        EndOfRunCond::FencedBeforeReplacement => fenced(&picked, machines, t0),
+        // About a node: `decide_remediation` decides it.
+        EndOfRunCond::Remediation { .. } => not_here(),
     }
 }
 
@@ -51,11 +58,21 @@ pub fn decide_remediation(
     node: &str,
     remediation: Option<&Remediation>,
 ) -> (Verdict, String) {
-    let Condition::Remediation { by, not_ready_for } = condition else {
-        return (
+    let not_remediation = || {
+        (
             Verdict::Fail,
             format!("`{condition}` is not a remediation condition"),
-        );
+        )
+    };
+    let Condition::EndOfRun(end_of_run) = condition else {
+        return not_remediation();
+    };
+    let (by, not_ready_for) = match end_of_run {
+        EndOfRunCond::Remediation { by, not_ready_for } => (by, not_ready_for),
+        // About pods: `decide` decides them.
+        EndOfRunCond::DuplicateWindowAtMost(_) | EndOfRunCond::FencedBeforeReplacement => {
+            return not_remediation();
+        }
     };
     let acts: Vec<_> = remediation
         .map(|r| r.acts.iter())

@@ -1,6 +1,11 @@
 //! Expectations evaluated on a timeline (pure): does a condition hold in a
 //! world, and has a window been met, missed, or not yet decided at `now`;
 //! abort guards (`guard`): has a condition held long enough to stop the run.
+//! Each condition family has its path (`states`, `volumes` on the timeline;
+//! `graceful` at preflight, `duplicates` at the end of the run, `probe` over
+//! a probe's requests), and every match over conditions names each one.
+
+#![deny(clippy::wildcard_enum_match_arm)]
 
 pub mod duplicates;
 pub mod graceful;
@@ -9,16 +14,18 @@ mod guard;
 pub use guard::{Held, held_for};
 
 pub mod probe;
+mod states;
 pub mod toleration;
 mod truth;
 mod volumes;
 
 pub use truth::{Truth, truth_series};
 
+use std::cell::OnceCell;
+
 use crate::duration::format_millis;
 use crate::scenario::checked::Condition;
 use crate::scenario::expr::Window;
-use crate::scenario::model::{NodeReady, Terminating};
 use crate::scenario::selector::Selector;
 use crate::timeline::{Ms, PodView, World};
 
@@ -46,29 +53,27 @@ pub enum ResolvedSubject {
     Probe(String),
 }
 
-/// Whether every condition holds for `subject` in `world`.
+/// Whether every condition holds for `subject` in `world`: each family by
+/// its own path. A condition of another subject's family does not hold, nor
+/// does one decided once (preflight, end of run, probe), which is not a
+/// state on the timeline; nor anything about a probe's requests.
 pub fn holds(world: &World, subject: &ResolvedSubject, conditions: &[Condition]) -> bool {
-    if let Some(verdict) = volumes::holds(world, subject, conditions) {
-        return verdict;
+    if let ResolvedSubject::Probe(_) = subject {
+        return false;
     }
-    match subject {
-        ResolvedSubject::Node(name) => {
-            let node = world.nodes.get(name).cloned().unwrap_or_default();
-            conditions.iter().all(|c| node_condition(&node, c))
+    // The selected pods, taken once for all the pods conditions.
+    let pods = OnceCell::new();
+    conditions.iter().all(|c| match c {
+        Condition::Node(c) => states::node(world, subject, c),
+        Condition::Pods(c) => {
+            matches!(subject, ResolvedSubject::Pods { .. })
+                && states::pods(pods.get_or_init(|| selected_pods(world, subject)), c)
         }
-        ResolvedSubject::Pods { .. } => {
-            let pods = selected_pods(world, subject);
-            conditions.iter().all(|c| pods_condition(&pods, c))
-        }
-        ResolvedSubject::Service { name, on, not_on } => {
-            let ready = world.ready_endpoints(name, on.as_deref(), not_on.as_deref());
-            conditions.iter().all(|c| match c {
-                Condition::ReadyEndpoints(n) => usize::try_from(*n).is_ok_and(|n| n == ready),
-                _ => false,
-            })
-        }
-        ResolvedSubject::Pvc { .. } | ResolvedSubject::Probe(_) => false,
-    }
+        Condition::Volume(c) => volumes::volume(world, subject, c),
+        Condition::Event(c) => volumes::event(world, subject, c),
+        Condition::Service(c) => states::service(world, subject, c),
+        Condition::Preflight(_) | Condition::EndOfRun(_) | Condition::Probe(_) => false,
+    })
 }
 
 /// The live pods a pods subject selects in `world` (none for a node subject).
@@ -88,62 +93,6 @@ pub fn selected_pods<'w>(world: &'w World, subject: &ResolvedSubject) -> Vec<&'w
         .filter(|p| on.as_ref().is_none_or(|n| p.node.as_ref() == Some(n)))
         .filter(|p| not_on.as_ref().is_none_or(|n| p.node.as_ref() != Some(n)))
         .collect()
-}
-
-fn node_condition(node: &crate::timeline::NodeView, c: &Condition) -> bool {
-    let has_taint = |key: &str, effect: &Option<crate::scenario::model::TaintEffect>| {
-        node.taints
-            .iter()
-            .any(|t| t.key == key && effect.as_ref().is_none_or(|e| e.to_string() == t.effect))
-    };
-    match c {
-        Condition::NodeReady(want) => {
-            node.exists
-                && node.ready.as_deref()
-                    == Some(match want {
-                        NodeReady::True => "True",
-                        NodeReady::False => "False",
-                        NodeReady::Unknown => "Unknown",
-                    })
-        }
-        Condition::Taint { key, effect } => node.exists && has_taint(key, effect),
-        Condition::NoTaint { key, effect } => node.exists && !has_taint(key, effect),
-        Condition::Unschedulable(want) => node.exists && node.unschedulable == *want,
-        Condition::RemediatedBy(manager) => {
-            node.exists
-                && node.taints.iter().any(|t| {
-                    crate::record::remediation::is_act(&t.key, &t.effect)
-                        && t.by.as_deref() == Some(manager.as_str())
-                })
-        }
-        Condition::Exists(want) => node.exists == *want,
-        _ => false,
-    }
-}
-
-fn pods_condition(pods: &[&PodView], c: &Condition) -> bool {
-    let ready = pods.iter().filter(|p| p.ready && !p.terminating).count();
-    let terminating = pods.iter().filter(|p| p.terminating).count();
-    let n = |v: &u32| usize::try_from(*v).unwrap_or(usize::MAX);
-    match c {
-        Condition::PodsReady(None) => !pods.is_empty() && ready == pods.len(),
-        Condition::PodsReady(Some(want)) => ready == n(want),
-        Condition::ReadyAtLeast(want) => ready >= n(want),
-        Condition::ReadyBelow(want) => ready < n(want),
-        Condition::Terminating(Terminating::All(true)) => {
-            !pods.is_empty() && terminating == pods.len()
-        }
-        Condition::Terminating(Terminating::All(false)) => terminating == 0,
-        Condition::Terminating(Terminating::Count(want)) => terminating == n(want),
-        Condition::Count(want) => pods.len() - terminating == n(want),
-        Condition::Phase(phase) => {
-            !pods.is_empty() && pods.iter().all(|p| p.phase == phase.to_string())
-        }
-        Condition::Reason(reason) => {
-            !pods.is_empty() && pods.iter().all(|p| p.reason.as_deref() == Some(reason))
-        }
-        _ => false,
-    }
 }
 
 /// The verdict on a window, once it can be given.
@@ -303,6 +252,8 @@ fn fmt_rel(ms: Ms) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scenario::checked::NodeCond;
+    use crate::scenario::model::NodeReady;
     use crate::timeline::{Change, ObjectRef, Transition};
 
     fn ready(at: Ms, status: &str) -> Transition {
@@ -330,62 +281,9 @@ mod tests {
         truth_series(
             &all,
             &ResolvedSubject::Node("w".into()),
-            &[Condition::NodeReady(NodeReady::Unknown)],
+            &[Condition::Node(NodeCond::Ready(NodeReady::Unknown))],
             from,
         )
-    }
-
-    /// `remediatedBy` holds while the node carries a remediation act's
-    /// taint written by that manager: not the lifecycle controller's
-    /// unreachable taint, not someone else's, not once it is taken off.
-    #[test]
-    fn remediated_by_holds_while_that_manager_s_act_is_on_the_node() {
-        let node = |at: Ms, change: Change, by: Option<&str>| Transition {
-            by: by.map(str::to_owned),
-            at,
-            server_time: None,
-            object: ObjectRef::Node { name: "w".into() },
-            change,
-        };
-        let added = |key: &str| Change::TaintAdded {
-            key: key.into(),
-            value: None,
-            effect: "NoExecute".into(),
-        };
-        let oos = "node.kubernetes.io/out-of-service";
-        let ts = [
-            node(0, Change::NodeAdded, None),
-            node(10, added("node.kubernetes.io/unreachable"), Some("me")),
-            node(20, added("example.com/fenced"), Some("someone-else")),
-            node(30, added(oos), Some("me")),
-            node(
-                40,
-                Change::TaintRemoved {
-                    key: oos.into(),
-                    effect: "NoExecute".into(),
-                },
-                None,
-            ),
-        ];
-        let series = truth_series(
-            &ts,
-            &ResolvedSubject::Node("w".into()),
-            &[Condition::RemediatedBy("me".into())],
-            0,
-        );
-        let at = |t: Ms| {
-            series
-                .iter()
-                .rev()
-                .find(|(s, _)| *s <= t)
-                .map(|(_, v)| *v)
-                .unwrap()
-        };
-        assert_eq!(
-            [at(15), at(25), at(35), at(45)],
-            [false, false, true, false],
-            "{series:?}"
-        );
     }
 
     #[test]
@@ -494,56 +392,5 @@ mod tests {
             decide(&s, Window::NotBefore { at: 4_000 }, 0, 0, 4_000),
             Decision::Pass { .. }
         ));
-    }
-
-    #[test]
-    fn pod_conditions_count_ready_and_terminating() {
-        let mut world = World::default();
-        for (i, node, ready, term) in [
-            (1, "a", true, false),
-            (2, "b", false, true),
-            (3, "b", true, false),
-        ] {
-            world.pods.insert(
-                format!("u{i}"),
-                PodView {
-                    name: format!("p{i}"),
-                    labels: std::sync::Arc::new([("app".to_owned(), "web".to_owned())].into()),
-                    node: Some(node.into()),
-                    ready,
-                    terminating: term,
-                    phase: "Running".into(),
-                    ..PodView::default()
-                },
-            );
-        }
-        let sel = Selector::parse("app=web").unwrap();
-        let on_b = ResolvedSubject::Pods {
-            selector: sel.clone(),
-            on: Some("b".into()),
-            not_on: None,
-        };
-        assert!(holds(
-            &world,
-            &on_b,
-            &[Condition::Terminating(Terminating::Count(1))]
-        ));
-        assert!(!holds(
-            &world,
-            &on_b,
-            &[Condition::Terminating(Terminating::All(true))]
-        ));
-        assert!(holds(&world, &on_b, &[Condition::Count(1)]));
-        let all = ResolvedSubject::Pods {
-            selector: sel,
-            on: None,
-            not_on: None,
-        };
-        assert!(holds(
-            &world,
-            &all,
-            &[Condition::PodsReady(Some(2)), Condition::ReadyAtLeast(2)]
-        ));
-        assert!(!holds(&world, &all, &[Condition::PodsReady(None)]));
     }
 }

@@ -3,7 +3,7 @@
 use crate::duration::format_millis;
 use crate::profile::TimingProfile;
 use crate::record::probe::{ProbeRecord, windows};
-use crate::scenario::checked::{Cmp, Condition};
+use crate::scenario::checked::{Cmp, Condition, ProbeCond};
 use crate::timeline::Ms;
 
 /// Whether every condition holds over the requests `record` sent in
@@ -30,12 +30,15 @@ pub fn decide(
     let mut pass = true;
     let mut found = Vec::new();
     for c in conditions {
+        // A probe expectation has only its probe's conditions (validated).
+        let Condition::Probe(c) = c else {
+            continue;
+        };
         let (holds, what) = match c {
-            Condition::ProbeErrors(most) => errors(record, *most, from, to),
-            Condition::ErrorWindow { cmp, limit } => {
+            ProbeCond::Errors(most) => errors(record, *most, from, to),
+            ProbeCond::ErrorWindow { cmp, limit } => {
                 error_window(record, *cmp, limit.eval(profile), from, to)
             }
-            _ => continue,
         };
         pass &= holds;
         found.push(what);
@@ -137,17 +140,17 @@ mod tests {
     }
 
     fn window(text: &str, cmp: Cmp) -> [Condition; 1] {
-        [Condition::ErrorWindow {
+        [Condition::Probe(ProbeCond::ErrorWindow {
             cmp,
             limit: Expr::parse(text).unwrap_or_else(|e| panic!("{e}")),
-        }]
+        })]
     }
 
     #[test]
     fn errors_and_error_window_in_the_window() {
         let r = record();
         let p = TimingProfile::fast();
-        let errors = |n| [Condition::ProbeErrors(n)];
+        let errors = |n| [Condition::Probe(ProbeCond::Errors(n))];
         assert!(
             decide(&r, &errors(0), 18_000, None, &p).0,
             "none after 17.5s"
@@ -202,14 +205,26 @@ mod tests {
     #[test]
     fn errors_count_every_failed_request_in_the_span_whatever_its_window() {
         let (r, p) = (all_failing(), TimingProfile::fast());
-        let (pass, detail) = decide(&r, &[Condition::ProbeErrors(0)], 13_000, None, &p);
+        let (pass, detail) = decide(
+            &r,
+            &[Condition::Probe(ProbeCond::Errors(0))],
+            13_000,
+            None,
+            &p,
+        );
         assert!(!pass, "{detail}");
         assert!(
             detail.starts_with("34 of 34 requests failed; every one"),
             "{detail}"
         );
         // The window from 10 s to 17.5 s, its requests after 12 s.
-        let (pass, detail) = decide(&record(), &[Condition::ProbeErrors(0)], 12_000, None, &p);
+        let (pass, detail) = decide(
+            &record(),
+            &[Condition::Probe(ProbeCond::Errors(0))],
+            12_000,
+            None,
+            &p,
+        );
         assert!(!pass);
         assert_eq!(detail, "11 of 36 requests failed");
     }

@@ -132,6 +132,7 @@ pub fn truth_series(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scenario::checked::NodeCond;
     use crate::scenario::model::NodeReady;
     use crate::timeline::Change;
 
@@ -152,7 +153,7 @@ mod tests {
     fn unknown() -> Truth {
         Truth::new(
             ResolvedSubject::Node("w".into()),
-            vec![Condition::NodeReady(NodeReady::Unknown)],
+            vec![Condition::Node(NodeCond::Ready(NodeReady::Unknown))],
             10,
         )
     }
@@ -180,7 +181,7 @@ mod tests {
         let whole = truth_series(
             &all,
             &ResolvedSubject::Node("w".into()),
-            &[Condition::NodeReady(NodeReady::Unknown)],
+            &[Condition::Node(NodeCond::Ready(NodeReady::Unknown))],
             10,
         );
         assert_eq!(
@@ -209,7 +210,7 @@ mod tests {
             let replay = truth_series(
                 &all[..=i],
                 &ResolvedSubject::Node("w".into()),
-                &[Condition::NodeReady(NodeReady::Unknown)],
+                &[Condition::Node(NodeCond::Ready(NodeReady::Unknown))],
                 10,
             );
             // A read at `now` sees the instant as recorded so far.

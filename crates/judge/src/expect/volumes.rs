@@ -1,39 +1,29 @@
 //! Volume and event conditions: a claim's volume attached to (or detached
-//! from) a node, an event about pods or a node having been seen.
+//! from) a node, an event about pods or a node having been seen. Each
+//! family is matched exhaustively.
 
 use super::ResolvedSubject;
-use crate::scenario::checked::Condition;
+use crate::scenario::checked::{EventCond, VolumeCond};
 use crate::timeline::{EventView, World};
 
-/// The verdict when `subject`/`conditions` are about a volume or an event;
-/// `None` when they are not (the pod/node conditions decide).
-pub(super) fn holds(
-    world: &World,
-    subject: &ResolvedSubject,
-    conditions: &[Condition],
-) -> Option<bool> {
-    if let ResolvedSubject::Pvc { claim, node } = subject {
-        return Some(conditions.iter().all(|c| match c {
-            Condition::Attached(want) => world.claim_attached(claim, node.as_deref()) == *want,
-            _ => false,
-        }));
+/// Whether `c` holds for a claim subject (never for another subject).
+pub(super) fn volume(world: &World, subject: &ResolvedSubject, c: &VolumeCond) -> bool {
+    let ResolvedSubject::Pvc { claim, node } = subject else {
+        return false;
+    };
+    match c {
+        VolumeCond::Attached(want) => world.claim_attached(claim, node.as_deref()) == *want,
     }
-    if !conditions
+}
+
+/// Whether an event `c` describes has been seen about the subject (a node,
+/// or pods; never another subject).
+pub(super) fn event(world: &World, subject: &ResolvedSubject, c: &EventCond) -> bool {
+    let EventCond { reason, message } = c;
+    world
+        .events
         .iter()
-        .any(|c| matches!(c, Condition::Event { .. }))
-    {
-        return None;
-    }
-    // Validation keeps `event` apart from every other condition.
-    Some(conditions.iter().all(|c| {
-        match c {
-            Condition::Event { reason, message } => world
-                .events
-                .iter()
-                .any(|e| e.reason == *reason && mentions(e, message) && about(world, e, subject)),
-            _ => false,
-        }
-    }))
+        .any(|e| e.reason == *reason && mentions(e, message) && about(world, e, subject))
 }
 
 fn mentions(e: &EventView, part: &Option<String>) -> bool {
@@ -63,6 +53,7 @@ fn about(world: &World, e: &EventView, subject: &ResolvedSubject) -> bool {
 mod tests {
     use super::super::{Decision, decide, truth_series};
     use super::*;
+    use crate::scenario::checked::{Condition, NodeCond};
     use crate::scenario::expr::Window;
     use crate::scenario::selector::Selector;
     use crate::timeline::seen as t;
@@ -152,7 +143,7 @@ mod tests {
     #[test]
     fn detached_from_and_attached_to_follow_the_claims_volume() {
         let ts = timeline();
-        let detached = [Condition::Attached(false)];
+        let detached = [Condition::Volume(VolumeCond::Attached(false))];
         let s = truth_series(&ts, &pvc(Some("w1")), &detached, 10_000);
         assert_eq!(s, vec![(10_000, false), (40_000, true)]);
         let within = |to| Window::Between { from: 0, to };
@@ -168,11 +159,26 @@ mod tests {
             decide(&s, within(20_000), 10_000, 10_000, 40_000),
             Decision::Fail { .. }
         ));
-        let attached_w1 = truth_series(&ts, &pvc(Some("w1")), &[Condition::Attached(true)], 0);
+        let attached_w1 = truth_series(
+            &ts,
+            &pvc(Some("w1")),
+            &[Condition::Volume(VolumeCond::Attached(true))],
+            0,
+        );
         assert_eq!(attached_w1, vec![(0, true), (40_000, false)]);
-        let attached_w2 = truth_series(&ts, &pvc(Some("w2")), &[Condition::Attached(true)], 0);
+        let attached_w2 = truth_series(
+            &ts,
+            &pvc(Some("w2")),
+            &[Condition::Volume(VolumeCond::Attached(true))],
+            0,
+        );
         assert_eq!(attached_w2, vec![(0, false)]);
-        let anywhere = truth_series(&ts, &pvc(None), &[Condition::Attached(false)], 0);
+        let anywhere = truth_series(
+            &ts,
+            &pvc(None),
+            &[Condition::Volume(VolumeCond::Attached(false))],
+            0,
+        );
         assert_eq!(anywhere, vec![(0, false), (40_000, true)]);
     }
 
@@ -185,10 +191,10 @@ mod tests {
             not_on: None,
         };
         let multi = |m: Option<&str>| {
-            [Condition::Event {
+            [Condition::Event(EventCond {
                 reason: "FailedAttachVolume".into(),
                 message: m.map(Into::into),
-            }]
+            })]
         };
         let s = truth_series(&ts, &pods("app=web"), &multi(Some("Multi-Attach")), 10_000);
         assert_eq!(s, vec![(10_000, false), (25_000, true)]);
@@ -231,26 +237,27 @@ mod tests {
             name: "w1".into(),
             ..EventView::default()
         });
-        let c = [Condition::Event {
+        let c = EventCond {
             reason: "NodeNotReady".into(),
             message: None,
-        }];
-        assert_eq!(
-            holds(&world, &ResolvedSubject::Node("w1".into()), &c),
-            Some(true)
-        );
-        assert_eq!(
-            holds(&world, &ResolvedSubject::Node("w2".into()), &c),
-            Some(false)
-        );
-        assert_eq!(
-            holds(
+        };
+        assert!(super::event(
+            &world,
+            &ResolvedSubject::Node("w1".into()),
+            &c
+        ));
+        assert!(!super::event(
+            &world,
+            &ResolvedSubject::Node("w2".into()),
+            &c
+        ));
+        assert!(
+            !super::super::holds(
                 &world,
                 &ResolvedSubject::Node("w1".into()),
-                &[Condition::Exists(true)]
+                &[Condition::Node(NodeCond::Exists(true))]
             ),
-            None,
-            "not an event condition"
+            "not an event condition: the node's own path decides it"
         );
     }
 }

@@ -1,5 +1,8 @@
 //! A validated scenario: every reference resolved, every name typed, windows
 //! parsed (not yet evaluated: that needs a timing profile, see `plan`).
+//! Its conditions, by family, are in [`condition`].
+
+pub mod condition;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -9,12 +12,14 @@ use serde::Serialize;
 use super::expr::{Expr, WindowSpec};
 use super::load::Source;
 use super::manifest::ManifestDoc;
-use super::model::{
-    BackendKind, Cleanup, FaultKind, GracefulShutdown, NodeReady, PodPhase, TaintEffect,
-    Terminating,
-};
+use super::model::{BackendKind, Cleanup, FaultKind, TaintEffect};
 use crate::profile::Var;
 use crate::scenario::selector::Selector;
+
+pub use condition::{
+    Cmp, Condition, EndOfRunCond, EventCond, NodeCond, PodsCond, PreflightCond, ProbeCond,
+    ServiceCond, VolumeCond,
+};
 
 #[derive(Debug, Clone)]
 pub struct Checked {
@@ -272,111 +277,6 @@ pub enum Subject {
     },
     /// A `probe:` by name: its requests, not a state on the timeline.
     Probe(String),
-}
-
-/// One condition; an expectation holds when all of its conditions hold.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Condition {
-    NodeReady(NodeReady),
-    /// Taint present (`key`, optionally with this effect).
-    Taint {
-        key: String,
-        effect: Option<TaintEffect>,
-    },
-    NoTaint {
-        key: String,
-        effect: Option<TaintEffect>,
-    },
-    Unschedulable(bool),
-    /// The node carries a remediation act's taint (NoExecute, not the node
-    /// lifecycle controller's) written by this field manager.
-    RemediatedBy(String),
-    /// The Node object exists (false: it was deleted).
-    Exists(bool),
-    /// Exactly N selected pods are Ready (None: all of them, and at least one).
-    PodsReady(Option<u32>),
-    ReadyAtLeast(u32),
-    /// Fewer than N selected pods are Ready (and not terminating).
-    ReadyBelow(u32),
-    Terminating(Terminating),
-    /// Exactly N selected pods exist that are not terminating.
-    Count(u32),
-    /// Every selected pod is in this phase (and at least one is).
-    Phase(PodPhase),
-    /// Every selected pod's status reason is this.
-    Reason(String),
-    /// The node's graceful-shutdown preflight verdict is this. Not a state
-    /// on the timeline: decided from facts read before the first fault
-    /// (its expectation has the [`crate::scenario::expr::WindowSpec::Preflight`] window).
-    GracefulShutdown(GracefulShutdown),
-    /// Every selected pod replaced during the run ran at most this long
-    /// (ms) on its failed node after its replacement started (decided at
-    /// the end of the run, from the backend's looks at the machine).
-    DuplicateWindowAtMost(i64),
-    /// The failed machine was off before any selected pod's replacement
-    /// ran (decided at the end of the run).
-    FencedBeforeReplacement,
-    /// The node was remediated (by this field manager), each act only after
-    /// the node had been NotReady this long (ms) without a break (decided at
-    /// the end of the run).
-    Remediation {
-        by: Option<String>,
-        not_ready_for: Option<i64>,
-    },
-    /// The claim's volume is attached (`status.attached`) to the subject's
-    /// node, or anywhere without one (false: not attached there).
-    Attached(bool),
-    /// An event with this reason (and message part) about the subject has
-    /// been seen since the expectation's series began.
-    Event {
-        reason: String,
-        message: Option<String>,
-    },
-    /// Exactly N of the Service's endpoints are ready.
-    ReadyEndpoints(u32),
-    /// At most N of the probe's requests failed in the window.
-    ProbeErrors(u64),
-    /// The probe's longest error window in the window compares so with a
-    /// duration (evaluated under the profile).
-    ErrorWindow {
-        cmp: Cmp,
-        #[serde(skip)]
-        limit: Expr,
-    },
-}
-
-/// A comparison in `errorWindow: "<= grace + 10s"`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum Cmp {
-    #[serde(rename = "<")]
-    Lt,
-    #[serde(rename = "<=")]
-    Le,
-    #[serde(rename = ">")]
-    Gt,
-    #[serde(rename = ">=")]
-    Ge,
-}
-
-impl Cmp {
-    pub fn symbol(self) -> &'static str {
-        match self {
-            Cmp::Lt => "<",
-            Cmp::Le => "<=",
-            Cmp::Gt => ">",
-            Cmp::Ge => ">=",
-        }
-    }
-
-    pub fn holds(self, value: i64, limit: i64) -> bool {
-        match self {
-            Cmp::Lt => value < limit,
-            Cmp::Le => value <= limit,
-            Cmp::Gt => value > limit,
-            Cmp::Ge => value >= limit,
-        }
-    }
 }
 
 /// When an expectation is measured from.

@@ -1,9 +1,16 @@
 //! Human wording of steps, subjects and conditions, shared by `plan` and reports.
+//! Each condition family is worded by its own exhaustive match, so a new
+//! condition cannot go unworded.
+
+#![deny(clippy::wildcard_enum_match_arm)]
 
 use std::fmt;
 
-use super::checked::{Action, Condition, Step, StepKind, Subject};
-use super::model::Terminating;
+use super::checked::{
+    Action, Condition, EndOfRunCond, EventCond, NodeCond, PodsCond, PreflightCond, ProbeCond,
+    ServiceCond, Step, StepKind, Subject, VolumeCond,
+};
+use super::model::{GracefulShutdown, TaintEffect, Terminating};
 use crate::duration::{format_duration, format_millis};
 
 impl fmt::Display for Subject {
@@ -43,31 +50,99 @@ impl fmt::Display for Subject {
 
 impl fmt::Display for Condition {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let effect =
-            |e: &Option<super::model::TaintEffect>| e.map(|e| format!(":{e}")).unwrap_or_default();
         match self {
-            Condition::NodeReady(s) => write!(f, "Ready={s}"),
-            Condition::RemediatedBy(m) => write!(f, "remediated by {m}"),
-            Condition::Taint { key, effect: e } => write!(f, "tainted {key}{}", effect(e)),
-            Condition::NoTaint { key, effect: e } => write!(f, "not tainted {key}{}", effect(e)),
-            Condition::Unschedulable(true) => f.write_str("unschedulable"),
-            Condition::Unschedulable(false) => f.write_str("schedulable"),
-            Condition::Exists(true) => f.write_str("exists"),
-            Condition::Exists(false) => f.write_str("deleted"),
-            Condition::PodsReady(Some(n)) => write!(f, "{n} ready"),
-            Condition::PodsReady(None) => f.write_str("all ready"),
-            Condition::ReadyAtLeast(n) => write!(f, ">= {n} ready"),
-            Condition::ReadyBelow(n) => write!(f, "< {n} ready"),
-            Condition::Terminating(Terminating::All(true)) => f.write_str("all Terminating"),
-            Condition::Terminating(Terminating::All(false)) => f.write_str("none Terminating"),
-            Condition::Terminating(Terminating::Count(n)) => write!(f, "{n} Terminating"),
-            Condition::Count(n) => write!(f, "{n} exist"),
-            Condition::Phase(p) => write!(f, "phase {p}"),
-            Condition::Reason(r) => write!(f, "reason {r}"),
-            Condition::DuplicateWindowAtMost(ms) => {
+            Condition::Node(c) => c.fmt(f),
+            Condition::Pods(c) => c.fmt(f),
+            Condition::Volume(c) => c.fmt(f),
+            Condition::Event(c) => c.fmt(f),
+            Condition::Service(c) => c.fmt(f),
+            Condition::Preflight(c) => c.fmt(f),
+            Condition::EndOfRun(c) => c.fmt(f),
+            Condition::Probe(c) => c.fmt(f),
+        }
+    }
+}
+
+impl fmt::Display for NodeCond {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let effect = |e: &Option<TaintEffect>| e.map(|e| format!(":{e}")).unwrap_or_default();
+        match self {
+            NodeCond::Ready(s) => write!(f, "Ready={s}"),
+            NodeCond::RemediatedBy(m) => write!(f, "remediated by {m}"),
+            NodeCond::Taint { key, effect: e } => write!(f, "tainted {key}{}", effect(e)),
+            NodeCond::NoTaint { key, effect: e } => write!(f, "not tainted {key}{}", effect(e)),
+            NodeCond::Unschedulable(true) => f.write_str("unschedulable"),
+            NodeCond::Unschedulable(false) => f.write_str("schedulable"),
+            NodeCond::Exists(true) => f.write_str("exists"),
+            NodeCond::Exists(false) => f.write_str("deleted"),
+        }
+    }
+}
+
+impl fmt::Display for PodsCond {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PodsCond::Ready(Some(n)) => write!(f, "{n} ready"),
+            PodsCond::Ready(None) => f.write_str("all ready"),
+            PodsCond::ReadyAtLeast(n) => write!(f, ">= {n} ready"),
+            PodsCond::ReadyBelow(n) => write!(f, "< {n} ready"),
+            PodsCond::Terminating(Terminating::All(true)) => f.write_str("all Terminating"),
+            PodsCond::Terminating(Terminating::All(false)) => f.write_str("none Terminating"),
+            PodsCond::Terminating(Terminating::Count(n)) => write!(f, "{n} Terminating"),
+            PodsCond::Count(n) => write!(f, "{n} exist"),
+            PodsCond::Phase(p) => write!(f, "phase {p}"),
+            PodsCond::Reason(r) => write!(f, "reason {r}"),
+        }
+    }
+}
+
+impl fmt::Display for VolumeCond {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            VolumeCond::Attached(true) => f.write_str("volume attached"),
+            VolumeCond::Attached(false) => f.write_str("volume not attached"),
+        }
+    }
+}
+
+impl fmt::Display for EventCond {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let EventCond { reason, message } = self;
+        match message {
+            None => write!(f, "event {reason}"),
+            Some(m) => write!(f, "event {reason} with message containing \"{m}\""),
+        }
+    }
+}
+
+impl fmt::Display for ServiceCond {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ServiceCond::ReadyEndpoints(n) => write!(f, "{n} ready endpoints"),
+        }
+    }
+}
+
+impl fmt::Display for PreflightCond {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PreflightCond::GracefulShutdown(GracefulShutdown::WillRun) => {
+                f.write_str("graceful shutdown will run")
+            }
+            PreflightCond::GracefulShutdown(GracefulShutdown::WillNotRun) => {
+                f.write_str("graceful shutdown will not run")
+            }
+        }
+    }
+}
+
+impl fmt::Display for EndOfRunCond {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EndOfRunCond::DuplicateWindowAtMost(ms) => {
                 write!(f, "duplicate window at most {}", format_millis(*ms))
             }
-            Condition::Remediation { by, not_ready_for } => {
+            EndOfRunCond::Remediation { by, not_ready_for } => {
                 f.write_str("remediated")?;
                 if let Some(by) = by {
                     write!(f, " by {by}")?;
@@ -77,29 +152,19 @@ impl fmt::Display for Condition {
                 }
                 Ok(())
             }
-            Condition::FencedBeforeReplacement => {
+            EndOfRunCond::FencedBeforeReplacement => {
                 f.write_str("the failed machine off before the replacements ran")
             }
-            Condition::GracefulShutdown(super::model::GracefulShutdown::WillRun) => {
-                f.write_str("graceful shutdown will run")
-            }
-            Condition::GracefulShutdown(super::model::GracefulShutdown::WillNotRun) => {
-                f.write_str("graceful shutdown will not run")
-            }
-            Condition::Attached(true) => f.write_str("volume attached"),
-            Condition::Attached(false) => f.write_str("volume not attached"),
-            Condition::Event {
-                reason,
-                message: None,
-            } => write!(f, "event {reason}"),
-            Condition::Event {
-                reason,
-                message: Some(m),
-            } => write!(f, "event {reason} with message containing \"{m}\""),
-            Condition::ReadyEndpoints(n) => write!(f, "{n} ready endpoints"),
-            Condition::ProbeErrors(0) => f.write_str("no errors"),
-            Condition::ProbeErrors(n) => write!(f, "at most {n} errors"),
-            Condition::ErrorWindow { cmp, limit } => {
+        }
+    }
+}
+
+impl fmt::Display for ProbeCond {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProbeCond::Errors(0) => f.write_str("no errors"),
+            ProbeCond::Errors(n) => write!(f, "at most {n} errors"),
+            ProbeCond::ErrorWindow { cmp, limit } => {
                 write!(f, "longest error window {} {limit}", cmp.symbol())
             }
         }

@@ -113,7 +113,7 @@ impl Run<'_> {
 /// observer records those besides its built-in list, so any reason can be
 /// expected.
 fn event_reasons(scenario: &crate::scenario::Checked) -> Vec<String> {
-    use crate::scenario::checked::{Condition, StepKind};
+    use crate::scenario::checked::{Condition, EventCond, StepKind};
     let expectations = scenario.steps.iter().filter_map(|s| match &s.kind {
         StepKind::Expect(e) => Some(e.conditions.as_slice()),
         _ => None,
@@ -121,7 +121,7 @@ fn event_reasons(scenario: &crate::scenario::Checked) -> Vec<String> {
     let guards = scenario.guards.iter().map(|g| g.conditions.as_slice());
     let mut out: Vec<String> = Vec::new();
     for c in expectations.chain(guards).flatten() {
-        if let Condition::Event { reason, .. } = c
+        if let Condition::Event(EventCond { reason, .. }) = c
             && !out.contains(reason)
         {
             out.push(reason.clone());

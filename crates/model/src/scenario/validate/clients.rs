@@ -2,11 +2,13 @@
 //! endpoints (`service` with `readyEndpoints`) or on a probe's requests
 //! (`probe` with `errors`, `errorWindow`).
 
+#![deny(clippy::wildcard_enum_match_arm)]
+
 use std::time::Duration;
 
 use super::Ctx;
 use crate::duration::format_duration;
-use crate::scenario::checked::{Cmp, Condition, Probe, Subject};
+use crate::scenario::checked::{Cmp, Condition, Probe, ProbeCond, ServiceCond, Subject};
 use crate::scenario::expr::WindowSpec;
 use crate::scenario::model;
 use crate::scenario::suggest::closest;
@@ -182,6 +184,10 @@ fn statuses(cx: &mut Ctx<'_>, p: &str, given: &[serde_yaml_ng::Value]) -> Vec<(u
     }
     let mut out = Vec::new();
     for v in given {
+        #[allow(
+            clippy::wildcard_enum_match_arm,
+            reason = "YAML's own value: anything else is shown as parsed"
+        )]
         let text = match v {
             serde_yaml_ng::Value::Number(n) => n.to_string(),
             serde_yaml_ng::Value::String(s) => s.trim().to_owned(),
@@ -338,7 +344,7 @@ fn service(cx: &mut Ctx<'_>, p: &str, e: &model::Expect) -> Option<(Subject, Vec
     (cx.diags.len() == errors_before).then(|| {
         (
             Subject::Service { name, on, not_on },
-            vec![Condition::ReadyEndpoints(n)],
+            vec![Condition::Service(ServiceCond::ReadyEndpoints(n))],
         )
     })
 }
@@ -378,13 +384,13 @@ fn probe(cx: &mut Ctx<'_>, p: &str, e: &model::Expect) -> Option<(Subject, Vec<C
         "use `errors: N` or `errorWindow: \"<= DURATION\"`",
     );
     let mut conds = Vec::new();
-    conds.extend(e.errors.map(Condition::ProbeErrors));
+    conds.extend(e.errors.map(ProbeCond::Errors));
     if let Some(text) = &e.error_window {
         let path = format!("{p}.errorWindow");
         match comparison(text) {
             Ok((cmp, rest)) => {
                 if let Some(limit) = cx.expr(&path, rest) {
-                    conds.push(Condition::ErrorWindow { cmp, limit });
+                    conds.push(ProbeCond::ErrorWindow { cmp, limit });
                 }
             }
             Err(why) => cx.err(&path, why, None),
@@ -401,7 +407,12 @@ fn probe(cx: &mut Ctx<'_>, p: &str, e: &model::Expect) -> Option<(Subject, Vec<C
         );
         return None;
     }
-    (cx.diags.len() == errors_before).then_some((Subject::Probe(name), conds))
+    (cx.diags.len() == errors_before).then(|| {
+        (
+            Subject::Probe(name),
+            conds.into_iter().map(Condition::Probe).collect(),
+        )
+    })
 }
 
 /// `<= grace + 10s` -> (Le, "grace + 10s").

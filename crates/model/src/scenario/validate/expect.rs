@@ -1,7 +1,12 @@
 //! Expectations (and `wait.until`): the subject, its conditions, the window.
+//! A node subject takes [`NodeCond`]s (and `gracefulShutdown`, a
+//! [`PreflightCond`]), pods take [`PodsCond`]s; the other subjects are
+//! checked in `judged`, `clients` and `volumes`.
 
-use super::{Ctx, one_of};
-use crate::scenario::checked::{Condition, Subject};
+#![deny(clippy::wildcard_enum_match_arm)]
+
+use super::{Ctx, no_window, one_of};
+use crate::scenario::checked::{Condition, NodeCond, PodsCond, PreflightCond, Subject};
 use crate::scenario::expr::{Expr, WindowSpec};
 use crate::scenario::model::{self, ReadyValue, TaintEffect};
 use crate::scenario::suggest::closest;
@@ -48,7 +53,6 @@ pub(super) fn condition(
     if let Some(volume_or_event) = super::volumes::condition(cx, p, e) {
         return volume_or_event;
     }
-    let mut conds = Vec::new();
     let errors_before = cx.diags.len();
     let subject = match (&e.node, &e.pods) {
         (Some(n), None) => {
@@ -131,11 +135,14 @@ pub(super) fn condition(
     wrong(cx, "reason", e.reason.is_some(), false);
     wrong(cx, "gracefulShutdown", e.graceful_shutdown.is_some(), true);
 
+    // Each subject's own family: the pairing the judge relies on.
+    let mut node: Vec<NodeCond> = Vec::new();
+    let mut pods: Vec<PodsCond> = Vec::new();
     match (e.ready, is_node) {
         (None, _) => {}
-        (Some(ReadyValue::Status(s)), true) => conds.push(Condition::NodeReady(s)),
-        (Some(ReadyValue::Count(n)), false) => conds.push(Condition::PodsReady(Some(n))),
-        (Some(ReadyValue::All), false) => conds.push(Condition::PodsReady(None)),
+        (Some(ReadyValue::Status(s)), true) => node.push(NodeCond::Ready(s)),
+        (Some(ReadyValue::Count(n)), false) => pods.push(PodsCond::Ready(Some(n))),
+        (Some(ReadyValue::All), false) => pods.push(PodsCond::Ready(None)),
         (Some(ReadyValue::Status(s)), false) => {
             cx.err(
                 &format!("{p}.ready"),
@@ -143,7 +150,7 @@ pub(super) fn condition(
                 None,
             );
         }
-        (Some(_), true) => {
+        (Some(ReadyValue::Count(_) | ReadyValue::All), true) => {
             cx.err(
                 &format!("{p}.ready"),
                 "a node's `ready` is `True`, `False` or `Unknown`",
@@ -156,19 +163,20 @@ pub(super) fn condition(
             match taint_ref(t) {
                 Ok((key, effect)) => {
                     cx.taint_key(&format!("{p}.{field}"), &key);
-                    conds.push(if negate {
-                        Condition::NoTaint { key, effect }
+                    node.push(if negate {
+                        NodeCond::NoTaint { key, effect }
                     } else {
-                        Condition::Taint { key, effect }
+                        NodeCond::Taint { key, effect }
                     });
                 }
                 Err(m) => cx.err(&format!("{p}.{field}"), m, None),
             }
         }
     }
+    let mut preflight = None;
     if is_node {
-        conds.extend(e.unschedulable.map(Condition::Unschedulable));
-        conds.extend(e.exists.map(Condition::Exists));
+        node.extend(e.unschedulable.map(NodeCond::Unschedulable));
+        node.extend(e.exists.map(NodeCond::Exists));
         if let Some(manager) = &e.remediated_by {
             if manager.trim().is_empty() {
                 cx.err(
@@ -177,21 +185,28 @@ pub(super) fn condition(
                     Some("write the remediator's field manager, e.g. `remediatedBy: example-remediator`".into()),
                 );
             } else {
-                conds.push(Condition::RemediatedBy(manager.clone()));
+                node.push(NodeCond::RemediatedBy(manager.clone()));
             }
         }
         if let Some(required) = e.graceful_shutdown {
             alone(cx, p, e);
-            conds.push(Condition::GracefulShutdown(required));
+            preflight = Some(PreflightCond::GracefulShutdown(required));
         }
     } else {
-        conds.extend(e.terminating.map(Condition::Terminating));
-        conds.extend(e.count.map(Condition::Count));
-        conds.extend(e.ready_at_least.map(Condition::ReadyAtLeast));
-        conds.extend(e.ready_below.map(Condition::ReadyBelow));
-        conds.extend(e.phase.map(Condition::Phase));
-        conds.extend(e.reason.clone().map(Condition::Reason));
+        pods.extend(e.terminating.map(PodsCond::Terminating));
+        pods.extend(e.count.map(PodsCond::Count));
+        pods.extend(e.ready_at_least.map(PodsCond::ReadyAtLeast));
+        pods.extend(e.ready_below.map(PodsCond::ReadyBelow));
+        pods.extend(e.phase.map(PodsCond::Phase));
+        pods.extend(e.reason.clone().map(PodsCond::Reason));
     }
+    // A condition of the other subject's family was refused above (`wrong`).
+    let conds: Vec<Condition> = node
+        .into_iter()
+        .map(Condition::Node)
+        .chain(preflight.map(Condition::Preflight))
+        .chain(pods.into_iter().map(Condition::Pods))
+        .collect();
     if conds.is_empty() && cx.diags.len() == errors_before {
         let allowed = if is_node {
             "`ready`, `taint`, `noTaint`, `unschedulable`, `exists`, `remediatedBy`, `gracefulShutdown`"
@@ -253,35 +268,6 @@ fn preflight_window(
         "at preflight, before the first fault",
     );
     ok.then_some(WindowSpec::Preflight)
-}
-
-/// Refuses every window field and `since` of an expectation decided once
-/// (`what`, decided `when`); true when none is written.
-pub(super) fn no_window(
-    cx: &mut Ctx<'_>,
-    p: &str,
-    e: &model::Expect,
-    what: &str,
-    when: &str,
-) -> bool {
-    let written = [
-        ("within", e.within.is_some()),
-        ("after", e.after.is_some()),
-        ("notBefore", e.not_before.is_some()),
-        ("holdsFor", e.holds_for.is_some()),
-        ("never", e.never.is_some()),
-        ("since", e.since.is_some()),
-    ];
-    let mut ok = true;
-    for (field, _) in written.iter().filter(|(_, set)| *set) {
-        cx.err_key(
-            &format!("{p}.{field}"),
-            format!("`{field}` has no meaning with `{what}`: it is decided once, {when}"),
-            Some(format!("remove `{field}`")),
-        );
-        ok = false;
-    }
-    ok
 }
 
 /// The window of an expectation. `wanted` is false inside `wait.until`, which has none.

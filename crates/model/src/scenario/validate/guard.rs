@@ -71,7 +71,7 @@ pub(super) fn guards(cx: &mut Ctx<'_>, written: &[model::Guard]) -> Vec<Guard> {
 
 #[cfg(test)]
 mod tests {
-    use crate::scenario::checked::{Condition, StepKind};
+    use crate::scenario::checked::{Condition, PodsCond, ServiceCond, StepKind};
     use crate::scenario::load::load_str;
     use crate::scenario::validate::validate;
 
@@ -93,7 +93,10 @@ mod tests {
         .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(c.guards.len(), 2);
         assert_eq!(c.guards[0].label(), "web-down");
-        assert_eq!(c.guards[0].conditions, vec![Condition::ReadyBelow(2)]);
+        assert_eq!(
+            c.guards[0].conditions,
+            vec![Condition::Pods(PodsCond::ReadyBelow(2))]
+        );
         assert_eq!(c.guards[1].label(), "abortIf[1]");
         assert_eq!(c.guards[1].hold.text(), "0s");
     }
@@ -104,7 +107,10 @@ mod tests {
             "{HEAD}abortIf:\n  - {{service: web, readyEndpoints: 0, for: 30s}}\n{STEPS}"
         ))
         .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(c.guards[0].conditions, vec![Condition::ReadyEndpoints(0)]);
+        assert_eq!(
+            c.guards[0].conditions,
+            vec![Condition::Service(ServiceCond::ReadyEndpoints(0))]
+        );
         let err = check(&format!(
             "{HEAD}abortIf:\n  - {{probe: web, errors: 0}}\n{STEPS}"
         ))
@@ -147,7 +153,7 @@ mod tests {
         let StepKind::Expect(e) = &c.steps[1].kind else {
             panic!("an expectation");
         };
-        assert_eq!(e.conditions, vec![Condition::ReadyBelow(3)]);
+        assert_eq!(e.conditions, vec![Condition::Pods(PodsCond::ReadyBelow(3))]);
         let e = check(&format!(
             "{HEAD}steps:\n  - fault: pause-vm\n  - expect: {{node: target, readyBelow: 3, within: 1m}}\n"
         ))

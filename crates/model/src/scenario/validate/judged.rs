@@ -3,9 +3,11 @@
 //! `fencedBefore: replacement` with `pods`, and `remediation: {by,
 //! notReadyFor}` with `node`. They take no window.
 
+#![deny(clippy::wildcard_enum_match_arm)]
+
 use super::Ctx;
 use crate::duration::parse_duration;
-use crate::scenario::checked::{Condition, Subject};
+use crate::scenario::checked::{Condition, EndOfRunCond, Subject};
 use crate::scenario::expr::WindowSpec;
 use crate::scenario::model;
 
@@ -73,10 +75,10 @@ fn remediation(
     };
     Some((
         Subject::Node(node),
-        vec![Condition::Remediation {
+        vec![Condition::EndOfRun(EndOfRunCond::Remediation {
             by: spec.by.clone(),
             not_ready_for,
-        }],
+        })],
     ))
 }
 
@@ -173,7 +175,9 @@ pub(super) fn condition(
                     on: None,
                     not_on: None,
                 },
-                vec![Condition::DuplicateWindowAtMost(max)],
+                vec![Condition::EndOfRun(EndOfRunCond::DuplicateWindowAtMost(
+                    max,
+                ))],
             ))
         }
         (None, Some(model::FencedBefore::Replacement)) => {
@@ -199,7 +203,7 @@ pub(super) fn condition(
                     on: None,
                     not_on: None,
                 },
-                vec![Condition::FencedBeforeReplacement],
+                vec![Condition::EndOfRun(EndOfRunCond::FencedBeforeReplacement)],
             ))
         }
         (None, None) => None,
@@ -222,6 +226,6 @@ pub(super) fn window(
         );
         return None;
     }
-    let ok = super::expect::no_window(cx, p, e, what, "at the end of the run, over the whole run");
+    let ok = super::no_window(cx, p, e, what, "at the end of the run, over the whole run");
     ok.then_some(WindowSpec::EndOfRun)
 }

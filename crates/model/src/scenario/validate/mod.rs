@@ -15,6 +15,8 @@ mod setup;
 mod steps;
 mod targets;
 mod volumes;
+#[cfg(test)]
+mod written;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -131,6 +133,29 @@ fn one_of(list: &[&str]) -> String {
         .map(|n| format!("`{n}`"))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// Refuses every window field and `since` of an expectation decided once
+/// (`what`, decided `when`); true when none is written.
+fn no_window(cx: &mut Ctx<'_>, p: &str, e: &model::Expect, what: &str, when: &str) -> bool {
+    let written = [
+        ("within", e.within.is_some()),
+        ("after", e.after.is_some()),
+        ("notBefore", e.not_before.is_some()),
+        ("holdsFor", e.holds_for.is_some()),
+        ("never", e.never.is_some()),
+        ("since", e.since.is_some()),
+    ];
+    let mut ok = true;
+    for (field, _) in written.iter().filter(|(_, set)| *set) {
+        cx.err_key(
+            &format!("{p}.{field}"),
+            format!("`{field}` has no meaning with `{what}`: it is decided once, {when}"),
+            Some(format!("remove `{field}`")),
+        );
+        ok = false;
+    }
+    ok
 }
 
 pub fn validate(loaded: Loaded, files: &dyn Files) -> Result<Checked> {

@@ -2,8 +2,10 @@
 //! `detachedFrom`, `attached`, and `event` (with `message`) on pods or a
 //! node. Kept apart from `expect` so the pod/node checks stay as they were.
 
+#![deny(clippy::wildcard_enum_match_arm)]
+
 use super::Ctx;
-use crate::scenario::checked::{Condition, Subject};
+use crate::scenario::checked::{Condition, EventCond, Subject, VolumeCond};
 use crate::scenario::model;
 
 /// The pod and node conditions and filters, none of which shares an
@@ -159,7 +161,7 @@ fn pvc(
     (cx.diags.len() == errors_before).then(|| {
         (
             Subject::Pvc { claim, on },
-            vec![Condition::Attached(attached)],
+            vec![Condition::Volume(VolumeCond::Attached(attached))],
         )
     })
 }
@@ -227,10 +229,10 @@ fn event(cx: &mut Ctx<'_>, p: &str, e: &model::Expect) -> Option<(Subject, Vec<C
     (cx.diags.len() == errors_before).then(|| {
         (
             subject,
-            vec![Condition::Event {
+            vec![Condition::Event(EventCond {
                 reason,
                 message: e.message.clone(),
-            }],
+            })],
         )
     })
 }
@@ -247,7 +249,7 @@ pub(super) fn event_in_wait(cx: &mut Ctx<'_>, p: &str) {
 
 #[cfg(test)]
 mod tests {
-    use crate::scenario::checked::{Condition, StepKind, Subject};
+    use crate::scenario::checked::{Condition, EventCond, StepKind, Subject, VolumeCond};
     use crate::scenario::load::load_str;
 
     /// The seed-000 shape: out-of-service taint, then the claim's volume
@@ -263,9 +265,11 @@ mod tests {
         let exps: Vec<(Subject, Vec<Condition>)> = c
             .steps
             .iter()
-            .filter_map(|s| match &s.kind {
-                StepKind::Expect(e) => Some((e.subject.clone(), e.conditions.clone())),
-                _ => None,
+            .filter_map(|s| {
+                let StepKind::Expect(e) = &s.kind else {
+                    return None;
+                };
+                Some((e.subject.clone(), e.conditions.clone()))
             })
             .collect();
         assert_eq!(
@@ -275,7 +279,7 @@ mod tests {
                     claim: "data-web-0".into(),
                     on: Some("target".into())
                 },
-                vec![Condition::Attached(false)]
+                vec![Condition::Volume(VolumeCond::Attached(false))]
             )
         );
         assert_eq!(
@@ -287,10 +291,10 @@ mod tests {
         );
         assert_eq!(
             exps[2].1,
-            vec![Condition::Event {
+            vec![Condition::Event(EventCond {
                 reason: "FailedAttachVolume".into(),
                 message: Some("Multi-Attach".into())
-            }]
+            })]
         );
         assert_eq!(exps[3].0, Subject::Node("target".into()));
     }

@@ -1,0 +1,232 @@
+//! The states on the timeline of a node, of selected pods and of a
+//! Service's endpoints: does one condition of that family hold in a world.
+//! Each family is matched exhaustively, so a new condition is a compile
+//! error here until it is judged.
+
+use super::ResolvedSubject;
+use crate::record::remediation::is_act;
+use crate::scenario::checked::{NodeCond, PodsCond, ServiceCond};
+use crate::scenario::model::{NodeReady, TaintEffect, Terminating};
+use crate::timeline::{NodeView, PodView, World};
+
+/// Whether `c` holds for a node subject (never for another subject).
+pub(super) fn node(world: &World, subject: &ResolvedSubject, c: &NodeCond) -> bool {
+    let ResolvedSubject::Node(name) = subject else {
+        return false;
+    };
+    let absent = NodeView::default();
+    let node = world.nodes.get(name).unwrap_or(&absent);
+    let has_taint = |key: &str, effect: &Option<TaintEffect>| {
+        node.taints
+            .iter()
+            .any(|t| t.key == key && effect.as_ref().is_none_or(|e| e.to_string() == t.effect))
+    };
+    match c {
+        NodeCond::Ready(want) => {
+            node.exists
+                && node.ready.as_deref()
+                    == Some(match want {
+                        NodeReady::True => "True",
+                        NodeReady::False => "False",
+                        NodeReady::Unknown => "Unknown",
+                    })
+        }
+        NodeCond::Taint { key, effect } => node.exists && has_taint(key, effect),
+        NodeCond::NoTaint { key, effect } => node.exists && !has_taint(key, effect),
+        NodeCond::Unschedulable(want) => node.exists && node.unschedulable == *want,
+        NodeCond::RemediatedBy(manager) => {
+            node.exists
+                && node
+                    .taints
+                    .iter()
+                    .any(|t| is_act(&t.key, &t.effect) && t.by.as_deref() == Some(manager.as_str()))
+        }
+        NodeCond::Exists(want) => node.exists == *want,
+    }
+}
+
+/// Whether `c` holds for `pods`, the live pods a pods subject selects.
+pub(super) fn pods(pods: &[&PodView], c: &PodsCond) -> bool {
+    let ready = pods.iter().filter(|p| p.ready && !p.terminating).count();
+    let terminating = pods.iter().filter(|p| p.terminating).count();
+    let n = |v: &u32| usize::try_from(*v).unwrap_or(usize::MAX);
+    match c {
+        PodsCond::Ready(None) => !pods.is_empty() && ready == pods.len(),
+        PodsCond::Ready(Some(want)) => ready == n(want),
+        PodsCond::ReadyAtLeast(want) => ready >= n(want),
+        PodsCond::ReadyBelow(want) => ready < n(want),
+        PodsCond::Terminating(Terminating::All(true)) => {
+            !pods.is_empty() && terminating == pods.len()
+        }
+        PodsCond::Terminating(Terminating::All(false)) => terminating == 0,
+        PodsCond::Terminating(Terminating::Count(want)) => terminating == n(want),
+        PodsCond::Count(want) => pods.len() - terminating == n(want),
+        PodsCond::Phase(phase) => {
+            !pods.is_empty() && pods.iter().all(|p| p.phase == phase.to_string())
+        }
+        PodsCond::Reason(reason) => {
+            !pods.is_empty() && pods.iter().all(|p| p.reason.as_deref() == Some(reason))
+        }
+    }
+}
+
+/// Whether `c` holds for a Service subject (never for another subject).
+pub(super) fn service(world: &World, subject: &ResolvedSubject, c: &ServiceCond) -> bool {
+    let ResolvedSubject::Service { name, on, not_on } = subject else {
+        return false;
+    };
+    let ready = world.ready_endpoints(name, on.as_deref(), not_on.as_deref());
+    match c {
+        ServiceCond::ReadyEndpoints(n) => usize::try_from(*n).is_ok_and(|n| n == ready),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{holds, truth_series};
+    use super::*;
+    use crate::scenario::checked::Condition;
+    use crate::scenario::selector::Selector;
+    use crate::timeline::{Change, Ms, ObjectRef, Transition};
+
+    /// `remediatedBy` holds while the node carries a remediation act's
+    /// taint written by that manager: not the lifecycle controller's
+    /// unreachable taint, not someone else's, not once it is taken off.
+    #[test]
+    fn remediated_by_holds_while_that_manager_s_act_is_on_the_node() {
+        let node = |at: Ms, change: Change, by: Option<&str>| Transition {
+            by: by.map(str::to_owned),
+            at,
+            server_time: None,
+            object: ObjectRef::Node { name: "w".into() },
+            change,
+        };
+        let added = |key: &str| Change::TaintAdded {
+            key: key.into(),
+            value: None,
+            effect: "NoExecute".into(),
+        };
+        let oos = "node.kubernetes.io/out-of-service";
+        let ts = [
+            node(0, Change::NodeAdded, None),
+            node(10, added("node.kubernetes.io/unreachable"), Some("me")),
+            node(20, added("example.com/fenced"), Some("someone-else")),
+            node(30, added(oos), Some("me")),
+            node(
+                40,
+                Change::TaintRemoved {
+                    key: oos.into(),
+                    effect: "NoExecute".into(),
+                },
+                None,
+            ),
+        ];
+        let series = truth_series(
+            &ts,
+            &ResolvedSubject::Node("w".into()),
+            &[Condition::Node(NodeCond::RemediatedBy("me".into()))],
+            0,
+        );
+        let at = |t: Ms| {
+            series
+                .iter()
+                .rev()
+                .find(|(s, _)| *s <= t)
+                .map(|(_, v)| *v)
+                .unwrap()
+        };
+        assert_eq!(
+            [at(15), at(25), at(35), at(45)],
+            [false, false, true, false],
+            "{series:?}"
+        );
+    }
+
+    #[test]
+    fn pod_conditions_count_ready_and_terminating() {
+        let mut world = World::default();
+        for (i, node, ready, term) in [
+            (1, "a", true, false),
+            (2, "b", false, true),
+            (3, "b", true, false),
+        ] {
+            world.pods.insert(
+                format!("u{i}"),
+                PodView {
+                    name: format!("p{i}"),
+                    labels: std::sync::Arc::new([("app".to_owned(), "web".to_owned())].into()),
+                    node: Some(node.into()),
+                    ready,
+                    terminating: term,
+                    phase: "Running".into(),
+                    ..PodView::default()
+                },
+            );
+        }
+        let sel = Selector::parse("app=web").unwrap();
+        let on_b = ResolvedSubject::Pods {
+            selector: sel.clone(),
+            on: Some("b".into()),
+            not_on: None,
+        };
+        assert!(holds(
+            &world,
+            &on_b,
+            &[Condition::Pods(PodsCond::Terminating(Terminating::Count(
+                1
+            )))]
+        ));
+        assert!(!holds(
+            &world,
+            &on_b,
+            &[Condition::Pods(PodsCond::Terminating(Terminating::All(
+                true
+            )))]
+        ));
+        assert!(holds(&world, &on_b, &[Condition::Pods(PodsCond::Count(1))]));
+        let all = ResolvedSubject::Pods {
+            selector: sel,
+            on: None,
+            not_on: None,
+        };
+        assert!(holds(
+            &world,
+            &all,
+            &[
+                Condition::Pods(PodsCond::Ready(Some(2))),
+                Condition::Pods(PodsCond::ReadyAtLeast(2))
+            ]
+        ));
+        assert!(!holds(
+            &world,
+            &all,
+            &[Condition::Pods(PodsCond::Ready(None))]
+        ));
+    }
+
+    /// A family's condition on another subject never holds, even one an
+    /// empty selection would satisfy (`readyBelow` on a node); nor does a
+    /// condition decided once, which is not a state on the timeline.
+    #[test]
+    fn a_condition_holds_only_on_its_own_family_s_subject() {
+        let world = World::default();
+        let node = ResolvedSubject::Node("w".into());
+        let pods = ResolvedSubject::Pods {
+            selector: Selector::parse("app=web").unwrap(),
+            on: None,
+            not_on: None,
+        };
+        let below = [Condition::Pods(PodsCond::ReadyBelow(5))];
+        assert!(holds(&world, &pods, &below));
+        assert!(!holds(&world, &node, &below));
+        let gone = [Condition::Node(NodeCond::Exists(false))];
+        assert!(holds(&world, &node, &gone));
+        assert!(!holds(&world, &pods, &gone));
+        let endpoints = [Condition::Service(ServiceCond::ReadyEndpoints(0))];
+        assert!(!holds(&world, &node, &endpoints));
+        let once = [Condition::EndOfRun(
+            crate::scenario::checked::EndOfRunCond::FencedBeforeReplacement,
+        )];
+        assert!(!holds(&world, &pods, &once));
+    }
+}
