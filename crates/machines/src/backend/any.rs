@@ -9,18 +9,12 @@ use serde::{Deserialize, Serialize};
 
 use super::command::CommandBackend;
 use super::kind::KindBackend;
-use super::libvirt::{self, LibvirtBackend};
+use super::libvirt::{self, Libvirt, connect_libvirt};
 use super::sim::SimBackend;
 use super::vagrant::{VagrantBackend, project::Project};
 use super::{Error, NodeFaults};
 use crate::exec::System;
 use crate::scenario::model::FaultKind;
-
-#[cfg(feature = "libvirt")]
-pub type Libvirt = LibvirtBackend<libvirt::virt::Virt, System>;
-/// Without the `libvirt` feature there is no real hypervisor to hold.
-#[cfg(not(feature = "libvirt"))]
-pub type Libvirt = LibvirtBackend<Unbuilt, System>;
 
 /// Which machines the run's faults went to, enough to reach them again.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -70,40 +64,6 @@ impl BackendRef {
     }
 }
 
-/// Stands in for libvirt in a build without it; never constructed.
-#[cfg(not(feature = "libvirt"))]
-#[derive(Debug)]
-pub enum Unbuilt {}
-
-#[cfg(not(feature = "libvirt"))]
-impl libvirt::hypervisor::Hypervisor for Unbuilt {
-    fn uri(&self) -> &str {
-        match *self {}
-    }
-    fn lookup(
-        &self,
-        _: &libvirt::hypervisor::DomainKey,
-    ) -> Result<libvirt::hypervisor::DomainInfo, libvirt::hypervisor::HvError> {
-        match *self {}
-    }
-    fn names(&self) -> Result<Vec<String>, libvirt::hypervisor::HvError> {
-        match *self {}
-    }
-    fn act(
-        &self,
-        _: &str,
-        _: &libvirt::hypervisor::Op,
-    ) -> Result<(), libvirt::hypervisor::HvError> {
-        match *self {}
-    }
-    fn addresses(
-        &self,
-        _: &str,
-    ) -> Result<Vec<(String, Vec<String>)>, libvirt::hypervisor::HvError> {
-        match *self {}
-    }
-}
-
 #[derive(Debug)]
 pub enum AnyBackend {
     Sim(Box<SimBackend>),
@@ -148,28 +108,6 @@ fn open_libvirt(uri: &str, settings: &libvirt::Settings) -> Result<AnyBackend, E
         uri,
         settings.clone(),
     )?)))
-}
-
-/// A libvirt backend on `uri` (blocking: connects).
-#[cfg(feature = "libvirt")]
-pub fn connect_libvirt(uri: &str, settings: libvirt::Settings) -> Result<Libvirt, Error> {
-    let hv = libvirt::virt::Virt::open(uri).map_err(|e| Error::Libvirt {
-        op: "connect".into(),
-        node: "-".into(),
-        domain: "-".into(),
-        uri: uri.to_owned(),
-        message: format!("{e}; is libvirtd running and may this user use {uri}?"),
-    })?;
-    Ok(LibvirtBackend::new(hv, System, settings))
-}
-
-#[cfg(not(feature = "libvirt"))]
-pub fn connect_libvirt(_: &str, _: libvirt::Settings) -> Result<Libvirt, Error> {
-    Err(Error::NotBuilt {
-        what: "this nodefall was built without the `libvirt` feature; rebuild it with \
-               `cargo build --features libvirt` (needs libvirt's headers: Debian/Ubuntu \
-               libvirt-dev, Fedora libvirt-devel)",
-    })
 }
 
 macro_rules! each {

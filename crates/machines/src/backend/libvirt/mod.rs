@@ -10,6 +10,8 @@
 
 #![deny(clippy::wildcard_enum_match_arm)]
 
+mod connect;
+pub use connect::{Libvirt, connect_libvirt};
 pub mod domxml;
 pub mod hypervisor;
 mod resolve;

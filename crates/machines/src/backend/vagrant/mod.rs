@@ -23,8 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use self::project::{Project, Provider};
 use self::vbox::{VBox, VmInfo};
-use super::any::{Libvirt, connect_libvirt};
-use super::libvirt::{self, hypervisor::ShutdownMode};
+use super::libvirt::{self, Libvirt, connect_libvirt, hypervisor::ShutdownMode};
 use super::ssh::{self, SshSettings, SshTarget};
 use super::{CommandFailure, Error, NodeFaults};
 use crate::exec::{self, Exec, Job, System};

@@ -13,7 +13,7 @@ mod cmd;
 pub mod template;
 
 use super::diagnostics::{self, Diagnostic, Diagnostics, Source};
-use super::model::FaultKind;
+use super::fault::FaultKind;
 use super::spans::Spans;
 use crate::duration::Dur;
 use crate::files::Files;
