@@ -889,7 +889,7 @@ fn the_remediation_is_judged_from_the_record_and_rendered() {
         s.fault = Some(record::FaultStep { fault, node });
     }
     let targets: Vec<String> = r.targets.values().cloned().collect();
-    let judged = record::remediation::judge(
+    let judged = nodefall::verdict::remediation::judge(
         &r.transitions,
         r.t0.unwrap(),
         &targets,
@@ -926,7 +926,7 @@ fn the_remediation_is_judged_from_the_record_and_rendered() {
     let d = fixture(DEPLOYMENT);
     let targets: Vec<String> = d.targets.values().cloned().collect();
     assert_eq!(
-        record::remediation::judge(
+        nodefall::verdict::remediation::judge(
             &d.transitions,
             d.t0.unwrap(),
             &targets,

@@ -11,7 +11,7 @@ use crate::expect::{self, Decision};
 use crate::plan::Plan;
 use crate::record::probe::windows;
 use crate::record::{
-    ExpectationResult, RunResult, RunVerdict, SCHEMA_VERSION, Usage, Verdict, machines, remediation,
+    ExpectationResult, RunResult, RunVerdict, SCHEMA_VERSION, Usage, Verdict, machines,
 };
 use crate::scenario::checked::{StepKind, Subject as CheckedSubject};
 use crate::timeline::{World, endpoints, metrics};
@@ -131,7 +131,7 @@ impl Run<'_> {
             }
         }
         let remediation = t0.and_then(|t0| {
-            remediation::judge(
+            crate::verdict::remediation::judge(
                 &transitions,
                 t0,
                 &targets,

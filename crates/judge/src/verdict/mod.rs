@@ -1,0 +1,6 @@
+//! The verdicts nodefall reaches about a run besides its expectations, each
+//! a pure function of recorded facts: how a failed node was remediated
+//! ([`remediation`]). What each finds is part of `result.json`, so its types
+//! are the record's; deciding them is here, beside `expect`.
+
+pub mod remediation;
