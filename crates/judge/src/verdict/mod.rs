@@ -1,6 +1,8 @@
 //! The verdicts nodefall reaches about a run besides its expectations, each
 //! a pure function of recorded facts: how a failed node was remediated
-//! ([`remediation`]). What each finds is part of `result.json`, so its types
+//! ([`remediation`]), which of a probe's error windows counts over a span
+//! ([`windows`]). What each finds is part of `result.json`, so its types
 //! are the record's; deciding them is here, beside `expect`.
 
 pub mod remediation;
+pub mod windows;

@@ -8,6 +8,7 @@ use super::markdown::{rel, table};
 use crate::record::RunResult;
 use crate::record::probe::{ProbeRecord, StopReason, windows};
 use crate::timeline::Ms;
+use crate::verdict::windows::longest;
 
 /// Shown for a value the run did not observe.
 const MISSING: &str = "—";
@@ -66,7 +67,7 @@ fn headline(t0: Option<Ms>, probes: &[ProbeRecord]) -> String {
     };
     let longest = probes
         .iter()
-        .filter_map(|p| windows::longest(&p.windows, t0, None))
+        .filter_map(|p| longest(&p.windows, t0, None))
         .max_by_key(|w| w.duration);
     let _ = match longest {
         None => writeln!(out, "No client error window was open at or after T0.\n"),
