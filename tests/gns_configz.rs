@@ -34,6 +34,7 @@ use nodefall::gns::{self, Error, Fact, GracefulShutdown, ShutdownVerdict, config
 use nodefall::profile::TimingProfile;
 use nodefall::record::Verdict as Outcome;
 use nodefall::sim::{SimCluster, UpOptions};
+use nodefall::verdict::graceful;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tokio::net::UnixListener;
 use tokio_rustls::TlsAcceptor;
@@ -297,7 +298,7 @@ async fn through_the_proxy() {
     );
     // With the lock held and logind's stock 5 s, the drain is cut short ...
     let locks = gns::inhibitors_from(Ok(TYPHOON_LOCKS), "ssh kubespray: systemd-inhibit --list");
-    let report = gns::node_report(
+    let report = graceful::node_report(
         "kubespray",
         vec!["target".into()],
         0,
@@ -314,7 +315,7 @@ async fn through_the_proxy() {
         report.verdict
     );
     // ... and with the 90 s kubespray's kubelet would have set, it runs.
-    let report = gns::node_report(
+    let report = graceful::node_report(
         "kubespray",
         vec!["target".into()],
         0,
@@ -334,7 +335,7 @@ async fn through_the_proxy() {
     // The documented default configuration: graceful shutdown off.
     node_at(&client, "docs", &[("InternalIP", ADDR)], 10251).await;
     let fact = gns::read_config(&client, "docs", t).await;
-    let v = gns::evaluate(
+    let v = graceful::evaluate(
         &fact,
         &Fact::not_collected("no SSH"),
         &Fact::not_collected("no SSH"),
@@ -350,7 +351,7 @@ async fn through_the_proxy() {
     eprintln!("no-configz: {e}");
     assert!(matches!(e, Error::NotServed { code: 404, .. }), "{e:?}");
     let fact = gns::read_config(&client, "no-configz", t).await;
-    let v = gns::evaluate(
+    let v = graceful::evaluate(
         &fact,
         &Fact::not_collected("no SSH"),
         &Fact::not_collected("no SSH"),

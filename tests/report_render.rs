@@ -476,7 +476,7 @@ fn with_preflight() -> RunResult {
         "ssh worker-1: systemd-inhibit --list",
     );
     r.graceful_shutdown = vec![
-        gns::node_report(
+        nodefall::verdict::graceful::node_report(
             "worker-1",
             vec!["target".into()],
             7_865,
@@ -487,7 +487,7 @@ fn with_preflight() -> RunResult {
             locks,
             gns::inhibit_delay_from(Ok("t 90000000\n"), "ssh worker-1: busctl get-property ... InhibitDelayMaxUSec"),
         ),
-        gns::node_report(
+        nodefall::verdict::graceful::node_report(
             "worker-2",
             vec!["second".into()],
             7_870,

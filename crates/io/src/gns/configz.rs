@@ -9,11 +9,7 @@ use serde::Deserialize;
 
 use super::Error;
 use super::duration::parse_go;
-pub use crate::record::graceful::{PriorityGrace, ShutdownConfig};
-
-/// `scheduling.SystemCriticalPriority`: pods at or above it are the
-/// "critical pods" of graceful node shutdown.
-pub const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
+pub use crate::record::graceful::{PriorityGrace, SYSTEM_CRITICAL_PRIORITY, ShutdownConfig};
 
 /// The JSON `/configz` answers: `{"kubeletconfig": {...}}`. Only the fields
 /// that matter here are read; the rest is ignored.

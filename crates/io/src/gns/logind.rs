@@ -18,24 +18,6 @@ use crate::record::graceful::Inhibitor;
 /// (before the table format, e.g. 219) ignores both variables.
 pub const INHIBITORS_COMMAND: &str = "SYSTEMD_PAGER=cat COLUMNS=1000 systemd-inhibit --list";
 
-/// Why logind cannot be on the node at all, when the error of a logind
-/// command says so (masked, not installed, no system bus): then no process
-/// can hold an inhibitor lock and a shutdown never waits for one. None for
-/// any other failure (SSH, a timeout, ...): that proves nothing.
-pub fn unavailable(error: &str) -> Option<&'static str> {
-    if error.contains("systemd-logind.service is masked") {
-        Some("systemd-logind is masked")
-    } else if error.contains("org.freedesktop.login1")
-        && (error.contains("not found") || error.contains("was not provided"))
-    {
-        Some("logind is not installed")
-    } else if error.contains("Failed to connect to bus") {
-        Some("there is no D-Bus system bus")
-    } else {
-        None
-    }
-}
-
 /// Reads logind's `InhibitDelayMaxUSec` in microseconds (`t 5000000`).
 /// `busctl get-property` is exact; it is not in every old systemd.
 pub const INHIBIT_DELAY_BUSCTL: &str = "busctl get-property org.freedesktop.login1 /org/freedesktop/login1 org.freedesktop.login1.Manager InhibitDelayMaxUSec";
