@@ -33,6 +33,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use nodefall::gns::{self, Error, Fact, GracefulShutdown, ShutdownVerdict, configz};
 use nodefall::profile::TimingProfile;
 use nodefall::record::Verdict as Outcome;
+use nodefall::record::graceful::logind;
 use nodefall::sim::{SimCluster, UpOptions};
 use nodefall::verdict::graceful;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
@@ -297,14 +298,14 @@ async fn through_the_proxy() {
         "{fact:?}"
     );
     // With the lock held and logind's stock 5 s, the drain is cut short ...
-    let locks = gns::inhibitors_from(Ok(TYPHOON_LOCKS), "ssh kubespray: systemd-inhibit --list");
+    let locks = logind::inhibitors_from(Ok(TYPHOON_LOCKS), "ssh kubespray: systemd-inhibit --list");
     let report = graceful::node_report(
         "kubespray",
         vec!["target".into()],
         0,
         fact.clone(),
         locks.clone(),
-        gns::inhibit_delay_from(Ok(BUSCTL_5S), "ssh kubespray: busctl"),
+        logind::inhibit_delay_from(Ok(BUSCTL_5S), "ssh kubespray: busctl"),
     );
     eprintln!("kubespray, 5 s: {}", report.verdict.summary());
     assert!(
@@ -321,7 +322,7 @@ async fn through_the_proxy() {
         0,
         fact,
         locks,
-        gns::inhibit_delay_from(Ok("t 90000000\n"), "ssh kubespray: busctl"),
+        logind::inhibit_delay_from(Ok("t 90000000\n"), "ssh kubespray: busctl"),
     );
     assert_eq!(
         report.verdict.summary(),

@@ -464,12 +464,12 @@ fn with_preflight() -> RunResult {
     use nodefall::gns::{self, Fact};
     let mut r = fixture(DEPLOYMENT);
     let config = |grace: &str, critical: &str| {
-        gns::configz::parse(&format!(
+        nodefall::record::graceful::configz::parse(&format!(
             "{{\"kubeletconfig\":{{\"shutdownGracePeriod\":\"{grace}\",\"shutdownGracePeriodCriticalPods\":\"{critical}\"}}}}"
         ))
         .unwrap()
     };
-    let locks = gns::inhibitors_from(
+    let locks = nodefall::record::graceful::logind::inhibitors_from(
         Ok(include_str!(
             "fixtures/gns/inhibit-table-kubelet-bottlerocket.txt"
         )),
@@ -485,7 +485,7 @@ fn with_preflight() -> RunResult {
                 source: "GET /api/v1/nodes/worker-1/proxy/configz".into(),
             },
             locks,
-            gns::inhibit_delay_from(Ok("t 90000000\n"), "ssh worker-1: busctl get-property ... InhibitDelayMaxUSec"),
+            nodefall::record::graceful::logind::inhibit_delay_from(Ok("t 90000000\n"), "ssh worker-1: busctl get-property ... InhibitDelayMaxUSec"),
         ),
         nodefall::verdict::graceful::node_report(
             "worker-2",

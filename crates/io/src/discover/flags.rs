@@ -128,7 +128,7 @@ pub fn settings(
             _ => format!("--{name}={text}"),
         };
         let value = match unit {
-            Unit::Go => crate::gns::duration::parse_go(text),
+            Unit::Go => crate::duration::external::parse_go(text),
             Unit::Seconds => text
                 .trim()
                 .parse::<u64>()

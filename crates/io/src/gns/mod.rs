@@ -10,7 +10,6 @@
 //! cannot be read makes the verdict `unknown`, with the reason.
 
 pub mod configz;
-pub mod duration;
 pub mod logind;
 
 use std::time::Duration;
@@ -66,10 +65,6 @@ pub enum Error {
     BadConfigz { reason: String },
     #[error("`{0}` is not a node name")]
     BadNodeName(String),
-    #[error("`systemd-inhibit --list` output not understood: {0}")]
-    InhibitorsOutput(String),
-    #[error("InhibitDelayMaxUSec output not understood: {0}")]
-    InhibitDelayOutput(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -86,68 +81,4 @@ pub async fn read_config(
         .map(|p| format!("GET {p}"))
         .unwrap_or_else(|_| "GET /api/v1/nodes/?/proxy/configz".into());
     Fact::from_result(configz::fetch(client, node, timeout).await, source)
-}
-
-/// The inhibitor locks from [`logind::INHIBITORS_COMMAND`]'s stdout, or
-/// from why running it failed (`Err`: the SSH or command error, in words).
-/// `source` says where it ran, e.g. `ssh worker-1: systemd-inhibit --list`.
-pub fn inhibitors_from(output: Result<&str, &str>, source: &str) -> Fact<Vec<Inhibitor>> {
-    match output {
-        Ok(stdout) => Fact::from_result(logind::parse_inhibitors(stdout), source),
-        Err(e) => Fact::Failed {
-            error: e.to_owned(),
-            source: source.to_owned(),
-        },
-    }
-}
-
-/// `InhibitDelayMaxUSec` (in ms) from [`logind::INHIBIT_DELAY_COMMAND`]'s
-/// stdout, or from why running it failed.
-pub fn inhibit_delay_from(output: Result<&str, &str>, source: &str) -> Fact<u64> {
-    match output {
-        Ok(stdout) => Fact::from_result(
-            logind::parse_inhibit_delay(stdout)
-                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-            source,
-        ),
-        Err(e) => Fact::Failed {
-            error: e.to_owned(),
-            source: source.to_owned(),
-        },
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn facts_from_command_outputs() {
-        let ok = inhibitors_from(
-            Ok("0 inhibitors listed.\n"),
-            "ssh w1: systemd-inhibit --list",
-        );
-        assert_eq!(
-            ok,
-            Fact::Known {
-                value: Vec::new(),
-                source: "ssh w1: systemd-inhibit --list".into()
-            }
-        );
-        let bad = inhibitors_from(Ok("Failed to connect to bus"), "ssh w1");
-        assert!(matches!(&bad, Fact::Failed { error, .. } if error.contains("not understood")));
-        let failed = inhibit_delay_from(
-            Err("ssh: connect to host w1 port 22: Connection refused"),
-            "ssh w1",
-        );
-        assert!(matches!(&failed, Fact::Failed { error, .. } if error.starts_with("ssh: connect")));
-        assert_eq!(
-            inhibit_delay_from(Ok("t 5000000\n"), "ssh w1").value(),
-            Some(&5_000)
-        );
-        assert_eq!(
-            inhibit_delay_from(Ok("InhibitDelayMaxUSec=infinity\n"), "ssh w1").value(),
-            Some(&u64::MAX)
-        );
-    }
 }

@@ -326,6 +326,16 @@ fn verdicts_round_trip_through_json() {
     );
 }
 
+#[test]
+fn human_form() {
+    assert_eq!(human(Duration::from_secs(30)), "30 s");
+    assert_eq!(human(Duration::from_secs(90)), "1 min 30 s");
+    assert_eq!(human(Duration::from_secs(3600)), "1 h");
+    assert_eq!(human(Duration::ZERO), "0 s");
+    assert_eq!(human(Duration::from_millis(1500)), "1.5 s");
+    assert_eq!(human(Duration::MAX), "infinity");
+}
+
 mod preflight {
     use super::*;
     use crate::plan::{self, Span};

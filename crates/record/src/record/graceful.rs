@@ -1,7 +1,11 @@
 //! What the preflight found about graceful node shutdown on each node it
 //! checked (facts, each with where it came from, and the verdict), as
-//! `result.json` keeps it. Reading the facts is `crate::gns`'s work (the io
-//! crate), deciding the verdict the judge's (`verdict::graceful`).
+//! `result.json` keeps it, and the facts read from what the node answered
+//! ([`configz`], [`logind`]). Asking is `crate::gns`'s work (the io crate),
+//! deciding the verdict the judge's (`verdict::graceful`).
+
+pub mod configz;
+pub mod logind;
 
 use std::time::Duration;
 

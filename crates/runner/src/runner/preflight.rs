@@ -244,11 +244,11 @@ impl Run<'_> {
             let delay = backend.shell(&node, logind::INHIBIT_DELAY_COMMAND).await;
             let (inhibitors, delay) = match (inhibitors, delay) {
                 (Some((via, i)), Some((_, d))) => (
-                    gns::inhibitors_from(
+                    crate::record::graceful::logind::inhibitors_from(
                         i.as_deref().map_err(String::as_str),
                         &format!("{via}: systemd-inhibit --list"),
                     ),
-                    gns::inhibit_delay_from(
+                    crate::record::graceful::logind::inhibit_delay_from(
                         d.as_deref().map_err(String::as_str),
                         &format!("{via}: InhibitDelayMaxUSec"),
                     ),

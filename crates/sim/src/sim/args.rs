@@ -196,7 +196,7 @@ mod tests {
 
     use super::*;
     use crate::discover::flags::{Component, command_line, settings};
-    use crate::gns::duration::parse_go;
+    use crate::duration::external::parse_go;
     use crate::profile::Var;
 
     fn pki() -> Pki {
