@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_yaml_ng::Value;
 
-use crate::profile::Var;
+use super::Var;
 
 /// A control-plane component whose flags set a timing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
