@@ -9,7 +9,7 @@
 pub use nodefall_io::{
     actions, audit, discover, disk, exec, gns, observe, probe, snapshot, testpoint,
 };
-pub use nodefall_judge::expect;
+pub use nodefall_judge::{expect, verdict};
 pub use nodefall_machines::{backend, kindlab};
 pub use nodefall_model::{duration, errors, exit, files, plan, profile, scenario};
 pub use nodefall_predict::predict;

@@ -33,7 +33,9 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use nodefall::gns::{self, Error, Fact, GracefulShutdown, ShutdownVerdict, configz};
 use nodefall::profile::TimingProfile;
 use nodefall::record::Verdict as Outcome;
+use nodefall::record::graceful::logind;
 use nodefall::sim::{SimCluster, UpOptions};
+use nodefall::verdict::graceful;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tokio::net::UnixListener;
 use tokio_rustls::TlsAcceptor;
@@ -296,14 +298,14 @@ async fn through_the_proxy() {
         "{fact:?}"
     );
     // With the lock held and logind's stock 5 s, the drain is cut short ...
-    let locks = gns::inhibitors_from(Ok(TYPHOON_LOCKS), "ssh kubespray: systemd-inhibit --list");
-    let report = gns::node_report(
+    let locks = logind::inhibitors_from(Ok(TYPHOON_LOCKS), "ssh kubespray: systemd-inhibit --list");
+    let report = graceful::node_report(
         "kubespray",
         vec!["target".into()],
         0,
         fact.clone(),
         locks.clone(),
-        gns::inhibit_delay_from(Ok(BUSCTL_5S), "ssh kubespray: busctl"),
+        logind::inhibit_delay_from(Ok(BUSCTL_5S), "ssh kubespray: busctl"),
     );
     eprintln!("kubespray, 5 s: {}", report.verdict.summary());
     assert!(
@@ -314,13 +316,13 @@ async fn through_the_proxy() {
         report.verdict
     );
     // ... and with the 90 s kubespray's kubelet would have set, it runs.
-    let report = gns::node_report(
+    let report = graceful::node_report(
         "kubespray",
         vec!["target".into()],
         0,
         fact,
         locks,
-        gns::inhibit_delay_from(Ok("t 90000000\n"), "ssh kubespray: busctl"),
+        logind::inhibit_delay_from(Ok("t 90000000\n"), "ssh kubespray: busctl"),
     );
     assert_eq!(
         report.verdict.summary(),
@@ -334,7 +336,7 @@ async fn through_the_proxy() {
     // The documented default configuration: graceful shutdown off.
     node_at(&client, "docs", &[("InternalIP", ADDR)], 10251).await;
     let fact = gns::read_config(&client, "docs", t).await;
-    let v = gns::evaluate(
+    let v = graceful::evaluate(
         &fact,
         &Fact::not_collected("no SSH"),
         &Fact::not_collected("no SSH"),
@@ -350,7 +352,7 @@ async fn through_the_proxy() {
     eprintln!("no-configz: {e}");
     assert!(matches!(e, Error::NotServed { code: 404, .. }), "{e:?}");
     let fact = gns::read_config(&client, "no-configz", t).await;
-    let v = gns::evaluate(
+    let v = graceful::evaluate(
         &fact,
         &Fact::not_collected("no SSH"),
         &Fact::not_collected("no SSH"),

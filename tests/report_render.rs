@@ -464,19 +464,19 @@ fn with_preflight() -> RunResult {
     use nodefall::gns::{self, Fact};
     let mut r = fixture(DEPLOYMENT);
     let config = |grace: &str, critical: &str| {
-        gns::configz::parse(&format!(
+        nodefall::record::graceful::configz::parse(&format!(
             "{{\"kubeletconfig\":{{\"shutdownGracePeriod\":\"{grace}\",\"shutdownGracePeriodCriticalPods\":\"{critical}\"}}}}"
         ))
         .unwrap()
     };
-    let locks = gns::inhibitors_from(
+    let locks = nodefall::record::graceful::logind::inhibitors_from(
         Ok(include_str!(
             "fixtures/gns/inhibit-table-kubelet-bottlerocket.txt"
         )),
         "ssh worker-1: systemd-inhibit --list",
     );
     r.graceful_shutdown = vec![
-        gns::node_report(
+        nodefall::verdict::graceful::node_report(
             "worker-1",
             vec!["target".into()],
             7_865,
@@ -485,9 +485,9 @@ fn with_preflight() -> RunResult {
                 source: "GET /api/v1/nodes/worker-1/proxy/configz".into(),
             },
             locks,
-            gns::inhibit_delay_from(Ok("t 90000000\n"), "ssh worker-1: busctl get-property ... InhibitDelayMaxUSec"),
+            nodefall::record::graceful::logind::inhibit_delay_from(Ok("t 90000000\n"), "ssh worker-1: busctl get-property ... InhibitDelayMaxUSec"),
         ),
-        gns::node_report(
+        nodefall::verdict::graceful::node_report(
             "worker-2",
             vec!["second".into()],
             7_870,
@@ -889,7 +889,7 @@ fn the_remediation_is_judged_from_the_record_and_rendered() {
         s.fault = Some(record::FaultStep { fault, node });
     }
     let targets: Vec<String> = r.targets.values().cloned().collect();
-    let judged = record::remediation::judge(
+    let judged = nodefall::verdict::remediation::judge(
         &r.transitions,
         r.t0.unwrap(),
         &targets,
@@ -926,7 +926,7 @@ fn the_remediation_is_judged_from_the_record_and_rendered() {
     let d = fixture(DEPLOYMENT);
     let targets: Vec<String> = d.targets.values().cloned().collect();
     assert_eq!(
-        record::remediation::judge(
+        nodefall::verdict::remediation::judge(
             &d.transitions,
             d.t0.unwrap(),
             &targets,

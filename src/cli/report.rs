@@ -130,7 +130,7 @@ pub fn run(cmd: ReportCommand) -> Result<ExitCode, Error> {
 }
 
 fn fidelity(args: &FidelityArgs) -> Result<ExitCode, Error> {
-    use crate::stats::fidelity;
+    use crate::verdict::fidelity;
     let kind = newest_runs(&args.kind)?;
     let sim = newest_runs(&args.sim)?;
     let mut scenarios = Vec::new();

@@ -1,4 +1,5 @@
-//! Expectations judged against a timeline. Pure.
+//! Judgement, pure: expectations judged against a timeline (`expect`), and
+//! the run's other verdicts decided from recorded facts (`verdict`).
 //!
 //! Part of nodefall's workspace (ARCHITECTURE.md names each crate's layer).
 
@@ -6,3 +7,4 @@ pub use nodefall_model::{duration, errors, exit, files, plan, profile, scenario}
 pub use nodefall_record::{record, timeline};
 
 pub mod expect;
+pub mod verdict;

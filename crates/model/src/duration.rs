@@ -1,4 +1,7 @@
-//! Durations as scenarios write them: `30s`, `5m`, `1m30s`, `1h`, `500ms`.
+//! Durations as scenarios write them: `30s`, `5m`, `1m30s`, `1h`, `500ms`
+//! (and, in [`external`], as Go and systemd write them).
+
+pub mod external;
 
 use std::fmt;
 use std::time::Duration;

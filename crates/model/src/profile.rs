@@ -2,7 +2,12 @@
 //!
 //! Every bound in a scenario may name one of these variables instead of a
 //! literal, so the same scenario is right on an upstream-default cluster and on
-//! the compressed `fast` profile of the simulated cluster.
+//! the compressed `fast` profile of the simulated cluster. A cluster's own
+//! timings are read from its control-plane flags ([`flags`]) into a
+//! discovered profile ([`discovery`]).
+
+pub mod discovery;
+pub mod flags;
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -5,27 +5,24 @@
 //! stored object and a microsecond `stageTimestamp`, and every eviction
 //! (`crates/sim/src/sim/audit-policy.yaml`).
 //! [`log::read`] folds those states into the same typed transitions the
-//! observer records; [`check::compare`] matches what an observer (nodefall,
-//! or a baseline such as a 5 s poller or `kubectl get -w`) reported against
-//! them: transitions missed, duplicated, out of order or unexplained (and
-//! cut off: made just before the observer stopped), and the lag vs the
-//! audit log of each match (observed − written, the log's µs stamp).
+//! observer records; the judge crate's `verdict::audit::compare` matches
+//! what an observer (nodefall, or a baseline such as a 5 s poller or
+//! `kubectl get -w`) reported against them: transitions missed, duplicated,
+//! out of order or unexplained (and cut off: made just before the observer
+//! stopped), and the lag vs the audit log of each match (observed − written,
+//! the log's µs stamp). [`check_run`] reads the log and runs that check.
 
-pub mod check;
 pub mod deletions;
 pub mod log;
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
-use jiff::Timestamp;
-
 pub use crate::record::audit::{AuditReport, AuditWindow, Check, Match, Seen};
-pub use check::compare;
 pub use log::{AuditTruth, Scope};
 
 use crate::record::RunResult;
-use crate::timeline::{Change, ObjectRef};
+use crate::verdict::audit::{Report, compare, observed_in_run};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -73,25 +70,6 @@ pub enum Error {
         namespace: String,
         window: AuditWindow,
     },
-}
-
-/// An observer's report, borrowed from where it is kept (the run's record,
-/// a baseline's file): the check copies none of them.
-#[derive(Debug, Clone, Copy)]
-pub struct Report<'a> {
-    pub at: Timestamp,
-    pub object: &'a ObjectRef,
-    pub change: &'a Change,
-}
-
-impl<'a> From<&'a Seen> for Report<'a> {
-    fn from(s: &'a Seen) -> Report<'a> {
-        Report {
-            at: s.at,
-            object: &s.object,
-            change: &s.change,
-        }
-    }
 }
 
 /// Reads an audit log, after the files the API server rotated it into
@@ -148,37 +126,6 @@ fn with_rotated(path: &Path) -> Vec<PathBuf> {
     rotated.sort();
     rotated.push(path.to_owned());
     rotated
-}
-
-/// What nodefall's observer reported in a run (Nodes and Pods only, the
-/// kinds the audit log covers), and the window to compare: from when its
-/// watchers had listed to when the cleanup began (its first record's start:
-/// the steps' end), which is where the observer stops reporting; a run
-/// without cleanup ends at its end.
-pub fn observed_in_run(result: &RunResult) -> Option<(Vec<Report<'_>>, AuditWindow)> {
-    let from = result.observed_from?;
-    let end = result
-        .cleanup
-        .iter()
-        .map(|s| s.started)
-        .min()
-        .unwrap_or(result.finished);
-    let seen = result
-        .transitions
-        .iter()
-        .filter(|t| matches!(t.object, ObjectRef::Node { .. } | ObjectRef::Pod { .. }))
-        .map(|t| Report {
-            at: result.wall_clock(t.at),
-            object: &t.object,
-            change: &t.change,
-        })
-        .collect();
-    let window = AuditWindow {
-        from: result.wall_clock(from),
-        to: result.wall_clock(end),
-        t0: result.t0.map(|t0| result.wall_clock(t0)),
-    };
-    Some((seen, window))
 }
 
 /// Checks a run against an audit log, with baselines (name, observations
@@ -283,93 +230,6 @@ fn json_lines<T: serde::de::DeserializeOwned>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{StepKind, StepOutcome};
-
-    /// A drain's run as result.json holds it, from `fields`.
-    fn run(fields: serde_json::Value) -> RunResult {
-        let mut v = serde_json::json!({
-            "schemaVersion": crate::record::SCHEMA_VERSION,
-            "scenario": "drain-pdb", "file": "drain-pdb.yaml", "backend": "sim",
-            "profile": crate::profile::TimingProfile::fast(),
-            "namespace": "seed-004", "targets": {},
-            "startedAt": "2026-11-25T15:01:56.691Z",
-            "finished": 41_465, "verdict": "pass",
-            "steps": [], "expectations": [], "cleanup": [],
-            "metrics": crate::timeline::metrics::Metrics::default(),
-            "transitions": [],
-        });
-        for (k, x) in fields.as_object().unwrap() {
-            v[k] = x.clone();
-        }
-        serde_json::from_value(v).unwrap()
-    }
-
-    fn step(kind: StepKind, description: &str, started: i64, ended: i64) -> serde_json::Value {
-        serde_json::json!({"label": kind.name(), "kind": kind, "description": description,
-                           "started": started, "ended": ended, "outcome": StepOutcome::Ok})
-    }
-
-    fn taint_removed() -> Change {
-        Change::TaintRemoved {
-            key: "node.kubernetes.io/unschedulable".into(),
-            effect: "NoSchedule".into(),
-        }
-    }
-
-    #[test]
-    fn the_window_covers_what_the_observer_reported_up_to_the_cleanups_start() {
-        // The end of drain-pdb: both nodes uncordoned, the last expectation
-        // held at once, then the cleanup deletes the PDB (the observer
-        // stops), the Deployment and the namespace.
-        let node = |name: &str| ObjectRef::Node { name: name.into() };
-        let r = run(serde_json::json!({
-            "observedFrom": 447,
-            "steps": [step(StepKind::Action, "uncordon second", 35_963, 36_046),
-                      step(StepKind::Expect, "node first schedulable", 36_046, 36_046)],
-            "cleanup": [step(StepKind::Cleanup, "delete PodDisruptionBudget seed-004/myapp", 36_047, 36_059),
-                        step(StepKind::Cleanup, "delete namespace seed-004", 36_068, 41_465)],
-            "transitions": [
-                {"at": 36_029, "object": node("worker-2"), "change": Change::Unschedulable { value: false }},
-                {"at": 36_045, "object": node("worker-1"), "change": taint_removed()},
-            ],
-        }));
-        let (seen, window) = observed_in_run(&r).unwrap();
-        assert_eq!(window.from, r.wall_clock(447));
-        assert_eq!(window.to, r.wall_clock(36_047), "the cleanup's start");
-        let at = |ms: i64, us: i64| {
-            r.wall_clock(ms)
-                .checked_add(jiff::SignedDuration::from_micros(us))
-                .unwrap()
-        };
-        let truth = [
-            Seen {
-                at: at(36_027, 400),
-                object: node("worker-2"),
-                change: Change::Unschedulable { value: false },
-            },
-            Seen {
-                at: at(36_044, 200),
-                object: node("worker-1"),
-                change: taint_removed(),
-            },
-            // Removed by the controller 1 ms before the cleanup began: it
-            // had not reached the observer when the cleanup stopped it.
-            Seen {
-                at: at(36_046, 100),
-                object: node("worker-2"),
-                change: taint_removed(),
-            },
-            // 5 ms into the cleanup: its own, not compared.
-            Seen {
-                at: at(36_052, 0),
-                object: node("worker-3"),
-                change: Change::Unschedulable { value: true },
-            },
-        ];
-        let c = compare("nodefall", &truth, &seen, window, false);
-        assert_eq!((c.truth, c.matched, c.cut_off), (3, 2, 1), "{c:?}");
-        assert!(c.clean(), "{c:?}");
-    }
 
     #[test]
     fn rotated_files_are_read_first_oldest_first() {

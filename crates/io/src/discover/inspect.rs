@@ -9,6 +9,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use super::identity;
 use crate::discover;
 use crate::duration::format_duration;
+use crate::profile::discovery;
 use crate::profile::{ProfileName, TimingProfile, Var};
 use crate::scenario::model::ClusterPin;
 
@@ -136,7 +137,7 @@ pub async fn inspect(
     let server = config.cluster_url.to_string();
     let identity = identity::read(&client, context, &server).await;
     identity::check(pins, &identity)?;
-    let found = discover::build(&discover::read(&client).await);
+    let found = discovery::build(&discover::read(&client).await);
     let (profile, notes) = match explicit {
         None => (found.profile, found.notes),
         Some(p) => {
@@ -161,7 +162,7 @@ pub async fn inspect(
             let (set, defaults): (Vec<Var>, Vec<Var>) = Var::ALL
                 .into_iter()
                 .filter(differs)
-                .partition(|v| discover::set_on_the_cluster(&found.profile.origin(*v)));
+                .partition(|v| discovery::set_on_the_cluster(&found.profile.origin(*v)));
             if !set.is_empty() {
                 return Err(ProfileMismatch {
                     profile: p,

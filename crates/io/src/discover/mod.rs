@@ -1,187 +1,26 @@
 //! Timing discovery: the timing profile of a cluster nodefall did not start,
 //! built from what the cluster says about itself. Read-only and best effort:
-//! the server version, the control-plane mirror pods' command lines (what
-//! really runs), kubeadm's `kubeadm-config` and `kubelet-config` ConfigMaps
-//! (what was configured). Each value keeps where it came from
-//! ([`Origin`]); what could not be read stays the upstream default, marked
-//! assumed, so a window that depends on it can say so.
+//! [`read`] asks for the server version, the control-plane mirror pods'
+//! command lines (what really runs), kubeadm's `kubeadm-config` and
+//! `kubelet-config` ConfigMaps (what was configured); the model crate's
+//! `profile::discovery::build` makes the profile of what was found (each
+//! value keeps where it came from; what could not be read stays the
+//! upstream default, marked assumed, so a window that depends on it can say
+//! so).
 
-pub mod flags;
 pub mod identity;
 pub mod inspect;
-
-use std::collections::BTreeMap;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, ListParams};
 
-use self::flags::{Component, minor_version, settings};
-use crate::profile::{Origin, TimingProfile, Var};
+use crate::profile::discovery::{Findings, FlagSource, MIRROR_POD, POD};
+use crate::profile::flags::{self, Component};
 
 /// The namespace and names kubeadm uses.
 pub const KUBE_SYSTEM: &str = "kube-system";
 pub const KUBEADM_CONFIG: &str = "kubeadm-config";
 pub const KUBELET_CONFIG: &str = "kubelet-config";
-
-/// Flags of one component as one place shows them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FlagSource {
-    pub component: Component,
-    /// `mirror pod kube-system/kube-controller-manager-cp`, `ConfigMap kube-system/kubeadm-config`.
-    pub from: String,
-    pub flags: BTreeMap<String, String>,
-}
-
-/// What was read from a cluster.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Findings {
-    /// `gitVersion` of the API server.
-    pub version: Option<String>,
-    /// Every place flags were read from, the most authoritative first
-    /// (mirror pods: what runs; then the ConfigMaps: what was configured).
-    pub sources: Vec<FlagSource>,
-    /// What could not be read, in words.
-    pub problems: Vec<String>,
-}
-
-/// A cluster's timing profile and how it was found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Discovery {
-    pub profile: TimingProfile,
-    /// Remarks for the user: disagreements, unreadable values, what was not readable.
-    pub notes: Vec<String>,
-}
-
-/// The grace period's default for a server version: 40 s up to 1.31, 50 s from 1.32.
-pub fn default_grace(version: (u32, u32)) -> Duration {
-    if version < (1, 32) {
-        Duration::from_secs(40)
-    } else {
-        Duration::from_secs(50)
-    }
-}
-
-fn component_of(var: Var) -> Option<Component> {
-    match var {
-        Var::NodeMonitorGracePeriod | Var::NodeMonitorPeriod | Var::NodeStartupGracePeriod => {
-            Some(Component::ControllerManager)
-        }
-        Var::UnreachableTolerationSeconds | Var::NotReadyTolerationSeconds => {
-            Some(Component::ApiServer)
-        }
-        Var::NodeLeaseDuration | Var::NodeStatusUpdateFrequency => Some(Component::Kubelet),
-        Var::PodGcPeriod | Var::OrphanQuarantine => None,
-    }
-}
-
-/// Whether a discovered value is what the cluster runs: read from a setting
-/// it has (a flag, a configuration field), or the version's default of a
-/// flag a running component's command line (its pod) leaves out, which that
-/// component runs with as surely as with a flag written there. A default
-/// only because a ConfigMap does not set the field is not: a node may be
-/// configured otherwise.
-pub fn set_on_the_cluster(origin: &Origin) -> bool {
-    match origin {
-        Origin::Discovered { from } => {
-            let by_default =
-                from.starts_with(VERSION_DEFAULT) || from.starts_with(UPSTREAM_DEFAULT);
-            let left_out_of_a_pod = [MIRROR_POD, POD]
-                .iter()
-                .any(|p| from.contains(&format!("{NOT_SET_IN}{p} ")));
-            !by_default || left_out_of_a_pod
-        }
-        _ => false,
-    }
-}
-
-/// How the places a value is read from are named: `mirror pod
-/// kube-system/NAME`, `pod kube-system/NAME`.
-const MIRROR_POD: &str = "mirror pod";
-const POD: &str = "pod";
-/// How a value no place sets is said: `...: not set in PLACE`.
-const NOT_SET_IN: &str = ": not set in ";
-
-/// How a value taken from the server version's default is introduced.
-const VERSION_DEFAULT: &str = "the default of ";
-const UPSTREAM_DEFAULT: &str = "the upstream default ";
-
-/// Builds the profile from what was found (pure).
-pub fn build(f: &Findings) -> Discovery {
-    let mut profile = TimingProfile::upstream_default();
-    profile.name = "discovered".into();
-    let mut notes = Vec::new();
-    let version = f.version.as_deref().and_then(minor_version);
-    if let Some((major, minor)) = version {
-        profile.node_monitor_grace_period = default_grace((major, minor));
-    }
-    let vtext = match (&f.version, version) {
-        (Some(v), Some((major, minor))) => format!("{VERSION_DEFAULT}{major}.{minor} (server {v})"),
-        _ => format!("{UPSTREAM_DEFAULT}(1.32+; the server version was not readable)"),
-    };
-    // Each place's settings, parsed once; what is there but unusable is said.
-    let mut unusable = Vec::new();
-    let parsed: Vec<(&FlagSource, Vec<flags::Setting>)> = f
-        .sources
-        .iter()
-        .map(|s| {
-            let (found, bad) = settings(s.component, &s.flags);
-            unusable.extend(bad.into_iter().map(|b| {
-                format!(
-                    "{}: `{}` is not usable ({}); the default is used",
-                    s.from, b.written, b.why
-                )
-            }));
-            (s, found)
-        })
-        .collect();
-    for var in Var::ALL {
-        let origin = match component_of(var) {
-            None => Origin::Assumed {
-                why: "fixed inside kube-controller-manager (no flag sets it)".into(),
-            },
-            Some(c) => {
-                let read: Vec<&(&FlagSource, Vec<flags::Setting>)> =
-                    parsed.iter().filter(|(s, _)| s.component == c).collect();
-                let setting_in = |found: &'_ [flags::Setting]| -> Option<flags::Setting> {
-                    found.iter().find(|x| x.var == var).cloned()
-                };
-                let found = read
-                    .iter()
-                    .find_map(|(s, found)| setting_in(found).map(|x| (s.from.as_str(), x)));
-                match (found, read.first()) {
-                    (Some((from, setting)), _) => {
-                        // a less authoritative place that says otherwise is worth a note
-                        for (other, theirs) in read.iter().filter(|(s, _)| s.from != from) {
-                            if let Some(t) = setting_in(theirs)
-                                && t.value != setting.value
-                            {
-                                notes.push(format!(
-                                    "{var}: {from} has `{}` but {} has `{}`; using the first",
-                                    setting.written, other.from, t.written
-                                ));
-                            }
-                        }
-                        profile.set(var, setting.value);
-                        Origin::Discovered {
-                            from: format!("{from}: {}", setting.written),
-                        }
-                    }
-                    (None, Some((s, _))) => Origin::Discovered {
-                        from: format!("{vtext}{NOT_SET_IN}{}", s.from),
-                    },
-                    (None, None) => Origin::Assumed {
-                        why: format!("{vtext}; {}'s settings were not readable", c.name()),
-                    },
-                }
-            }
-        };
-        profile.origins.insert(var, origin);
-    }
-    notes.extend(unusable);
-    notes.extend(f.problems.iter().cloned());
-    Discovery { profile, notes }
-}
 
 /// Reads what the cluster says about its timings. Never fails: what cannot
 /// be read is a problem in the findings, and its values stay assumed.
@@ -303,6 +142,3 @@ fn short(e: &kube::Error) -> String {
         other => crate::actions::api_text(other),
     }
 }
-
-#[cfg(test)]
-mod tests;

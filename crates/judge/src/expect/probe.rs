@@ -2,9 +2,10 @@
 
 use crate::duration::format_millis;
 use crate::profile::TimingProfile;
-use crate::record::probe::{ProbeRecord, windows};
+use crate::record::probe::ProbeRecord;
 use crate::scenario::checked::{Cmp, Condition, ProbeCond};
 use crate::timeline::Ms;
+use crate::verdict::windows;
 
 /// Whether every condition holds over the requests `record` sent in
 /// `[from, to]` (`to` absent: until it stopped), with what was found.

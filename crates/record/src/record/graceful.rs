@@ -1,7 +1,11 @@
 //! What the preflight found about graceful node shutdown on each node it
 //! checked (facts, each with where it came from, and the verdict), as
-//! `result.json` keeps it. Reading the facts and deciding the verdict is
-//! `crate::gns`'s work.
+//! `result.json` keeps it, and the facts read from what the node answered
+//! ([`configz`], [`logind`]). Asking is `crate::gns`'s work (the io crate),
+//! deciding the verdict the judge's (`verdict::graceful`).
+
+pub mod configz;
+pub mod logind;
 
 use std::time::Duration;
 
@@ -67,6 +71,10 @@ pub struct NodeReport {
     pub inhibit_delay_max_ms: Fact<u64>,
     pub verdict: ShutdownVerdict,
 }
+
+/// `scheduling.SystemCriticalPriority`: pods at or above it are the
+/// "critical pods" of graceful node shutdown.
+pub const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
 
 /// One `shutdownGracePeriodByPodPriority` entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -54,8 +54,8 @@ pub struct Metrics {
     /// The longest error window of any probe still failing at or after T0,
     /// in ms, measured whole: one that began before T0 (clients already
     /// failing before the first fault, or never reaching the workload)
-    /// counts from its first error (`probe::windows::longest`; see `probes`
-    /// in the result).
+    /// counts from its first error (the judge's `verdict::windows::longest`;
+    /// see `probes` in the result).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_window: Option<Ms>,
 }

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use super::format::{cell, secs, signed_secs, table};
 use crate::profile::Var;
 use crate::record::RunResult;
-use crate::stats::fidelity::{Row, RowVerdict, SLACK_MS, SLACK_SHARE, ScenarioFidelity};
+use crate::verdict::fidelity::{Row, RowVerdict, SLACK_MS, SLACK_SHARE, ScenarioFidelity};
 
 /// A scenario run on one side only.
 #[derive(Debug, Clone)]

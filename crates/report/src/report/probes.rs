@@ -7,6 +7,7 @@ use super::format::{cell, rel, secs, table};
 use crate::record::RunResult;
 use crate::record::probe::{ProbeRecord, StopReason, windows};
 use crate::timeline::Ms;
+use crate::verdict::windows::longest;
 
 /// Shown for a value the run did not observe.
 const MISSING: &str = "—";
@@ -65,7 +66,7 @@ fn headline(t0: Option<Ms>, probes: &[ProbeRecord]) -> String {
     };
     let longest = probes
         .iter()
-        .filter_map(|p| windows::longest(&p.windows, t0, None))
+        .filter_map(|p| longest(&p.windows, t0, None))
         .max_by_key(|w| w.duration);
     let _ = match longest {
         None => writeln!(out, "No client error window was open at or after T0.\n"),

@@ -3,7 +3,6 @@
 
 pub mod aggregate;
 pub mod compare;
-pub mod fidelity;
 pub mod figures;
 pub mod summary;
 

@@ -131,7 +131,7 @@ impl Run<'_> {
         exp: &Expectation,
         report: Option<&crate::gns::NodeReport>,
     ) {
-        let Some(required) = crate::gns::requirement(exp) else {
+        let Some(required) = crate::verdict::graceful::requirement(exp) else {
             return;
         };
         let unknown = crate::gns::ShutdownVerdict::Unknown {
@@ -199,7 +199,7 @@ impl Run<'_> {
             self.expectations.push(result);
             return;
         }
-        if crate::gns::requirement(exp).is_some() {
+        if crate::verdict::graceful::requirement(exp).is_some() {
             let report = match &exp.subject {
                 CheckedSubject::Node(t) => self
                     .node(t)

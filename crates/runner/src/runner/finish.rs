@@ -9,9 +9,8 @@ use super::Run;
 use super::expectation::describe_conditions;
 use crate::expect::{self, Decision};
 use crate::plan::Plan;
-use crate::record::probe::windows;
 use crate::record::{
-    ExpectationResult, RunResult, RunVerdict, SCHEMA_VERSION, Usage, Verdict, machines, remediation,
+    ExpectationResult, RunResult, RunVerdict, SCHEMA_VERSION, Usage, Verdict, machines,
 };
 use crate::scenario::checked::{StepKind, Subject as CheckedSubject};
 use crate::timeline::{World, endpoints, metrics};
@@ -78,7 +77,7 @@ impl Run<'_> {
                 m.error_window = self
                     .probe_records
                     .iter()
-                    .filter_map(|p| windows::longest(&p.windows, t0, None))
+                    .filter_map(|p| crate::verdict::windows::longest(&p.windows, t0, None))
                     .map(|w| w.duration)
                     .max();
                 m
@@ -131,7 +130,7 @@ impl Run<'_> {
             }
         }
         let remediation = t0.and_then(|t0| {
-            remediation::judge(
+            crate::verdict::remediation::judge(
                 &transitions,
                 t0,
                 &targets,

@@ -216,7 +216,8 @@ impl Run<'_> {
     /// verdict unknown, with the reason.
     pub(super) async fn graceful_shutdown_preflight<B: NodeFaults>(&mut self, backend: &B) {
         use crate::gns::{self, logind};
-        for target in gns::targets_to_check(&self.plan.scenario) {
+        use crate::verdict::graceful;
+        for target in graceful::targets_to_check(&self.plan.scenario) {
             let Ok(node) = self.node(&target) else {
                 continue;
             };
@@ -225,8 +226,14 @@ impl Run<'_> {
                 continue;
             }
             if let Some((all, critical, source)) = backend.played_shutdown_grace(&node) {
-                let report =
-                    gns::played_report(node.clone(), target, self.now(), all, critical, &source);
+                let report = graceful::played_report(
+                    node.clone(),
+                    target,
+                    self.now(),
+                    all,
+                    critical,
+                    &source,
+                );
                 self.progress
                     .log(&format!("node {node}: {}", report.verdict.summary()));
                 self.gns.push(report);
@@ -237,11 +244,11 @@ impl Run<'_> {
             let delay = backend.shell(&node, logind::INHIBIT_DELAY_COMMAND).await;
             let (inhibitors, delay) = match (inhibitors, delay) {
                 (Some((via, i)), Some((_, d))) => (
-                    gns::inhibitors_from(
+                    crate::record::graceful::logind::inhibitors_from(
                         i.as_deref().map_err(String::as_str),
                         &format!("{via}: systemd-inhibit --list"),
                     ),
-                    gns::inhibit_delay_from(
+                    crate::record::graceful::logind::inhibit_delay_from(
                         d.as_deref().map_err(String::as_str),
                         &format!("{via}: InhibitDelayMaxUSec"),
                     ),
@@ -257,7 +264,7 @@ impl Run<'_> {
                     )
                 }
             };
-            let report = gns::node_report(
+            let report = graceful::node_report(
                 node.clone(),
                 vec![target],
                 self.now(),

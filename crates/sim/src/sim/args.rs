@@ -195,9 +195,9 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::discover::flags::{Component, command_line, settings};
-    use crate::gns::duration::parse_go;
+    use crate::duration::external::parse_go;
     use crate::profile::Var;
+    use crate::profile::flags::{Component, command_line, settings};
 
     fn pki() -> Pki {
         Pki::at(Path::new("/state/c1/pki"), "t0ken".into())

@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 
-use crate::discover::{KUBE_SYSTEM, KUBEADM_CONFIG, KUBELET_CONFIG, flags};
+use crate::discover::{KUBE_SYSTEM, KUBEADM_CONFIG, KUBELET_CONFIG};
+use crate::profile::flags;
 
 /// The `ClusterConfiguration` document of the given command lines.
 pub fn cluster_configuration(version: &str, api_server: &[String], kcm: &[String]) -> String {
@@ -87,8 +88,8 @@ pub async fn publish(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::discover::flags::{Component, settings};
     use crate::profile::Var;
+    use crate::profile::flags::{Component, settings};
 
     fn words(s: &str) -> Vec<String> {
         s.split_whitespace().map(str::to_owned).collect()

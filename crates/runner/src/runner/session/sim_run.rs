@@ -217,7 +217,7 @@ async fn check_audit(log: &Path, progress: &Progress, result: &mut RunResult) {
         Ok(deletions) if !deletions.is_empty() => {
             if let Some(t0) = result.t0 {
                 let targets: Vec<String> = result.targets.values().cloned().collect();
-                result.remediation = crate::record::remediation::judge(
+                result.remediation = crate::verdict::remediation::judge(
                     &result.transitions,
                     t0,
                     &targets,

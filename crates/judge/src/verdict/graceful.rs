@@ -1,15 +1,20 @@
-//! The verdict: will the kubelet's graceful node shutdown run when this
-//! node is shut down through logind, and with how much time for pods? Pure:
-//! it only combines facts read elsewhere ([`super::configz`],
-//! [`super::logind`]), following the kubelet's own rules
-//! (`pkg/kubelet/nodeshutdown`: `NewManager`, `migrateConfig`, `start`).
+//! The graceful-shutdown preflight's verdict: will the kubelet's graceful
+//! node shutdown run when this node is shut down through logind, and with
+//! how much time for pods? Pure: it only combines facts read elsewhere (the
+//! io crate's `gns`: the kubelet's configuration, logind's locks and delay),
+//! following the kubelet's own rules (`pkg/kubelet/nodeshutdown`:
+//! `NewManager`, `migrateConfig`, `start`); and which targets the preflight
+//! looks at. The facts and the verdict are `record::graceful`'s schema.
 
 use std::time::Duration;
 
-use super::configz::{PriorityGrace, SYSTEM_CRITICAL_PRIORITY, ShutdownConfig};
-use super::{Fact, ShutdownVerdict};
-use crate::record::graceful::Inhibitor;
-use crate::record::graceful::human;
+use crate::record::graceful::{
+    Fact, Inhibitor, NodeReport, PriorityGrace, SYSTEM_CRITICAL_PRIORITY, ShutdownConfig,
+    ShutdownVerdict, human,
+};
+use crate::scenario::checked::{Checked, Condition, Expectation, PreflightCond, StepKind};
+use crate::scenario::model::{FaultKind, GracefulShutdown};
+use crate::timeline::Ms;
 
 /// The shutdown groups the kubelet would run, as `NewManager` builds them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,7 +127,7 @@ pub fn evaluate(
 ) -> ShutdownVerdict {
     // No logind on the node (its command failed saying so): no lock.
     let no_logind = match inhibitors {
-        Fact::Failed { error, .. } => super::logind::unavailable(error),
+        Fact::Failed { error, .. } => unavailable(error),
         _ => None,
     };
     let held = match inhibitors {
@@ -227,6 +232,139 @@ pub fn evaluate(
     }
 }
 
+/// Why logind cannot be on the node at all, when the error of a logind
+/// command says so (masked, not installed, no system bus): then no process
+/// can hold an inhibitor lock and a shutdown never waits for one. None for
+/// any other failure (SSH, a timeout, ...): that proves nothing.
+pub fn unavailable(error: &str) -> Option<&'static str> {
+    if error.contains("systemd-logind.service is masked") {
+        Some("systemd-logind is masked")
+    } else if error.contains("org.freedesktop.login1")
+        && (error.contains("not found") || error.contains("was not provided"))
+    {
+        Some("logind is not installed")
+    } else if error.contains("Failed to connect to bus") {
+        Some("there is no D-Bus system bus")
+    } else {
+        None
+    }
+}
+
+/// Records the facts of a node and computes the verdict from them.
+pub fn node_report(
+    node: impl Into<String>,
+    targets: Vec<String>,
+    at: Ms,
+    config: Fact<ShutdownConfig>,
+    inhibitors: Fact<Vec<Inhibitor>>,
+    inhibit_delay_max_ms: Fact<u64>,
+) -> NodeReport {
+    let verdict = evaluate(&config, &inhibitors, &inhibit_delay_max_ms);
+    NodeReport {
+        node: node.into(),
+        targets,
+        at,
+        config,
+        inhibitors,
+        inhibit_delay_max_ms,
+        verdict,
+    }
+}
+
+/// The facts of a node whose kubelet the backend plays itself (sim), as it
+/// plays them: the configuration it was given and, when graceful shutdown is
+/// on, the kubelet's delay lock with logind holding a shutdown as long as the
+/// grace period. `source` says where from.
+pub fn played_report(
+    node: impl Into<String>,
+    target: String,
+    at: Ms,
+    grace: Duration,
+    critical: Duration,
+    source: &str,
+) -> NodeReport {
+    let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    let config = ShutdownConfig {
+        grace_period_ms: ms(grace),
+        critical_pods_ms: ms(critical),
+        by_pod_priority: Vec::new(),
+        gate_graceful_node_shutdown: None,
+        gate_based_on_pod_priority: None,
+    };
+    let locks = if grace.is_zero() {
+        Vec::new()
+    } else {
+        vec![Inhibitor {
+            who: "kubelet".into(),
+            uid: None,
+            user: None,
+            pid: None,
+            comm: None,
+            what: "shutdown".into(),
+            why: "Kubelet needs time to handle node shutdown".into(),
+            mode: "delay".into(),
+        }]
+    };
+    node_report(
+        node,
+        vec![target],
+        at,
+        Fact::Known {
+            value: config,
+            source: source.to_owned(),
+        },
+        Fact::Known {
+            value: locks,
+            source: source.to_owned(),
+        },
+        Fact::Known {
+            value: ms(grace),
+            source: source.to_owned(),
+        },
+    )
+}
+
+/// The `gracefulShutdown:` requirement of an expectation, if it is one.
+pub fn requirement(exp: &Expectation) -> Option<GracefulShutdown> {
+    exp.conditions.iter().find_map(|c| {
+        let Condition::Preflight(preflight) = c else {
+            return None;
+        };
+        match preflight {
+            PreflightCond::GracefulShutdown(r) => Some(*r),
+        }
+    })
+}
+
+/// The targets the preflight must look at, in scenario order: every target
+/// a `shutdown` fault hits, and every target a `gracefulShutdown`
+/// expectation names (validation makes the second a subset of the first).
+pub fn targets_to_check(checked: &Checked) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for step in &checked.steps {
+        let target = match &step.kind {
+            StepKind::Fault {
+                fault: FaultKind::Shutdown,
+                node,
+            } => Some(node),
+            StepKind::Expect(e) if requirement(e).is_some() => match &e.subject {
+                crate::scenario::checked::Subject::Node(t) => Some(t),
+                crate::scenario::checked::Subject::Pods { .. }
+                | crate::scenario::checked::Subject::Pvc { .. }
+                | crate::scenario::checked::Subject::Service { .. }
+                | crate::scenario::checked::Subject::Probe(_) => None,
+            },
+            _ => None,
+        };
+        if let Some(t) = target
+            && !out.contains(t)
+        {
+            out.push(t.clone());
+        }
+    }
+    out
+}
+
 #[cfg(test)]
-#[path = "verdict_tests.rs"]
+#[path = "graceful_tests.rs"]
 mod tests;

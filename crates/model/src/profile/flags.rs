@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_yaml_ng::Value;
 
-use crate::profile::Var;
+use super::Var;
 
 /// A control-plane component whose flags set a timing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -128,7 +128,7 @@ pub fn settings(
             _ => format!("--{name}={text}"),
         };
         let value = match unit {
-            Unit::Go => crate::gns::duration::parse_go(text),
+            Unit::Go => crate::duration::external::parse_go(text),
             Unit::Seconds => text
                 .trim()
                 .parse::<u64>()

@@ -1,3 +1,6 @@
+//! The flags parser on kubeadm's ConfigMaps and control-plane command lines
+//! as real clusters show them.
+
 use std::time::Duration;
 
 use super::*;

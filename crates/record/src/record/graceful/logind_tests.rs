@@ -5,7 +5,7 @@ use super::*;
 
 macro_rules! fixture {
     ($name:literal) => {
-        include_str!(concat!("../../../../tests/fixtures/gns/", $name))
+        include_str!(concat!("../../../../../tests/fixtures/gns/", $name))
     };
 }
 
@@ -188,7 +188,31 @@ fn inhibit_delay_from_busctl_and_loginctl() {
 }
 
 #[test]
-fn the_delay_command_falls_back_to_loginctl() {
-    assert!(INHIBIT_DELAY_COMMAND.starts_with(INHIBIT_DELAY_BUSCTL));
-    assert!(INHIBIT_DELAY_COMMAND.ends_with(INHIBIT_DELAY_LOGINCTL));
+fn facts_from_command_outputs() {
+    let ok = inhibitors_from(
+        Ok("0 inhibitors listed.\n"),
+        "ssh w1: systemd-inhibit --list",
+    );
+    assert_eq!(
+        ok,
+        Fact::Known {
+            value: Vec::new(),
+            source: "ssh w1: systemd-inhibit --list".into()
+        }
+    );
+    let bad = inhibitors_from(Ok("Failed to connect to bus"), "ssh w1");
+    assert!(matches!(&bad, Fact::Failed { error, .. } if error.contains("not understood")));
+    let failed = inhibit_delay_from(
+        Err("ssh: connect to host w1 port 22: Connection refused"),
+        "ssh w1",
+    );
+    assert!(matches!(&failed, Fact::Failed { error, .. } if error.starts_with("ssh: connect")));
+    assert_eq!(
+        inhibit_delay_from(Ok("t 5000000\n"), "ssh w1").value(),
+        Some(&5_000)
+    );
+    assert_eq!(
+        inhibit_delay_from(Ok("InhibitDelayMaxUSec=infinity\n"), "ssh w1").value(),
+        Some(&u64::MAX)
+    );
 }

@@ -1,3 +1,6 @@
+//! The discovered profile built from constructed findings: what is read,
+//! what stays assumed, and which place wins.
+
 use std::time::Duration;
 
 use super::*;

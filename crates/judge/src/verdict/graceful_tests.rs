@@ -1,7 +1,6 @@
 //! Every branch of the verdict.
 
 use super::*;
-use crate::gns::configz::PriorityGrace;
 
 fn config(grace: u64, critical: u64) -> ShutdownConfig {
     ShutdownConfig {
@@ -211,17 +210,14 @@ fn no_logind_on_the_node_means_it_will_not_run() {
             "logind is not installed",
         ),
     ] {
-        assert_eq!(crate::gns::logind::unavailable(error), Some(why));
+        assert_eq!(unavailable(error), Some(why));
         let v = evaluate(&known(config(20, 5)), &failed(error), &secs(5));
         assert!(
             matches!(v, ShutdownVerdict::WillNotRun { .. }),
             "{error}: {v:?}"
         );
     }
-    assert_eq!(
-        crate::gns::logind::unavailable("ssh: connection refused"),
-        None
-    );
+    assert_eq!(unavailable("ssh: connection refused"), None);
 }
 
 #[test]
@@ -328,4 +324,100 @@ fn verdicts_round_trip_through_json() {
         json,
         r#"{"verdict":"will-run","podsMs":20000,"criticalMs":10000}"#
     );
+}
+
+#[test]
+fn human_form() {
+    assert_eq!(human(Duration::from_secs(30)), "30 s");
+    assert_eq!(human(Duration::from_secs(90)), "1 min 30 s");
+    assert_eq!(human(Duration::from_secs(3600)), "1 h");
+    assert_eq!(human(Duration::ZERO), "0 s");
+    assert_eq!(human(Duration::from_millis(1500)), "1.5 s");
+    assert_eq!(human(Duration::MAX), "infinity");
+}
+
+mod preflight {
+    use super::*;
+    use crate::plan::{self, Span};
+    use crate::profile::TimingProfile;
+    use crate::scenario::expr::{Window, WindowSpec};
+    use crate::scenario::load::load_str;
+    use crate::scenario::validate::validate;
+
+    fn check(text: &str) -> Checked {
+        load_str("s.yaml", std::path::Path::new("."), text)
+            .and_then(|l| validate(l, &crate::files::Memory::default()))
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    const TWO: &str =
+        "name: t\nnamespace: ns\ntargets:\n  first: {name: w1}\n  second: {name: w2}\nsteps:\n";
+
+    #[test]
+    fn a_played_kubelet_runs_graceful_shutdown_only_with_a_grace_period() {
+        let secs = Duration::from_secs;
+        let on = played_report("w1", "t".into(), 0, secs(20), secs(5), "sim");
+        assert_eq!(
+            on.verdict,
+            ShutdownVerdict::WillRun {
+                pods_ms: 15_000,
+                critical_ms: 5_000,
+                notes: Vec::new()
+            }
+        );
+        let off = played_report("w1", "t".into(), 0, Duration::ZERO, Duration::ZERO, "sim");
+        assert!(
+            matches!(off.verdict, ShutdownVerdict::WillNotRun { .. }),
+            "{:?}",
+            off.verdict
+        );
+    }
+
+    #[test]
+    fn a_requirement_reads_as_a_preflight_expectation() {
+        let c = check(&format!(
+            "{TWO}  - fault: pause-vm\n    node: second\n  - expect: {{node: first, gracefulShutdown: will-not-run}}\n  - fault: shutdown\n    node: first\n  - expect: {{node: first, ready: Unknown, within: 2m}}\n"
+        ));
+        let StepKind::Expect(e) = &c.steps[1].kind else {
+            panic!("{:?}", c.steps[1]);
+        };
+        assert_eq!(requirement(e), Some(GracefulShutdown::WillNotRun));
+        assert_eq!(e.window, WindowSpec::Preflight);
+        assert_eq!(
+            c.steps[1].to_string(),
+            "expect node first: graceful shutdown will not run"
+        );
+        let StepKind::Expect(later) = &c.steps[3].kind else {
+            panic!();
+        };
+        assert_eq!(requirement(later), None);
+        // the preflight looks at the targets that are shut down
+        assert_eq!(targets_to_check(&c), vec!["first".to_owned()]);
+        // on the plan it takes no time and does not move later steps
+        let p = plan::resolve(
+            c,
+            &TimingProfile::fast(),
+            Some(crate::scenario::model::BackendKind::Vagrant),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(p.steps[1].window, Some(Window::Preflight));
+        assert_eq!(p.steps[1].window_span, None);
+        let at = |i: usize| p.steps[i].starts;
+        let zero = Some(Span {
+            earliest: 0,
+            latest: 0,
+        });
+        assert_eq!((at(1), at(2)), (zero, zero));
+    }
+
+    #[test]
+    fn shutdown_targets_are_checked_without_a_requirement() {
+        let c = check(&format!(
+            "{TWO}  - fault: shutdown\n    node: second\n  - fault: poweron\n    node: second\n  - fault: shutdown\n    node: first\n  - fault: shutdown\n    node: second\n"
+        ));
+        assert_eq!(
+            targets_to_check(&c),
+            vec!["second".to_owned(), "first".to_owned()]
+        );
+    }
 }

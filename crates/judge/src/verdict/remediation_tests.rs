@@ -1,3 +1,6 @@
+//! The remediation judged from constructed runs: fencing, release,
+//! recovery, clean-up and the audit log's authors.
+
 #![allow(
     clippy::unwrap_used,
     reason = "test helpers fail the test by panicking"

@@ -1,6 +1,8 @@
-//! The two duration spellings the preflight reads: Go's (`time.Duration`,
-//! as the kubelet serialises its configuration: `30s`, `1m0s`, `1.5s`) and
-//! systemd's timespans (`loginctl show-session` prints `5s`, `1min 30s`).
+//! Durations as other programs spell them, read from what a cluster says
+//! about itself: Go's (`time.Duration`, as the kubelet serialises its
+//! configuration and control-plane flags are written: `30s`, `1m0s`,
+//! `1.5s`) and systemd's timespans (`loginctl show-session` prints `5s`,
+//! `1min 30s`).
 
 use std::time::Duration;
 
@@ -159,7 +161,6 @@ fn nanos(total: u128) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::graceful::human;
 
     fn go(t: &str) -> Duration {
         parse_go(t).unwrap_or_else(|e| panic!("{e}"))
@@ -199,15 +200,5 @@ mod tests {
         assert_eq!(s("infinity"), Duration::MAX);
         assert!(parse_systemd("5 parsecs").is_err());
         assert!(parse_systemd("").is_err());
-    }
-
-    #[test]
-    fn human_form() {
-        assert_eq!(human(Duration::from_secs(30)), "30 s");
-        assert_eq!(human(Duration::from_secs(90)), "1 min 30 s");
-        assert_eq!(human(Duration::from_secs(3600)), "1 h");
-        assert_eq!(human(Duration::ZERO), "0 s");
-        assert_eq!(human(Duration::from_millis(1500)), "1.5 s");
-        assert_eq!(human(Duration::MAX), "infinity");
     }
 }

@@ -1,0 +1,100 @@
+//! Rows that are one transition seen across a race, not a difference the
+//! sim makes: a transition on either side of a step's start, and a pod late
+//! on one side after the node authorizer refused its kubelet's first read
+//! (what KWOK, without a node identity, cannot show).
+
+use super::points::anchors;
+use super::rows::{Row, RowVerdict};
+use crate::record::RunResult;
+use crate::timeline::{Change, Ms};
+
+/// What the sim lacks when a kubelet's first sync of a pod was refused by
+/// the node authorizer.
+pub const AUTHORIZER_LACK: &str = "the node authorizer's race: a kubelet may read a new pod's \
+    claim before the API server has linked the pod to its node (event FailedMount, \"no \
+    relationship found between node ... and this object\") and syncs the pod again after its \
+    pod worker's backoff, 10-15 s (`backOffPeriod` 10 s, jitter 0.5); KWOK plays nodes without \
+    a node identity, so on the sim the pod starts on time";
+
+/// When (step, time after it) a kubelet's read of a pod's volumes was
+/// refused by the node authorizer, from the run's FailedMount events.
+pub(super) fn authorizer_races(run: &RunResult) -> Vec<(usize, Ms)> {
+    let steps = anchors(run);
+    run.transitions
+        .iter()
+        .filter(|t| {
+            matches!(&t.change, Change::Event { reason, message, .. }
+                if reason == "FailedMount" && message.contains("no relationship found between node"))
+        })
+        .filter_map(|t| {
+            let step = steps.iter().rposition(|(s, _)| *s <= t.at)?;
+            Some((step, t.at - steps[step].0))
+        })
+        .collect()
+}
+
+/// A row off on one side only after that side's kubelet retried a pod the
+/// node authorizer had refused (in the same step, before the row), the
+/// other side seeing no such refusal: what the sim lacks, not a difference
+/// in what it plays.
+pub(super) fn excuse_authorizer_races(
+    rows: &mut [(usize, Ms, Row)],
+    kind: &[(usize, Ms)],
+    sim: &[(usize, Ms)],
+) {
+    for (step, _, r) in rows.iter_mut() {
+        if r.verdict != RowVerdict::Off {
+            continue;
+        }
+        let refused = |races: &[(usize, Ms)], at: Option<Ms>| {
+            at.is_some_and(|at| races.iter().any(|(s, t)| s == step && *t <= at))
+        };
+        let on_kind = refused(kind, r.kind);
+        let on_sim = refused(sim, r.sim);
+        if on_kind != on_sim {
+            r.verdict = RowVerdict::Cannot {
+                lacks: AUTHORIZER_LACK.into(),
+            };
+        }
+    }
+}
+
+/// A transition seen right at a step's start falls before the step on one
+/// side and after it on the other (a race between the watch and a step that
+/// began the moment an expectation held). A row seen on kind only and one of
+/// the same name seen on the sim only, in the step before or after, are that
+/// one transition: the sim's time is taken from kind's step.
+pub(super) fn join_boundary_races(rows: &mut Vec<(usize, Ms, Row)>, sim_steps: &[(Ms, String)]) {
+    let mut i = 0;
+    while i < rows.len() {
+        let (step, _, r) = &rows[i];
+        let found = (r.verdict == RowVerdict::OnlyKind)
+            .then(|| {
+                rows.iter().position(|(s, _, o)| {
+                    o.verdict == RowVerdict::OnlySim && o.what == r.what && s.abs_diff(*step) == 1
+                })
+            })
+            .flatten();
+        let Some(j) = found else {
+            i += 1;
+            continue;
+        };
+        let (sim_step, sim_after, sim_row) = rows.remove(j);
+        if j < i {
+            i -= 1;
+        }
+        let (step, _, r) = &mut rows[i];
+        let (Some(from), Some(to)) = (sim_steps.get(sim_step), sim_steps.get(*step)) else {
+            i += 1;
+            continue;
+        };
+        r.sim = Some(from.0 + sim_after - to.0);
+        r.sim_count = sim_row.sim_count;
+        r.verdict = if r.kind_count == r.sim_count {
+            RowVerdict::Within
+        } else {
+            RowVerdict::Count
+        };
+        i += 1;
+    }
+}
