@@ -4,6 +4,8 @@
 //! the timeline, the fault steps' account of the machines, the metrics.
 //! What it finds is `record::remediation`'s schema (docs/remediation.md).
 
+#![deny(clippy::wildcard_enum_match_arm)]
+
 use crate::record::machines::MachineTrack;
 use crate::record::remediation::{
     Act, AuditDeletion, Fencing, Leftover, Release, Remediation, is_act,
