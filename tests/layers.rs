@@ -43,21 +43,6 @@ fn top_modules(lib: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// The module path of a file under `src/`: `runner/session/mod.rs` is
-/// `[runner, session]`, `exec.rs` is `[exec]`.
-fn module_path(rel: &Path) -> Vec<String> {
-    let mut parts: Vec<String> = rel
-        .iter()
-        .map(|p| p.to_string_lossy().into_owned())
-        .collect();
-    let file = parts.pop().unwrap_or_default();
-    let stem = file.trim_end_matches(".rs");
-    if stem != "mod" {
-        parts.push(stem.to_owned());
-    }
-    parts
-}
-
 /// The top-level modules a file's code names: `crate::x`, `crate::{x, y::z}`,
 /// and `super::` chains that climb out of its own top-level module. Line
 /// comments are left out (doc links are not imports).
@@ -165,7 +150,7 @@ type Graph = BTreeMap<(String, String), BTreeSet<String>>;
 fn graph(files: &[(PathBuf, String)], modules: &BTreeSet<String>) -> Graph {
     let mut g = Graph::new();
     for (rel, text) in files {
-        let path = module_path(rel);
+        let path = files::module_of(rel);
         let Some(from) = path.first().filter(|m| modules.contains(*m)) else {
             continue; // lib.rs, main.rs
         };

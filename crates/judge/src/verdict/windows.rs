@@ -46,34 +46,16 @@ pub fn errors_between(samples: &[Sample], from: Ms, to: Option<Ms>) -> (u64, u64
 mod tests {
     use super::*;
     use crate::record::probe::windows::error_windows;
-    use crate::record::probe::{Phase, RequestOutcome};
 
+    // `Sample`'s examples (record's `examples` feature), by shorter names
     fn ok(at: Ms) -> Sample {
-        Sample {
-            at,
-            url: 0,
-            latency: at % 7 + 1,
-            outcome: RequestOutcome::Ok { status: 200 },
-        }
+        Sample::example_ok(at)
     }
-
     fn timeout(at: Ms) -> Sample {
-        Sample {
-            at,
-            url: 0,
-            latency: 1_000,
-            outcome: RequestOutcome::Timeout {
-                phase: Phase::Connect,
-            },
-        }
+        Sample::example_timeout(at)
     }
-
     fn refused(at: Ms) -> Sample {
-        Sample {
-            outcome: RequestOutcome::Refused,
-            latency: 1,
-            ..ok(at)
-        }
+        Sample::example_refused(at)
     }
 
     #[test]

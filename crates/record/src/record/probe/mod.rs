@@ -245,6 +245,42 @@ impl ProbeRecord {
     }
 }
 
+impl Sample {
+    /// A request answered 200 at `at` (a latency from its time), for tests.
+    #[cfg(any(test, feature = "examples"))]
+    pub fn example_ok(at: Ms) -> Sample {
+        Sample {
+            at,
+            url: 0,
+            latency: at % 7 + 1,
+            outcome: RequestOutcome::Ok { status: 200 },
+        }
+    }
+
+    /// A request that timed out connecting at `at`, for tests.
+    #[cfg(any(test, feature = "examples"))]
+    pub fn example_timeout(at: Ms) -> Sample {
+        Sample {
+            at,
+            url: 0,
+            latency: 1_000,
+            outcome: RequestOutcome::Timeout {
+                phase: Phase::Connect,
+            },
+        }
+    }
+
+    /// A request refused at `at`, for tests.
+    #[cfg(any(test, feature = "examples"))]
+    pub fn example_refused(at: Ms) -> Sample {
+        Sample {
+            outcome: RequestOutcome::Refused,
+            latency: 1,
+            ..Sample::example_ok(at)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
