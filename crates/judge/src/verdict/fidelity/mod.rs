@@ -3,7 +3,7 @@
 //! verdict (`nodefall report fidelity`, docs/fidelity.md; the report crate
 //! renders it).
 //!
-//! A run's transitions become *points* ([`points`]): the target nodes' own
+//! A run's transitions become *points* ([`points()`]): the target nodes' own
 //! transitions (named by role, so `worker-1` on the sim meets
 //! `nfscen-worker` on kind), and the pods' and endpoints' grouped by where
 //! they were (on a target, elsewhere, a replacement) with the first and the

@@ -38,7 +38,7 @@ pub enum RowVerdict {
     /// Both saw it, a different number of times.
     Count,
     /// Apart by more than the goal, both inside the window of the
-    /// controller's timer that makes the transition (see [`timer`]).
+    /// controller's timer that makes the transition (see `gaps::timers`).
     Timer {
         rule: String,
     },
