@@ -196,7 +196,9 @@ async fn up_session(args: UpArgs) -> Result<ExitCode, Error> {
         &dir,
     )
     .await;
-    let failed = match (made, stop) {
+    // What ends the command once what was made is removed: a signal's exit
+    // code, or the failure (printed once, by main, after the teardown).
+    let end: Result<ExitCode, Error> = match (made, stop) {
         (Ok(()), None) => {
             journal.detach()?;
             outln!(
@@ -218,8 +220,8 @@ async fn up_session(args: UpArgs) -> Result<ExitCode, Error> {
             outln!("  remove it: nodefall kind down {name}");
             return Ok(exit::code(exit::PASS));
         }
-        (Ok(()), Some(s)) => Err(s),
-        (Err(error), stop) => Ok(KindUpFailed { error, stop }),
+        (Ok(()), Some(s)) => Ok(ExitCode::from(s.exit_code())),
+        (Err(error), stop) => Err(Error::KindUp(KindUpFailed { error, stop })),
     };
     eprintln!("removing what was made for kind cluster {name}");
     let ok = tokio::task::block_in_place(|| teardown(&mut journal, &mut |l| eprintln!("  {l}")));
@@ -232,11 +234,7 @@ async fn up_session(args: UpArgs) -> Result<ExitCode, Error> {
             journal.path().display()
         );
     }
-    // printed once, by main, after what was made is gone
-    match failed {
-        Err(s) => Ok(ExitCode::from(s.exit_code())),
-        Ok(e) => Err(Error::KindUp(e)),
-    }
+    end
 }
 
 /// The steps of `kind up`, each journaled before it is made.
