@@ -385,7 +385,7 @@ fn a_planted_ring_of_files_is_caught() {
         ),
         file(
             "report/format.rs",
-            "use crate::timeline::Metrics;\npub fn table() {}\n",
+            "use crate::timeline::{Fold, metrics::Metrics};\npub fn table() {}\n",
         ),
         file(
             "report/markdown.rs",
@@ -413,8 +413,14 @@ fn a_planted_ring_of_files_is_caught() {
         "a group's members are each an edge"
     );
     assert_eq!(g["report/mod.rs"], ["report/markdown.rs".to_owned()].into());
-    // `Metrics` is no module: the path stops at the file that names it
-    assert_eq!(g["report/format.rs"], ["timeline/mod.rs".to_owned()].into());
+    // `Fold` is no module: the path stops at the file that names it; a
+    // group's later member continues the path before the group
+    assert_eq!(
+        g["report/format.rs"],
+        ["timeline/metrics.rs", "timeline/mod.rs"]
+            .map(str::to_owned)
+            .into()
+    );
     assert!(g["timeline/fold.rs"].is_empty(), "{g:#?}");
 
     // a section that uses the orchestrator's helper: a ring of two

@@ -121,14 +121,12 @@ fn expand(
             let group = &code[at + 1..];
             let mut level = 0;
             let mut start = 0;
-            let mut close = group.len();
             let mut members = Vec::new();
             for (k, ch) in group.char_indices() {
                 match ch {
                     '{' => level += 1,
                     '}' if level == 0 => {
                         members.push((start, k));
-                        close = k;
                         break;
                     }
                     '}' => level -= 1,
@@ -139,6 +137,8 @@ fn expand(
                     _ => {}
                 }
             }
+            // each member continues what was read before the group
+            let before = prefix.len();
             for (s, e) in members {
                 let member = group[s..e].trim_start();
                 let offset = at + 1 + s + (group[s..e].len() - member.len());
@@ -148,9 +148,9 @@ fn expand(
                 }
                 prefix.push(member[..name_end].to_owned());
                 expand(code, offset + name_end, prefix, root, out);
-                prefix.truncate(depth);
+                prefix.truncate(before);
             }
-            let _ = close;
+            prefix.truncate(depth);
             return;
         }
         let len = rest.find(|c: char| !is_ident(c)).unwrap_or(rest.len());
