@@ -45,18 +45,8 @@ pub fn errors_between(samples: &[Sample], from: Ms, to: Option<Ms>) -> (u64, u64
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::probe::examples::{ok, refused, timeout};
     use crate::record::probe::windows::error_windows;
-
-    // `Sample`'s examples (record's `examples` feature), by shorter names
-    fn ok(at: Ms) -> Sample {
-        Sample::example_ok(at)
-    }
-    fn timeout(at: Ms) -> Sample {
-        Sample::example_timeout(at)
-    }
-    fn refused(at: Ms) -> Sample {
-        Sample::example_refused(at)
-    }
 
     #[test]
     fn errors_between_and_the_longest_window() {

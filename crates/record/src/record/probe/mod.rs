@@ -245,10 +245,15 @@ impl ProbeRecord {
     }
 }
 
-impl Sample {
-    /// A request answered 200 at `at` (a latency from its time), for tests.
-    #[cfg(any(test, feature = "examples"))]
-    pub fn example_ok(at: Ms) -> Sample {
+/// Example requests for tests (here and in the crates above, through the
+/// `examples` feature).
+#[cfg(any(test, feature = "examples"))]
+pub mod examples {
+    use super::{Phase, RequestOutcome, Sample};
+    use crate::timeline::Ms;
+
+    /// A request answered 200 at `at` (a latency from its time).
+    pub fn ok(at: Ms) -> Sample {
         Sample {
             at,
             url: 0,
@@ -257,9 +262,8 @@ impl Sample {
         }
     }
 
-    /// A request that timed out connecting at `at`, for tests.
-    #[cfg(any(test, feature = "examples"))]
-    pub fn example_timeout(at: Ms) -> Sample {
+    /// A request that timed out connecting at `at`.
+    pub fn timeout(at: Ms) -> Sample {
         Sample {
             at,
             url: 0,
@@ -270,13 +274,12 @@ impl Sample {
         }
     }
 
-    /// A request refused at `at`, for tests.
-    #[cfg(any(test, feature = "examples"))]
-    pub fn example_refused(at: Ms) -> Sample {
+    /// A request refused at `at`.
+    pub fn refused(at: Ms) -> Sample {
         Sample {
             outcome: RequestOutcome::Refused,
             latency: 1,
-            ..Sample::example_ok(at)
+            ..ok(at)
         }
     }
 }

@@ -111,18 +111,8 @@ pub fn latency<'a>(samples: impl IntoIterator<Item = &'a Sample>) -> Latency {
 
 #[cfg(test)]
 mod tests {
+    use super::super::examples::{ok, refused, timeout};
     use super::*;
-
-    // `Sample`'s examples (record's `examples` feature), by shorter names
-    fn ok(at: Ms) -> Sample {
-        Sample::example_ok(at)
-    }
-    fn timeout(at: Ms) -> Sample {
-        Sample::example_timeout(at)
-    }
-    fn refused(at: Ms) -> Sample {
-        Sample::example_refused(at)
-    }
 
     #[test]
     fn one_outage_is_one_window_ending_at_the_first_success() {
