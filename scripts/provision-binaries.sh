@@ -36,7 +36,11 @@ have() { [[ -x "$1" ]]; }
 
 k8s_dir="$CACHE/bin/kubernetes-$K8S_VERSION"
 etcd_dir="$CACHE/bin/etcd-$ETCD_VERSION"
-kwok_dir="$CACHE/bin/kwok-$KWOK_VERSION"
+# Built from source, kwok gets one fix (kwok_fix below); the directory's suffix
+# keeps a binary cached before the fix out of use. A downloaded release (no Go)
+# goes there too, without the fix.
+KWOK_FIX="nodefall.1"
+kwok_dir="$CACHE/bin/kwok-$KWOK_VERSION+$KWOK_FIX"
 
 # One provisioner at a time: a second one (parallel tests, two runs started
 # together) waits for the first, then finds its binaries built. Without the
@@ -192,6 +196,7 @@ download_all() {
     fetch "https://github.com/kubernetes-sigs/kwok/releases/download/$KWOK_VERSION/kwok-$os-$arch" "$tmp/kwok" \
       || missing_msg "Downloading kwok failed."
     chmod +x "$tmp/kwok" && mkdir -p "$kwok_dir" && mv "$tmp/kwok" "$kwok_dir/kwok"
+    log "  the downloaded kwok lacks nodefall's fix of its pod-IP race (kwok_fix): install Go for it"
   fi
   log "binaries downloaded to $CACHE/bin"
   exit 0
@@ -276,11 +281,40 @@ if (( need_etcd )); then
   log "etcd $ETCD_VERSION built in $(( $(date +%s) - start ))s"
 fi
 
+# kwok's pod controller makes a node's pod-IP pool on first use with a Load
+# then a Store (pkg/kwok/controllers/pod_controller.go, ipPool(), v0.8.0 and
+# main as of 2026-11): two of its stage workers making a node's first pods
+# Running at the same moment can each make a pool, and both pods get its first
+# address (docs/sim-backend.md: the CI failure that led here). The fix makes
+# the pool with LoadOrStore.
+kwok_fix() { # dir of kwok's module source
+  local f="$1/pkg/kwok/controllers/pod_controller.go"
+  sed -i -e 's/^\tpool = newIPPool(ipnet)$/\tpool, _ = c.ipPools.LoadOrStore(cidr, newIPPool(ipnet))/' \
+    -e '/^\tc\.ipPools\.Store(cidr, pool)$/d' "$f"
+  if ! grep -q 'c.ipPools.LoadOrStore(cidr, newIPPool(ipnet))' "$f" || grep -q 'c.ipPools.Store(' "$f"; then
+    log "error: kwok $KWOK_VERSION's ipPool() is not the code kwok_fix changes ($f); set NODEFALL_KWOK_VERSION=v0.8.0"
+    return 1
+  fi
+}
+
 if (( need_kwok )); then
   start=$(date +%s)
-  log "building kwok $KWOK_VERSION"
+  log "building kwok $KWOK_VERSION (with nodefall's fix of its pod-IP pool race)"
+  w="$work/kwok"
+  mkdir -p "$w"
+  RUN_STDOUT="$w/download.json" run "$w" go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION"
+  src="$(sed -n 's/.*"Dir": "\(.*\)".*/\1/p' "$w/download.json")"
+  if [[ ! -d "$src" ]]; then
+    log "error: \`go mod download -json sigs.k8s.io/kwok@$KWOK_VERSION\` named no source directory (\"$src\")"
+    exit 1
+  fi
+  # The module cache is read-only: build a writable copy.
+  cp -R "$src" "$w/src"
+  chmod -R u+w "$w/src"
+  kwok_fix "$w/src"
   mkdir -p "$kwok_dir"
-  GOBIN="$kwok_dir" run "$work" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+  run "$w/src" go build -trimpath -ldflags "-s -w" -o "$kwok_dir/kwok.tmp" ./cmd/kwok
+  mv "$kwok_dir/kwok.tmp" "$kwok_dir/kwok"
   log "kwok $KWOK_VERSION built in $(( $(date +%s) - start ))s"
 fi
 

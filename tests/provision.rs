@@ -14,8 +14,8 @@ mod skip;
 /// `mod download -json` writes an upstream go.mod with a dependency that is
 /// replaced by a local path but not required (as k8s.io/sample-cli-plugin in
 /// k8s.io/kubernetes) and prints the JSON the script parses; `mod tidy` keeps a
-/// copy of the wrapper go.mod for the test to read; `build` and `install`
-/// write an executable where asked (a second later with FAKE_GO_SLOW_BUILD;
+/// copy of the wrapper go.mod for the test to read (for kwok: a source tree
+/// holding upstream's `ipPool()`); `build` writes an executable where asked (a second later with FAKE_GO_SLOW_BUILD;
 /// with FAKE_GO_REAL_BIN, a copy of the real binary of that name from there,
 /// kube-apiserver's after FAKE_GO_APISERVER_SECS), or `build` fails when
 /// FAKE_GO_FAIL_BUILD is set. Anything else is an error, so a new go command in the script shows.
@@ -41,7 +41,20 @@ replace (
 	github.com/example/pinned => ./third_party/pinned
 )
 MOD
-    printf '{\n\t"Path": "%s",\n\t"Version": "%s",\n\t"GoMod": "%s"\n}\n' "${mod%@*}" "${mod#*@}" "$gomod"
+    src="$FAKE_GO_DIR/src-$(basename "${mod%@*}")"
+    if [[ "$mod" == sigs.k8s.io/kwok@* ]]; then
+      # kwok's ipPool() as upstream writes it (FAKE_GO_KWOK_CHANGED: as a later
+      # version might), read-only as in the module cache.
+      mkdir -p "$src/pkg/kwok/controllers"
+      if [[ -n "${FAKE_GO_KWOK_CHANGED:-}" ]]; then
+        printf '\tpool = c.newPool(cidr)\n' >"$src/pkg/kwok/controllers/pod_controller.go"
+      else
+        printf '\tpool = newIPPool(ipnet)\n\tc.ipPools.Store(cidr, pool)\n\treturn pool, nil\n' \
+          >"$src/pkg/kwok/controllers/pod_controller.go"
+      fi
+      chmod a-w "$src/pkg/kwok/controllers/pod_controller.go"
+    fi
+    printf '{\n\t"Path": "%s",\n\t"Version": "%s",\n\t"GoMod": "%s",\n\t"Dir": "%s"\n}\n' "${mod%@*}" "${mod#*@}" "$gomod" "$src"
     ;;
   "mod tidy")
     cp go.mod "$FAKE_GO_DIR/tidied-$(basename "$PWD").go.mod"
@@ -58,6 +71,9 @@ MOD
       echo "fake go: cannot build ${*: -1}: undefined: frobnicate" >&2
       exit 1
     fi
+    if [[ "${*: -1}" == ./cmd/kwok ]]; then
+      cp pkg/kwok/controllers/pod_controller.go "$FAKE_GO_DIR/built-kwok-pod_controller.go"
+    fi
     while [[ "$1" != -o ]]; do shift; done
     if [[ -n "${FAKE_GO_REAL_BIN:-}" ]]; then
       name="$(basename "$2" .tmp)"
@@ -65,13 +81,6 @@ MOD
       cp "$FAKE_GO_REAL_BIN/$name" "$2"
     else
       printf '#!/bin/sh\n' >"$2" && chmod +x "$2"
-    fi
-    ;;
-  "install "*)
-    if [[ -n "${FAKE_GO_REAL_BIN:-}" ]]; then
-      cp "$FAKE_GO_REAL_BIN/kwok" "$GOBIN/kwok"
-    else
-      printf '#!/bin/sh\n' >"$GOBIN/kwok" && chmod +x "$GOBIN/kwok"
     fi
     ;;
   *)
@@ -199,7 +208,7 @@ fn a_replaced_but_not_required_module_does_not_end_the_script() {
         "kubernetes-v1.35.4/kube-controller-manager",
         "kubernetes-v1.35.4/kube-scheduler",
         "etcd-v3.5.35/etcd",
-        "kwok-v0.8.0/kwok",
+        "kwok-v0.8.0+nodefall.1/kwok",
     ] {
         assert!(machine.cache().join("bin").join(bin).is_file(), "{bin}");
     }
@@ -223,6 +232,39 @@ fn a_replaced_but_not_required_module_does_not_end_the_script() {
     assert!(
         etcd.contains("replace k8s.io/api => k8s.io/api v3.5.35\n"),
         "{etcd}"
+    );
+    // kwok is built from a copy of its source with the pod-IP pool made once.
+    assert_eq!(
+        machine.read("fake-go/built-kwok-pod_controller.go"),
+        "\tpool, _ = c.ipPools.LoadOrStore(cidr, newIPPool(ipnet))\n\treturn pool, nil\n"
+    );
+}
+
+/// A kwok whose `ipPool()` is not the code the fix changes is not built
+/// unfixed: the script stops and says which version it knows.
+#[test]
+fn a_kwok_the_fix_does_not_fit_is_not_built() {
+    let machine = Machine::new();
+    let mut command = Command::new("bash");
+    command.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/provision-binaries.sh"));
+    let out = machine
+        .env(command)
+        .env("FAKE_GO_KWOK_CHANGED", "1")
+        .output()
+        .expect("bash runs");
+    let stderr = text(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("ipPool() is not the code kwok_fix changes")
+            && stderr.contains("NODEFALL_KWOK_VERSION=v0.8.0"),
+        "{stderr}"
+    );
+    assert!(
+        !machine
+            .cache()
+            .join("bin/kwok-v0.8.0+nodefall.1/kwok")
+            .exists(),
+        "no kwok cached"
     );
 }
 
@@ -359,7 +401,7 @@ fn a_second_provisioner_waits_for_the_first_and_finds_its_binaries() {
     for bin in [
         "kubernetes-v1.35.4/kube-apiserver",
         "etcd-v3.5.35/etcd",
-        "kwok-v0.8.0/kwok",
+        "kwok-v0.8.0+nodefall.1/kwok",
     ] {
         assert!(
             machine.cache().join("bin").join(bin).is_file(),

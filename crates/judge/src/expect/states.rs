@@ -81,6 +81,47 @@ pub(super) fn service(world: &World, subject: &ResolvedSubject, c: &ServiceCond)
     }
 }
 
+/// What a Service subject shows in `world`, for a failure that never saw
+/// its condition: how many ready endpoints, and the first few with their
+/// pods (an address is counted once, as clients are routed by address).
+pub(super) fn service_seen(world: &World, subject: &ResolvedSubject) -> Option<String> {
+    const SHOWN: usize = 8;
+    let ResolvedSubject::Service { name, on, not_on } = subject else {
+        return None;
+    };
+    let ready = world.ready_endpoints(name, on.as_deref(), not_on.as_deref());
+    let listed: std::collections::BTreeMap<&str, &str> = world
+        .endpoints
+        .values()
+        .filter(|e| {
+            e.service == *name
+                && e.ready
+                && on.as_deref().is_none_or(|n| e.node.as_deref() == Some(n))
+                && not_on
+                    .as_deref()
+                    .is_none_or(|n| e.node.as_deref() != Some(n))
+        })
+        .map(|e| (e.address.as_str(), e.pod.as_deref().unwrap_or("no pod")))
+        .collect();
+    let mut out = format!(
+        "{ready} ready endpoint{}",
+        if ready == 1 { "" } else { "s" }
+    );
+    let shown: Vec<String> = listed
+        .iter()
+        .take(SHOWN)
+        .map(|(address, pod)| format!("{address} ({pod})"))
+        .collect();
+    if !shown.is_empty() {
+        out.push_str(": ");
+        out.push_str(&shown.join(", "));
+    }
+    if listed.len() > SHOWN {
+        out.push_str(&format!(", and {} more", listed.len() - SHOWN));
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::{holds, truth_series};
@@ -228,5 +269,57 @@ mod tests {
             crate::scenario::checked::EndOfRunCond::FencedBeforeReplacement,
         )];
         assert!(!holds(&world, &pods, &once));
+    }
+
+    /// A Service never seen as expected says what it showed instead.
+    #[test]
+    fn a_service_says_its_ready_endpoints_and_their_pods() {
+        let slice = ObjectRef::EndpointSlice {
+            name: "web-a".into(),
+            service: "web".into(),
+        };
+        let ep = |address: &str, node: &str, ready: bool| Change::Endpoint {
+            address: address.into(),
+            pod: Some(format!("web-{node}")),
+            node: Some(node.into()),
+            ready,
+            serving: ready,
+            terminating: false,
+        };
+        let mut world = World::default();
+        for (address, node, ready) in [
+            ("10.0.1.2", "w1", true),
+            ("10.0.2.2", "w2", true),
+            ("10.0.2.3", "w2", false),
+        ] {
+            world.apply(&Transition {
+                by: None,
+                at: 0,
+                server_time: None,
+                object: slice.clone(),
+                change: ep(address, node, ready),
+            });
+        }
+        let web = |on: Option<&str>| ResolvedSubject::Service {
+            name: "web".into(),
+            on: on.map(str::to_owned),
+            not_on: None,
+        };
+        assert_eq!(
+            service_seen(&world, &web(None)).as_deref(),
+            Some("2 ready endpoints: 10.0.1.2 (web-w1), 10.0.2.2 (web-w2)")
+        );
+        assert_eq!(
+            service_seen(&world, &web(Some("w1"))).as_deref(),
+            Some("1 ready endpoint: 10.0.1.2 (web-w1)")
+        );
+        assert_eq!(
+            service_seen(&world, &web(Some("w3"))).as_deref(),
+            Some("0 ready endpoints")
+        );
+        assert_eq!(
+            service_seen(&world, &ResolvedSubject::Node("w1".into())),
+            None
+        );
     }
 }

@@ -116,6 +116,14 @@ impl Truth {
     }
 }
 
+impl Truth {
+    /// What the subject shows now, in words, where a subject says more
+    /// than whether its condition holds (a Service: its ready endpoints).
+    pub fn seen(&self) -> Option<String> {
+        super::states::service_seen(&self.world, &self.subject)
+    }
+}
+
 /// When the condition's truth changed over `transitions`: `(time, holds)`
 /// pairs, the first at time `from` with the truth then, each later one a flip.
 pub fn truth_series(

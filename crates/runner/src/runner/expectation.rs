@@ -285,7 +285,10 @@ impl Run<'_> {
                     result.verdict = Verdict::Fail;
                     result.observed = observed;
                     result.missed_by = missed_by;
-                    result.detail = detail;
+                    result.detail = match truth.seen().filter(|_| observed.is_none()) {
+                        Some(seen) => format!("{detail} (seen: {seen})"),
+                        None => detail,
+                    };
                     if let Some(o) = observed
                         .filter(|_| matches!(window, crate::scenario::expr::Window::Between { .. }))
                     {

@@ -47,6 +47,10 @@ impl Versions {
     }
 }
 
+/// The suffix of kwok's cache directory: the fix `provision-binaries.sh`
+/// builds kwok with (its `KWOK_FIX`; a binary cached before it is not used).
+pub const KWOK_FIX: &str = "nodefall.1";
+
 /// Paths of the binaries of one version set.
 #[derive(Debug, Clone)]
 pub struct Binaries {
@@ -89,7 +93,9 @@ impl Binaries {
             kube_controller_manager: k8s.join("kube-controller-manager"),
             kube_scheduler: k8s.join("kube-scheduler"),
             etcd: bin.join(format!("etcd-{}", versions.etcd)).join("etcd"),
-            kwok: bin.join(format!("kwok-{}", versions.kwok)).join("kwok"),
+            kwok: bin
+                .join(format!("kwok-{}+{KWOK_FIX}", versions.kwok))
+                .join("kwok"),
             versions,
         }
     }
@@ -265,6 +271,22 @@ mod tests {
     use std::os::unix::process::ExitStatusExt as _;
 
     use super::*;
+
+    #[test]
+    fn kwok_is_looked_for_where_the_script_builds_it() {
+        assert!(
+            PROVISION_SCRIPT.contains(&format!(
+                "KWOK_FIX=\"{KWOK_FIX}\"\nkwok_dir=\"$CACHE/bin/kwok-$KWOK_VERSION+$KWOK_FIX\""
+            )),
+            "scripts/provision-binaries.sh names another kwok directory than {KWOK_FIX}"
+        );
+        let versions = Versions::from_env();
+        let kwok = Binaries::at(Path::new("/c"), versions.clone()).kwok;
+        assert_eq!(
+            kwok,
+            Path::new(&format!("/c/bin/kwok-{}+nodefall.1/kwok", versions.kwok))
+        );
+    }
 
     #[test]
     fn failure_message_carries_the_tail_and_names_the_log_only_when_it_exists() {
