@@ -265,6 +265,39 @@ fn a_namespace_that_existed_keeps_its_objects_and_nodes_keep_their_marks() {
         err.contains("already exist: ConfigMap precious/data"),
         "{err}"
     );
+    // A volume of a CSI driver the cluster lacks could never attach: refused
+    // before anything, naming the volume and where the driver comes from.
+    d.write(
+        "csi.yaml",
+        "apiVersion: v1\nkind: PersistentVolume\nmetadata: {name: nodefall-safety-csi}\nspec:\n  \
+         capacity: {storage: 1Gi}\n  accessModes: [ReadWriteOnce]\n  \
+         csi: {driver: csi.nodefall.dev, volumeHandle: v}\n",
+    );
+    let no_driver = d.write(
+        "no-driver.yaml",
+        "name: no-driver\nnamespace: fresh\nsetup: {apply: csi.yaml}\ntarget: {name: worker-1}\n\
+         steps:\n  - fault: pause-vm\n  - expect: {node: target, ready: Unknown, within: grace + 20s}\n",
+    );
+    let out = d
+        .command(&[
+            "scenario",
+            no_driver.to_str().unwrap(),
+            "--cluster",
+            "safety",
+            "--out",
+        ])
+        .arg(d.out.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("PersistentVolume nodefall-safety-csi (from ")
+            && err
+                .contains("use the CSI driver csi.nodefall.dev, which this cluster does not have")
+            && err.contains("comes with `nodefall kind up`"),
+        "{err}"
+    );
     let file = d.write(
         "keep.yaml",
         "name: keep\nnamespace: precious\nsetup:\n  apply: objects.yaml\n  waitReady: {deployment: web, replicas: 2, timeout: 1m}\n\

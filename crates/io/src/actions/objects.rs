@@ -39,6 +39,14 @@ impl ManifestObject {
         }
     }
 
+    /// The CSI driver a PersistentVolume's volume belongs to (`spec.csi.driver`).
+    pub fn csi_driver(&self) -> Option<&str> {
+        (self.kind == "PersistentVolume")
+            .then(|| self.object.data.pointer("/spec/csi/driver"))
+            .flatten()
+            .and_then(serde_json::Value::as_str)
+    }
+
     fn api(&self, client: &kube::Client) -> Api<DynamicObject> {
         api_for(client, &self.resource, self.namespace.as_deref())
     }
@@ -66,7 +74,17 @@ pub async fn resolve_manifest(
         path: path.to_owned(),
         source,
     })?;
-    let text = crate::scenario::load::strip_bom(&text);
+    resolve_documents(client, path, &text, namespace).await
+}
+
+/// [`resolve_manifest`] of a manifest's text; `path` names it in errors.
+pub async fn resolve_documents(
+    client: &kube::Client,
+    path: &Path,
+    text: &str,
+    namespace: &str,
+) -> Result<Vec<ManifestObject>> {
+    let text = crate::scenario::load::strip_bom(text);
     let mut out = Vec::new();
     for (i, doc) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
         let manifest = |message: String| Error::Manifest {

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::storage::v1::CSIDriver;
 use kube::ResourceExt as _;
 use kube::api::Api;
 
@@ -56,6 +57,7 @@ impl Run<'_> {
                 objects.push(o);
             }
         }
+        self.check_csi_drivers(&objects).await?;
         if !existing.is_empty() {
             return Err(Error::Preflight(format!(
                 "the scenario applies objects that already exist: {}. nodefall only changes and \
@@ -66,6 +68,51 @@ impl Run<'_> {
         }
         self.manifests = objects;
         Ok(())
+    }
+
+    /// Every CSI driver the scenario's PersistentVolumes name has its
+    /// CSIDriver on the cluster: a volume of a driver the cluster lacks never
+    /// attaches, and its pods would wait out `waitReady` for nothing.
+    async fn check_csi_drivers(&self, objects: &[actions::ManifestObject]) -> Result<(), Error> {
+        let drivers: Api<CSIDriver> = Api::all(self.client.clone());
+        // Whether each driver is on the cluster, asked once.
+        let mut present: BTreeMap<&str, bool> = BTreeMap::new();
+        let mut missing: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+        for o in objects {
+            let Some(driver) = o.csi_driver() else {
+                continue;
+            };
+            if !present.contains_key(driver) {
+                let found = drivers.get_opt(driver).await.map_err(|e| {
+                    Error::Target(format!(
+                        "reading CSIDriver {driver}: {}",
+                        actions::api_text(&e)
+                    ))
+                })?;
+                present.insert(driver, found.is_some());
+            }
+            if present.get(driver) == Some(&false) {
+                missing.entry(driver).or_default().push(format!(
+                    "{} (from {})",
+                    o.describe(),
+                    o.file.display()
+                ));
+            }
+        }
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let said: Vec<String> = missing
+            .iter()
+            .map(|(driver, pvs)| format!("{} use the CSI driver {driver}", pvs.join(", ")))
+            .collect();
+        Err(Error::Preflight(format!(
+            "{}, which this cluster does not have (no CSIDriver object): their volumes would never \
+             attach. nodefall's driver ({}) comes with `nodefall kind up`; on another cluster, \
+             install the driver first",
+            said.join("; "),
+            "csi.nodefall.dev, scripts/kind/csi/"
+        )))
     }
 
     /// The resolved objects of one manifest file, in document order.
