@@ -57,6 +57,8 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 
 #[path = "support/action.rs"]
 mod action;
+#[path = "support/csi.rs"]
+mod csi;
 #[path = "support/image.rs"]
 mod image;
 #[path = "support/remediator.rs"]
@@ -354,6 +356,10 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
         up_out.contains("CoreDNS restarted without `forward`"),
         "{up_out}"
     );
+    assert!(
+        up_out.contains("CSI driver csi.nodefall.dev registered on 3 nodes"),
+        "{up_out}"
+    );
     assert_eq!(
         host_state().sysctls,
         before.sysctls,
@@ -441,6 +447,11 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
                 .unwrap();
         kube::Client::try_from(config).unwrap()
     });
+
+    // Volumes that really attach: every node lists nodefall's CSI driver, and
+    // a pod's volume is attached by the driver's own attacher.
+    let attached_on = rt.block_on(csi::attaches(&client, 3));
+    assert!(attached_on.contains("worker"), "{attached_on}");
 
     // Nothing in a node can reboot the host: its guard unit ran, the sysrq
     // trigger (where the kernel has one) is read-only, no watchdog device.
@@ -675,6 +686,17 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
             shared.display()
         );
     }
+
+    // Seed 000 on ReadWriteOnce volumes that really attach.
+    rwo_volumes(
+        out.path(),
+        &made
+            .state
+            .path()
+            .join("nodefall/kind")
+            .join(NAME)
+            .join("shared/csi"),
+    );
 
     // Judging the remediation: both verdicts of the duplicate window, the
     // example remediator, a flapping node.
@@ -1251,6 +1273,130 @@ impl Drop for Squatter {
     fn drop(&mut self) {
         sh(&format!("docker rm -f {} >/dev/null 2>&1", self.0));
     }
+}
+
+/// The two RWO scenarios' runs (`kind-rwo-*.yaml`, run with the other kind
+/// scenarios): their VolumeAttachment transitions, the figures taken from
+/// them, and what each copy of a pod wrote on its volume (`csi`: the volumes'
+/// directories on the host).
+fn rwo_volumes(out: &Path, csi: &Path) {
+    use nodefall::timeline::{Change, ObjectRef};
+    for scenario in ["kind-rwo-out-of-service", "kind-rwo-force-delete"] {
+        let r = run_result(out, scenario);
+        let target = &r.targets["target"];
+        let attachments: Vec<(&str, &Change)> = r
+            .transitions
+            .iter()
+            .filter_map(|t| match &t.object {
+                ObjectRef::VolumeAttachment { name } => Some((name.as_str(), &t.change)),
+                _ => None,
+            })
+            .collect();
+        let on_target: BTreeSet<&str> = attachments
+            .iter()
+            .filter(|(_, c)| matches!(c, Change::VolumeAttachment { node, attached: true, .. } if node == target))
+            .map(|(name, _)| *name)
+            .collect();
+        assert!(
+            !on_target.is_empty(),
+            "{scenario}: no attachment on {target}: {attachments:?}"
+        );
+        assert!(
+            attachments.iter().any(|(name, c)| on_target.contains(name)
+                && matches!(
+                    c,
+                    Change::VolumeAttachmentDeleted
+                        | Change::VolumeAttachment {
+                            attached: false,
+                            ..
+                        }
+                )),
+            "{scenario}: never detached from {target}: {attachments:?}"
+        );
+        let detach = r.metrics.detach_after_out_of_service_max;
+        assert!(
+            detach.is_some_and(|ms| (0..10_000).contains(&ms)),
+            "{scenario}: detachAfterOutOfServiceMax {detach:?}"
+        );
+        let waits: Vec<_> = r
+            .metrics
+            .pods
+            .iter()
+            .filter_map(|p| p.replacement_volume_wait)
+            .collect();
+        assert!(
+            !waits.is_empty(),
+            "{scenario}: no replacementVolumeWait: {:?}",
+            r.metrics.pods
+        );
+    }
+    // The force-delete case: Multi-Attach seen on the replacements.
+    let forced = run_result(out, "kind-rwo-force-delete");
+    assert!(
+        forced.transitions.iter().any(|t| matches!(&t.change,
+            Change::Event { reason, message, .. } if reason == "FailedAttachVolume" && message.contains("Multi-Attach"))),
+        "no Multi-Attach event in kind-rwo-force-delete"
+    );
+    // What each volume holds: the volumes of the paused node's pods were
+    // written by the original until the pause, by its replacement after the
+    // remediation, and by the original again once the node resumed, until its
+    // kubelet stopped it (`docker unpause` lets its containers run on: the
+    // hazard of remediating a node that is not really off). The others by
+    // one pod only.
+    let mut volumes = 0;
+    let mut moved = 0;
+    for dir in std::fs::read_dir(csi).unwrap().filter_map(Result::ok) {
+        let name = dir.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("rwo-") {
+            continue;
+        }
+        volumes += 1;
+        let text = std::fs::read_to_string(dir.path().join("writes")).unwrap_or_default();
+        let mut writes: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        for line in text.lines() {
+            let w: Vec<_> = line.split_whitespace().collect();
+            if let (Some(uid), Some(t)) = (w.get(1), w.get(2).and_then(|t| t.parse::<f64>().ok())) {
+                writes.entry((*uid).to_owned()).or_default().push(t);
+            }
+        }
+        let mut copies: Vec<Vec<f64>> = writes.into_values().collect();
+        copies.iter_mut().for_each(|c| c.sort_by(f64::total_cmp));
+        copies.sort_by(|a, b| a[0].total_cmp(&b[0]));
+        match copies.as_slice() {
+            [_] => {}
+            [original, replacement] => {
+                moved += 1;
+                // The original's longest silence: the pause.
+                let (paused, resumed) = original
+                    .windows(2)
+                    .map(|w| (w[0], w[1]))
+                    .max_by(|a, b| (a.1 - a.0).total_cmp(&(b.1 - b.0)))
+                    .unwrap_or_else(|| panic!("{name}: one write of the original"));
+                assert!(
+                    resumed - paused > 30.0,
+                    "{name}: no pause in the original's writes: {paused}..{resumed}"
+                );
+                assert!(
+                    replacement[0] > paused,
+                    "{name}: the replacement wrote ({}) before the original paused ({paused})",
+                    replacement[0]
+                );
+                let after = original.last().unwrap() - resumed;
+                assert!(
+                    (0.0..5.0).contains(&after),
+                    "{name}: the original wrote for {after:.1} s after the resume"
+                );
+            }
+            _ => panic!("{name}: {} writers", copies.len()),
+        }
+    }
+    assert!(moved >= 2, "{moved} volumes moved to a replacement");
+    assert_eq!(
+        volumes,
+        8,
+        "the volumes of both scenarios under {}",
+        csi.display()
+    );
 }
 
 /// The result of the run of `scenario` written under `out`.

@@ -22,7 +22,8 @@
 #   kind's files   images/base/files of sigs.k8s.io/kind (entrypoint, units)
 #   images         kube-apiserver, -controller-manager, -scheduler (the sim's
 #                  binaries), kube-proxy, etcd, coredns, pause (gcc),
-#                  local-path-provisioner and helper, kind-cni (./cni), agnhost
+#                  local-path-provisioner and helper, kind-cni (./cni),
+#                  kind-csi (./csi, installed by `nodefall kind up`), agnhost
 #                  (the kind scenarios' web server), busybox (Debian's)
 #
 # Needs: docker (a running daemon; on a host without CAP_SYS_RESOURCE it must
@@ -234,15 +235,22 @@ go_install() { # name module version
 go_install coredns github.com/coredns/coredns "$COREDNS_VERSION"
 go_install local-path-provisioner github.com/rancher/local-path-provisioner "$LOCAL_PATH_VERSION"
 
-# The pod network (./cni), keyed by its sources.
-cni_hash="$(cd "$here/cni" && find . -type f ! -name '*_test.go' ! -name '*.md' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-12)"
-cni_bin="$bin/kind-cni-$cni_hash/kind-cni"
-if ! have "$cni_bin"; then
-  log "go build kind-cni"
-  mkdir -p "$(dirname "$cni_bin")"
-  run "go build kind-cni" bash -c "cd '$here/cni' && GOFLAGS=-mod=readonly go build -trimpath -ldflags '-s -w' -o '$cni_bin.tmp' ."
-  mv "$cni_bin.tmp" "$cni_bin"
-fi
+# Our own programs, each keyed by its sources: the pod network (./cni) and the
+# CSI driver (./csi). own_bin NAME prints the binary's path, built if missing.
+own_bin() {
+  local hash out
+  hash="$(cd "$here/$1" && find . -type f ! -name '*_test.go' ! -name '*.md' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-12)"
+  out="$bin/kind-$1-$hash/kind-$1"
+  if ! have "$out"; then
+    log "go build kind-$1"
+    mkdir -p "$(dirname "$out")"
+    run "go build kind-$1" bash -c "cd '$here/$1' && GOFLAGS=-mod=readonly go build -trimpath -ldflags '-s -w' -o '$out.tmp' ."
+    mv "$out.tmp" "$out"
+  fi
+  echo "$out"
+}
+cni_bin="$(own_bin cni)"
+csi_bin="$(own_bin csi)"
 
 # pause, as the Kubernetes build makes it (static C).
 pause_bin="$bin/pause-$PAUSE_VERSION/pause"
@@ -292,6 +300,7 @@ image "$R/pause:$PAUSE_VERSION" '["/pause"]' "65535:65535" "$pause_bin:/pause"
 image "docker.io/kindest/local-path-provisioner:v20260820-69b56db7" "" "" \
   "$bin/local-path-provisioner-$LOCAL_PATH_VERSION/local-path-provisioner:/usr/local/bin/local-path-provisioner"
 image "nodefall.local/kind-cni:v0.1.0" '["/kind-cni"]' "" "$cni_bin:/kind-cni"
+image "nodefall.local/kind-csi:v0.1.0" '["/kind-csi"]' "" "$csi_bin:/kind-csi"
 image "$R/e2e-test-images/agnhost:$agnhost_version" '["/agnhost"]' "" "$bin/agnhost-$K8S_VERSION/agnhost:/agnhost"
 run "tag pause 3.10" docker tag "$R/pause:$PAUSE_VERSION" "$R/pause:3.10"
 images+=("$R/pause:3.10")
@@ -351,6 +360,7 @@ preload=("$R/kube-apiserver:$K8S_VERSION" "$R/kube-controller-manager:$K8S_VERSI
   "$R/coredns/coredns:$COREDNS_VERSION" "$R/pause:$PAUSE_VERSION" "$R/pause:3.10"
   docker.io/kindest/local-path-provisioner:v20260820-69b56db7
   docker.io/kindest/local-path-helper:v20260131-7181c60a nodefall.local/kind-cni:v0.1.0
+  nodefall.local/kind-csi:v0.1.0
   "$R/e2e-test-images/agnhost:$agnhost_version" docker.io/library/busybox:nodefall)
 run "docker save" docker save -o "$work/images.tar" "${preload[@]}"
 build_box="nodefall-kind-image-build-$id"

@@ -396,6 +396,18 @@ async fn make(
         }
         s = signals.next() => { *stop = Some(s); return Ok(()); }
     }
+    // 6. Volumes that attach: nodefall's CSI driver, registered on every node.
+    let started = std::time::Instant::now();
+    tokio::select! {
+        r = kindlab::csi::install(&client, count, Duration::from_secs(180)) => { r?; }
+        s = signals.next() => { *stop = Some(s); return Ok(()); }
+    }
+    outln!(
+        "CSI driver {} registered on {count} nodes in {:.1} s (StorageClass {}: static PersistentVolumes that attach)",
+        kindlab::csi::DRIVER,
+        started.elapsed().as_secs_f64(),
+        kindlab::csi::STORAGE_CLASS
+    );
     Ok(())
 }
 

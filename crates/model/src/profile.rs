@@ -37,10 +37,14 @@ pub enum Var {
     PodGcPeriod,
     /// How long pod GC quarantines pods of a deleted node before deleting them.
     OrphanQuarantine,
+    /// How long the attach-detach controller waits for a volume still in use
+    /// on an unhealthy node before it force-detaches it: 6 minutes, a
+    /// constant (`ReconcilerMaxWaitForUnmountDuration`; no flag sets it).
+    MaxWaitForUnmount,
 }
 
 impl Var {
-    pub const ALL: [Var; 9] = [
+    pub const ALL: [Var; 10] = [
         Var::NodeMonitorGracePeriod,
         Var::NodeMonitorPeriod,
         Var::NodeStartupGracePeriod,
@@ -50,6 +54,7 @@ impl Var {
         Var::NodeStatusUpdateFrequency,
         Var::PodGcPeriod,
         Var::OrphanQuarantine,
+        Var::MaxWaitForUnmount,
     ];
 
     /// The canonical name used in scenarios and reports.
@@ -64,6 +69,7 @@ impl Var {
             Var::NodeStatusUpdateFrequency => "nodeStatusUpdateFrequency",
             Var::PodGcPeriod => "podGcPeriod",
             Var::OrphanQuarantine => "orphanQuarantine",
+            Var::MaxWaitForUnmount => "maxWaitForUnmount",
         }
     }
 
@@ -131,6 +137,14 @@ pub struct TimingProfile {
     pub pod_gc_period: Duration,
     #[serde(with = "millis")]
     pub orphan_quarantine: Duration,
+    /// Written only when not the constant it is (results written before it
+    /// was a variable read as that constant).
+    #[serde(
+        with = "millis",
+        default = "max_wait_for_unmount",
+        skip_serializing_if = "is_max_wait_for_unmount"
+    )]
+    pub max_wait_for_unmount: Duration,
     /// Where each value came from (empty: a built-in profile as is).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub origins: BTreeMap<Var, Origin>,
@@ -196,6 +210,16 @@ const fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
 }
 
+/// The attach-detach controller's `maxWaitForUnmountDuration` (6 minutes,
+/// compiled in: `pkg/controller/volume/attachdetach`, v1.35.4).
+const fn max_wait_for_unmount() -> Duration {
+    secs(360)
+}
+
+fn is_max_wait_for_unmount(d: &Duration) -> bool {
+    *d == max_wait_for_unmount()
+}
+
 impl TimingProfile {
     /// Upstream defaults (kube-controller-manager, kube-apiserver, kubelet) of 1.32+.
     pub fn upstream_default() -> Self {
@@ -210,6 +234,7 @@ impl TimingProfile {
             node_status_update_frequency: secs(10),
             pod_gc_period: secs(20),
             orphan_quarantine: secs(40),
+            max_wait_for_unmount: max_wait_for_unmount(),
             origins: BTreeMap::new(),
         }
     }
@@ -226,9 +251,11 @@ impl TimingProfile {
             not_ready_toleration: secs(20),
             node_lease_duration: secs(4),
             node_status_update_frequency: secs(1),
-            // pod GC period and orphan quarantine are compiled into kube-controller-manager
+            // pod GC period, orphan quarantine and the force detach's wait
+            // are compiled into kube-controller-manager
             pod_gc_period: secs(20),
             orphan_quarantine: secs(40),
+            max_wait_for_unmount: max_wait_for_unmount(),
             origins: BTreeMap::new(),
         }
     }
@@ -299,6 +326,7 @@ impl TimingProfile {
             Var::NodeStatusUpdateFrequency => self.node_status_update_frequency,
             Var::PodGcPeriod => self.pod_gc_period,
             Var::OrphanQuarantine => self.orphan_quarantine,
+            Var::MaxWaitForUnmount => self.max_wait_for_unmount,
         }
     }
 
@@ -313,6 +341,7 @@ impl TimingProfile {
             Var::NodeStatusUpdateFrequency => &mut self.node_status_update_frequency,
             Var::PodGcPeriod => &mut self.pod_gc_period,
             Var::OrphanQuarantine => &mut self.orphan_quarantine,
+            Var::MaxWaitForUnmount => &mut self.max_wait_for_unmount,
         };
         *slot = value;
     }

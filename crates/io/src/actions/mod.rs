@@ -12,7 +12,7 @@ pub use api_error::{ApiError, text as api_text};
 pub use drain::{DrainEvent, DrainSummary, drain};
 pub use objects::{
     ManifestObject, apply_object, delete_object, existing_uid, namespace_uid, node_marks, replicas,
-    resolve_manifest,
+    resolve_documents, resolve_manifest,
 };
 pub use ready::wait_ready;
 

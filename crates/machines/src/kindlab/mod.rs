@@ -8,8 +8,10 @@
 //! answers cluster names only; the pod network routes between nodes from the
 //! start (the node image's CNI); the API server reaches kubelets by
 //! InternalIP. The host-global sysctls the kubelets write are put back.
+//! Volumes attach for real through nodefall's own CSI driver (`csi.rs`).
 
 pub mod config;
+pub mod csi;
 pub mod host;
 
 use std::collections::BTreeSet;

@@ -58,7 +58,7 @@ fn component_of(var: Var) -> Option<Component> {
             Some(Component::ApiServer)
         }
         Var::NodeLeaseDuration | Var::NodeStatusUpdateFrequency => Some(Component::Kubelet),
-        Var::PodGcPeriod | Var::OrphanQuarantine => None,
+        Var::PodGcPeriod | Var::OrphanQuarantine | Var::MaxWaitForUnmount => None,
     }
 }
 

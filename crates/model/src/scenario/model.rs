@@ -246,6 +246,7 @@ pub struct TimingOverrides {
     pub node_status_update_frequency: Option<Dur>,
     pub pod_gc_period: Option<Dur>,
     pub orphan_quarantine: Option<Dur>,
+    pub max_wait_for_unmount: Option<Dur>,
 }
 
 /// What to create before the fault, and what must be ready.

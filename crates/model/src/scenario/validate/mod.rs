@@ -317,6 +317,7 @@ fn timing_overrides(cx: &mut Ctx<'_>, t: &model::TimingOverrides) -> Vec<(Var, D
         ),
         (Var::PodGcPeriod, t.pod_gc_period),
         (Var::OrphanQuarantine, t.orphan_quarantine),
+        (Var::MaxWaitForUnmount, t.max_wait_for_unmount),
     ];
     let mut out = Vec::new();
     for (var, value) in fields {
