@@ -399,7 +399,7 @@ async fn make(
     // 6. Volumes that attach: nodefall's CSI driver, registered on every node.
     let started = std::time::Instant::now();
     tokio::select! {
-        r = kindlab::csi::install(&client, count, Duration::from_secs(180)) => { r?; }
+        r = kindlab::csi::install(&client, count, Duration::from_secs(180)) => r?,
         s = signals.next() => { *stop = Some(s); return Ok(()); }
     }
     outln!(

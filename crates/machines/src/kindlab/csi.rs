@@ -34,38 +34,31 @@ pub const MANIFEST: &str = include_str!("../../../../scripts/kind/csi/deploy.yam
 const MANIFEST_PATH: &str = "scripts/kind/csi/deploy.yaml";
 
 /// Applies the driver and waits, watching, until its attacher is available
-/// and all `nodes` list it in their CSINode. Returns the objects applied.
-pub async fn install(
-    client: &kube::Client,
-    nodes: usize,
-    limit: Duration,
-) -> Result<Vec<String>, Error> {
-    let kube = |what: String| move |e| Error::Kube { what, message: e };
+/// and all `nodes` list it in their CSINode.
+pub async fn install(client: &kube::Client, nodes: usize, limit: Duration) -> Result<(), Error> {
     let objects =
         crate::actions::resolve_documents(client, Path::new(MANIFEST_PATH), MANIFEST, NAMESPACE)
             .await
-            .map_err(|e| kube("reading the CSI driver's manifest".into())(e.to_string()))?;
-    let mut applied = Vec::new();
+            .map_err(|e| kube_error("reading the CSI driver's manifest", e))?;
     for o in &objects {
         crate::actions::apply_object(client, o)
             .await
-            .map_err(|e| kube(format!("applying {}", o.describe()))(e.to_string()))?;
-        applied.push(o.describe());
+            .map_err(|e| kube_error(format!("applying {}", o.describe()), e))?;
     }
     let deadline = Instant::now() + limit;
-    let left = || deadline.saturating_duration_since(Instant::now());
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
     let available =
         kube::runtime::wait::await_condition(deployments, ATTACHER, |d: Option<&Deployment>| {
             d.and_then(|d| d.status.as_ref())
                 .is_some_and(|s| s.available_replicas.unwrap_or(0) >= 1)
         });
-    match tokio::time::timeout(left(), available).await {
+    match tokio::time::timeout_at(deadline.into(), available).await {
         Ok(Ok(_)) => {}
         Ok(Err(e)) => {
-            return Err(kube(format!(
-                "waiting for Deployment {NAMESPACE}/{ATTACHER}"
-            ))(e.to_string()));
+            return Err(kube_error(
+                format!("waiting for Deployment {NAMESPACE}/{ATTACHER}"),
+                e,
+            ));
         }
         Err(_) => {
             return Err(Error::Timeout {
@@ -74,8 +67,14 @@ pub async fn install(
             });
         }
     }
-    registered(client, nodes, left(), limit).await?;
-    Ok(applied)
+    registered(client, nodes, deadline, limit).await
+}
+
+fn kube_error(what: impl Into<String>, e: impl std::error::Error) -> Error {
+    Error::Kube {
+        what: what.into(),
+        message: crate::errors::chain(&e),
+    }
 }
 
 /// Waits until `nodes` CSINodes list the driver: each node's kubelet took
@@ -83,7 +82,7 @@ pub async fn install(
 async fn registered(
     client: &kube::Client,
     nodes: usize,
-    left: Duration,
+    deadline: Instant,
     limit: Duration,
 ) -> Result<(), Error> {
     let api: Api<CSINode> = Api::all(client.clone());
@@ -91,7 +90,6 @@ async fn registered(
         .default_backoff()
         .applied_objects()
         .boxed();
-    let deadline = Instant::now() + left;
     let mut with = BTreeSet::new();
     while with.len() < nodes {
         let next = tokio::time::timeout_at(deadline.into(), stream.try_next()).await;
