@@ -36,6 +36,13 @@ type NodePlugin struct {
 	csi  *grpc.Server
 	reg  *grpc.Server
 	errs chan error
+	// The sockets as made here: Stop removes a path only while it is still
+	// this plugin's socket. A plugin that follows this one on the node (a
+	// DaemonSet's pod made again while this one's container still runs,
+	// after its Node was deleted and registered again) has made its own
+	// at the same path by then, and removing that would unregister the
+	// driver from the kubelet for good.
+	csiSock, regSock os.FileInfo
 }
 
 func runNode(ctx context.Context, cfg NodeConfig) error {
@@ -60,21 +67,23 @@ func StartNode(cfg NodeConfig) (*NodePlugin, error) {
 		cfg.Mountinfo = "/proc/self/mountinfo"
 	}
 	p := &NodePlugin{cfg: cfg, errs: make(chan error, 2)}
-	csiL, err := listen(cfg.CSIAddress)
+	csiL, csiSock, err := listen(cfg.CSIAddress)
 	if err != nil {
 		return nil, err
 	}
+	p.csiSock = csiSock
 	p.csi = grpc.NewServer(grpc.UnaryInterceptor(logCalls))
 	csi.RegisterIdentityServer(p.csi, &identityService{})
 	csi.RegisterNodeServer(p.csi, &nodeService{cfg: cfg, m: Mounter{Mountinfo: cfg.Mountinfo}})
 	go p.serve(p.csi, csiL, "CSI")
 
-	regL, err := listen(cfg.RegistrationPath)
+	regL, regSock, err := listen(cfg.RegistrationPath)
 	if err != nil {
 		p.csi.Stop()
-		os.Remove(cfg.CSIAddress)
+		removeOwn(cfg.CSIAddress, csiSock)
 		return nil, err
 	}
+	p.regSock = regSock
 	p.reg = grpc.NewServer()
 	registerapi.RegisterRegistrationServer(p.reg, &registrationService{endpoint: cfg.CSIAddress})
 	go p.serve(p.reg, regL, "registration")
@@ -90,10 +99,11 @@ func (p *NodePlugin) serve(s *grpc.Server, l net.Listener, what string) {
 }
 
 // Stop stops the registration server first (the kubelet sees the plugin
-// go), then the CSI server, and removes both sockets.
+// go), then the CSI server, and removes both sockets, each only while it is
+// still the one this plugin made.
 func (p *NodePlugin) Stop() {
 	p.reg.Stop()
-	os.Remove(p.cfg.RegistrationPath)
+	removeOwn(p.cfg.RegistrationPath, p.regSock)
 	done := make(chan struct{})
 	go func() {
 		p.csi.GracefulStop()
@@ -104,22 +114,46 @@ func (p *NodePlugin) Stop() {
 	case <-time.After(10 * time.Second):
 		p.csi.Stop()
 	}
-	os.Remove(p.cfg.CSIAddress)
+	removeOwn(p.cfg.CSIAddress, p.csiSock)
 }
 
-// listen makes the socket's directory and removes a stale socket.
-func listen(path string) (net.Listener, error) {
+// listen makes the socket's directory, removes a stale socket (or a
+// predecessor's: this plugin takes over), and returns the listener and the
+// socket as made. The listener does not unlink the path when it closes
+// (Go's default unlinks whatever is there by then): removeOwn does.
+func listen(path string) (net.Listener, os.FileInfo, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("removing the stale socket %s: %w", path, err)
+		return nil, nil, fmt.Errorf("removing the stale socket %s: %w", path, err)
 	}
 	l, err := net.Listen("unix", path)
 	if err != nil {
-		return nil, fmt.Errorf("listening on %s: %w", path, err)
+		return nil, nil, fmt.Errorf("listening on %s: %w", path, err)
 	}
-	return l, nil
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	made, err := os.Stat(path)
+	if err != nil {
+		l.Close()
+		return nil, nil, fmt.Errorf("reading the socket %s just made: %w", path, err)
+	}
+	return l, made, nil
+}
+
+// removeOwn removes path only while it is still the socket made (another
+// plugin's socket at the same path stays).
+func removeOwn(path string, made os.FileInfo) {
+	now, err := os.Stat(path)
+	if err != nil || !os.SameFile(now, made) {
+		if err == nil {
+			log.Printf("leaving %s: another plugin's socket now", path)
+		}
+		return
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		log.Printf("removing %s: %v", path, err)
+	}
 }
 
 // logCalls logs the node service's volume calls and every failed call.

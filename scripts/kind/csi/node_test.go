@@ -273,3 +273,37 @@ func TestNodeMountsForReal(t *testing.T) {
 		t.Fatalf("after unstaging, the shared root holds %q, %v", b, err)
 	}
 }
+
+// TestAStoppedPluginLeavesItsSuccessorsSockets: a node plugin whose
+// successor already serves the same paths (a DaemonSet pod made again while
+// the old container still runs, after its Node was deleted and registered
+// again) stops without removing the successor's sockets, which the kubelet
+// keeps using; the successor removes them when it stops.
+func TestAStoppedPluginLeavesItsSuccessorsSockets(t *testing.T) {
+	old, cfg := startTestNode(t)
+	next, err := StartNode(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(next.Stop)
+	old.Stop()
+	for _, s := range []string{cfg.CSIAddress, cfg.RegistrationPath} {
+		if _, err := os.Stat(s); err != nil {
+			t.Fatalf("the successor's %s is gone after its predecessor stopped: %v", s, err)
+		}
+	}
+	info, err := registerapi.NewRegistrationClient(dial(t, cfg.RegistrationPath)).GetInfo(testContext(t), &registerapi.InfoRequest{})
+	if err != nil || info.Name != driverName {
+		t.Fatalf("the successor's registration socket: %v, %v", info, err)
+	}
+	plugin, err := csi.NewIdentityClient(dial(t, cfg.CSIAddress)).GetPluginInfo(testContext(t), &csi.GetPluginInfoRequest{})
+	if err != nil || plugin.Name != driverName {
+		t.Fatalf("the successor's CSI socket: %v, %v", plugin, err)
+	}
+	next.Stop()
+	for _, s := range []string{cfg.CSIAddress, cfg.RegistrationPath} {
+		if _, err := os.Stat(s); !os.IsNotExist(err) {
+			t.Errorf("%s is still there after the successor stopped: %v", s, err)
+		}
+	}
+}
