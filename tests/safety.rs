@@ -265,7 +265,7 @@ fn a_namespace_that_existed_keeps_its_objects_and_nodes_keep_their_marks() {
         err.contains("already exist: ConfigMap precious/data"),
         "{err}"
     );
-    // A volume of a CSI driver the cluster lacks could never attach: refused
+    // A volume of a CSI driver no node has registered could never mount: refused
     // before anything, naming the volume and where the driver comes from.
     d.write(
         "csi.yaml",

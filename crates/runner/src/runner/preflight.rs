@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::api::storage::v1::CSIDriver;
+use k8s_openapi::api::storage::v1::CSINode;
 use kube::ResourceExt as _;
 use kube::api::Api;
 
@@ -70,28 +70,30 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// Every CSI driver the scenario's PersistentVolumes name has its
-    /// CSIDriver on the cluster: a volume of a driver the cluster lacks never
-    /// attaches, and its pods would wait out `waitReady` for nothing.
+    /// Every CSI driver the scenario's PersistentVolumes name is registered
+    /// on some node (a CSINode lists it; a driver needs no CSIDriver object):
+    /// a volume of a driver no kubelet knows never mounts, and its pods would
+    /// wait out `waitReady` for nothing.
     async fn check_csi_drivers(&self, objects: &[actions::ManifestObject]) -> Result<(), Error> {
-        let drivers: Api<CSIDriver> = Api::all(self.client.clone());
-        // Whether each driver is on the cluster, asked once.
-        let mut present: BTreeMap<&str, bool> = BTreeMap::new();
+        let named: Vec<(&str, &actions::ManifestObject)> = objects
+            .iter()
+            .filter_map(|o| o.csi_driver().map(|d| (d, o)))
+            .collect();
+        if named.is_empty() {
+            return Ok(());
+        }
+        let csinodes: Api<CSINode> = Api::all(self.client.clone());
+        let registered: std::collections::BTreeSet<String> = csinodes
+            .list(&Default::default())
+            .await
+            .map_err(|e| Error::Target(format!("listing CSINodes: {}", actions::api_text(&e))))?
+            .items
+            .into_iter()
+            .flat_map(|c| c.spec.drivers.into_iter().map(|d| d.name))
+            .collect();
         let mut missing: BTreeMap<&str, Vec<String>> = BTreeMap::new();
-        for o in objects {
-            let Some(driver) = o.csi_driver() else {
-                continue;
-            };
-            if !present.contains_key(driver) {
-                let found = drivers.get_opt(driver).await.map_err(|e| {
-                    Error::Target(format!(
-                        "reading CSIDriver {driver}: {}",
-                        actions::api_text(&e)
-                    ))
-                })?;
-                present.insert(driver, found.is_some());
-            }
-            if present.get(driver) == Some(&false) {
+        for (driver, o) in named {
+            if !registered.contains(driver) {
                 missing.entry(driver).or_default().push(format!(
                     "{} (from {})",
                     o.describe(),
@@ -107,9 +109,9 @@ impl Run<'_> {
             .map(|(driver, pvs)| format!("{} use the CSI driver {driver}", pvs.join(", ")))
             .collect();
         Err(Error::Preflight(format!(
-            "{}, which this cluster does not have (no CSIDriver object): their volumes would never \
-             attach. nodefall's driver ({}) comes with `nodefall kind up`; on another cluster, \
-             install the driver first",
+            "{}, which this cluster does not have (no node's CSINode lists it): their volumes \
+             would never mount. nodefall's driver ({}) comes with `nodefall kind up`; on another \
+             cluster, install the driver first",
             said.join("; "),
             "csi.nodefall.dev, scripts/kind/csi/"
         )))
