@@ -89,20 +89,12 @@ pub(super) fn service_seen(world: &World, subject: &ResolvedSubject) -> Option<S
     let ResolvedSubject::Service { name, on, not_on } = subject else {
         return None;
     };
-    let ready = world.ready_endpoints(name, on.as_deref(), not_on.as_deref());
+    // By address, as `ready_endpoints` counts them.
     let listed: std::collections::BTreeMap<&str, &str> = world
-        .endpoints
-        .values()
-        .filter(|e| {
-            e.service == *name
-                && e.ready
-                && on.as_deref().is_none_or(|n| e.node.as_deref() == Some(n))
-                && not_on
-                    .as_deref()
-                    .is_none_or(|n| e.node.as_deref() != Some(n))
-        })
+        .ready_endpoint_views(name, on.as_deref(), not_on.as_deref())
         .map(|e| (e.address.as_str(), e.pod.as_deref().unwrap_or("no pod")))
         .collect();
+    let ready = listed.len();
     let mut out = format!(
         "{ready} ready endpoint{}",
         if ready == 1 { "" } else { "s" }

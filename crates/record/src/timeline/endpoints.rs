@@ -37,14 +37,25 @@ impl World {
     /// Ready endpoints of `service` (distinct addresses, over all its
     /// slices), optionally only those on (or not on) a node.
     pub fn ready_endpoints(&self, service: &str, on: Option<&str>, not_on: Option<&str>) -> usize {
-        self.endpoints
-            .values()
-            .filter(|e| e.service == service && e.ready)
-            .filter(|e| on.is_none_or(|n| e.node.as_deref() == Some(n)))
-            .filter(|e| not_on.is_none_or(|n| e.node.as_deref() != Some(n)))
+        self.ready_endpoint_views(service, on, not_on)
             .map(|e| e.address.as_str())
             .collect::<BTreeSet<_>>()
             .len()
+    }
+
+    /// The ready endpoints [`World::ready_endpoints`] counts, one per slice
+    /// an address is in.
+    pub fn ready_endpoint_views<'w>(
+        &'w self,
+        service: &'w str,
+        on: Option<&'w str>,
+        not_on: Option<&'w str>,
+    ) -> impl Iterator<Item = &'w EndpointView> {
+        self.endpoints
+            .values()
+            .filter(move |e| e.service == service && e.ready)
+            .filter(move |e| on.is_none_or(|n| e.node.as_deref() == Some(n)))
+            .filter(move |e| not_on.is_none_or(|n| e.node.as_deref() != Some(n)))
     }
 }
 
