@@ -12,7 +12,7 @@ pub use api_error::{ApiError, text as api_text};
 pub use drain::{DrainEvent, DrainSummary, drain};
 pub use objects::{
     ManifestObject, apply_object, delete_object, existing_uid, namespace_uid, node_marks, replicas,
-    resolve_documents, resolve_manifest,
+    resolve_manifest,
 };
 pub use ready::wait_ready;
 
@@ -82,8 +82,26 @@ pub async fn apply_file(
     path: &Path,
     namespace: &str,
 ) -> Result<Vec<String>> {
+    apply_all(client, resolve_manifest(client, path, namespace).await?).await
+}
+
+/// [`apply_file`] of a manifest's text; `path` names it in errors.
+pub async fn apply_documents(
+    client: &kube::Client,
+    path: &Path,
+    text: &str,
+    namespace: &str,
+) -> Result<Vec<String>> {
+    apply_all(
+        client,
+        objects::resolve_documents(client, path, text, namespace).await?,
+    )
+    .await
+}
+
+async fn apply_all(client: &kube::Client, objects: Vec<ManifestObject>) -> Result<Vec<String>> {
     let mut applied = Vec::new();
-    for o in resolve_manifest(client, path, namespace).await? {
+    for o in objects {
         apply_object(client, &o).await?;
         applied.push(format!("{}/{}", o.kind, o.name));
     }

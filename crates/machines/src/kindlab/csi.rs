@@ -4,16 +4,12 @@
 //! server-side; the driver is ready once its attacher is available and every
 //! node's kubelet has registered it (the node's CSINode lists it).
 
-use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::storage::v1::CSINode;
-use kube::ResourceExt as _;
 use kube::api::Api;
-use kube::runtime::{WatchStreamExt as _, watcher};
 
 use super::Error;
 
@@ -36,15 +32,9 @@ const MANIFEST_PATH: &str = "scripts/kind/csi/deploy.yaml";
 /// Applies the driver and waits, watching, until its attacher is available
 /// and all `nodes` list it in their CSINode.
 pub async fn install(client: &kube::Client, nodes: usize, limit: Duration) -> Result<(), Error> {
-    let objects =
-        crate::actions::resolve_documents(client, Path::new(MANIFEST_PATH), MANIFEST, NAMESPACE)
-            .await
-            .map_err(|e| kube_error("reading the CSI driver's manifest", e))?;
-    for o in &objects {
-        crate::actions::apply_object(client, o)
-            .await
-            .map_err(|e| kube_error(format!("applying {}", o.describe()), e))?;
-    }
+    crate::actions::apply_documents(client, Path::new(MANIFEST_PATH), MANIFEST, NAMESPACE)
+        .await
+        .map_err(|e| kube_error("applying the CSI driver's manifest", e))?;
     let deadline = Instant::now() + limit;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
     let available =
@@ -86,41 +76,19 @@ async fn registered(
     limit: Duration,
 ) -> Result<(), Error> {
     let api: Api<CSINode> = Api::all(client.clone());
-    let mut stream = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .applied_objects()
-        .boxed();
-    let mut with = BTreeSet::new();
-    while with.len() < nodes {
-        let next = tokio::time::timeout_at(deadline.into(), stream.try_next()).await;
-        let csinode = match next {
-            Err(_) => {
-                let daemonset = node_plugin_state(client).await;
-                return Err(Error::Timeout {
-                    what: format!(
-                        "{nodes} nodes to register the CSI driver {DRIVER} ({} so far; DaemonSet \
-                         {NAMESPACE}/{NODE_PLUGIN}: {daemonset})",
-                        with.len()
-                    ),
-                    after: limit,
-                });
-            }
-            Ok(Err(e)) => {
-                return Err(Error::Kube {
-                    what: "watching CSINodes".into(),
-                    message: crate::actions::api_text(&e),
-                });
-            }
-            Ok(Ok(None)) => continue,
-            Ok(Ok(Some(c))) => c,
-        };
-        if lists_driver(&csinode) {
-            with.insert(csinode.name_any());
-        } else {
-            with.remove(&csinode.name_any());
+    match super::watch_until_count(api, nodes, deadline, lists_driver, "CSINodes").await? {
+        super::Counted::Reached => Ok(()),
+        super::Counted::TimedOut(so_far) => {
+            let daemonset = node_plugin_state(client).await;
+            Err(Error::Timeout {
+                what: format!(
+                    "{nodes} nodes to register the CSI driver {DRIVER} ({so_far} so far; \
+                     DaemonSet {NAMESPACE}/{NODE_PLUGIN}: {daemonset})"
+                ),
+                after: limit,
+            })
         }
     }
-    Ok(())
 }
 
 /// Whether a CSINode lists nodefall's driver.

@@ -259,38 +259,60 @@ pub async fn wait_nodes_ready(
     limit: Duration,
 ) -> Result<(), Error> {
     let api: Api<Node> = Api::all(client.clone());
-    let mut ready = BTreeSet::new();
+    let deadline = Instant::now() + limit;
+    match watch_until_count(api, count, deadline, crate::sim::ready_for_pods, "nodes").await? {
+        Counted::Reached => Ok(()),
+        Counted::TimedOut(so_far) => Err(Error::Timeout {
+            what: format!("{count} nodes Ready ({so_far} so far)"),
+            after: limit,
+        }),
+    }
+}
+
+/// How a [`watch_until_count`] ended.
+enum Counted {
+    Reached,
+    /// The deadline passed with this many objects holding.
+    TimedOut(usize),
+}
+
+/// Watches every `K` until `count` of them hold `holds` at once, or `deadline`.
+async fn watch_until_count<K>(
+    api: Api<K>,
+    count: usize,
+    deadline: Instant,
+    holds: impl Fn(&K) -> bool,
+    what: &str,
+) -> Result<Counted, Error>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+{
+    let mut holding = BTreeSet::new();
     let mut stream = watcher(api, watcher::Config::default())
         .default_backoff()
         .applied_objects()
         .boxed();
-    let deadline = Instant::now() + limit;
-    while ready.len() < count {
+    while holding.len() < count {
         let next = tokio::time::timeout_at(deadline.into(), stream.try_next()).await;
-        let node = match next {
-            Err(_) => {
-                return Err(Error::Timeout {
-                    what: format!("{count} nodes Ready ({} so far)", ready.len()),
-                    after: limit,
-                });
-            }
+        let object = match next {
+            Err(_) => return Ok(Counted::TimedOut(holding.len())),
             Ok(Err(e)) => {
                 return Err(Error::Kube {
-                    what: "watching nodes".into(),
+                    what: format!("watching {what}"),
                     message: crate::actions::api_text(&e),
                 });
             }
             Ok(Ok(None)) => continue,
-            Ok(Ok(Some(n))) => n,
+            Ok(Ok(Some(o))) => o,
         };
-        let name = node.metadata.name.clone().unwrap_or_default();
-        if crate::sim::ready_for_pods(&node) {
-            ready.insert(name);
+        let name = object.meta().name.clone().unwrap_or_default();
+        if holds(&object) {
+            holding.insert(name);
         } else {
-            ready.remove(&name);
+            holding.remove(&name);
         }
     }
-    Ok(())
+    Ok(Counted::Reached)
 }
 
 /// CoreDNS answers cluster names only: its Corefile loses `forward` and its
