@@ -248,19 +248,24 @@ fn a_namespace_that_existed_keeps_its_objects_and_nodes_keep_their_marks() {
         "name: clash\nnamespace: precious\nsetup: {apply: data.yaml}\ntarget: {name: worker-1}\n\
          steps:\n  - fault: pause-vm\n  - expect: {node: target, ready: Unknown, within: grace + 20s}\n",
     );
-    let out = d
-        .command(&[
-            "scenario",
-            clash.to_str().unwrap(),
-            "--cluster",
-            "safety",
-            "--out",
-        ])
-        .arg(d.out.path())
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    // A scenario refused before anything: exit 2; what it said.
+    let refused = |file: &std::path::Path| {
+        let out = d
+            .command(&[
+                "scenario",
+                file.to_str().unwrap(),
+                "--cluster",
+                "safety",
+                "--out",
+            ])
+            .arg(d.out.path())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        err
+    };
+    let err = refused(&clash);
     assert!(
         err.contains("already exist: ConfigMap precious/data"),
         "{err}"
@@ -278,19 +283,7 @@ fn a_namespace_that_existed_keeps_its_objects_and_nodes_keep_their_marks() {
         "name: no-driver\nnamespace: fresh\nsetup: {apply: csi.yaml}\ntarget: {name: worker-1}\n\
          steps:\n  - fault: pause-vm\n  - expect: {node: target, ready: Unknown, within: grace + 20s}\n",
     );
-    let out = d
-        .command(&[
-            "scenario",
-            no_driver.to_str().unwrap(),
-            "--cluster",
-            "safety",
-            "--out",
-        ])
-        .arg(d.out.path())
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let err = refused(&no_driver);
     assert!(
         err.contains("PersistentVolume nodefall-safety-csi (from ")
             && err
