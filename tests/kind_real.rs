@@ -1301,10 +1301,14 @@ fn rwo_volumes(out: &Path, csi: &Path) {
                 )),
             "{scenario}: never detached from {target}: {attachments:?}"
         );
+        // From the taint: pod GC's next pass (at most one period away, the
+        // scenario allows 5 s more) deletes the pods, then the detach (10 s
+        // in the scenario). CI once saw 10.2 s, by hand 3.98 s and 0.13 s.
+        let gc = i64::try_from(r.profile.pod_gc_period.as_millis()).unwrap();
         let detach = r.metrics.detach_after_out_of_service_max;
         assert!(
-            detach.is_some_and(|ms| (0..10_000).contains(&ms)),
-            "{scenario}: detachAfterOutOfServiceMax {detach:?}"
+            detach.is_some_and(|ms| (0..gc + 15_000).contains(&ms)),
+            "{scenario}: detachAfterOutOfServiceMax {detach:?}, pod GC every {gc} ms"
         );
         let waits: Vec<_> = r
             .metrics
