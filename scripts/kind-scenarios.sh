@@ -3,10 +3,14 @@
 # `nodefall kind up` makes for the purpose, with upstream default timings
 # unless told otherwise, then removes the cluster (also on failure or Ctrl-C).
 #
-#   scripts/kind-scenarios.sh [--profile default|fast] [--workers N] [--out DIR] [SCENARIO...]
+#   scripts/kind-scenarios.sh [--profile default|fast] [--workers N] [--out DIR]
+#                             [--disable-force-detach-on-timeout] [SCENARIO...]
 #
 # The cluster has N workers (default 3: seed 004, kind-drain-pdb.yaml, drains
 # two of them at once and needs a third for the evicted pods).
+# --disable-force-detach-on-timeout starts its controller manager with that
+# flag (scenarios/slow/kind-rwo-no-force-detach.yaml and
+# kind-rwo-node-deleted.yaml need it).
 # Each scenario's report goes to DIR/<scenario>/ (default
 # target/kind-scenarios/<profile>); a summary table is printed at the end and
 # written to DIR/summary.md. Exit 0 when every scenario passed, 1 otherwise.
@@ -25,12 +29,14 @@ profile=default
 workers=3
 out=
 scenarios=()
+kind_up_flags=()
 while [ $# -gt 0 ]; do
     case $1 in
         --profile) profile=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
         --workers) workers=$2; shift 2 ;;
-        -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --disable-force-detach-on-timeout) kind_up_flags+=("$1"); shift ;;
+        -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) echo "kind-scenarios.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
         *) scenarios+=("$1"); shift ;;
     esac
@@ -73,11 +79,11 @@ trap 'exit 143' TERM
 trap 'exit 129' HUP
 
 mkdir -p "$out"
-echo "== nodefall kind up --name $name --profile $profile --workers $workers ($image)" >&2
+echo "== nodefall kind up --name $name --profile $profile --workers $workers ${kind_up_flags[*]} ($image)" >&2
 start=$(date +%s)
 # The kubelets' graceful node shutdown on (kind-graceful-shutdown.yaml).
 "$NODEFALL" kind up --name "$name" --image "$image" --profile "$profile" --workers "$workers" \
-    --shutdown-grace-period 20s --shutdown-grace-period-critical-pods 5s
+    --shutdown-grace-period 20s --shutdown-grace-period-critical-pods 5s ${kind_up_flags[@]+"${kind_up_flags[@]}"}
 up=1
 echo "== cluster up in $(( $(date +%s) - start )) s" >&2
 

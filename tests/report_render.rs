@@ -951,6 +951,12 @@ fn the_remediation_is_judged_from_the_record_and_rendered() {
             original_last_seen: window.map(|w| 27_002 + w),
             window,
             note: note.map(str::to_owned),
+            volumes: vec![nodefall::timeline::volumes::SharedVolume {
+                claim: format!("data-{pod}"),
+                volume: format!("pv-{pod}"),
+                node: "w2".into(),
+                attached_at: 26_100,
+            }],
         };
     d.duplicates = vec![
         window("db-0", Some(18_535), None),
@@ -966,6 +972,9 @@ fn the_remediation_is_judged_from_the_record_and_rendered() {
         "Nothing remediated the failed nodes (no act).",
         "| db-0 | w1          | db-0 on w2  | T0+27.467s (API), T0+27.002s (seen) | T0+45.537s                 | **18.535s**      |",
         "| unknown          | unknown: w1 on and its containers unseen |",
+        "two writers on one volume",
+        "| db-0 | data-db-0 | pv-db-0 | w2          | T0+26.100s  | **18.535s**      |",
+        "| db-1 | data-db-1 | pv-db-1 | w2          | T0+26.100s  | unknown          |",
     ] {
         assert!(section.contains(line), "{line}\nin\n{section}");
     }

@@ -74,6 +74,12 @@ pub struct UpArgs {
     /// default nodefall gives the network a subnet of its own).
     #[arg(long)]
     pub stock_network: bool,
+    /// Start the controller manager with `--disable-force-detach-on-timeout`:
+    /// a volume still mounted on an unhealthy node is never force-detached
+    /// after the attach-detach controller's 6 minutes; only the
+    /// out-of-service taint (or the node coming back) releases it.
+    #[arg(long)]
+    pub disable_force_detach_on_timeout: bool,
     #[command(flatten)]
     pub grace: super::grace::ShutdownGraceArgs,
 }
@@ -158,6 +164,7 @@ async fn up_session(args: UpArgs) -> Result<ExitCode, Error> {
         quirks: kindlab::host_quirks(),
         shared_dir: Some(shared),
         shutdown_grace,
+        force_detach_on_timeout: !args.disable_force_detach_on_timeout,
     };
     std::fs::write(&config_path, config::kind_config(&spec))
         .with_context(|| format!("writing {}", config_path.display()))?;

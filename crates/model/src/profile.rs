@@ -145,6 +145,17 @@ pub struct TimingProfile {
         skip_serializing_if = "is_max_wait_for_unmount"
     )]
     pub max_wait_for_unmount: Duration,
+    /// Whether the attach-detach controller force-detaches a volume still
+    /// mounted on an unhealthy node once `maxWaitForUnmount` has passed
+    /// (kube-controller-manager's `--disable-force-detach-on-timeout` turns
+    /// it off: then only the out-of-service taint, or the node coming back,
+    /// releases it). Written only when off.
+    #[serde(default = "on", skip_serializing_if = "is_on")]
+    pub force_detach_on_timeout: bool,
+    /// Where `force_detach_on_timeout` came from (None: the built-in
+    /// profile's own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub force_detach_origin: Option<Origin>,
     /// Where each value came from (empty: a built-in profile as is).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub origins: BTreeMap<Var, Origin>,
@@ -186,6 +197,10 @@ impl Origin {
     }
 }
 
+/// The name the force detach after `maxWaitForUnmount` goes by in plans
+/// and reports.
+pub const FORCE_DETACH: &str = "forceDetachOnTimeout";
+
 /// The profiles nodefall knows by name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
@@ -220,6 +235,18 @@ fn is_max_wait_for_unmount(d: &Duration) -> bool {
     *d == max_wait_for_unmount()
 }
 
+const fn on() -> bool {
+    true
+}
+
+#[allow(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's skip_serializing_if passes a reference"
+)]
+fn is_on(b: &bool) -> bool {
+    *b
+}
+
 impl TimingProfile {
     /// Upstream defaults (kube-controller-manager, kube-apiserver, kubelet) of 1.32+.
     pub fn upstream_default() -> Self {
@@ -235,6 +262,8 @@ impl TimingProfile {
             pod_gc_period: secs(20),
             orphan_quarantine: secs(40),
             max_wait_for_unmount: max_wait_for_unmount(),
+            force_detach_on_timeout: true,
+            force_detach_origin: None,
             origins: BTreeMap::new(),
         }
     }
@@ -256,6 +285,8 @@ impl TimingProfile {
             pod_gc_period: secs(20),
             orphan_quarantine: secs(40),
             max_wait_for_unmount: max_wait_for_unmount(),
+            force_detach_on_timeout: true,
+            force_detach_origin: None,
             origins: BTreeMap::new(),
         }
     }
@@ -289,8 +320,10 @@ impl TimingProfile {
 
     /// Each variable with its value and where it came from, for the plan
     /// and the report: `(name, value, origin word, where)`.
+    /// The force detach's row follows where it was read from the cluster
+    /// or is off.
     pub fn rows(&self) -> Vec<[String; 4]> {
-        Var::ALL
+        let mut rows: Vec<[String; 4]> = Var::ALL
             .into_iter()
             .map(|v| {
                 let o = self.origin(v);
@@ -301,7 +334,28 @@ impl TimingProfile {
                     o.detail().to_owned(),
                 ]
             })
-            .collect()
+            .collect();
+        if self.force_detach_origin.is_some() || !self.force_detach_on_timeout {
+            let o = self.force_detach_origin.clone().unwrap_or(Origin::Set {
+                by: format!("the `{}` profile", self.name),
+            });
+            rows.push([
+                FORCE_DETACH.to_owned(),
+                self.force_detach_word().to_owned(),
+                o.word().to_owned(),
+                o.detail().to_owned(),
+            ]);
+        }
+        rows
+    }
+
+    /// `on` or `off`, as the plan and the report say it.
+    pub fn force_detach_word(&self) -> &'static str {
+        if self.force_detach_on_timeout {
+            "on"
+        } else {
+            "off"
+        }
     }
 
     /// The variables whose values are assumed, not known.

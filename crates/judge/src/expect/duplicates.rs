@@ -150,11 +150,12 @@ fn duplicate(picked: &[&DuplicateWindow], max: Ms) -> (Verdict, String) {
             // seen at once with its replacement: two copies, even where the
             // samples put them 0 ms apart
             (Some(d), Some(_)) if d > max || max == 0 => over.push(format!(
-                "{} ran on {} {} after its replacement started on {}",
+                "{} ran on {} {} after its replacement started on {}{}",
                 w.pod,
                 w.node,
                 format_millis(d),
-                w.replacement_node.as_deref().unwrap_or("another node")
+                w.replacement_node.as_deref().unwrap_or("another node"),
+                shared(w)
             )),
             _ => {}
         }
@@ -186,6 +187,28 @@ fn duplicate(picked: &[&DuplicateWindow], max: Ms) -> (Verdict, String) {
             format_millis(max)
         ),
     )
+}
+
+/// The volumes both copies had, in words (empty when none was seen taken
+/// over).
+fn shared(w: &DuplicateWindow) -> String {
+    if w.volumes.is_empty() {
+        return String::new();
+    }
+    let each: Vec<String> = w
+        .volumes
+        .iter()
+        .map(|v| {
+            format!(
+                "{} (claim {}) attached to {} at T0+{}",
+                v.volume,
+                v.claim,
+                v.node,
+                format_millis(v.attached_at)
+            )
+        })
+        .collect();
+    format!(", with its volume {}", each.join(" and "))
 }
 
 fn fenced(picked: &[&DuplicateWindow], machines: &[MachineTrack], t0: Ms) -> (Verdict, String) {

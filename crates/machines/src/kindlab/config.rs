@@ -35,6 +35,11 @@ pub struct Spec {
     /// The kubelets' graceful node shutdown: `shutdownGracePeriod` and
     /// `shutdownGracePeriodCriticalPods` (None: unset, so it is off).
     pub shutdown_grace: Option<(Duration, Duration)>,
+    /// The attach-detach controller's force detach after 6 minutes of a
+    /// volume still mounted on an unhealthy node; false sets
+    /// `--disable-force-detach-on-timeout` (then only the out-of-service
+    /// taint releases it).
+    pub force_detach_on_timeout: bool,
 }
 
 /// Where every node of a `kind up` cluster mounts its shared directory.
@@ -81,19 +86,30 @@ pub fn kind_config(spec: &Spec) -> String {
         "  - |\n    kind: ClusterConfiguration\n    apiServer:\n      extraArgs:\n        \
          kubelet-preferred-address-types: InternalIP\n",
     );
+    let mut controller_manager = String::new();
     if let Some(t) = &spec.timings {
         let _ = write!(
             y,
             "        default-not-ready-toleration-seconds: \"{}\"\n        \
-             default-unreachable-toleration-seconds: \"{}\"\n    controllerManager:\n      \
-             extraArgs:\n        node-monitor-grace-period: {}s\n        \
-             node-monitor-period: {}s\n        node-startup-grace-period: {}s\n",
+             default-unreachable-toleration-seconds: \"{}\"\n",
             secs(t.not_ready_toleration),
             secs(t.unreachable_toleration),
+        );
+        let _ = write!(
+            controller_manager,
+            "        node-monitor-grace-period: {}s\n        \
+             node-monitor-period: {}s\n        node-startup-grace-period: {}s\n",
             secs(t.node_monitor_grace_period),
             secs(t.node_monitor_period),
             secs(t.node_startup_grace_period),
         );
+    }
+    if !spec.force_detach_on_timeout {
+        controller_manager.push_str("        disable-force-detach-on-timeout: \"true\"\n");
+    }
+    if !controller_manager.is_empty() {
+        y.push_str("    controllerManager:\n      extraArgs:\n");
+        y.push_str(&controller_manager);
     }
     let mut kubelet = String::new();
     if spec.quirks.cgroup_v1 {
@@ -180,6 +196,7 @@ mod tests {
             quirks,
             shared_dir: None,
             shutdown_grace: None,
+            force_detach_on_timeout: true,
         }
     }
 
@@ -273,6 +290,38 @@ mod tests {
         assert_eq!(kubelet["failCgroupV1"].as_bool(), Some(false));
         let containerd = parsed["containerdConfigPatches"][0].as_str().unwrap();
         assert!(containerd.contains("restrict_oom_score_adj = true"));
+    }
+
+    /// `kind up --disable-force-detach-on-timeout`, with Kubernetes'
+    /// timings and with compressed ones: the flag beside the others.
+    #[test]
+    fn force_detach_off_reaches_the_controller_manager() {
+        for timings in [None, Some(TimingProfile::fast())] {
+            let mut s = spec(timings.clone(), Quirks::default());
+            s.force_detach_on_timeout = false;
+            let y = kind_config(&s);
+            let parsed: serde_yaml_ng::Value = serde_yaml_ng::from_str(&y).unwrap();
+            let patches = parsed["kubeadmConfigPatches"].as_sequence().unwrap();
+            let cluster: serde_yaml_ng::Value =
+                serde_yaml_ng::from_str(patches[0].as_str().unwrap()).unwrap();
+            let kcm = &cluster["controllerManager"]["extraArgs"];
+            assert_eq!(
+                kcm["disable-force-detach-on-timeout"].as_str(),
+                Some("true"),
+                "{y}"
+            );
+            assert_eq!(
+                kcm["node-monitor-grace-period"].as_str(),
+                timings.as_ref().map(|_| "8s"),
+                "{y}"
+            );
+            assert_eq!(
+                cluster["apiServer"]["extraArgs"]["kubelet-preferred-address-types"].as_str(),
+                Some("InternalIP")
+            );
+        }
+        let on = kind_config(&spec(Some(TimingProfile::fast()), Quirks::default()));
+        assert!(!on.contains("disable-force-detach-on-timeout"), "{on}");
     }
 
     #[test]

@@ -64,7 +64,12 @@ pub fn render_text(plan: &Plan) -> String {
             )
         })
         .collect();
-    let _ = writeln!(out, "Profile    {}: {}", p.name, vars.join(" "));
+    let off = if p.force_detach_on_timeout {
+        ""
+    } else {
+        " forceDetachOnTimeout=off"
+    };
+    let _ = writeln!(out, "Profile    {}: {}{off}", p.name, vars.join(" "));
     if !p.origins.is_empty() {
         for [name, value, word, detail] in p.rows() {
             let _ = writeln!(out, "           {name:<26} {value:>6}  {word:<10} {detail}");

@@ -165,9 +165,72 @@ pub fn build(f: &Findings) -> Discovery {
         };
         profile.origins.insert(var, origin);
     }
+    force_detach(&mut profile, &parsed, &vtext, &mut unusable);
     notes.extend(unusable);
     notes.extend(f.problems.iter().cloned());
     Discovery { profile, notes }
+}
+
+/// kube-controller-manager's `--disable-force-detach-on-timeout` (a
+/// switch, off by default), from the most authoritative place that says.
+fn force_detach(
+    profile: &mut TimingProfile,
+    parsed: &[(&FlagSource, Vec<flags::Setting>)],
+    vtext: &str,
+    unusable: &mut Vec<String>,
+) {
+    let read: Vec<&FlagSource> = parsed
+        .iter()
+        .map(|(s, _)| *s)
+        .filter(|s| s.component == Component::ControllerManager)
+        .collect();
+    let found = read.iter().find_map(|s| {
+        s.flags
+            .get(DISABLE_FORCE_DETACH)
+            .map(|v| (s.from.as_str(), v.as_str()))
+    });
+    profile.force_detach_origin = Some(match (found, read.first()) {
+        (Some((from, value)), _) => {
+            let written = format!("--{DISABLE_FORCE_DETACH}={value}");
+            match go_bool(value) {
+                Some(disabled) => {
+                    profile.force_detach_on_timeout = !disabled;
+                    Origin::Discovered {
+                        from: format!("{from}: {written}"),
+                    }
+                }
+                None => {
+                    unusable.push(format!(
+                        "{from}: `{written}` is not usable (not a boolean); the default is used"
+                    ));
+                    Origin::Assumed {
+                        why: format!("{vtext}: `{written}` is not a boolean"),
+                    }
+                }
+            }
+        }
+        (None, Some(s)) => Origin::Discovered {
+            from: format!("{vtext}{NOT_SET_IN}{}", s.from),
+        },
+        (None, None) => Origin::Assumed {
+            why: format!(
+                "{vtext}; {}'s settings were not readable",
+                Component::ControllerManager.name()
+            ),
+        },
+    });
+}
+
+/// The flag that turns the force detach off.
+pub const DISABLE_FORCE_DETACH: &str = "disable-force-detach-on-timeout";
+
+/// A Go boolean flag's value (`strconv.ParseBool`).
+fn go_bool(v: &str) -> Option<bool> {
+    match v {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

@@ -160,3 +160,72 @@ fn a_flag_left_out_of_a_running_pod_is_what_the_cluster_runs() {
     assert!(set_on_the_cluster(&grace));
     assert!(!set_on_the_cluster(&p.origin(Var::NodeLeaseDuration)));
 }
+
+/// `kind up --disable-force-detach-on-timeout`: the switch on the mirror
+/// pod's command line (bare or with a value) is discovered and shown as a
+/// row; without it the default (on) is read from the pod; nothing readable
+/// leaves it on, assumed; a value that is no boolean is a note.
+#[test]
+fn the_force_detach_switch_is_discovered() {
+    let kcm = |flags: &[(&str, &str)]| Findings {
+        version: Some("v1.35.4".into()),
+        sources: vec![source(
+            Component::ControllerManager,
+            "mirror pod kube-system/kube-controller-manager-cp",
+            flags,
+        )],
+        problems: vec![],
+    };
+    // `command_line` makes a bare switch `true`.
+    let words = [
+        "kube-controller-manager",
+        "--disable-force-detach-on-timeout",
+    ];
+    let bare = flags::command_line(&words);
+    for flags in [
+        bare.iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect::<Vec<_>>(),
+        vec![(DISABLE_FORCE_DETACH, "True")],
+    ] {
+        let p = build(&kcm(&flags)).profile;
+        assert!(!p.force_detach_on_timeout, "{flags:?}");
+        let row = p.rows().pop().unwrap();
+        assert_eq!(row[0], crate::profile::FORCE_DETACH);
+        assert_eq!(row[1], "off");
+        assert_eq!(row[2], "discovered");
+        assert!(
+            row[3].ends_with("kube-controller-manager-cp: --disable-force-detach-on-timeout=true")
+                || row[3].ends_with("=True"),
+            "{row:?}"
+        );
+    }
+    let p = build(&kcm(&[(DISABLE_FORCE_DETACH, "false")])).profile;
+    assert!(p.force_detach_on_timeout);
+    let p = build(&kcm(&[("leader-elect", "true")])).profile;
+    assert!(p.force_detach_on_timeout);
+    let row = p.rows().pop().unwrap();
+    assert_eq!((row[1].as_str(), row[2].as_str()), ("on", "discovered"));
+    assert!(row[3].ends_with("not set in mirror pod kube-system/kube-controller-manager-cp"));
+    let nothing = build(&Findings::default()).profile;
+    assert!(nothing.force_detach_on_timeout);
+    assert_eq!(nothing.rows().pop().unwrap()[2], "assumed");
+    let d = build(&kcm(&[(DISABLE_FORCE_DETACH, "maybe")]));
+    assert!(d.profile.force_detach_on_timeout);
+    assert!(
+        d.notes.iter().any(|n| n.contains("not a boolean")),
+        "{:?}",
+        d.notes
+    );
+    // A built-in profile says nothing of it; off, it says so.
+    let mut fast = TimingProfile::fast();
+    assert_eq!(fast.rows().len(), Var::ALL.len());
+    fast.force_detach_on_timeout = false;
+    assert_eq!(fast.rows().pop().unwrap()[1], "off");
+    let json = serde_json::to_string(&fast).unwrap();
+    assert!(json.contains("\"forceDetachOnTimeout\":false"), "{json}");
+    let back: TimingProfile = serde_json::from_str(&json).unwrap();
+    assert!(!back.force_detach_on_timeout);
+    let on = serde_json::to_string(&TimingProfile::fast()).unwrap();
+    assert!(!on.contains("forceDetach"), "{on}");
+}

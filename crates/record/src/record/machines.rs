@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::timeline::metrics::PodRecovery;
+use crate::timeline::volumes::{self, SharedVolume};
 use crate::timeline::{Ms, ObjectRef, Transition, World};
 
 /// The machine's power, as the backend sees it.
@@ -215,6 +216,10 @@ pub struct DuplicateWindow {
     /// Why it could not be known, or what made it 0 (the machine off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// The original's volumes attached to the replacement's node after T0:
+    /// what both copies had, were they running at once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<SharedVolume>,
 }
 
 /// The duplicate window of every pod that was on a failed node at T0 and
@@ -323,7 +328,12 @@ pub fn duplicate_windows(
                 (Some(0), note)
             }
         };
+        let volumes = match (&original, &p.replacement_node) {
+            (Some(uid), Some(node)) => volumes::attached_after(transitions, t0, uid, node),
+            _ => Vec::new(),
+        };
         out.push(DuplicateWindow {
+            volumes,
             pod: p.pod.clone(),
             node: p.node.clone(),
             replacement: replacement.clone(),

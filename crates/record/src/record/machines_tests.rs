@@ -229,3 +229,62 @@ fn a_machine_unseen_while_it_boots_again_after_its_pods_were_deleted_hides_nothi
     let w = duplicate_windows(&history(), T0, &replaced(), &[track]);
     assert_eq!(w[0].window, None, "{w:?}");
 }
+
+/// db-0 with claim data-db-0 (volume pv-0 attached to w1 before T0): its
+/// volume attached to w2 after T0 is what both copies had; one attached to
+/// w2 before T0 was not taken over.
+#[test]
+fn the_volume_the_replacement_took_over_is_named() {
+    let mut h = history();
+    let Change::PodAdded { claims, .. } = &mut h[0].change else {
+        unreachable!()
+    };
+    claims.push("data-db-0".into());
+    let at = |at: Ms, object: ObjectRef, change: Change| Transition {
+        at,
+        server_time: None,
+        object,
+        change,
+        by: None,
+    };
+    let va = |name: &str| ObjectRef::VolumeAttachment { name: name.into() };
+    let attached = |node: &str, yes: bool| Change::VolumeAttachment {
+        node: node.into(),
+        volume: "pv-0".into(),
+        attached: yes,
+    };
+    h.push(at(
+        1_200,
+        ObjectRef::Pvc {
+            name: "data-db-0".into(),
+        },
+        Change::PvcBound {
+            volume: "pv-0".into(),
+        },
+    ));
+    h.push(at(1_300, va("va-1"), attached("w1", true)));
+    h.push(at(T0 + 20_000, va("va-1"), attached("w1", false)));
+    h.push(at(T0 + 20_500, va("va-2"), attached("w2", false)));
+    h.push(at(T0 + 21_000, va("va-2"), attached("w2", true)));
+    let w1: Vec<Look> = (0..=60)
+        .map(|s| look(T0 + s * 1_000, Power::On, Ok(vec![db("old")])))
+        .collect();
+    let track = MachineTrack::of("w1", "docker exec w1", 1_000, &w1);
+    let w = duplicate_windows(&h, T0, &replaced(), std::slice::from_ref(&track));
+    assert_eq!(
+        w[0].volumes,
+        [SharedVolume {
+            claim: "data-db-0".into(),
+            volume: "pv-0".into(),
+            node: "w2".into(),
+            attached_at: 21_000,
+        }],
+        "{w:?}"
+    );
+    // Attached to w2 before T0: nothing taken over.
+    let mut early = h.clone();
+    early.truncate(4);
+    early.push(at(T0 - 500, va("va-2"), attached("w2", true)));
+    let w = duplicate_windows(&early, T0, &replaced(), &[track]);
+    assert!(w[0].volumes.is_empty(), "{w:?}");
+}

@@ -115,6 +115,57 @@ pub(super) fn replacement_wait(
     Some((rel(last), last - (t0 + scheduled)))
 }
 
+/// A volume a pod's two copies both had: the original's claim, its volume
+/// seen attached to the replacement's node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SharedVolume {
+    pub claim: String,
+    /// The PersistentVolume bound to the claim then.
+    pub volume: String,
+    /// The node it was attached to.
+    pub node: String,
+    /// When it was first seen attached there after T0, relative to T0.
+    pub attached_at: Ms,
+}
+
+/// The volumes of the pod `uid` (its claims as it was added) first seen
+/// attached to `node` after `t0` (ms since start; times relative to it):
+/// where a replacement on `node` took the original's volumes.
+pub fn attached_after(
+    transitions: &[Transition],
+    t0: Ms,
+    uid: &str,
+    node: &str,
+) -> Vec<SharedVolume> {
+    let claims = transitions
+        .iter()
+        .find_map(|t| match (&t.object, &t.change) {
+            (ObjectRef::Pod { uid: u, .. }, Change::PodAdded { claims, .. }) if u == uid => {
+                Some(claims.clone())
+            }
+            _ => None,
+        })
+        .unwrap_or_default();
+    claims
+        .into_iter()
+        .filter_map(|claim| {
+            // attached there before T0: not taken over
+            let at = attached_on(transitions, &claim, node, t0)?;
+            if at <= t0 {
+                return None;
+            }
+            let volume = World::at(transitions, at).claims.get(&claim)?.clone();
+            Some(SharedVolume {
+                claim,
+                volume,
+                node: node.to_owned(),
+                attached_at: at - t0,
+            })
+        })
+        .collect()
+}
+
 /// When, at or after `from`, the volume bound to `claim` was first seen
 /// attached to `node` (`from` itself when it already was).
 fn attached_on(transitions: &[Transition], claim: &str, node: &str, from: Ms) -> Option<Ms> {

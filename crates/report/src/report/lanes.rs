@@ -2,9 +2,12 @@
 //! order with their expectation windows as they really ran, a drain's
 //! evictions and refusals, cleanup folded into one row, one lane per target
 //! node (Ready, NotReady, Unknown, deleted) with its cordons, the
-//! Terminating pods and their replacements, the remediation (the failed
-//! machines, the acts, two copies at once), and what clients saw. The SVG
-//! timeline draws it (see [`super::svg::timeline`]).
+//! Terminating pods and their replacements, one lane per PersistentVolume
+//! that had a VolumeAttachment (attached, attaching, detaching, Multi-Attach;
+//! built in `storage_lane.rs`), the remediation (the failed machines, the
+//! acts, two copies at once), and what clients saw. The row types are in
+//! `rows.rs`, re-exported here. The SVG timeline draws it (see
+//! [`super::svg::timeline`]).
 
 use std::collections::BTreeSet;
 
@@ -14,109 +17,7 @@ use crate::record::{ExpectationResult, RunResult, StepKind, StepOutcome, StepRec
 use crate::scenario::expr::Window;
 use crate::timeline::{Change, Ms, ObjectRef};
 
-/// What a segment or mark means, which decides its colour.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tone {
-    /// Held, Ready, served: good.
-    Ok,
-    /// A fault in place, a node NotReady, a pod Terminating, an eviction
-    /// refused (429): the disruption being measured.
-    Fault,
-    /// Failed, Unknown, stuck, error window: what went wrong.
-    Bad,
-    /// Setup, cleanup, actions, a deleted Node.
-    Neutral,
-    /// Taken out of service on purpose: cordoned, evicted.
-    Cordon,
-}
-
-/// A stretch of time `from..to` (ms since the start of the run; equal for
-/// a moment) in one state.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Segment {
-    pub from: Ms,
-    pub to: Ms,
-    pub tone: Tone,
-    /// What it was, for the tooltip (`worker-1 Unknown for 4m50s`).
-    pub title: String,
-}
-
-/// A moment on a row: where an expectation was seen (no tone: drawn
-/// hollow), or an event such as one eviction (drawn in its tone).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mark {
-    pub at: Ms,
-    pub tone: Option<Tone>,
-    pub title: String,
-}
-
-/// One row: a label, the segments drawn on it in time order, and marks.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Row {
-    pub label: String,
-    pub segments: Vec<Segment>,
-    pub marks: Vec<Mark>,
-}
-
-impl Row {
-    fn one(label: String, tone: Tone, from: Ms, to: Ms) -> Row {
-        Row {
-            segments: vec![Segment {
-                from,
-                to: to.max(from),
-                tone,
-                title: label.clone(),
-            }],
-            label,
-            marks: Vec::new(),
-        }
-    }
-
-    /// The tone of its first segment (a row's main meaning).
-    pub fn tone(&self) -> Option<Tone> {
-        self.segments.first().map(|s| s.tone)
-    }
-
-    /// Every moment it draws: segment ends and marks.
-    pub fn times(&self) -> impl Iterator<Item = Ms> + '_ {
-        self.segments
-            .iter()
-            .flat_map(|s| [s.from, s.to])
-            .chain(self.marks.iter().map(|m| m.at))
-    }
-}
-
-/// A named group of rows (`Steps`, `Nodes`, `Pods`, `Clients`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Section {
-    pub name: String,
-    pub rows: Vec<Row>,
-}
-
-/// The whole chart: ms since start from 0 to `end`, with T0 when reached.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Lanes {
-    pub title: String,
-    pub t0: Option<Ms>,
-    pub end: Ms,
-    pub sections: Vec<Section>,
-}
-
-impl Lanes {
-    /// Every moment drawn, for the time axis to keep readable.
-    pub fn times(&self) -> Vec<Ms> {
-        let mut out: Vec<Ms> = self
-            .sections
-            .iter()
-            .flat_map(|s| &s.rows)
-            .flat_map(Row::times)
-            .chain(self.t0)
-            .collect();
-        out.sort_unstable();
-        out.dedup();
-        out
-    }
-}
+pub use super::rows::{Lanes, Mark, Row, Section, Segment, Tone};
 
 /// The lanes of a run.
 pub fn build(r: &RunResult) -> Lanes {
@@ -124,7 +25,11 @@ pub fn build(r: &RunResult) -> Lanes {
         name: "Steps".into(),
         rows: steps(r),
     }];
-    for (name, rows) in [("Nodes", nodes(r)), ("Pods", pods(r))] {
+    for (name, rows) in [
+        ("Nodes", nodes(r)),
+        ("Pods", pods(r)),
+        ("Volumes", super::storage_lane::rows(r)),
+    ] {
         if !rows.is_empty() {
             sections.push(Section {
                 name: name.into(),

@@ -90,6 +90,50 @@ fn duplicates(out: &mut String, r: &RunResult) {
          replacement started (a machine off or paused runs none). Looked at: {}.\n",
         how.join("; ")
     );
+    shared_volumes(out, r);
+}
+
+/// The volumes the replacements took over from originals that ran on (or
+/// may have): two writers on one volume.
+fn shared_volumes(out: &mut String, r: &RunResult) {
+    let rows: Vec<[String; 6]> = r
+        .duplicates
+        .iter()
+        .filter(|d| d.window != Some(0))
+        .flat_map(|d| {
+            d.volumes.iter().map(move |v| {
+                [
+                    cell(&d.pod),
+                    cell(&v.claim),
+                    cell(&v.volume),
+                    cell(&v.node),
+                    t0_rel(v.attached_at),
+                    d.window
+                        .map_or_else(|| "unknown".into(), |w| format!("**{}**", secs(w))),
+                ]
+            })
+        })
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "Volumes the replacements took over while their originals ran on (two writers on one \
+         volume for up to the duplicate window):\n"
+    );
+    out.push_str(&table(
+        [
+            "pod",
+            "claim",
+            "volume",
+            "attached to",
+            "attached at",
+            "duplicate window",
+        ],
+        rows,
+    ));
+    out.push('\n');
 }
 
 fn acts(out: &mut String, m: &Remediation) {

@@ -49,6 +49,12 @@ pub(super) fn section(out: &mut String, r: &RunResult) {
     if lanes.sections.iter().any(|s| s.name == "Pods") {
         rows.push("Terminating pods and their replacements".into());
     }
+    if lanes.sections.iter().any(|s| s.name == "Volumes") {
+        rows.push(
+            "each volume's attachments (attached, attaching, detaching, Multi-Attach errors)"
+                .into(),
+        );
+    }
     if lanes.sections.iter().any(|s| s.name == "Clients") {
         rows.push("what clients saw".into());
     }
