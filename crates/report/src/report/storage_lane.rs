@@ -25,7 +25,6 @@ pub(super) fn rows(r: &RunResult) -> Vec<Row> {
     // A deleted attachment names only itself: its PV from its last change.
     let mut owner: BTreeMap<&str, &str> = BTreeMap::new();
     let mut claims: BTreeMap<&str, &str> = BTreeMap::new();
-    let mut multi: Vec<(Ms, &str, &str, Option<i32>)> = Vec::new();
     for t in ts {
         match (&t.object, &t.change) {
             (
@@ -59,32 +58,13 @@ pub(super) fn rows(r: &RunResult) -> Vec<Row> {
                     count,
                 },
             ) if reason == "FailedAttachVolume" => {
-                if let Some(pv) = multi_attach(message) {
-                    multi.push((t.at, pv, involved, *count));
+                // none for a volume never seen attached
+                if let Some(v) = multi_attach(message).and_then(|pv| volumes.get_mut(pv)) {
+                    v.multi_attach(r, t.at, involved, *count);
                 }
             }
             _ => {}
         }
-    }
-    for (at, pv, involved, count) in multi {
-        let Some(v) = volumes.get_mut(pv) else {
-            continue;
-        };
-        let pod = involved
-            .strip_prefix("Pod/")
-            .map_or_else(|| involved.to_owned(), |p| format!("pod {p}"));
-        let repeat = match count {
-            Some(n) if n > 1 => format!(" (x{n})"),
-            _ => String::new(),
-        };
-        v.marks.push(Mark {
-            at,
-            tone: Some(Tone::Bad),
-            title: format!(
-                "Multi-Attach error at {}: {pod} cannot attach {pv}{repeat}",
-                rel(r, at)
-            ),
-        });
     }
     for d in &r.metrics.volume_detaches {
         let (Some(v), Some(at)) = (
@@ -163,6 +143,10 @@ struct Volume<'a> {
     attachments: BTreeMap<&'a str, Attachment<'a>>,
     /// The node it was last attached to.
     last_node: Option<&'a str>,
+    /// The pod a Multi-Attach error said waits for it, until it is attached
+    /// anew or to no node: the replacement's attach is not even tried (no
+    /// VolumeAttachment) while the old node holds it.
+    waiting: Option<String>,
     open: Option<(Ms, State)>,
     stretches: Vec<(Ms, Ms, State)>,
     marks: Vec<Mark>,
@@ -175,6 +159,7 @@ impl<'a> Volume<'a> {
             first,
             attachments: BTreeMap::new(),
             last_node: None,
+            waiting: None,
             open: None,
             stretches: Vec::new(),
             marks: Vec::new(),
@@ -192,6 +177,7 @@ impl<'a> Volume<'a> {
                     self.mark(at, Tone::Neutral, format!("detached from {node}"), r);
                 }
                 if attached && !was {
+                    self.waiting = None;
                     if let Some(prev) = self.last_node.filter(|prev| *prev != node) {
                         let what = format!("attached again, on {node} (was on {prev})");
                         self.mark(at, Tone::Ok, what, r);
@@ -214,8 +200,36 @@ impl<'a> Volume<'a> {
                 }
             }
         }
+        if !self.attachments.values().any(|a| a.attached) {
+            self.waiting = None;
+        }
         let state = self.state();
         self.enter(at, state);
+    }
+
+    /// A Multi-Attach error naming it at `at`, for the pod `involved`.
+    fn multi_attach(&mut self, r: &RunResult, at: Ms, involved: &str, count: Option<i32>) {
+        let pod = involved
+            .strip_prefix("Pod/")
+            .map_or_else(|| involved.to_owned(), |p| format!("pod {p}"));
+        let repeat = match count {
+            Some(n) if n > 1 => format!(" (x{n})"),
+            _ => String::new(),
+        };
+        self.marks.push(Mark {
+            at,
+            tone: Some(Tone::Bad),
+            title: format!(
+                "Multi-Attach error at {}: {pod} cannot attach {}{repeat}",
+                rel(r, at),
+                self.pv
+            ),
+        });
+        if self.attachments.values().any(|a| a.attached) {
+            self.waiting = Some(pod);
+            let state = self.state();
+            self.enter(at, state);
+        }
     }
 
     fn mark(&mut self, at: Ms, tone: Tone, what: String, r: &RunResult) {
@@ -242,9 +256,15 @@ impl<'a> Volume<'a> {
         }
         attaching.retain(|n| !attached.contains(n));
         detaching.retain(|n| !attached.contains(n));
-        let waits = !attached.is_empty() && !attaching.is_empty();
+        let waits = !attached.is_empty() && (!attaching.is_empty() || self.waiting.is_some());
         let mut parts = Vec::new();
-        if waits {
+        if waits && attaching.is_empty() {
+            parts.push(format!(
+                "attached to {} while {} waits for it (Multi-Attach)",
+                attached.join(" and "),
+                self.waiting.as_deref().unwrap_or("a pod")
+            ));
+        } else if waits {
             parts.push(format!(
                 "attached to {} while the attach on {} waits (Multi-Attach)",
                 attached.join(" and "),

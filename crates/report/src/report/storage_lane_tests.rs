@@ -175,6 +175,45 @@ fn multi_attach_marks_the_volume_it_names() {
     );
 }
 
+/// What kind showed (issue 58): the attach-detach controller creates no
+/// VolumeAttachment for the replacement while the old node holds the
+/// volume, it only reports Multi-Attach; the lane is Bad from the error
+/// until the old attachment goes, then the new one attaches.
+#[test]
+fn a_multi_attach_without_a_new_attachment_is_a_wait() {
+    let r = run(vec![
+        va(100, "csi-a", "w1", "pv-1", true),
+        multi_attach_event(3_000, "web-0", "pv-1", 1),
+        deleted(8_000, "csi-a"),
+        va(8_500, "csi-b", "w2", "pv-1", false),
+        va(8_600, "csi-b", "w2", "pv-1", true),
+    ]);
+    let pv1 = row(&rows(&r), "pv-1").clone();
+    assert_eq!(
+        spans(&pv1),
+        [
+            (100, 3_000, Tone::Ok),
+            (3_000, 8_000, Tone::Bad),
+            (8_500, 8_600, Tone::Fault),
+            (8_600, 10_000, Tone::Ok),
+        ],
+        "{pv1:?}"
+    );
+    assert_eq!(
+        pv1.segments[1].title,
+        "pv-1 attached to w1 while pod web-0 waits for it (Multi-Attach) for 5.000s"
+    );
+    // A Multi-Attach error once the volume is attached to no node: a mark only.
+    let r = run(vec![
+        va(100, "csi-a", "w1", "pv-1", true),
+        va(2_000, "csi-a", "w1", "pv-1", false),
+        multi_attach_event(3_000, "web-0", "pv-1", 1),
+    ]);
+    let pv1 = row(&rows(&r), "pv-1").clone();
+    assert!(spans(&pv1).iter().all(|s| s.2 != Tone::Bad), "{pv1:?}");
+    assert!(pv1.marks.iter().any(|m| m.tone == Some(Tone::Bad)));
+}
+
 #[test]
 fn a_deleted_attachment_carries_its_volume() {
     let r = run(vec![
