@@ -10,7 +10,7 @@ pub mod metrics;
 mod storage;
 pub mod volumes;
 
-pub use storage::{AttachmentView, EventView};
+pub use storage::{AttachmentView, EventView, FAILED_ATTACH, multi_attach_volume};
 
 use std::collections::BTreeMap;
 

@@ -46,6 +46,24 @@ impl World {
     }
 }
 
+/// The event reason the attach-detach controller reports a failed attach with.
+pub const FAILED_ATTACH: &str = "FailedAttachVolume";
+
+/// How a Multi-Attach error's message begins; the PersistentVolume follows,
+/// quoted (reconciler.go: `Multi-Attach error for volume "PV" Volume is
+/// already exclusively attached to one node and can't be attached to another`).
+const MULTI_ATTACH: &str = "Multi-Attach error for volume \"";
+
+/// The PersistentVolume a Multi-Attach error names, from an event of
+/// `reason` with `message`; None for any other event.
+pub fn multi_attach_volume<'m>(reason: &str, message: &'m str) -> Option<&'m str> {
+    if reason != FAILED_ATTACH {
+        return None;
+    }
+    let (_, rest) = message.split_once(MULTI_ATTACH)?;
+    rest.split_once('"').map(|(pv, _)| pv)
+}
+
 /// Folds a transition of an Event, a VolumeAttachment or a claim.
 pub(super) fn apply(world: &mut World, t: &Transition) {
     match (&t.object, &t.change) {
@@ -113,6 +131,18 @@ mod tests {
             volume: "pv-1".into(),
             attached,
         }
+    }
+
+    #[test]
+    fn a_multi_attach_error_names_its_volume() {
+        let m = "Multi-Attach error for volume \"pv-7\" Volume is already exclusively attached \
+                 to one node and can't be attached to another";
+        assert_eq!(multi_attach_volume(FAILED_ATTACH, m), Some("pv-7"));
+        assert_eq!(multi_attach_volume("FailedMount", m), None);
+        assert_eq!(
+            multi_attach_volume(FAILED_ATTACH, "AttachVolume.Attach failed"),
+            None
+        );
     }
 
     #[test]

@@ -11,10 +11,7 @@ use std::collections::BTreeMap;
 use super::format::{rel, secs, t0_rel};
 use super::rows::{Mark, Row, Segment, Tone};
 use crate::record::RunResult;
-use crate::timeline::{Change, Ms, ObjectRef, Transition};
-
-/// How a Multi-Attach event's message begins; the PV follows, quoted.
-const MULTI_ATTACH: &str = "Multi-Attach error for volume \"";
+use crate::timeline::{Change, Ms, ObjectRef, Transition, multi_attach_volume};
 
 /// The rows, in the order their volumes were first seen attached or
 /// attaching; none for a run without VolumeAttachments.
@@ -57,9 +54,11 @@ pub(super) fn rows(r: &RunResult) -> Vec<Row> {
                     message,
                     count,
                 },
-            ) if reason == "FailedAttachVolume" => {
+            ) => {
                 // none for a volume never seen attached
-                if let Some(v) = multi_attach(message).and_then(|pv| volumes.get_mut(pv)) {
+                if let Some(v) =
+                    multi_attach_volume(reason, message).and_then(|pv| volumes.get_mut(pv))
+                {
                     v.multi_attach(r, t.at, involved, *count);
                 }
             }
@@ -109,12 +108,6 @@ pub(super) fn rows(r: &RunResult) -> Vec<Row> {
     // stable: volumes first seen at the same moment stay in name order
     built.sort_by_key(|(first, _)| *first);
     built.into_iter().map(|(_, row)| row).collect()
-}
-
-/// The PV a Multi-Attach event's message names.
-fn multi_attach(message: &str) -> Option<&str> {
-    let (_, rest) = message.split_once(MULTI_ATTACH)?;
-    rest.split_once('"').map(|(pv, _)| pv)
 }
 
 /// One VolumeAttachment of a volume, as last seen.

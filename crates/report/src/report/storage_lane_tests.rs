@@ -253,18 +253,6 @@ fn no_section_without_attachments() {
 }
 
 #[test]
-fn multi_attach_messages_name_their_volume() {
-    assert_eq!(
-        multi_attach("Multi-Attach error for volume \"pvc-1\" Volume is already used"),
-        Some("pvc-1")
-    );
-    assert_eq!(
-        multi_attach("AttachVolume.Attach failed for volume \"pvc-1\""),
-        None
-    );
-}
-
-#[test]
 fn a_real_run_shows_its_volume_between_pods_and_remediation() {
     let r: RunResult = serde_json::from_str(include_str!(
         "../../../../tests/fixtures/results/statefulset-volumes.json"

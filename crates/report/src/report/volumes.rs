@@ -1,5 +1,6 @@
-//! The "Volumes" and "Events" sections of `report.md`: claim bindings and
-//! VolumeAttachment changes with the two volume metrics, and the recorded
+//! The "Volumes" and "Events" sections of `report.md`: claim bindings,
+//! VolumeAttachment changes and Multi-Attach errors with the two volume
+//! metrics, and the recorded
 //! events. Each section appears only when the run has something to show.
 
 use std::collections::BTreeMap;
@@ -7,7 +8,7 @@ use std::fmt::Write as _;
 
 use super::format::{cell, rel, secs, t0_rel, table, utc_time};
 use crate::record::RunResult;
-use crate::timeline::{Change, ObjectRef};
+use crate::timeline::{Change, ObjectRef, multi_attach_volume};
 
 /// Shown for a value the run did not observe.
 const MISSING: &str = "—";
@@ -61,6 +62,29 @@ fn volumes(out: &mut String, r: &RunResult) {
                 MISSING.into(),
                 "bound".to_owned(),
             ],
+            (
+                _,
+                Change::Event {
+                    reason,
+                    involved,
+                    message,
+                    ..
+                },
+            ) => {
+                let Some(volume) = multi_attach_volume(reason, message) else {
+                    continue;
+                };
+                [
+                    cell(
+                        &involved
+                            .strip_prefix("Pod/")
+                            .map_or_else(|| involved.clone(), |p| format!("pod {p}")),
+                    ),
+                    cell(volume),
+                    MISSING.into(),
+                    "Multi-Attach error: attached to another node".to_owned(),
+                ]
+            }
             (ObjectRef::Pvc { name }, Change::PvcDeleted) => [
                 format!("claim {}", cell(name)),
                 MISSING.into(),
@@ -144,7 +168,10 @@ fn volumes(out: &mut String, r: &RunResult) {
         out.push('\n');
     }
     if !changes.is_empty() {
-        let _ = writeln!(out, "Claim bindings and VolumeAttachment changes:\n");
+        let _ = writeln!(
+            out,
+            "Claim bindings, VolumeAttachment changes and Multi-Attach errors:\n"
+        );
         out.push_str(&table(
             ["time", "object", "volume", "node", "change"],
             changes,
