@@ -208,7 +208,8 @@ fn shared(w: &DuplicateWindow) -> String {
             )
         })
         .collect();
-    format!(", with its volume {}", each.join(" and "))
+    let plural = if each.len() == 1 { "" } else { "s" };
+    format!(", with its volume{plural} {}", each.join(" and "))
 }
 
 fn fenced(picked: &[&DuplicateWindow], machines: &[MachineTrack], t0: Ms) -> (Verdict, String) {
@@ -244,5 +245,72 @@ fn fenced(picked: &[&DuplicateWindow], machines: &[MachineTrack], t0: Ms) -> (Ve
         )
     } else {
         (Verdict::Fail, late.join("; "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::timeline::volumes::SharedVolume;
+
+    fn window(pod: &str, window: Option<Ms>, volumes: &[&str]) -> DuplicateWindow {
+        DuplicateWindow {
+            pod: pod.into(),
+            node: "w1".into(),
+            replacement: pod.into(),
+            replacement_node: Some("w2".into()),
+            replacement_running: 30_000,
+            replacement_seen: Some(30_000),
+            original_last_seen: window.map(|w| 30_000 + w),
+            window,
+            note: None,
+            volumes: volumes
+                .iter()
+                .map(|v| SharedVolume {
+                    claim: format!("data-{pod}"),
+                    volume: (*v).into(),
+                    node: "w2".into(),
+                    attached_at: 28_654,
+                })
+                .collect(),
+        }
+    }
+
+    /// Two copies at once fail, naming the pod and the volumes its
+    /// replacement took over; none taken over, none named; 0 passes.
+    #[test]
+    fn two_copies_name_the_volumes_they_shared() {
+        let (one, two, none) = (
+            window("disk-0", Some(17_000), &["pv-0"]),
+            window("disk-1", Some(16_000), &["pv-1", "pv-9"]),
+            window("web-0", Some(3_000), &[]),
+        );
+        let (v, detail) = duplicate(&[&one, &two, &none], 0);
+        assert_eq!(v, Verdict::Fail);
+        assert!(
+            detail.contains(
+                "disk-0 ran on w1 17s after its replacement started on w2, with its volume \
+                 pv-0 (claim data-disk-0) attached to w2 at T0+28.654s;"
+            ),
+            "{detail}"
+        );
+        assert!(
+            detail.contains(
+                "with its volumes pv-1 (claim data-disk-1) attached to w2 at T0+28.654s and pv-9"
+            ),
+            "{detail}"
+        );
+        // none taken over: nothing said of volumes
+        assert!(
+            detail
+                .ends_with("; web-0 ran on w1 3s after its replacement started on w2 (allowed 0s)"),
+            "{detail}"
+        );
+        let zero = window("disk-0", Some(0), &["pv-0"]);
+        let zero = DuplicateWindow {
+            original_last_seen: None,
+            ..zero
+        };
+        assert_eq!(duplicate(&[&zero], 0).0, Verdict::Pass);
     }
 }
