@@ -25,8 +25,8 @@
 //!    Issue 41's scenarios: a partition remediated with the out-of-service
 //!    taint fails the duplicate window, naming the ReadWriteOnce volume the
 //!    replacement took over (agreeing with what both copies wrote on it),
-//!    the example remediator's taint after a power-off passes with 0 and is
-//!    judged, a flapping node fails `remediation`;
+//!    the same after a power-off passes with 0, the example
+//!    remediator is judged, a flapping node fails `remediation`;
 //! 3. `nodefall kind down`: afterwards the host's sysctls, iptables rules,
 //!    Docker containers, networks, volumes and images are as they were.
 //!
@@ -586,7 +586,6 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
                     && n != CLIENTS_AFTER_FAULTS
                     && n != SEED_000_SHARED
                     && n != SPLIT_BRAIN_SHARED
-                    && n != POWEROFF_SHARED
                     && !REMEDIATION.contains(&n)
             })
         })
@@ -849,14 +848,9 @@ const SEED_000_SHARED: &str = "kind-statefulset-nfs.yaml";
 /// wrote on the volume, so CI runs only that one.
 const SPLIT_BRAIN_SHARED: &str = "kind-split-brain.yaml";
 
-/// The out-of-service taint after a power-off, put by the scenario: what
-/// `kind-example-remediator.yaml` shows with the taint put by a remediator
-/// (no two copies, the machine off before the act), so CI runs only that
-/// one (`scripts/kind-scenarios.sh` runs both).
-const POWEROFF_SHARED: &str = "kind-poweroff-out-of-service.yaml";
-
-const REMEDIATION: [&str; 3] = [
+const REMEDIATION: [&str; 4] = [
     "kind-rwo-split-brain.yaml",
+    "kind-poweroff-out-of-service.yaml",
     "kind-example-remediator.yaml",
     "kind-flapping-node.yaml",
 ];
@@ -935,10 +929,10 @@ fn heartbeat_overlap(beats: &BTreeMap<String, Vec<(String, i64, i64)>>, pod: &st
 /// out-of-service taint fails the duplicate window, which names the pods
 /// and the ReadWriteOnce volumes their replacements took over, and agrees
 /// with what both copies wrote on each volume within one look (1 s) plus
-/// one write (0.2 s) and the writer's start and stop (0.3 s). The example
-/// remediator is judged: its act, its decision, the machine off before it,
-/// and the same taint after a power-off passes with 0 and no overlapping
-/// heartbeats. A flapping node tainted by a
+/// one write (0.2 s) and the writer's start and stop (0.3 s); the same
+/// remediation after a power-off passes with 0
+/// and no overlapping heartbeats. The example remediator is judged: its act,
+/// its decision, the machine off before it. A flapping node tainted by a
 /// remediator that counts from the first failure fails `remediation`.
 fn remediation_judged(made: &Made, out_dir: &str) {
     let out = Path::new(out_dir);
@@ -1024,6 +1018,26 @@ fn remediation_judged(made: &Made, out_dir: &str) {
         "{m:?}"
     );
 
+    let (status, said) = made.scenario("scenarios/kind-poweroff-out-of-service.yaml", out_dir);
+    assert!(status.success(), "{said}");
+    let r = run_result(out, "kind-poweroff-out-of-service");
+    assert!(!r.duplicates.is_empty(), "{said}");
+    let beats = heartbeats(made, "kind-poweroff-oos");
+    for d in &r.duplicates {
+        assert_eq!(d.window, Some(0), "{d:?}");
+        assert_eq!(d.original_last_seen, None, "{d:?}");
+        assert_eq!(heartbeat_overlap(&beats, &d.pod), 0, "{}", d.pod);
+    }
+    let m = r.remediation.as_ref().unwrap();
+    assert!(
+        matches!(
+            m.fencing,
+            nodefall::record::remediation::Fencing::OffBefore { .. }
+        ),
+        "{m:?}"
+    );
+    assert!(m.fencing_seen.is_some(), "fencing from the machine: {m:?}");
+
     let remediator = Remediator::start(&made.kubeconfig(), &["--after", "5s"]);
     let (status, said) = made.scenario("scenarios/kind-example-remediator.yaml", out_dir);
     drop(remediator);
@@ -1042,17 +1056,6 @@ fn remediation_judged(made: &Made, out_dir: &str) {
     );
     assert_eq!(m.replaced, m.pods, "{m:?}");
     assert!(m.cleanup.iter().all(|c| c.removed.is_some()), "{m:?}");
-    // The same remediation after a real power-off: no two copies, by the
-    // witness (never seen after the replacement started) and by the
-    // heartbeats; the fencing seen on the machine.
-    assert!(!r.duplicates.is_empty(), "{said}");
-    let beats = heartbeats(made, "kind-example-remediator");
-    for d in &r.duplicates {
-        assert_eq!(d.window, Some(0), "{d:?}");
-        assert_eq!(d.original_last_seen, None, "{d:?}");
-        assert_eq!(heartbeat_overlap(&beats, &d.pod), 0, "{}", d.pod);
-    }
-    assert!(m.fencing_seen.is_some(), "fencing from the machine: {m:?}");
 
     let remediator = Remediator::start(
         &made.kubeconfig(),
