@@ -10,7 +10,9 @@ pub mod metrics;
 mod storage;
 pub mod volumes;
 
-pub use storage::{AttachmentView, EventView, FAILED_ATTACH, multi_attach_volume};
+pub use storage::{
+    AttachmentChange, AttachmentView, Attachments, EventView, FAILED_ATTACH, multi_attach_volume,
+};
 
 use std::collections::BTreeMap;
 

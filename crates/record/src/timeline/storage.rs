@@ -46,6 +46,54 @@ impl World {
     }
 }
 
+/// One VolumeAttachment transition with what it was about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttachmentChange<'t> {
+    pub name: &'t str,
+    /// Its PersistentVolume and node; a deletion's carried over from the
+    /// attachment's last change (None: never seen before it was deleted).
+    pub of: Option<(&'t str, &'t str)>,
+    /// `status.attached`; None: deleted.
+    pub attached: Option<bool>,
+}
+
+/// Reads VolumeAttachment transitions in order: a deleted attachment's
+/// transition names only the attachment, so its volume and node are
+/// carried over from the last change seen of it.
+#[derive(Debug, Default)]
+pub struct Attachments<'t> {
+    last: std::collections::BTreeMap<&'t str, (&'t str, &'t str)>,
+}
+
+impl<'t> Attachments<'t> {
+    /// `t` as an attachment change; None when it is about something else.
+    pub fn see(&mut self, t: &'t Transition) -> Option<AttachmentChange<'t>> {
+        let ObjectRef::VolumeAttachment { name } = &t.object else {
+            return None;
+        };
+        match &t.change {
+            Change::VolumeAttachment {
+                node,
+                volume,
+                attached,
+            } => {
+                self.last.insert(name, (volume, node));
+                Some(AttachmentChange {
+                    name,
+                    of: Some((volume, node)),
+                    attached: Some(*attached),
+                })
+            }
+            Change::VolumeAttachmentDeleted => Some(AttachmentChange {
+                name,
+                of: self.last.get(name.as_str()).copied(),
+                attached: None,
+            }),
+            _ => None,
+        }
+    }
+}
+
 /// The event reason the attach-detach controller reports a failed attach with.
 pub const FAILED_ATTACH: &str = "FailedAttachVolume";
 
@@ -131,6 +179,40 @@ mod tests {
             volume: "pv-1".into(),
             attached,
         }
+    }
+
+    #[test]
+    fn a_deleted_attachment_carries_its_volume_and_node() {
+        let ts = [
+            t(0, va("csi-a"), attach("w1", true)),
+            t(1, va("csi-a"), Change::VolumeAttachmentDeleted),
+            t(2, va("csi-z"), Change::VolumeAttachmentDeleted),
+            t(3, ObjectRef::Pvc { name: "c".into() }, Change::PvcDeleted),
+        ];
+        let mut seen = Attachments::default();
+        let changes: Vec<_> = ts.iter().map(|t| seen.see(t)).collect();
+        let of = Some(("pv-1", "w1"));
+        assert_eq!(
+            changes,
+            [
+                Some(AttachmentChange {
+                    name: "csi-a",
+                    of,
+                    attached: Some(true)
+                }),
+                Some(AttachmentChange {
+                    name: "csi-a",
+                    of,
+                    attached: None
+                }),
+                Some(AttachmentChange {
+                    name: "csi-z",
+                    of: None,
+                    attached: None
+                }),
+                None,
+            ]
+        );
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use super::format::{rel, secs, t0_rel};
 use super::rows::{Mark, Row, Segment, Tone};
 use crate::record::RunResult;
-use crate::timeline::{Change, Ms, ObjectRef, Transition, multi_attach_volume};
+use crate::timeline::{Attachments, Change, Ms, ObjectRef, Transition, multi_attach_volume};
 
 /// The rows, in the order their volumes were first seen attached or
 /// attaching; none for a run without VolumeAttachments.
@@ -19,30 +19,21 @@ pub(super) fn rows(r: &RunResult) -> Vec<Row> {
     let mut ts: Vec<&Transition> = r.transitions.iter().collect();
     ts.sort_by_key(|t| t.at);
     let mut volumes: BTreeMap<&str, Volume> = BTreeMap::new();
-    // A deleted attachment names only itself: its PV from its last change.
-    let mut owner: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut attachments = Attachments::default();
     let mut claims: BTreeMap<&str, &str> = BTreeMap::new();
     for t in ts {
+        if let Some(a) = attachments.see(t) {
+            // a deletion of an attachment never seen: nothing to carry
+            let Some((volume, node)) = a.of else {
+                continue;
+            };
+            let v = volumes
+                .entry(volume)
+                .or_insert_with(|| Volume::new(volume, t.at));
+            v.change(r, t.at, a.name, a.attached.map(|yes| (node, yes)));
+            continue;
+        }
         match (&t.object, &t.change) {
-            (
-                ObjectRef::VolumeAttachment { name },
-                Change::VolumeAttachment {
-                    node,
-                    volume,
-                    attached,
-                },
-            ) => {
-                owner.insert(name, volume);
-                volumes
-                    .entry(volume)
-                    .or_insert_with(|| Volume::new(volume, t.at))
-                    .change(r, t.at, name, Some((node, *attached)));
-            }
-            (ObjectRef::VolumeAttachment { name }, Change::VolumeAttachmentDeleted) => {
-                if let Some(v) = owner.get(name.as_str()).and_then(|pv| volumes.get_mut(*pv)) {
-                    v.change(r, t.at, name, None);
-                }
-            }
             (ObjectRef::Pvc { name }, Change::PvcBound { volume }) => {
                 claims.insert(volume, name);
             }

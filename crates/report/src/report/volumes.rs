@@ -3,12 +3,11 @@
 //! metrics, and the recorded
 //! events. Each section appears only when the run has something to show.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::format::{cell, rel, secs, t0_rel, table, utc_time};
 use crate::record::RunResult;
-use crate::timeline::{Change, ObjectRef, multi_attach_volume};
+use crate::timeline::{Attachments, Change, ObjectRef, multi_attach_volume};
 
 /// Shown for a value the run did not observe.
 const MISSING: &str = "—";
@@ -30,32 +29,26 @@ fn volumes(out: &mut String, r: &RunResult) {
         .iter()
         .filter(|p| p.replacement_volume_wait.is_some())
         .collect();
-    // A deleted attachment's transition names only the attachment: carry
-    // its volume and node over from the last change seen of it.
-    let mut last: BTreeMap<&str, (&str, &str)> = BTreeMap::new();
+    let mut attachments = Attachments::default();
     let mut changes: Vec<[String; 5]> = Vec::new();
     for t in &r.transitions {
+        if let Some(a) = attachments.see(t) {
+            let (volume, node) = a.of.unwrap_or(("", ""));
+            let what = match a.attached {
+                Some(true) => "attached",
+                Some(false) => "not attached",
+                None => "deleted",
+            };
+            changes.push([
+                rel(r, t.at),
+                cell(a.name),
+                cell(volume),
+                cell(node),
+                what.to_owned(),
+            ]);
+            continue;
+        }
         let row = match (&t.object, &t.change) {
-            (
-                ObjectRef::VolumeAttachment { name },
-                Change::VolumeAttachment {
-                    node,
-                    volume,
-                    attached,
-                },
-            ) => {
-                last.insert(name, (volume, node));
-                let what = if *attached {
-                    "attached"
-                } else {
-                    "not attached"
-                };
-                [cell(name), cell(volume), cell(node), what.to_owned()]
-            }
-            (ObjectRef::VolumeAttachment { name }, Change::VolumeAttachmentDeleted) => {
-                let (volume, node) = last.get(name.as_str()).copied().unwrap_or(("", ""));
-                [cell(name), cell(volume), cell(node), "deleted".to_owned()]
-            }
             (ObjectRef::Pvc { name }, Change::PvcBound { volume }) => [
                 format!("claim {}", cell(name)),
                 cell(volume),
