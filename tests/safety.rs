@@ -248,8 +248,8 @@ fn a_namespace_that_existed_keeps_its_objects_and_nodes_keep_their_marks() {
         "name: clash\nnamespace: precious\nsetup: {apply: data.yaml}\ntarget: {name: worker-1}\n\
          steps:\n  - fault: pause-vm\n  - expect: {node: target, ready: Unknown, within: grace + 20s}\n",
     );
-    // A scenario refused before anything: exit 2; what it said.
-    let refused = |file: &std::path::Path| {
+    // A scenario run on the cluster: its exit code and what it said.
+    let run = |file: &std::path::Path| {
         let out = d
             .command(&[
                 "scenario",
@@ -261,8 +261,15 @@ fn a_namespace_that_existed_keeps_its_objects_and_nodes_keep_their_marks() {
             .arg(d.out.path())
             .output()
             .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert_eq!(out.status.code(), Some(2), "{err}");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // A scenario refused before anything: exit 2; what it said.
+    let refused = |file: &std::path::Path| {
+        let (code, err) = run(file);
+        assert_eq!(code, Some(2), "{err}");
         err
     };
     let err = refused(&clash);
@@ -300,19 +307,8 @@ fn a_namespace_that_existed_keeps_its_objects_and_nodes_keep_their_marks() {
          \x20 - fault: pause-vm\n  - expect: {node: target, ready: Unknown, within: grace + monitorPeriod + 20s}\n\
          \x20 - fault: resume-vm\n  - expect: {node: target, ready: \"True\", within: 1m}\ncleanup: always\n",
     );
-    let out = d
-        .command(&[
-            "scenario",
-            file.to_str().unwrap(),
-            "--cluster",
-            "safety",
-            "--out",
-        ])
-        .arg(d.out.path())
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    let (code, err) = run(&file);
+    assert_eq!(code, Some(0), "{err}");
     rt.block_on(async {
         let cm = Api::<ConfigMap>::namespaced(client.clone(), "precious")
             .get("data")
