@@ -17,6 +17,10 @@
 #   NODEFALL_K8S_VERSION Kubernetes release (default v1.35.4)
 #   NODEFALL_ETCD_VERSION etcd release (default v3.5.35)
 #   NODEFALL_KWOK_VERSION KWOK release (default v0.8.0)
+#   NODEFALL_CSI_SRC     the kind clusters' CSI driver's sources (scripts/kind/csi),
+#   NODEFALL_CSI_BIN     and where its binary goes: built with Go when both are set
+#                        and the binary is missing (nodefall passes both; without Go,
+#                        or when the build fails, the sim runs without its attacher)
 # -E: functions and subshells inherit the ERR trap below; inherit_errexit: a
 # failure inside $(...) ends it instead of being ignored.
 set -Eeuo pipefail
@@ -61,8 +65,12 @@ for b in kube-apiserver kube-controller-manager kube-scheduler; do
 done
 have "$etcd_dir/etcd" || need_etcd=1
 have "$kwok_dir/kwok" || need_kwok=1
+need_csi=0
+if [[ -n "${NODEFALL_CSI_SRC:-}" && -n "${NODEFALL_CSI_BIN:-}" ]] && ! have "$NODEFALL_CSI_BIN"; then
+  need_csi=1
+fi
 
-if (( need_k8s + need_etcd + need_kwok == 0 )); then
+if (( need_k8s + need_etcd + need_kwok + need_csi == 0 )); then
   log "all binaries cached under $CACHE/bin"
   exit 0
 fi
@@ -203,6 +211,12 @@ download_all() {
 }
 
 if ! command -v go >/dev/null; then
+  if (( need_csi )); then
+    log "go not found: the CSI driver (csi.nodefall.dev) has no release to download, so the simulated cluster runs without it"
+  fi
+  if (( need_k8s + need_etcd + need_kwok == 0 )); then
+    exit 0
+  fi
   log "go not found: downloading the official release binaries instead"
   download_all
 fi
@@ -316,6 +330,22 @@ if (( need_kwok )); then
   run "$w/src" go build -trimpath -ldflags "-s -w" -o "$kwok_dir/kwok.tmp" ./cmd/kwok
   mv "$kwok_dir/kwok.tmp" "$kwok_dir/kwok"
   log "kwok $KWOK_VERSION built in $(( $(date +%s) - start ))s"
+fi
+
+# The kind clusters' CSI driver, whose attacher the simulated cluster runs
+# (crates/sim/src/sim/csi.rs embeds its sources): go.sum pins every module.
+# A failed build is reported and left: the cluster runs without it.
+if (( need_csi )); then
+  start=$(date +%s)
+  log "building the CSI driver csi.nodefall.dev (scripts/kind/csi)"
+  mkdir -p "$(dirname "$NODEFALL_CSI_BIN")"
+  if run "$NODEFALL_CSI_SRC" env GOFLAGS=-mod=readonly go build -trimpath -ldflags "-s -w" -o "$NODEFALL_CSI_BIN.tmp" .; then
+    mv "$NODEFALL_CSI_BIN.tmp" "$NODEFALL_CSI_BIN"
+    log "CSI driver built in $(( $(date +%s) - start ))s"
+  else
+    rm -f "$NODEFALL_CSI_BIN.tmp"
+    log "the CSI driver was not built (above): the simulated cluster runs without its attacher"
+  fi
 fi
 
 log "binaries ready under $CACHE/bin (log: $LOG)"

@@ -193,13 +193,20 @@ impl Made {
     }
 
     fn run_cmd(&self, mut cmd: Command, args: &[&str]) -> (std::process::ExitStatus, String) {
+        let began = std::time::Instant::now();
         let o = cmd.output().unwrap();
         let said = format!(
             "{}{}",
             String::from_utf8_lossy(&o.stdout),
             String::from_utf8_lossy(&o.stderr)
         );
-        eprintln!("$ nodefall {}\n{said}", args.join(" "));
+        // How long each command took, for a failure's log and for the
+        // tier's time (docs/testing.md).
+        eprintln!(
+            "$ nodefall {}  ({:.1} s)\n{said}",
+            args.join(" "),
+            began.elapsed().as_secs_f64()
+        );
         (o.status, said)
     }
 

@@ -429,6 +429,11 @@ fn real_binaries(into: &Path) -> Option<()> {
         }
         std::os::unix::fs::symlink(p, into.join(p.file_name()?)).ok()?;
     }
+    // The CSI driver where it was built (the fake go fails its build
+    // otherwise, and the cluster runs without it).
+    if bin.csi.is_file() {
+        std::os::unix::fs::symlink(&bin.csi, into.join("kind-csi")).ok()?;
+    }
     Some(())
 }
 

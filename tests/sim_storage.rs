@@ -3,6 +3,10 @@
 //! gets volumes from the default class `standard`, each pinned to the node
 //! its pod was scheduled on, bound by the controller manager's PV controller;
 //! once the claims are deleted, the provisioner deletes the volumes.
+//!
+//! And volumes that really attach (issue 59): a claim on the kind clusters'
+//! CSI driver is attached to a sim node by the real attach-detach controller
+//! and the driver's own attacher, and detached once its pod is gone.
 
 #![allow(
     clippy::unwrap_used,
@@ -15,6 +19,7 @@ use std::time::Duration;
 use futures::StreamExt as _;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::{CSINode, VolumeAttachment};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use nodefall::actions;
@@ -22,6 +27,9 @@ use nodefall::profile::TimingProfile;
 use nodefall::sim::provisioner::{self, Provisioner};
 use nodefall::sim::{SimCluster, UpOptions};
 use serde_json::json;
+
+#[path = "support/skip.rs"]
+mod skip;
 
 const NS: &str = "storage";
 const LIMIT: Duration = Duration::from_secs(90);
@@ -217,4 +225,192 @@ async fn flow() {
             .collect::<Vec<_>>()
     );
     drop(cluster);
+}
+
+/// Issue 59: the sim's volumes attach as kind's do. A pod on a sim node with
+/// a claim on a volume of the kind clusters' CSI driver gets a
+/// VolumeAttachment from the real attach-detach controller (the node is
+/// annotated as a kubelet annotates it), and the driver's own attacher, run
+/// by the cluster, attaches it (its record names the node); once the pod is
+/// gone the controller detaches it and the record goes.
+#[test]
+fn a_csi_volume_on_a_sim_node_is_attached_by_the_kind_drivers_attacher() {
+    tokio::runtime::Runtime::new().unwrap().block_on(csi_flow());
+}
+
+const CSI_NS: &str = "csi";
+const HANDLE: &str = "sim-vol-0";
+
+fn csi_objects(node: &str) -> (PersistentVolume, PersistentVolumeClaim, Pod) {
+    let pv = serde_json::from_value(json!({
+        "metadata": {"name": HANDLE},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "nodefall-csi",
+            "claimRef": {"namespace": CSI_NS, "name": "data-0"},
+            "csi": {"driver": "csi.nodefall.dev", "volumeHandle": HANDLE}
+        }
+    }))
+    .unwrap();
+    let pvc = serde_json::from_value(json!({
+        "metadata": {"name": "data-0"},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "nodefall-csi",
+            "volumeName": HANDLE,
+            "resources": {"requests": {"storage": "1Gi"}}
+        }
+    }))
+    .unwrap();
+    let pod = serde_json::from_value(json!({
+        "metadata": {"name": "disk-0", "labels": {"app": "disk"}},
+        "spec": {
+            "nodeName": node,
+            "containers": [{
+                "name": "disk",
+                "image": "registry.invalid/disk:1",
+                "volumeMounts": [{"name": "data", "mountPath": "/data"}]
+            }],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data-0"}}]
+        }
+    }))
+    .unwrap();
+    (pv, pvc, pod)
+}
+
+/// Watches VolumeAttachments until `done` holds for the one of [`HANDLE`]
+/// (`None` once it is gone).
+async fn attachment_until(
+    client: &kube::Client,
+    what: &str,
+    done: impl Fn(Option<&VolumeAttachment>) -> bool,
+) -> Option<VolumeAttachment> {
+    let api: Api<VolumeAttachment> = Api::all(client.clone());
+    let mut stream = std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff());
+    let mut ours: Option<VolumeAttachment> = None;
+    let r = tokio::time::timeout(LIMIT, async {
+        loop {
+            if let Some(Ok(event)) = stream.next().await {
+                let of_ours = |va: &VolumeAttachment| {
+                    va.spec.source.persistent_volume_name.as_deref() == Some(HANDLE)
+                };
+                // Judged once the list is whole, then at each change.
+                let settled = match event {
+                    watcher::Event::Init => {
+                        ours = None;
+                        false
+                    }
+                    watcher::Event::InitApply(va) => {
+                        if of_ours(&va) {
+                            ours = Some(va);
+                        }
+                        false
+                    }
+                    watcher::Event::InitDone => true,
+                    watcher::Event::Apply(va) => {
+                        if of_ours(&va) {
+                            ours = Some(va);
+                        }
+                        true
+                    }
+                    watcher::Event::Delete(va) => {
+                        if of_ours(&va) {
+                            ours = None;
+                        }
+                        true
+                    }
+                };
+                if settled && done(ours.as_ref()) {
+                    return;
+                }
+            }
+        }
+    })
+    .await;
+    assert!(r.is_ok(), "{what} not within {LIMIT:?}: last seen {ours:?}");
+    ours
+}
+
+async fn csi_flow() {
+    let root = tempfile::tempdir().unwrap();
+    let mut opts = UpOptions::new("csi", TimingProfile::fast());
+    opts.root = root.path().to_owned();
+    opts.nodes = 2;
+    let mut quiet = |_: &str| {};
+    let cluster = SimCluster::up(&opts, &mut quiet).await.unwrap();
+    if !cluster
+        .state()
+        .components
+        .iter()
+        .any(|c| c.name == nodefall::sim::csi::ATTACHER)
+    {
+        skip::skip(
+            "a_csi_volume_on_a_sim_node_is_attached_by_the_kind_drivers_attacher",
+            "the cluster runs no CSI attacher: Go built no scripts/kind/csi (`apt-get install golang`)",
+        );
+        return;
+    }
+    let client = cluster.client().await.unwrap();
+    let nodes: Vec<String> = cluster
+        .state()
+        .nodes
+        .iter()
+        .map(|n| n.name.clone())
+        .collect();
+    // Each node lists the driver, as a kubelet's plugin registration makes it.
+    let csi_nodes: Api<CSINode> = Api::all(client.clone());
+    for node in &nodes {
+        let c = csi_nodes.get(node).await.unwrap();
+        let drivers: Vec<_> = c.spec.drivers.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(drivers, ["csi.nodefall.dev"], "{node}");
+    }
+
+    actions::ensure_namespace(&client, CSI_NS).await.unwrap();
+    let (pv, pvc, pod) = csi_objects(&nodes[0]);
+    let pp = PostParams::default();
+    Api::<PersistentVolume>::all(client.clone())
+        .create(&pp, &pv)
+        .await
+        .unwrap();
+    Api::<PersistentVolumeClaim>::namespaced(client.clone(), CSI_NS)
+        .create(&pp, &pvc)
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), CSI_NS);
+    pods.create(&pp, &pod).await.unwrap();
+
+    let va = attachment_until(&client, "attached", |va| {
+        va.and_then(|va| va.status.as_ref())
+            .is_some_and(|s| s.attached)
+    })
+    .await
+    .unwrap();
+    assert_eq!(va.spec.attacher, "csi.nodefall.dev");
+    assert_eq!(va.spec.node_name, nodes[0]);
+    let managers: BTreeSet<_> = va
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|f| f.subresource.as_deref() == Some("status"))
+        .filter_map(|f| f.manager.clone())
+        .collect();
+    assert!(managers.contains("nodefall-csi-attacher"), "{managers:?}");
+    let record = cluster.dir().join("csi/.published").join(HANDLE);
+    assert_eq!(
+        std::fs::read_to_string(&record).unwrap().trim(),
+        nodes[0],
+        "{}",
+        record.display()
+    );
+
+    // The pod gone (nothing reports the volume in use yet): the controller
+    // detaches it, the attacher unpublishes it.
+    pods.delete("disk-0", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    attachment_until(&client, "detached and deleted", |va| va.is_none()).await;
+    assert!(!record.exists(), "{} left", record.display());
 }

@@ -21,6 +21,7 @@ import (
 	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/workqueue"
 )
 
@@ -36,10 +37,10 @@ type attacher struct {
 	now    func() metav1.Time
 }
 
-func runAttacher(ctx context.Context, root string, resync time.Duration) error {
-	cfg, err := rest.InClusterConfig()
+func runAttacher(ctx context.Context, kubeconfig, root string, resync time.Duration) error {
+	cfg, err := restConfig(kubeconfig)
 	if err != nil {
-		return fmt.Errorf("in-cluster configuration: %w", err)
+		return err
 	}
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -110,6 +111,23 @@ func runAttacher(ctx context.Context, root string, resync time.Duration) error {
 	<-ctx.Done()
 	log.Print("stopping")
 	return nil
+}
+
+// restConfig is the pod's in-cluster configuration, or the kubeconfig file's
+// current context when one is named.
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("in-cluster configuration (outside a pod, pass --kubeconfig): %w", err)
+		}
+		return cfg, nil
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
+	}
+	return cfg, nil
 }
 
 func newAttacher(client kubernetes.Interface, vas storagelisters.VolumeAttachmentLister, pvs corelisters.PersistentVolumeLister, store Store) *attacher {

@@ -193,3 +193,37 @@ func TestAttacherPrunesRecordsNoVolumeAttachmentHolds(t *testing.T) {
 		t.Fatalf("records left: %v, %v", h, err)
 	}
 }
+
+func TestRestConfigReadsAKubeconfigOrSaysWhatIsMissing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, []byte(`apiVersion: v1
+kind: Config
+clusters:
+- name: sim
+  cluster: {server: "https://127.0.0.1:6443", insecure-skip-tls-verify: true}
+users:
+- name: admin
+  user: {token: t0ken}
+contexts:
+- name: sim
+  context: {cluster: sim, user: admin}
+current-context: sim
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := restConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Host != "https://127.0.0.1:6443" || cfg.BearerToken != "t0ken" {
+		t.Fatalf("host %q, token %q", cfg.Host, cfg.BearerToken)
+	}
+	if _, err := restConfig(filepath.Join(t.TempDir(), "none")); err == nil || !strings.Contains(err.Error(), "kubeconfig ") {
+		t.Fatalf("a missing kubeconfig: %v", err)
+	}
+	// Outside a pod, without a kubeconfig: the error says what to pass.
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	if _, err := restConfig(""); err == nil || !strings.Contains(err.Error(), "pass --kubeconfig") {
+		t.Fatalf("no configuration: %v", err)
+	}
+}

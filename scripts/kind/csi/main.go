@@ -8,7 +8,9 @@
 //	--mode=attacher  one replica: VolumeAttachments of the driver are
 //	                 published to / unpublished from their node (a record
 //	                 file a volume in the shared root), status by
-//	                 server-side apply
+//	                 server-side apply; in the cluster (a pod's service
+//	                 account) or, with --kubeconfig, outside it (nodefall's
+//	                 simulated clusters run it as a process of their own)
 //	--mode=node      every node: the CSI identity and node services
 //	                 (bind mounts) and the kubelet's plugin registration
 package main
@@ -37,6 +39,7 @@ func main() {
 	root := flag.String("root", "/nodefall/shared/csi", "the shared directory the volumes (and the attacher's records) live in")
 	csiAddress := flag.String("csi-address", "/var/lib/kubelet/plugins/"+driverName+"/csi.sock", "node: the CSI socket (the same path on the host)")
 	regPath := flag.String("registration-path", "/var/lib/kubelet/plugins_registry/"+driverName+"-reg.sock", "node: the kubelet plugin registration socket")
+	kubeconfig := flag.String("kubeconfig", "", "attacher: a kubeconfig file to reach the API server with (default: the pod's in-cluster configuration)")
 	resync := flag.Duration("resync", 10*time.Minute, "attacher: how often every VolumeAttachment is reconciled again")
 	flag.Parse()
 	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
@@ -45,7 +48,7 @@ func main() {
 	defer stop()
 	switch *mode {
 	case "attacher":
-		if err := runAttacher(ctx, *root, *resync); err != nil {
+		if err := runAttacher(ctx, *kubeconfig, *root, *resync); err != nil {
 			log.Fatalf("attacher: %v", err)
 		}
 	case "node":

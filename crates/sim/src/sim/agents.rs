@@ -125,8 +125,9 @@ fn common_args(layout: &Layout, profile: &TimingProfile) -> Vec<String> {
 }
 
 /// Registers the Node unless it exists (a kubelet does so on start). A
-/// shared node is created with its shard label and its addresses.
-pub async fn register(client: &kube::Client, node: &SimNode) -> Result<(), Error> {
+/// shared node is created with its shard label and its addresses. With `csi`
+/// (the cluster runs the CSI driver's attacher), its CSINode lists the driver.
+pub async fn register(client: &kube::Client, node: &SimNode, csi: bool) -> Result<(), Error> {
     let api: Api<Node> = Api::all(client.clone());
     let exists = api
         .get_metadata_opt(&node.name)
@@ -139,7 +140,7 @@ pub async fn register(client: &kube::Client, node: &SimNode) -> Result<(), Error
     if exists {
         return Ok(());
     }
-    create(&api, node).await
+    create(&api, node, csi).await
 }
 
 /// Deletes the node's Lease a kwok that is gone left behind, before a new
@@ -161,10 +162,14 @@ pub async fn drop_stale_lease(client: &kube::Client, node: &str) -> Result<(), E
 }
 
 /// Registers many nodes, [`REGISTER_PARALLELISM`] at a time.
-pub async fn register_all(client: &kube::Client, nodes: &[SimNode]) -> Result<(), Error> {
+pub async fn register_all(
+    client: &kube::Client,
+    nodes: &[SimNode],
+    csi: bool,
+) -> Result<(), Error> {
     let api: Api<Node> = Api::all(client.clone());
     let mut results = futures::stream::iter(nodes)
-        .map(|n| create(&api, n))
+        .map(|n| create(&api, n, csi))
         .buffer_unordered(REGISTER_PARALLELISM);
     while let Some(r) = results.next().await {
         r?;
@@ -172,16 +177,25 @@ pub async fn register_all(client: &kube::Client, nodes: &[SimNode]) -> Result<()
     Ok(())
 }
 
-async fn create(api: &Api<Node>, node: &SimNode) -> Result<(), Error> {
+async fn create(api: &Api<Node>, node: &SimNode, csi: bool) -> Result<(), Error> {
     let object = node_object(node, jiff::Timestamp::now());
-    match api.create(&PostParams::default(), &object).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-        Err(source) => Err(Error::Kube {
-            what: format!("registering node {}", node.name),
-            source: source.into(),
-        }),
+    let kube_error = |source: kube::Error| Error::Kube {
+        what: format!("registering node {}", node.name),
+        source: source.into(),
+    };
+    let created = match api.create(&PostParams::default(), &object).await {
+        Ok(created) => Some(created),
+        Err(kube::Error::Api(s)) if s.code == 409 => None,
+        Err(source) => return Err(kube_error(source)),
+    };
+    if !csi {
+        return Ok(());
     }
+    let created = match created {
+        Some(created) => created,
+        None => api.get(&node.name).await.map_err(kube_error)?,
+    };
+    super::csi::register_node(&api.clone().into_client(), &created).await
 }
 
 /// The Node a kubelet registers, as the kubelet does it: with its
@@ -192,6 +206,11 @@ async fn create(api: &Api<Node>, node: &SimNode) -> Result<(), Error> {
 /// stage then reports it Ready. A shared node also brings its addresses (a
 /// shared kwok has one --node-ip for all its nodes; it keeps the addresses
 /// it finds).
+/// The Node annotation a kubelet sets when the attach-detach controller
+/// attaches its volumes (kubelet's `volumes.kubernetes.io/controller-managed-attach-detach`).
+const CONTROLLER_MANAGED_ATTACH_DETACH: &str =
+    "volumes.kubernetes.io/controller-managed-attach-detach";
+
 fn node_object(node: &SimNode, now: jiff::Timestamp) -> Node {
     use k8s_openapi::api::core::v1::{NodeCondition, Taint};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -232,7 +251,18 @@ fn node_object(node: &SimNode, now: jiff::Timestamp) -> Node {
         metadata: ObjectMeta {
             name: Some(node.name.clone()),
             labels: Some(labels.into_iter().collect()),
-            annotations: Some([("kwok.x-k8s.io/node".to_owned(), "fake".to_owned())].into()),
+            annotations: Some(
+                [
+                    ("kwok.x-k8s.io/node", "fake"),
+                    // As a kubelet registers (its default
+                    // enableControllerAttachDetach): the attach-detach
+                    // controller attaches and detaches this node's volumes
+                    // only when the key is there.
+                    (CONTROLLER_MANAGED_ATTACH_DETACH, "true"),
+                ]
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .into(),
+            ),
             ..ObjectMeta::default()
         },
         spec: Some(NodeSpec {
@@ -370,6 +400,7 @@ pub async fn set_managed(
     client: &kube::Client,
     node: &SimNode,
     managed: bool,
+    csi: bool,
 ) -> Result<(), Error> {
     let Some(shard) = node.shard else {
         return Err(Error::io_msg(format!(
@@ -386,7 +417,7 @@ pub async fn set_managed(
     );
     match there {
         Ok(true) => Ok(()),
-        Ok(false) if managed => create(&api, node).await,
+        Ok(false) if managed => create(&api, node, csi).await,
         Ok(false) => Ok(()),
         Err(source) => Err(Error::Kube {
             what: format!(
@@ -466,6 +497,8 @@ mod tests {
             let labels = o.metadata.labels.unwrap();
             assert_eq!(labels.contains_key(SHARD_LABEL), shared);
             assert_eq!(labels[SIM_NODE_LABEL], "true");
+            let annotations = o.metadata.annotations.unwrap();
+            assert_eq!(annotations[CONTROLLER_MANAGED_ATTACH_DETACH], "true");
         }
     }
 }

@@ -60,6 +60,10 @@ pub struct Binaries {
     pub kube_scheduler: PathBuf,
     pub etcd: PathBuf,
     pub kwok: PathBuf,
+    /// The kind clusters' CSI driver (`csi.rs`), whose attacher the cluster
+    /// runs when it is there: built with Go only (it has no release to
+    /// download), so a machine without Go runs without it.
+    pub csi: PathBuf,
 }
 
 /// The cache root: `$NODEFALL_CACHE`, else `$XDG_CACHE_HOME/nodefall`, else `~/.cache/nodefall`.
@@ -96,6 +100,9 @@ impl Binaries {
             kwok: bin
                 .join(format!("kwok-{}+{KWOK_FIX}", versions.kwok))
                 .join("kwok"),
+            csi: bin
+                .join(format!("kind-csi-{}", super::csi::fingerprint()))
+                .join("kind-csi"),
             versions,
         }
     }
@@ -114,19 +121,33 @@ impl Binaries {
         self.all().into_iter().filter(|p| !p.is_file()).collect()
     }
 
-    /// The cached binaries, provisioning whatever is missing first. The
-    /// script's progress goes to stderr.
+    /// The cached binaries, provisioning whatever is missing first (the
+    /// CSI driver too, where Go can build it). The script's progress goes to
+    /// stderr.
     pub fn ensure() -> Result<Binaries, Error> {
         let cache = cache_root();
         let binaries = Binaries::at(&cache, Versions::from_env());
-        if binaries.missing().is_empty() {
+        if binaries.missing().is_empty() && binaries.csi.is_file() {
             return Ok(binaries);
         }
         tracing::info!(
             "nodefall: provisioning the simulated cluster's binaries into {} (once per version)",
             cache.display()
         );
-        let status = run_provision(provision_command(&cache, &binaries.versions), &cache)?;
+        // The driver's sources, for the script to build from; removed after.
+        let csi_src = cache.join("src").join(format!(
+            "kind-csi-{}.{}",
+            super::csi::fingerprint(),
+            std::process::id()
+        ));
+        super::csi::write_sources(&csi_src)?;
+        let mut command = provision_command(&cache, &binaries.versions);
+        command
+            .env("NODEFALL_CSI_SRC", &csi_src)
+            .env("NODEFALL_CSI_BIN", &binaries.csi);
+        let status = run_provision(command, &cache);
+        let _ = std::fs::remove_dir_all(&csi_src);
+        let status = status?;
         let missing: Vec<PathBuf> = binaries
             .missing()
             .into_iter()
@@ -134,6 +155,15 @@ impl Binaries {
             .collect();
         if !missing.is_empty() {
             return Err(Error::Provision { status, missing });
+        }
+        if !binaries.csi.is_file() {
+            tracing::warn!(
+                "nodefall: no CSI driver for the simulated cluster: {} was not built (it needs Go; {} says why), \
+                 so volumes of {} will not attach on it",
+                binaries.csi.display(),
+                provision_log(&cache).display(),
+                super::csi::DRIVER
+            );
         }
         Ok(binaries)
     }

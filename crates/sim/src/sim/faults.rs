@@ -258,7 +258,16 @@ impl SimCluster {
         let spec = self.node_state(node)?.clone();
         self.check_shard(&spec)?;
         let client = self.client().await?;
-        agents::set_managed(&client, &spec, false).await
+        agents::set_managed(&client, &spec, false, self.runs_csi()).await
+    }
+
+    /// Whether the cluster runs the CSI driver's attacher (its nodes then
+    /// register the driver, as a kubelet does once the node plugin runs).
+    fn runs_csi(&self) -> bool {
+        self.state
+            .components
+            .iter()
+            .any(|c| c.name == super::csi::ATTACHER)
     }
 
     /// A shared node's fault needs it in its shard's managed set or frozen.
@@ -279,7 +288,7 @@ impl SimCluster {
         let spec = self.node_state(node)?.clone();
         self.check_shard(&spec)?;
         let client = self.client().await?;
-        agents::set_managed(&client, &spec, true).await
+        agents::set_managed(&client, &spec, true, self.runs_csi()).await
     }
 
     /// A fault on a shared node needs its shard's kwok running (else a node
@@ -315,7 +324,7 @@ impl SimCluster {
         node: &str,
     ) -> Result<(), Error> {
         let spec = self.node_state(node)?.clone();
-        agents::register(client, &spec).await?;
+        agents::register(client, &spec, self.runs_csi()).await?;
         agents::drop_stale_lease(client, node).await?;
         testpoint::reached(|| "sim:start".to_owned()).await;
         let binaries = Binaries::at(&super::binaries::cache_root(), self.state.versions.clone());

@@ -7,6 +7,7 @@ mod agents;
 mod args;
 pub mod binaries;
 mod cluster;
+pub mod csi;
 pub mod evidence;
 mod faults;
 mod kubeadm_config;

@@ -216,6 +216,11 @@ impl Layout {
     pub fn audit_log(&self) -> PathBuf {
         self.logs().join("audit.log")
     }
+    /// The CSI attacher's records (`csi.rs`): which nodes each volume of
+    /// `csi.nodefall.dev` is published to, as on a kind cluster.
+    pub fn csi(&self) -> PathBuf {
+        self.dir.join("csi")
+    }
     pub fn stages(&self) -> PathBuf {
         self.dir.join("kwok-stages.yaml")
     }

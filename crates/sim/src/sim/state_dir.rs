@@ -43,7 +43,12 @@ pub(super) fn prepare_dir(layout: &Layout, name: &str) -> Result<(), Error> {
         std::fs::remove_dir_all(&layout.dir)
             .map_err(|e| Error::io(format!("removing stale {}", layout.dir.display()), e))?;
     }
-    for dir in [layout.dir.clone(), layout.logs(), layout.etcd_data()] {
+    for dir in [
+        layout.dir.clone(),
+        layout.logs(),
+        layout.etcd_data(),
+        layout.csi(),
+    ] {
         std::fs::create_dir_all(&dir)
             .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
     }
@@ -65,6 +70,7 @@ fn foreign_entry(layout: &Layout) -> Option<PathBuf> {
                 | "pki"
                 | "etcd"
                 | "logs"
+                | "csi"
         )
     };
     let entries = match std::fs::read_dir(&layout.dir) {

@@ -14,6 +14,7 @@ use super::args::{
 };
 use super::binaries::Binaries;
 use super::cluster::{CONTEXT, Progress, SimCluster, UpOptions, unix_ms};
+use super::csi;
 use super::evidence;
 use super::pki::{self, Pki};
 use super::process::Proc;
@@ -202,6 +203,18 @@ impl SimCluster {
             kcm,
         )?;
         cluster.spawn_component("kube-scheduler", &binaries.kube_scheduler, sched)?;
+        // The kind clusters' CSI driver, where it could be built: its
+        // attacher answers the VolumeAttachments the attach-detach
+        // controller makes for the nodes' volumes, as on kind.
+        let csi = binaries.csi.is_file();
+        if csi {
+            csi::install(&client).await?;
+            cluster.spawn_component(
+                csi::ATTACHER,
+                &binaries.csi,
+                csi::attacher_args(&kubeconfig, &cluster.layout.csi()),
+            )?;
+        }
 
         progress(&format!(
             "registering {} nodes and starting their agents",
@@ -213,7 +226,7 @@ impl SimCluster {
                 cluster.start_agent(&client, name).await?;
             }
         } else {
-            agents::register_all(&client, &cluster.state.nodes).await?;
+            agents::register_all(&client, &cluster.state.nodes, csi).await?;
             for k in 0..opts.shards {
                 let args = agents::shard_args(&cluster.layout, k, &opts.profile);
                 cluster.spawn_component(&agents::shard_name(k), &binaries.kwok, args)?;
