@@ -278,12 +278,13 @@ fn a_namespace_that_existed_keeps_its_objects_and_nodes_keep_their_marks() {
         "{err}"
     );
     // A volume of a CSI driver no node has registered could never mount: refused
-    // before anything, naming the volume and where the driver comes from.
+    // before anything, naming the volume and where nodefall's driver comes
+    // from (the sim's nodes list that one).
     d.write(
         "csi.yaml",
         "apiVersion: v1\nkind: PersistentVolume\nmetadata: {name: nodefall-safety-csi}\nspec:\n  \
          capacity: {storage: 1Gi}\n  accessModes: [ReadWriteOnce]\n  \
-         csi: {driver: csi.nodefall.dev, volumeHandle: v}\n",
+         csi: {driver: csi.example.com, volumeHandle: v}\n",
     );
     let no_driver = d.write(
         "no-driver.yaml",
@@ -293,8 +294,7 @@ fn a_namespace_that_existed_keeps_its_objects_and_nodes_keep_their_marks() {
     let err = refused(&no_driver);
     assert!(
         err.contains("PersistentVolume nodefall-safety-csi (from ")
-            && err
-                .contains("use the CSI driver csi.nodefall.dev, which this cluster does not have")
+            && err.contains("use the CSI driver csi.example.com, which this cluster does not have")
             && err.contains("comes with `nodefall kind up`"),
         "{err}"
     );

@@ -46,6 +46,19 @@ fn records(state: &State) -> Vec<ProcRecord> {
         .collect()
 }
 
+/// How many of the cluster's processes are its helpers, beside the control
+/// plane and the kwoks: the CSI driver's attacher where Go built it, and the
+/// kubelets' volume managers when nodefall's executable runs them (`cli`).
+fn helpers(cli: bool) -> usize {
+    let csi = nodefall::sim::binaries::Binaries::at(
+        &nodefall::sim::binaries::cache_root(),
+        nodefall::sim::binaries::Versions::from_env(),
+    )
+    .csi
+    .is_file();
+    usize::from(csi) + usize::from(cli)
+}
+
 /// Live `nodefall sim reap` processes watching a cluster under `root`,
 /// found in /proc (so also one nobody recorded).
 fn reapers_under(root: &Path) -> Vec<ProcRecord> {
@@ -433,8 +446,8 @@ fn killing_nodefall_mid_run_takes_its_throwaway_cluster_down() {
     leftovers.note(&procs);
     assert_eq!(
         procs.len(),
-        6,
-        "etcd, apiserver, kcm, scheduler, 1 kwok, reaper"
+        6 + helpers(true),
+        "etcd, apiserver, kcm, scheduler, 1 kwok, reaper and the helpers"
     );
     assert!(state.reaper.is_some() && !state.kept);
     assert!(procs.iter().all(is_alive), "{procs:?}");
@@ -524,7 +537,11 @@ fn a_kept_scenario_cluster_and_a_sim_up_cluster_survive_their_nodefall() {
         leftovers.note(&procs);
         assert!(state.kept, "{name} is marked kept");
         assert!(state.reaper.is_none(), "{name} records no reaper");
-        assert_eq!(procs.len(), 5, "{name}: control plane and one kwok");
+        assert_eq!(
+            procs.len(),
+            5 + helpers(true),
+            "{name}: control plane, one kwok and the helpers"
+        );
         assert!(procs.iter().all(is_alive), "{name} still runs: {procs:?}");
     }
     // Nothing is left that could take them down.

@@ -6,7 +6,8 @@
 //!
 //! And volumes that really attach (issue 59): a claim on the kind clusters'
 //! CSI driver is attached to a sim node by the real attach-detach controller
-//! and the driver's own attacher, and detached once its pod is gone.
+//! and the driver's own attacher, reported in use by the node, its pod
+//! started only then, and the volume detached once its pod is gone.
 
 #![allow(
     clippy::unwrap_used,
@@ -18,7 +19,7 @@ use std::time::Duration;
 
 use futures::StreamExt as _;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::{CSINode, VolumeAttachment};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
@@ -387,6 +388,39 @@ async fn csi_flow() {
     })
     .await
     .unwrap();
+    let attached_seen = std::time::Instant::now();
+    // The pod has not started: it starts once its volume is attached and
+    // reported in use by its node's kubelet.
+    let phase = |p: &Pod| p.status.as_ref().and_then(|s| s.phase.clone());
+    let pod = pods.get("disk-0").await.unwrap();
+    assert_eq!(
+        phase(&pod).as_deref(),
+        Some("Pending"),
+        "started before its volume was attached"
+    );
+    let running = tokio::time::timeout(
+        LIMIT,
+        kube::runtime::wait::await_condition(pods.clone(), "disk-0", |p: Option<&Pod>| {
+            p.and_then(|p| p.status.as_ref()?.phase.clone()).as_deref() == Some("Running")
+        }),
+    )
+    .await;
+    assert!(running.is_ok(), "disk-0 not Running within {LIMIT:?}");
+    let waited = attached_seen.elapsed();
+    assert!(
+        waited >= Duration::from_millis(1500) && waited <= Duration::from_secs(5),
+        "Running {waited:?} after its volume was attached (a kubelet: 1.77-2.32 s)"
+    );
+    let unique = format!("kubernetes.io/csi/csi.nodefall.dev^{HANDLE}");
+    let node = Api::<Node>::all(client.clone())
+        .get(&nodes[0])
+        .await
+        .unwrap();
+    let in_use = node
+        .status
+        .and_then(|s| s.volumes_in_use)
+        .unwrap_or_default();
+    assert_eq!(in_use, [unique], "{}", nodes[0]);
     assert_eq!(va.spec.attacher, "csi.nodefall.dev");
     assert_eq!(va.spec.node_name, nodes[0]);
     let managers: BTreeSet<_> = va
@@ -406,7 +440,7 @@ async fn csi_flow() {
         record.display()
     );
 
-    // The pod gone (nothing reports the volume in use yet): the controller
+    // The pod gone: its kubelet stops reporting the volume, the controller
     // detaches it, the attacher unpublishes it.
     pods.delete("disk-0", &DeleteParams::default().grace_period(0))
         .await

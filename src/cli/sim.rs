@@ -49,6 +49,21 @@ pub enum SimCommand {
     /// it (PID + start time) is gone.
     #[command(hide = true)]
     Reap(ReapArgs),
+    /// Internal: the kubelets' volume managers of a cluster (the volumes
+    /// its nodes report in use, its pods started once their volumes are
+    /// attached), one of the cluster's processes, started by nodefall itself.
+    #[command(hide = true)]
+    KubeletVolumes(KubeletVolumesArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct KubeletVolumesArgs {
+    /// Cluster name.
+    #[arg(long, value_parser = state::parse_name)]
+    pub name: String,
+    /// Directory holding one directory per cluster.
+    #[arg(long)]
+    pub root: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -205,7 +220,7 @@ pub fn run(cmd: SimCommand) -> Result<ExitCode, Error> {
             // Until it is ready and detached, the cluster is as throwaway as
             // a scenario's: if this process is killed half-way, the reaper
             // removes the half-started cluster. `detach` stops the reaper.
-            opts.reaper = Some(
+            opts.exe = Some(
                 std::env::current_exe()
                     .context("locating the nodefall executable (the reaper runs it)")?,
             );
@@ -248,6 +263,7 @@ pub fn run(cmd: SimCommand) -> Result<ExitCode, Error> {
         SimCommand::Node(args) => node(&root, &args),
         SimCommand::Status => status(&root),
         SimCommand::Reap(args) => reap(args),
+        SimCommand::KubeletVolumes(args) => kubelet_volumes(&args),
     }
 }
 
@@ -334,6 +350,26 @@ async fn node_action(
             }
         }
     })
+}
+
+/// Plays the cluster's kubelets' volume managers until the cluster is gone
+/// or a signal ends it; its stderr is `logs/kubelet-volumes.log`.
+fn kubelet_volumes(args: &KubeletVolumesArgs) -> Result<ExitCode, Error> {
+    let runtime = super::runtime()?;
+    let why = runtime.block_on(async {
+        let mut signals = crate::shutdown::install()?;
+        tokio::select! {
+            r = sim::volume_agent::serve(&args.root, &args.name) => {
+                r.map(|()| "the cluster is gone").map_err(Error::from)
+            }
+            stop = signals.next() => Ok(stop.name()),
+        }
+    })?;
+    eprintln!(
+        "{} kubelet-volumes: stopping: {why}",
+        jiff::Timestamp::now()
+    );
+    Ok(exit::code(exit::PASS))
 }
 
 /// Runs the reaper; its stderr is `logs/reaper.log` of the cluster.

@@ -110,8 +110,9 @@ impl Run<'_> {
             .collect();
         Err(Error::Preflight(format!(
             "{}, which this cluster does not have (no node's CSINode lists it): their volumes \
-             would never mount. nodefall's driver ({}) comes with `nodefall kind up`; on another \
-             cluster, install the driver first",
+             would never mount. nodefall's driver ({}) comes with `nodefall kind up` and with the \
+             simulated cluster (where Go could build it); on another cluster, install the driver \
+             first",
             said.join("; "),
             "csi.nodefall.dev, scripts/kind/csi/"
         )))

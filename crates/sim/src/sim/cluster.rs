@@ -37,10 +37,13 @@ pub struct UpOptions {
     pub root: PathBuf,
     /// Limit for the whole bring-up, nodes Ready included.
     pub timeout: Duration,
-    /// The nodefall executable to run as the cluster's reaper (`sim reap`),
-    /// which takes the cluster down if this process dies without doing so
-    /// (see `reaper.rs`); `detach` stops it. None: no reaper.
-    pub reaper: Option<PathBuf>,
+    /// The nodefall executable the cluster's helpers run: its reaper (`sim
+    /// reap`), which takes the cluster down if this process dies without
+    /// doing so (see `reaper.rs`; `detach` stops it), and its kubelets'
+    /// volume managers (`sim kubelet-volumes`, `volume_agent.rs`), one of its
+    /// components. None: no reaper, and the volume managers run as a task of
+    /// this process while the cluster value lives.
+    pub exe: Option<PathBuf>,
     /// Shared kwok processes playing the nodes; 0: one kwok per node (see
     /// `agents.rs`).
     pub shards: usize,
@@ -66,7 +69,7 @@ impl UpOptions {
             profile,
             root: state::default_root(),
             timeout: Duration::from_secs(120),
-            reaper: None,
+            exe: None,
             extra_apiserver_args: Vec::new(),
             node_boot: kubelet::DEFAULT_BOOT,
             pleg_threshold: kubelet::PLEG_RELIST_THRESHOLD,
@@ -95,6 +98,9 @@ pub struct SimCluster {
     ///
     /// [`open_exclusive`]: SimCluster::open_exclusive
     pub(super) lock: Option<std::fs::File>,
+    /// The kubelets' volume managers when they run in this process (a
+    /// cluster started without [`UpOptions::exe`]): stopped with this value.
+    pub(super) volume_task: Option<tokio::task::AbortHandle>,
 }
 
 /// Progress messages of a bring-up, for the CLI to print.
@@ -121,6 +127,7 @@ impl SimCluster {
             reaper,
             teardown_on_drop: false,
             lock: None,
+            volume_task: None,
         })
     }
 
@@ -357,6 +364,9 @@ impl SimCluster {
 
 impl Drop for SimCluster {
     fn drop(&mut self) {
+        if let Some(task) = &self.volume_task {
+            task.abort();
+        }
         if self.teardown_on_drop {
             self.stop_all();
             let _ = std::fs::remove_dir_all(&self.layout.dir);

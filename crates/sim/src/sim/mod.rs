@@ -12,6 +12,7 @@ pub mod evidence;
 mod faults;
 mod kubeadm_config;
 pub mod kubelet;
+pub mod kubelet_volumes;
 mod pki;
 pub mod process;
 pub mod provisioner;
@@ -22,6 +23,7 @@ pub mod state;
 mod state_dir;
 mod teardown;
 mod up;
+pub mod volume_agent;
 mod waits;
 
 use std::path::PathBuf;

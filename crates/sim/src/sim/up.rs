@@ -21,6 +21,7 @@ use super::process::Proc;
 use super::reaper;
 use super::state::{self, AgentState, Layout, State};
 use super::state_dir::prepare_dir;
+use super::volume_agent;
 
 /// KWOK stages every node agent runs with (see `crates/sim/src/sim/stages/README.md`).
 const STAGES: [&str; 9] = [
@@ -86,6 +87,7 @@ impl SimCluster {
             reaper: None,
             teardown_on_drop: true,
             lock: None,
+            volume_task: None,
         };
         let ports = Ports {
             etcd_client,
@@ -135,7 +137,7 @@ impl SimCluster {
         // The state exists before any process, and every process is recorded
         // as soon as it starts, so a reaper always finds what to stop.
         cluster.save()?;
-        if let Some(exe) = &opts.reaper {
+        if let Some(exe) = &opts.exe {
             let proc = reaper::spawn(
                 exe,
                 &opts.root,
@@ -214,6 +216,24 @@ impl SimCluster {
                 &binaries.csi,
                 csi::attacher_args(&kubeconfig, &cluster.layout.csi()),
             )?;
+        }
+
+        // The kubelets' volume managers: reporting the volumes in use, and
+        // holding a pod with claims until its volumes are there.
+        match &opts.exe {
+            Some(exe) => cluster.spawn_component(
+                volume_agent::NAME,
+                exe,
+                volume_agent::args(&opts.root, &opts.name),
+            )?,
+            None => {
+                let task = tokio::spawn(volume_agent::run(
+                    client.clone(),
+                    cluster.layout.clone(),
+                    opts.profile.node_status_update_frequency,
+                ));
+                cluster.volume_task = Some(task.abort_handle());
+            }
         }
 
         progress(&format!(

@@ -109,7 +109,7 @@ pub(super) fn run(
                 opts.root = root.clone();
                 opts.nodes = sim_run.nodes;
                 opts.shards = sim_run.shards;
-                opts.reaper = Some(std::env::current_exe().map_err(Error::Exe)?);
+                opts.exe = Some(std::env::current_exe().map_err(Error::Exe)?);
                 let mut log = |m: &str| progress.log(&format!("sim: {m}"));
                 tokio::select! {
                     up = SimCluster::up(&opts, &mut log) => up.map_err(Error::SimUp)?,
