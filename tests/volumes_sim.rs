@@ -1,11 +1,14 @@
-//! Volume and event expectations decided against objects in a real API
-//! server (the simulated cluster): a claim bound to a PersistentVolume, the
-//! VolumeAttachments a CSI attacher would write (status through the status
-//! subresource), the out-of-service taint, and the `FailedAttachVolume`
-//! Multi-Attach event the attach-detach controller would send. The sim has
-//! no CSI driver, so the test writes those objects itself, at the moments a
-//! real cluster would; the observer, the world folding, the expectation
-//! windows and the metrics are the product's own.
+//! Volume and event expectations decided against what a real control plane
+//! does with volumes that really attach (the simulated cluster, issue 59): a
+//! claim bound to a PersistentVolume of the kind clusters' CSI driver, its
+//! VolumeAttachments made by the real attach-detach controller and attached
+//! by the driver's own attacher, the volumes the sim's kubelets report in
+//! use. A pod force-deleted from a frozen node leaves its volume attached
+//! there and its replacement meets a real Multi-Attach error, until the
+//! out-of-service taint lets the controller detach it and attach it to the
+//! replacement's node. The test writes no VolumeAttachment, attachment status
+//! or event itself; the observer, the world folding, the expectation windows
+//! and the metrics are the product's own.
 
 #![allow(
     clippy::unwrap_used,
@@ -14,9 +17,8 @@
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Event, Node, PersistentVolume, PersistentVolumeClaim, Pod};
-use k8s_openapi::api::storage::v1::VolumeAttachment;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use kube::api::{Api, DeleteParams, PostParams};
 use nodefall::actions;
 use nodefall::expect::{self, Decision, ResolvedSubject};
 use nodefall::observe::{Observer, Recorder};
@@ -29,6 +31,9 @@ use nodefall::sim::{SimCluster, UpOptions};
 use nodefall::timeline::Ms;
 use nodefall::timeline::metrics;
 use serde_json::json;
+
+#[path = "support/skip.rs"]
+mod skip;
 
 const NS: &str = "volumes";
 const CLAIM: &str = "data-web-0";
@@ -50,43 +55,6 @@ fn pod(node: &str) -> Pod {
             "containers": [{"name": "web", "image": "registry.invalid/web:1"}],
             "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": CLAIM}}]
         }
-    }))
-}
-
-fn attachment(name: &str, node: &str) -> VolumeAttachment {
-    obj(json!({
-        "metadata": {"name": name},
-        "spec": {
-            "attacher": "nfs.csi.k8s.io",
-            "nodeName": node,
-            "source": {"persistentVolumeName": PV}
-        }
-    }))
-}
-
-async fn set_attached(client: &kube::Client, name: &str, attached: bool) {
-    Api::<VolumeAttachment>::all(client.clone())
-        .patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"attached": attached}})),
-        )
-        .await
-        .unwrap();
-}
-
-fn event(name: &str, reason: &str, message: &str) -> Event {
-    let now = jiff::Timestamp::now().to_string();
-    obj(json!({
-        "metadata": {"name": name},
-        "involvedObject": {"kind": "Pod", "namespace": NS, "name": "web-0", "apiVersion": "v1"},
-        "reason": reason,
-        "message": message,
-        "type": "Warning",
-        "count": 1,
-        "firstTimestamp": now,
-        "lastTimestamp": now,
-        "source": {"component": "attachdetach-controller"}
     }))
 }
 
@@ -137,15 +105,25 @@ async fn flow() {
     let mut opts = UpOptions::new("volumes", TimingProfile::fast());
     opts.root = root.path().to_owned();
     let mut quiet = |_: &str| {};
-    let cluster = SimCluster::up(&opts, &mut quiet).await.unwrap();
+    let mut cluster = SimCluster::up(&opts, &mut quiet).await.unwrap();
+    if !cluster
+        .state()
+        .components
+        .iter()
+        .any(|c| c.name == nodefall::sim::csi::ATTACHER)
+    {
+        skip::skip(
+            "volume_and_event_expectations_against_the_real_api",
+            "the cluster runs no CSI attacher: Go built no scripts/kind/csi (`apt-get install golang`)",
+        );
+        return;
+    }
     let client = cluster.client().await.unwrap();
-    let mut nodes: Vec<String> = Api::<Node>::all(client.clone())
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter_map(|n| n.metadata.name)
+    let mut nodes: Vec<String> = cluster
+        .state()
+        .nodes
+        .iter()
+        .map(|n| n.name.clone())
         .collect();
     nodes.sort();
     let (a, b) = (nodes[0].clone(), nodes[1].clone());
@@ -159,14 +137,17 @@ async fn flow() {
         .unwrap();
     observer.synced().await;
 
-    // A claim bound to a PersistentVolume (pre-bound both ways, as a
-    // provisioner leaves them), a pod using it on `a`, its volume attached there.
+    // A claim bound to a PersistentVolume of the kind driver (pre-bound both
+    // ways, as a provisioner leaves them), a pod using it on `a`: the
+    // controller and the attacher attach it there.
     let pv: PersistentVolume = obj(json!({
         "metadata": {"name": PV},
         "spec": {
             "capacity": {"storage": "1Gi"},
             "accessModes": ["ReadWriteOnce"],
-            "hostPath": {"path": "/tmp/volumes-pv"},
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "nodefall-csi",
+            "csi": {"driver": "csi.nodefall.dev", "volumeHandle": PV},
             "claimRef": {"namespace": NS, "name": CLAIM}
         }
     }));
@@ -178,7 +159,7 @@ async fn flow() {
         "metadata": {"name": CLAIM},
         "spec": {
             "accessModes": ["ReadWriteOnce"],
-            "storageClassName": "",
+            "storageClassName": "nodefall-csi",
             "volumeName": PV,
             "resources": {"requests": {"storage": "1Gi"}}
         }
@@ -187,14 +168,16 @@ async fn flow() {
     claims.create(&PostParams::default(), &pvc).await.unwrap();
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     pods.create(&PostParams::default(), &pod(&a)).await.unwrap();
-    let vas: Api<VolumeAttachment> = Api::all(client.clone());
-    vas.create(&PostParams::default(), &attachment("csi-web-0-a", &a))
-        .await
-        .unwrap();
-    set_attached(&client, "csi-web-0-a", true).await;
-    until(&rec, "the claim's volume attached on a", |w| {
-        w.claim_attached(CLAIM, Some(&a)) && w.pod_labels.contains_key("web-0")
-    })
+    until(
+        &rec,
+        "the claim's volume attached on a, its pod Running",
+        |w| {
+            w.claim_attached(CLAIM, Some(&a))
+                && w.pods
+                    .values()
+                    .any(|p| p.name == "web-0" && p.phase == "Running")
+        },
+    )
     .await;
 
     let claim_on = |node: &str| ResolvedSubject::Pvc {
@@ -212,8 +195,65 @@ async fn flow() {
         &judge(&rec, &claim_on(&a), &attached, within(1_000), t0).await
     ));
 
-    // The remedy: the out-of-service taint. The test plays the
-    // attach-detach controller: the volume is detached 1.5 s later.
+    // `a` freezes (its kubelet reports nothing more: the volume stays in
+    // use there), its pod is force-deleted and made again on `b`.
+    let unique = format!("kubernetes.io/csi/csi.nodefall.dev^{PV}");
+    let in_use = |node: &str| {
+        let client = client.clone();
+        let node = node.to_owned();
+        async move {
+            Api::<Node>::all(client)
+                .get(&node)
+                .await
+                .unwrap()
+                .status
+                .and_then(|s| s.volumes_in_use)
+                .unwrap_or_default()
+        }
+    };
+    assert_eq!(in_use(&a).await, [unique.clone()], "{a} reports its volume");
+    cluster.pause_node(&a).await.unwrap();
+    pods.delete("web-0", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    until(&rec, "the old pod gone", |w| w.pods.is_empty()).await;
+    let replaced_at = rec.now();
+    pods.create(&PostParams::default(), &pod(&b)).await.unwrap();
+
+    // The controller refuses to attach it to `b` (a Multi-Attach error:
+    // once per pod, as on kind) and does not detach it from `a`, which still
+    // reports it in use.
+    until(&rec, "the Multi-Attach error", |w| {
+        w.events
+            .iter()
+            .any(|e| e.reason == "FailedAttachVolume" && e.message.contains("Multi-Attach"))
+    })
+    .await;
+    let d = judge(&rec, &claim_on(&a), &detached, within(1_000), replaced_at).await;
+    assert!(
+        matches!(d, Decision::Fail { observed: None, .. }),
+        "detached from the frozen node without the taint: {d:?}"
+    );
+    assert_eq!(
+        in_use(&a).await,
+        [unique.clone()],
+        "{a} is frozen: its list stays"
+    );
+    let d = judge(&rec, &claim_on(&b), &attached, within(500), replaced_at).await;
+    assert!(matches!(d, Decision::Fail { observed: None, .. }), "{d:?}");
+    assert_ne!(
+        pods.get("web-0")
+            .await
+            .unwrap()
+            .status
+            .and_then(|s| s.phase)
+            .as_deref(),
+        Some("Running"),
+        "the replacement started without its volume"
+    );
+
+    // The remedy: the out-of-service taint. The controller detaches the
+    // volume from `a` at once and attaches it to `b`.
     actions::taint(
         &client,
         &a,
@@ -224,17 +264,6 @@ async fn flow() {
     .await
     .unwrap();
     let taint_at = rec.now();
-    // The old pod: NoExecute without a toleration, so evicted; force it
-    // away in case the node's agent is slow.
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
-    let _ = pods
-        .delete("web-0", &DeleteParams::default().grace_period(0))
-        .await;
-    set_attached(&client, "csi-web-0-a", false).await;
-    vas.delete("csi-web-0-a", &DeleteParams::default())
-        .await
-        .unwrap();
-
     // `{pvc: data-web-0, detachedFrom: a, within: 20s}` passes ...
     let d = judge(&rec, &claim_on(&a), &detached, within(20_000), taint_at).await;
     let Decision::Pass {
@@ -244,51 +273,16 @@ async fn flow() {
     else {
         panic!("detach within 20s: {d:?}");
     };
-    assert!(
-        (1_000..20_000).contains(&after),
-        "detached after {after} ms"
-    );
-    // ... and one with a window shorter than the detach took fails.
-    let d = judge(&rec, &claim_on(&a), &detached, within(300), taint_at).await;
-    assert!(
-        matches!(d, Decision::Fail { observed: Some(o), .. } if o >= 1_000),
-        "a detach after 1.5 s is not within 300 ms: {d:?}"
-    );
-    // Not attached on `b` yet: `attachedTo: b` within 500 ms fails.
-    let d = judge(&rec, &claim_on(&b), &attached, within(500), taint_at).await;
-    assert!(matches!(d, Decision::Fail { observed: None, .. }), "{d:?}");
-
-    // The replacement on `b`: a Multi-Attach event first, then attached.
-    until(&rec, "the old pod gone", |w| w.pods.is_empty()).await;
-    let replaced_at = rec.now();
-    pods.create(&PostParams::default(), &pod(&b)).await.unwrap();
-    let multi = "Multi-Attach error for volume \"volumes-pv-web-0\" Volume is already exclusively attached to one node and can't be attached to another";
-    let events: Api<Event> = Api::namespaced(client.clone(), NS);
-    events
-        .create(
-            &PostParams::default(),
-            &event("web-0.multi", "FailedAttachVolume", multi),
-        )
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    vas.create(&PostParams::default(), &attachment("csi-web-0-b", &b))
-        .await
-        .unwrap();
-    set_attached(&client, "csi-web-0-b", true).await;
-    events
-        .create(
-            &PostParams::default(),
-            &event(
-                "web-0.attached",
-                EXTRA_REASON,
-                "AttachVolume.Attach succeeded",
-            ),
-        )
-        .await
-        .unwrap();
-    let d = judge(&rec, &claim_on(&b), &attached, within(20_000), replaced_at).await;
+    assert!((0..20_000).contains(&after), "detached after {after} ms");
+    // ... `attachedTo: b` too, and the replacement runs.
+    let d = judge(&rec, &claim_on(&b), &attached, within(20_000), taint_at).await;
     assert!(pass(&d), "attachedTo b: {d:?}");
+    until(&rec, "the replacement Running on b", |w| {
+        w.pods.values().any(|p| {
+            p.name == "web-0" && p.node.as_deref() == Some(b.as_str()) && p.phase == "Running"
+        })
+    })
+    .await;
 
     let web = || ResolvedSubject::Pods {
         selector: Selector::parse("app=web").unwrap(),
@@ -315,8 +309,8 @@ async fn flow() {
     let never = Window::Never { duration: 20_000 };
     let d = judge(&rec, &web(), &failed_attach(None), never, replaced_at).await;
     assert!(matches!(d, Decision::Fail { .. }), "{d:?}");
-    // From after the event, `never: 1s` passes; a message that was never
-    // sent is not seen within 1 s; pods of another app saw no event.
+    // Once attached, `never: 1s` passes; a message that was never sent is
+    // not seen within 1 s; pods of another app saw no event.
     let later = rec.now();
     let short_never = Window::Never { duration: 1_000 };
     let d = judge(&rec, &web(), &failed_attach(None), short_never, later).await;
@@ -337,20 +331,10 @@ async fn flow() {
     };
     let d = judge(&rec, &db, &failed_attach(None), short_never, replaced_at).await;
     assert!(pass(&d), "{d:?}");
-
-    // A repeat of the same event (count bumped) is recorded again, and the
-    // scenario's own reason was recorded.
-    events
-        .patch(
-            "web-0.multi",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"count": 2})),
-        )
-        .await
-        .unwrap();
-    until(&rec, "the repeated event and the extra reason", |w| {
-        w.events.iter().any(|e| e.count == Some(2))
-            && w.events.iter().any(|e| e.reason == EXTRA_REASON)
+    // The controller's own success event, recorded for the reason the
+    // scenario names.
+    until(&rec, "the extra reason", |w| {
+        w.events.iter().any(|e| e.reason == EXTRA_REASON)
     })
     .await;
 
@@ -371,14 +355,14 @@ async fn flow() {
     assert!(
         detach
             .detach_after
-            .is_some_and(|ms| (1_000..20_000).contains(&ms)),
+            .is_some_and(|ms| (0..20_000).contains(&ms)),
         "{detach:?}"
     );
     let p = &m.pods[0];
     assert_eq!(p.replacement_node.as_deref(), Some(b.as_str()), "{p:?}");
     assert!(
         p.replacement_volume_wait
-            .is_some_and(|ms| (400..20_000).contains(&ms)),
+            .is_some_and(|ms| (400..60_000).contains(&ms)),
         "{p:?}"
     );
     drop(observer);
