@@ -31,6 +31,11 @@ struct Run {
 /// Runs `nodefall scenario` and checks what every run must leave behind:
 /// one report directory with its three files, and no cluster.
 fn run_scenario(file: &Path) -> Run {
+    run_scenario_with(file, &[])
+}
+
+/// [`run_scenario`] with more arguments.
+fn run_scenario_with(file: &Path, args: &[&str]) -> Run {
     let state = tempfile::tempdir().unwrap();
     let journals = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
@@ -39,6 +44,7 @@ fn run_scenario(file: &Path) -> Run {
         .arg(file)
         .arg("--out")
         .arg(out.path())
+        .args(args)
         .env("NODEFALL_STATE_DIR", state.path())
         .env("NODEFALL_JOURNAL_DIR", journals.path())
         .output()
@@ -146,6 +152,66 @@ fn seed_000_passes_on_the_simulated_cluster() {
         "{rem:#?}"
     );
     assert!(run.report.contains("## Remediation"), "{}", run.report);
+}
+
+/// Issue 59: seed 000's steps on ReadWriteOnce volumes that really attach,
+/// the kind scenarios run on the sim as they are (`--backend sim`): the sim's
+/// volumes attach through the real attach-detach controller and the kind
+/// driver's attacher, its kubelets report them in use, so the out-of-service
+/// taint releases them at once ...
+#[test]
+fn seed_000_on_attaching_volumes_the_taint_releases_them_on_the_sim() {
+    let run = run_scenario_with(
+        Path::new("scenarios/kind-rwo-out-of-service.yaml"),
+        &["--backend", "sim"],
+    );
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    let m = &run.result.metrics;
+    let detached = m.detach_after_out_of_service_max;
+    assert!(
+        detached.is_some_and(|ms| ms <= 30_000),
+        "detached {detached:?} ms after the taint (pod GC's next pass, then at once)"
+    );
+}
+
+/// ... and force-deleting the pods does not: the frozen node keeps reporting
+/// the volumes in use, the replacements meet Multi-Attach errors and wait
+/// until the taint.
+#[test]
+fn seed_000_on_attaching_volumes_force_deleted_pods_leave_them_attached_on_the_sim() {
+    let run = run_scenario_with(
+        Path::new("scenarios/kind-rwo-force-delete.yaml"),
+        &["--backend", "sim"],
+    );
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    let multi_attach = run
+        .result
+        .transitions
+        .iter()
+        .filter(|t| {
+            matches!(&t.change, Change::Event { reason, message, .. }
+                if nodefall::timeline::multi_attach_volume(reason, message).is_some())
+        })
+        .count();
+    assert!(multi_attach >= 1, "no Multi-Attach error recorded");
+}
+
+/// ... until the controller's own way out, 6 minutes after the force
+/// delete (maxWaitForUnmount, a constant no flag compresses: the sim plays
+/// it whole, about 8 minutes of one lane, beside the real tier in CI).
+#[test]
+fn the_six_minute_force_detach_plays_on_the_sim() {
+    let run = run_scenario_with(
+        Path::new("scenarios/slow/kind-rwo-force-detach.yaml"),
+        &["--backend", "sim"],
+    );
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.report
+            .contains("force-detached after maxWaitForUnmount"),
+        "{}",
+        run.report
+    );
 }
 
 #[test]

@@ -211,7 +211,11 @@ async fn flow() {
                 .unwrap_or_default()
         }
     };
-    assert_eq!(in_use(&a).await, [unique.clone()], "{a} reports its volume");
+    assert_eq!(
+        in_use(&a).await,
+        std::slice::from_ref(&unique),
+        "{a} reports its volume"
+    );
     cluster.pause_node(&a).await.unwrap();
     pods.delete("web-0", &DeleteParams::default().grace_period(0))
         .await
@@ -236,7 +240,7 @@ async fn flow() {
     );
     assert_eq!(
         in_use(&a).await,
-        [unique.clone()],
+        std::slice::from_ref(&unique),
         "{a} is frozen: its list stays"
     );
     let d = judge(&rec, &claim_on(&b), &attached, within(500), replaced_at).await;

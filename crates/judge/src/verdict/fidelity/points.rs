@@ -111,6 +111,12 @@ struct Fold<'a> {
     pod_group: HashMap<&'a str, Group>,
     address_node: HashMap<&'a str, &'a str>,
     address_group: HashMap<&'a str, Group>,
+    /// Each VolumeAttachment's group, kept for its deletion (which names
+    /// no node).
+    attachment_group: HashMap<&'a str, Group>,
+    /// The pods a Multi-Attach error was recorded for (the first one each
+    /// is a point: the controller repeats it by chance).
+    multi_attached: HashSet<&'a str>,
     node_points: Vec<Point>,
     seen: HashMap<(usize, String), usize>,
     /// (step, group label, change) -> times
@@ -137,6 +143,8 @@ impl<'a> Fold<'a> {
             pod_group: HashMap::new(),
             address_node: HashMap::new(),
             address_group: HashMap::new(),
+            attachment_group: HashMap::new(),
+            multi_attached: HashSet::new(),
             node_points: Vec::new(),
             seen: HashMap::new(),
             grouped: BTreeMap::new(),
@@ -163,6 +171,14 @@ impl<'a> Fold<'a> {
                 },
             ) => {
                 self.address_node.insert(address, n);
+            }
+            // An attachment there before the first step is grouped by
+            // where it was; one made after it is new.
+            (ObjectRef::VolumeAttachment { name }, Change::VolumeAttachment { node, .. })
+                if before && !self.attachment_group.contains_key(name.as_str()) =>
+            {
+                let group = group_of(&self.role, Some(node.as_str()));
+                self.attachment_group.insert(name, group);
             }
             _ => {}
         }
@@ -196,6 +212,8 @@ impl<'a> Fold<'a> {
             }
             ObjectRef::Pod { uid, .. } => self.pod(uid, t),
             ObjectRef::EndpointSlice { .. } => self.endpoint(t),
+            ObjectRef::VolumeAttachment { name } => self.attachment(name, t),
+            ObjectRef::Event { .. } => self.multi_attach(t),
             _ => None,
         };
         let Some(what) = what else {
@@ -285,6 +303,44 @@ impl<'a> Fold<'a> {
             })
             .clone();
         Some(format!("{}: {change}", group.name("pods")))
+    }
+
+    /// A VolumeAttachment's change, named by its group: the target's role
+    /// or elsewhere for one there before the first step, new for one made
+    /// after (their names are hashes of the node, never alike on two sides).
+    fn attachment(&mut self, name: &'a str, t: &Transition) -> Option<String> {
+        let change = match &t.change {
+            Change::VolumeAttachment { attached: true, .. } => "attached",
+            Change::VolumeAttachment {
+                attached: false, ..
+            } => "not attached",
+            Change::VolumeAttachmentDeleted => "deleted",
+            _ => return None,
+        };
+        let group = self
+            .attachment_group
+            .entry(name)
+            .or_insert(Group::Replacement)
+            .clone();
+        Some(format!("{}: {change}", group.name("volume attachments")))
+    }
+
+    /// A Multi-Attach error of the attach-detach controller, the first one
+    /// per pod (it repeats them, and how often is chance).
+    fn multi_attach(&mut self, t: &'a Transition) -> Option<String> {
+        let Change::Event {
+            reason,
+            message,
+            involved,
+            ..
+        } = &t.change
+        else {
+            return None;
+        };
+        crate::timeline::multi_attach_volume(reason, message)?;
+        self.multi_attached
+            .insert(involved.as_str())
+            .then(|| "pods: Multi-Attach error".to_owned())
     }
 
     /// An endpoint's readiness, named by its group.

@@ -180,3 +180,53 @@ fn a_steps_error_windows_are_one_span_however_many() {
         ]
     );
 }
+
+#[test]
+fn attachments_are_grouped_by_where_they_were_and_a_pods_first_multi_attach_error_is_a_point() {
+    let w = "nfscen-worker";
+    let va = |at: i64, name: &str, change: serde_json::Value| json!({"at": at, "object": {"kind": "volumeAttachment", "name": name}, "change": change});
+    let attached = |node: &str, attached: bool| json!({"type": "volumeAttachment", "node": node, "volume": "pv-0", "attached": attached});
+    let multi = |at: i64, pod: &str, count: i32| {
+        json!({"at": at, "object": {"kind": "event", "name": format!("{pod}.multi")},
+               "change": {"type": "event", "reason": "FailedAttachVolume", "involved": format!("Pod/{pod}"),
+                          "message": "Multi-Attach error for volume \"pv-0\" Volume is already exclusively attached to one node and can't be attached to another",
+                          "count": count}})
+    };
+    let run = run(
+        w,
+        json!([
+            va(1_000, "csi-old", attached(w, false)),
+            va(1_500, "csi-old", attached(w, true)),
+            va(2_000, "csi-other", attached("nfscen-worker2", true)),
+            multi(40_000, "disk-0", 1),
+            multi(41_000, "disk-0", 2),
+            va(
+                60_000,
+                "csi-old",
+                json!({"type": "volumeAttachmentDeleted"})
+            ),
+            va(60_500, "csi-new", attached("nfscen-worker2", false)),
+            va(60_600, "csi-new", attached("nfscen-worker2", true)),
+        ]),
+    );
+    assert_eq!(
+        names(&points(&run)),
+        [
+            ("pods: Multi-Attach error", "#1 (pause)", 30_000, 1),
+            (
+                "volume attachments on target: deleted",
+                "#1 (pause)",
+                50_000,
+                1
+            ),
+            (
+                "new volume attachments: not attached",
+                "#1 (pause)",
+                50_500,
+                1
+            ),
+            ("new volume attachments: attached", "#1 (pause)", 50_600, 1),
+        ],
+        "the setup's attachments are no points, a repeated error is none either"
+    );
+}
