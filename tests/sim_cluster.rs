@@ -51,19 +51,6 @@ fn records(state: &State) -> Vec<ProcRecord> {
         .collect()
 }
 
-/// How many of the cluster's processes are its helpers, beside the control
-/// plane and the kwoks: the CSI driver's attacher where Go built it, and the
-/// kubelets' volume managers when nodefall's executable runs them (`cli`).
-fn helpers(cli: bool) -> usize {
-    let csi = nodefall::sim::binaries::Binaries::at(
-        &nodefall::sim::binaries::cache_root(),
-        nodefall::sim::binaries::Versions::from_env(),
-    )
-    .csi
-    .is_file();
-    usize::from(csi) + usize::from(cli)
-}
-
 fn ready_condition(node: &Node) -> Option<&NodeCondition> {
     node.status
         .as_ref()?
@@ -466,7 +453,7 @@ fn a_failing_test_leaves_no_process_behind() {
         .unwrap();
     assert_eq!(
         procs.len(),
-        5 + helpers(false),
+        5 + cli_run::helpers(false),
         "etcd, apiserver, kcm, scheduler, one kwok, the CSI attacher: {procs:?}"
     );
     for p in &procs {
@@ -499,7 +486,7 @@ fn cli_up_status_kubeconfig_down() {
     assert!(kubeconfig.ends_with("cli/kubeconfig"), "{stdout}");
     let state = State::load(&root.path().join("cli/state.json")).unwrap();
     let procs = records(&state);
-    assert_eq!(procs.len(), 6 + helpers(true), "{procs:?}");
+    assert_eq!(procs.len(), 6 + cli_run::helpers(true), "{procs:?}");
     assert!(
         procs.iter().all(is_alive),
         "cluster keeps running after `sim up` exits"
@@ -509,7 +496,7 @@ fn cli_up_status_kubeconfig_down() {
     assert_eq!((code, stdout.trim()), (Some(0), kubeconfig.as_str()));
     let (code, stdout, _) = run(&["sim", "status"]);
     assert_eq!(code, Some(0));
-    let all = format!("{n}/{n} running", n = 6 + helpers(true));
+    let all = format!("{n}/{n} running", n = 6 + cli_run::helpers(true));
     assert!(
         stdout.contains(&all) && stdout.contains("worker-2 running"),
         "{stdout}"

@@ -18,6 +18,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+#[path = "support/cli_run.rs"]
+mod cli_run;
+
 use nodefall::profile::TimingProfile;
 use nodefall::sim::binaries::Versions;
 use nodefall::sim::process::{self, Proc, ProcRecord, is_alive};
@@ -44,19 +47,6 @@ fn records(state: &State) -> Vec<ProcRecord> {
         .chain(state.reaper.as_ref())
         .cloned()
         .collect()
-}
-
-/// How many of the cluster's processes are its helpers, beside the control
-/// plane and the kwoks: the CSI driver's attacher where Go built it, and the
-/// kubelets' volume managers when nodefall's executable runs them (`cli`).
-fn helpers(cli: bool) -> usize {
-    let csi = nodefall::sim::binaries::Binaries::at(
-        &nodefall::sim::binaries::cache_root(),
-        nodefall::sim::binaries::Versions::from_env(),
-    )
-    .csi
-    .is_file();
-    usize::from(csi) + usize::from(cli)
 }
 
 /// Live `nodefall sim reap` processes watching a cluster under `root`,
@@ -446,7 +436,7 @@ fn killing_nodefall_mid_run_takes_its_throwaway_cluster_down() {
     leftovers.note(&procs);
     assert_eq!(
         procs.len(),
-        6 + helpers(true),
+        6 + cli_run::helpers(true),
         "etcd, apiserver, kcm, scheduler, 1 kwok, reaper and the helpers"
     );
     assert!(state.reaper.is_some() && !state.kept);
@@ -539,7 +529,7 @@ fn a_kept_scenario_cluster_and_a_sim_up_cluster_survive_their_nodefall() {
         assert!(state.reaper.is_none(), "{name} records no reaper");
         assert_eq!(
             procs.len(),
-            5 + helpers(true),
+            5 + cli_run::helpers(true),
             "{name}: control plane, one kwok and the helpers"
         );
         assert!(procs.iter().all(is_alive), "{name} still runs: {procs:?}");

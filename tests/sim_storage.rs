@@ -341,16 +341,10 @@ async fn csi_flow() {
     opts.nodes = 2;
     let mut quiet = |_: &str| {};
     let cluster = SimCluster::up(&opts, &mut quiet).await.unwrap();
-    if !cluster
-        .state()
-        .components
-        .iter()
-        .any(|c| c.name == nodefall::sim::csi::ATTACHER)
-    {
-        skip::skip(
-            "a_csi_volume_on_a_sim_node_is_attached_by_the_kind_drivers_attacher",
-            "the cluster runs no CSI attacher: Go built no scripts/kind/csi (`apt-get install golang`)",
-        );
+    if !skip::unless_csi_attacher(
+        &cluster,
+        "a_csi_volume_on_a_sim_node_is_attached_by_the_kind_drivers_attacher",
+    ) {
         return;
     }
     let client = cluster.client().await.unwrap();

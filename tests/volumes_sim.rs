@@ -106,16 +106,10 @@ async fn flow() {
     opts.root = root.path().to_owned();
     let mut quiet = |_: &str| {};
     let mut cluster = SimCluster::up(&opts, &mut quiet).await.unwrap();
-    if !cluster
-        .state()
-        .components
-        .iter()
-        .any(|c| c.name == nodefall::sim::csi::ATTACHER)
-    {
-        skip::skip(
-            "volume_and_event_expectations_against_the_real_api",
-            "the cluster runs no CSI attacher: Go built no scripts/kind/csi (`apt-get install golang`)",
-        );
+    if !skip::unless_csi_attacher(
+        &cluster,
+        "volume_and_event_expectations_against_the_real_api",
+    ) {
         return;
     }
     let client = cluster.client().await.unwrap();

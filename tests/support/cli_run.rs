@@ -282,3 +282,16 @@ pub fn cluster(root: &Path, name: &str) -> (tokio::runtime::Runtime, SimCluster,
     });
     (rt, c, client)
 }
+
+/// How many of the cluster's processes are its helpers, beside the control
+/// plane and the kwoks: the CSI driver's attacher where Go built it, and the
+/// kubelets' volume managers when nodefall's executable runs them (`cli`).
+pub fn helpers(cli: bool) -> usize {
+    let csi = nodefall::sim::binaries::Binaries::at(
+        &nodefall::sim::binaries::cache_root(),
+        nodefall::sim::binaries::Versions::from_env(),
+    )
+    .csi
+    .is_file();
+    usize::from(csi) + usize::from(cli)
+}

@@ -37,3 +37,22 @@ pub fn skip(test: &str, why: &str) {
         }
     }
 }
+
+/// Whether the simulated cluster runs the kind driver's CSI attacher (Go
+/// built it); if not, `test` is skipped (a failure under CI) and the caller
+/// returns.
+#[allow(dead_code, reason = "only the volume tests use it")]
+pub fn unless_csi_attacher(cluster: &nodefall::sim::SimCluster, test: &str) -> bool {
+    let runs = cluster
+        .state()
+        .components
+        .iter()
+        .any(|c| c.name == nodefall::sim::csi::ATTACHER);
+    if !runs {
+        skip(
+            test,
+            "the cluster runs no CSI attacher: Go built no scripts/kind/csi (`apt-get install golang`)",
+        );
+    }
+    runs
+}
