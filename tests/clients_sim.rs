@@ -120,33 +120,43 @@ async fn the_client_error_window_follows_the_stale_endpoints() {
     let stale = r.metrics.endpoints.stale_endpoint_window.unwrap();
     let error_window = r.metrics.error_window.unwrap();
     let p = &r.probes[0];
-    assert_eq!(p.windows.len(), 1, "{:?}", p.windows);
+    // One error window, or two when a run of requests all routed to live
+    // pods split it: the stand-in for kube-proxy routes each request to a
+    // random ready endpoint, as kube-proxy does (seen once in CI, the sim
+    // tier beside the real tier: 2 errors, then 1.8 s of answers, then 8;
+    // the fidelity judgement counts windows as chance for the same reason).
+    assert!((1..=2).contains(&p.windows.len()), "{:?}", p.windows);
     // Requests routed to the dead node's pods fail from the poweroff until
     // its endpoints are no longer ready: the same span as the endpoints,
-    // give or take one interval + timeout.
-    // The stand-in for kube-proxy routes each request to a random ready
-    // endpoint, as kube-proxy does: while the dead node's endpoints are still
-    // listed, a request reaches a live pod with a chance of at most 1/2
-    // (the target holds most of the 4 pods). So the first error can come
-    // some requests after the fault and the last some before the endpoints
-    // go (CI once saw the window 1.4 s short): 15 requests (3 s at 200 ms)
-    // all missing the dead node has a chance under 1 in 30,000 at each end.
-    // The window can never outlast the stale endpoints by more than one
-    // request's timeout and interval.
+    // give or take one interval + timeout. While the dead node's endpoints
+    // are still listed, a request reaches a live pod with a chance of at
+    // most 1/2 (the target holds most of the 4 pods). So the first error
+    // can come some requests after the fault and the last some before the
+    // endpoints go (CI once saw the window 1.4 s short): 15 requests (3 s at
+    // 200 ms) all missing the dead node has a chance under 1 in 30,000 at
+    // each end. The errors can never outlast the stale endpoints by more
+    // than one request's timeout and interval.
+    let first = &p.windows[0];
+    let last = &p.windows[p.windows.len() - 1];
+    let span = last.end.unwrap_or(last.start) - first.start;
     assert!(
-        error_window <= stale + 1_200 && error_window >= stale - 2 * 3_000,
-        "errorWindow {error_window} ms vs staleEndpointWindow {stale} ms"
+        error_window <= span && span <= stale + 1_200 && span >= stale - 2 * 3_000,
+        "errors over {span} ms (longest window {error_window} ms) vs staleEndpointWindow {stale} ms: {:?}",
+        p.windows
     );
     // A dead machine answers nothing: every error is a timeout.
-    let w = &p.windows[0];
-    assert_eq!(
-        w.kinds.get("timeout").copied().unwrap_or(0),
-        w.errors,
-        "{w:?}"
-    );
+    for w in &p.windows {
+        assert_eq!(
+            w.kinds.get("timeout").copied().unwrap_or(0),
+            w.errors,
+            "{w:?}"
+        );
+    }
     // Only some requests fail: those routed to the live worker are served.
-    assert!(w.errors < w.total, "{w:?}");
-    assert!(p.requests > 50 && p.errors == p.windows[0].errors, "{p:?}");
+    let errors: u64 = p.windows.iter().map(|w| w.errors).sum();
+    let total: u64 = p.windows.iter().map(|w| w.total).sum();
+    assert!(errors < total, "{:?}", p.windows);
+    assert!(p.requests > 50 && p.errors == errors, "{p:?}");
     // The requests before the first step are the baseline: the stand-in
     // answered each URL 5 times in a row before the fault.
     let baseline = p.baseline.as_ref().expect("a baseline");

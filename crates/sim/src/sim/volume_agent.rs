@@ -156,16 +156,20 @@ pub async fn run(
         {
             let patch = serde_json::json!({"metadata": {"annotations": {VOLUMES_READY_AT: at.to_string()}}});
             let api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
-            // Gone meanwhile: nothing to start.
-            done_unless_gone(
+            // Gone meanwhile: nothing to start. A failed write (the API
+            // server restarting) is tried again at the next tick, as a
+            // kubelet tries again; it does not end the loop.
+            match done_unless_gone(
                 api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                     .await,
-            )
-            .map_err(|source| Error::Kube {
-                what: format!("starting pod {namespace}/{name} once its volumes are there"),
-                source: source.into(),
-            })?;
-            gated.insert(uid);
+            ) {
+                Ok(_) => {
+                    gated.insert(uid);
+                }
+                Err(e) => tracing::warn!(
+                    "kubelet-volumes: starting pod {namespace}/{name} once its volumes are there: {e} (trying again)"
+                ),
+            }
         }
         let now = Instant::now();
         for (node, in_use) in writes.in_use {
@@ -177,15 +181,17 @@ pub async fn run(
             }
             let patch = serde_json::json!({"status": {"volumesInUse": in_use}});
             let api: Api<Node> = Api::all(client.clone());
-            done_unless_gone(
+            match done_unless_gone(
                 api.patch_status(&node, &PatchParams::default(), &Patch::Merge(&patch))
                     .await,
-            )
-            .map_err(|source| Error::Kube {
-                what: format!("reporting node {node}'s volumes in use"),
-                source: source.into(),
-            })?;
-            written.insert(node, now);
+            ) {
+                Ok(_) => {
+                    written.insert(node, now);
+                }
+                Err(e) => tracing::warn!(
+                    "kubelet-volumes: reporting node {node}'s volumes in use: {e} (trying again)"
+                ),
+            }
         }
         // Forget the pods that are gone (a pod made again under the same
         // name has another uid, and starts afresh).
