@@ -199,7 +199,7 @@ for name in "${!tier_of[@]}"; do
   [[ -n "${exe_of[$name]:-}" ]] || echo "note: tests/tiers.tsv names '$name', which this build has not (features: '${features}')" >&2
 done
 
-declare -A measured=()
+declare -A measured=() ran=()
 if [[ -f "$times_file" ]]; then
   while IFS=$'\t' read -r key secs; do measured[$key]="$secs"; done <"$times_file"
 fi
@@ -301,12 +301,12 @@ run_tier() {
       if [[ -n "${whole[$tier]:-}" ]]; then # a whole binary: its skipped tests, if any, counted
         skipped=$(grep -c '^SKIPPED: ' "$logs/$key.log" || true)
         printf '  ok      %4d s  %s%s\n' "$took" "$key" "$( (( skipped )) && echo " ($skipped skipped: $logs/$key.log)")"
-        measured[$key]="$took"
+        measured[$key]="$took" ran[$key]="$took"
       elif grep -q '^SKIPPED: ' "$logs/$key.log"; then
         printf '  skipped %4d s  %s: %s\n' "$took" "$key" "$(grep -m1 '^SKIPPED: ' "$logs/$key.log" | cut -c10-)"
       else
         printf '  ok      %4d s  %s\n' "$took" "$key"
-        measured[$key]="$took"
+        measured[$key]="$took" ran[$key]="$took"
       fi
     else
       printf '  FAILED  %4d s  %s (exit %d; log %s)\n' "$took" "$key" "$rc" "$logs/$key.log"
@@ -316,10 +316,17 @@ run_tier() {
   kill "$ticker" 2>/dev/null || true
   wait "$ticker" 2>/dev/null || true
 
-  # The times this run measured order the next one.
+  # The times this run measured order the next one: merged into the file as
+  # it is now, since another tier running beside this one (.ci/run runs the
+  # real tier beside the sim tier) may have written it after this one read it.
   mkdir -p "$(dirname "$times_file")"
-  for key in "${!measured[@]}"; do printf '%s\t%s\n' "$key" "${measured[$key]}"; done | sort >"$times_file.tmp"
-  mv "$times_file.tmp" "$times_file"
+  declare -A latest=()
+  if [[ -f "$times_file" ]]; then
+    while IFS=$'\t' read -r key secs; do latest[$key]="$secs"; done <"$times_file"
+  fi
+  for key in "${!ran[@]}"; do latest[$key]="${ran[$key]}"; done
+  for key in "${!latest[@]}"; do printf '%s\t%s\n' "$key" "${latest[$key]}"; done | sort >"$times_file.tmp.$$"
+  mv "$times_file.tmp.$$" "$times_file"
 
   took=$(secs_since "$began")
   for key in "${tier_failed[@]}"; do
