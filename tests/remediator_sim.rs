@@ -227,6 +227,14 @@ fn whole_run_verdicts_on_a_machine_powered_off_first() {
         late.detail
     );
     assert_eq!(r.duplicates[0].window, Some(0), "{:#?}", r.duplicates);
+    // The force deletion came 0.1-0.2 s after NotReady: the StatefulSet's
+    // next db-0 may be bound to the failed node before its NoSchedule
+    // taint (CI, stop 69); that one is stranded there, the one after it
+    // is the replacement.
+    let p = &r.metrics.pods[0];
+    assert_ne!(p.replacement_node, Some(p.node.clone()), "{p:#?}");
+    assert!(p.replacement_running.is_some(), "{p:#?}");
+    assert!(p.stranded.iter().all(|s| s.node == p.node), "{p:#?}");
     let rem = r.remediation.as_ref().unwrap();
     assert!(matches!(rem.fencing, Fencing::OffBefore { .. }), "{rem:#?}");
     // The force deletion is an act, its author from the audit log (it

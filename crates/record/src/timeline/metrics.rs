@@ -98,9 +98,24 @@ pub struct PodRecovery {
     /// to `replacementVolumeAttached`, in ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replacement_volume_wait: Option<Ms>,
+    /// Pods made to replace it before `replacement` that were bound to a
+    /// failed node and never ran (see `replacements`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stranded: Vec<Stranded>,
 }
 
-use std::collections::BTreeMap;
+/// A replacement bound to a failed node that never ran there.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Stranded {
+    pub pod: String,
+    pub node: String,
+    /// Relative to T0.
+    pub created: Ms,
+    /// Relative to T0; None: still there when the run ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deleted: Option<Ms>,
+}
 
 use jiff::{SignedDuration, Timestamp};
 
@@ -170,124 +185,7 @@ pub fn compute(
         }
     }
 
-    // Pods on the target nodes at T0, and what replaced them.
-    let mut pods: Vec<PodRecovery> = Vec::new();
-    let mut owners: BTreeMap<String, Option<String>> = BTreeMap::new();
-    let mut created: BTreeMap<String, (Ms, String)> = BTreeMap::new();
-    for t in transitions {
-        if let (ObjectRef::Pod { uid, name }, Change::PodAdded { owner, .. }) =
-            (&t.object, &t.change)
-        {
-            owners.insert(uid.clone(), owner.clone());
-            created.insert(uid.clone(), (t.at, name.clone()));
-        }
-    }
-    let mut taken: Vec<String> = Vec::new();
-    let own = |uid: &str, change: fn(&Change) -> bool| {
-        after
-            .iter()
-            .find(|t| {
-                matches!(&t.object, ObjectRef::Pod { uid: u, .. } if u == uid) && change(&t.change)
-            })
-            .map(|t| t.at)
-    };
-    let mut victims: Vec<Victim> = before
-        .pods
-        .iter()
-        .filter(|(_, p)| p.node.as_ref().is_some_and(|n| targets.contains(n)))
-        .map(|(uid, pod)| {
-            let terminating_at = own(uid, |c| *c == Change::PodTerminating);
-            let deleted_at = own(uid, |c| *c == Change::PodDeleted);
-            // A pod its kubelet shut down (Failed, no deletion) is replaced too.
-            let ended = own(uid, is_terminal_phase);
-            let left = [terminating_at, deleted_at, ended]
-                .into_iter()
-                .flatten()
-                .min();
-            Victim {
-                uid,
-                pod,
-                terminating_at,
-                deleted_at,
-                left,
-            }
-        })
-        .collect();
-    // Replacements go to the pods in the order they left: the controller
-    // replaces a pod once it is going, so the first to go gets the first
-    // replacement created after it went (a drain's second pod is evicted
-    // long after the first).
-    victims.sort_by(|a, b| {
-        (a.left.is_none(), a.left, &a.pod.name).cmp(&(b.left.is_none(), b.left, &b.pod.name))
-    });
-    for Victim {
-        uid,
-        pod,
-        terminating_at,
-        deleted_at,
-        left,
-    } in victims
-    {
-        let owner = owners.get(uid).cloned().flatten();
-        // The replacement: same name (StatefulSet), else the first unclaimed
-        // pod of the same owner created after T0 on another node; created
-        // once this one was going, when such a pod exists.
-        let candidates: Vec<(&String, Ms, &String)> = created
-            .iter()
-            .filter(|(u, (at, _))| *at >= t0 && *u != uid && !taken.contains(u))
-            .filter(|(u, (_, name))| {
-                *name == pod.name
-                    || (owner.is_some()
-                        && owners.get(*u).cloned().flatten() == owner
-                        && !owner_is_statefulset(owner.as_deref()))
-            })
-            .map(|(u, (at, name))| (u, *at, name))
-            .collect();
-        let first = |after_left: bool| {
-            candidates
-                .iter()
-                .filter(|(_, at, _)| !after_left || left.is_some_and(|l| *at >= l))
-                .min_by_key(|(_, at, _)| *at)
-                .map(|(u, at, name)| ((*u).clone(), *at, (*name).clone()))
-        };
-        let replacement = first(true).or_else(|| first(false));
-        let mut rec = PodRecovery {
-            pod: pod.name.clone(),
-            node: pod.node.clone().unwrap_or_default(),
-            owner: owner.clone(),
-            terminating_at: terminating_at.map(rel),
-            deleted_at: deleted_at.map(rel),
-            terminating_for: terminating_at.map(|s| deleted_at.unwrap_or(end) - s),
-            still_present: deleted_at.is_none(),
-            ..PodRecovery::default()
-        };
-        if let Some((u, at, name)) = replacement {
-            taken.push(u.clone());
-            let of =
-                |t: &&&Transition| matches!(&t.object, ObjectRef::Pod { uid: x, .. } if *x == u);
-            rec.replacement = Some(name);
-            rec.replacement_created = Some(rel(at));
-            for t in after.iter().filter(of) {
-                match &t.change {
-                    Change::PodScheduled { node } if rec.replacement_scheduled.is_none() => {
-                        rec.replacement_scheduled = Some(rel(t.at));
-                        rec.replacement_node = Some(node.clone());
-                    }
-                    Change::PodPhase { phase, .. }
-                        if phase == "Running" && rec.replacement_running.is_none() =>
-                    {
-                        rec.replacement_running = Some(rel(t.at));
-                    }
-                    Change::PodReady { ready: true } if rec.replacement_ready.is_none() => {
-                        rec.replacement_ready = Some(rel(t.at));
-                    }
-                    _ => {}
-                }
-            }
-        }
-        pods.push(rec);
-    }
-    pods.sort_by(|a, b| a.pod.cmp(&b.pod));
+    let pods = super::replacements::recoveries(transitions, &after, &before, t0, targets, end);
 
     // Detection lag: when nodefall saw a change minus when the server says it happened.
     let mut lags: Vec<Ms> = after
@@ -347,24 +245,6 @@ pub fn compute(
         }
     }
     metrics
-}
-
-fn is_terminal_phase(c: &Change) -> bool {
-    matches!(c, Change::PodPhase { phase, .. } if phase == "Failed" || phase == "Succeeded")
-}
-
-/// A pod on a target node at T0, and when it was seen going.
-struct Victim<'a> {
-    uid: &'a String,
-    pod: &'a super::PodView,
-    terminating_at: Option<Ms>,
-    deleted_at: Option<Ms>,
-    /// The first of Terminating, deleted, or a terminal phase.
-    left: Option<Ms>,
-}
-
-fn owner_is_statefulset(owner: Option<&str>) -> bool {
-    owner.is_some_and(|o| o.starts_with("StatefulSet/"))
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 
 pub mod endpoints;
 pub mod metrics;
+mod replacements;
 mod storage;
 pub mod volumes;
 

@@ -61,7 +61,7 @@ pub(super) fn section(out: &mut String, r: &RunResult) {
                 terminating_at,
                 terminating_for,
                 deleted,
-                cell(p.replacement.as_deref().unwrap_or("none by the end")),
+                replacement(p),
                 cell(p.replacement_node.as_deref().unwrap_or(MISSING)),
                 created,
                 opt_t0(p.replacement_scheduled),
@@ -127,6 +127,25 @@ pub(super) fn section(out: &mut String, r: &RunResult) {
     out.push('\n');
 }
 
+/// The replacement's name, after those stranded on a failed node before it.
+fn replacement(p: &PodRecovery) -> String {
+    let mut out = cell(p.replacement.as_deref().unwrap_or("none by the end"));
+    for s in &p.stranded {
+        let deleted = match s.deleted {
+            Some(d) => format!("deleted there at {}", t0_rel(d)),
+            None => "still there at the end".into(),
+        };
+        let _ = write!(
+            out,
+            "<br>after {} stranded on {} (made {}, never ran, {deleted})",
+            cell(&s.pod),
+            cell(&s.node),
+            t0_rel(s.created)
+        );
+    }
+    out
+}
+
 /// How the replacement's creation relates to its predecessor's lifetime.
 fn replacement_vs_old(p: &PodRecovery) -> Option<(bool, String)> {
     let created = p.replacement_created?;
@@ -148,4 +167,31 @@ fn replacement_vs_old(p: &PodRecovery) -> Option<(bool, String)> {
 
 fn opt_t0(ms: Option<Ms>) -> String {
     ms.map(t0_rel).unwrap_or_else(|| MISSING.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::timeline::metrics::Stranded;
+
+    #[test]
+    fn the_replacement_names_what_was_stranded_before_it() {
+        let p = PodRecovery {
+            replacement: Some("db-0".into()),
+            stranded: vec![Stranded {
+                pod: "db-0".into(),
+                node: "worker-1".into(),
+                created: 53,
+                deleted: Some(8_010),
+            }],
+            ..PodRecovery::default()
+        };
+        assert_eq!(
+            replacement(&p),
+            "db-0<br>after db-0 stranded on worker-1 (made T0+0.053s, never ran, \
+             deleted there at T0+8.010s)"
+        );
+        let none = PodRecovery::default();
+        assert_eq!(replacement(&none), "none by the end");
+    }
 }
