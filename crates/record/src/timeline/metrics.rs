@@ -60,62 +60,7 @@ pub struct Metrics {
     pub error_window: Option<Ms>,
 }
 
-/// One pod that was on a target node at T0, and what replaced it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PodRecovery {
-    pub pod: String,
-    pub node: String,
-    /// Owner (`StatefulSet/web`, `ReplicaSet/web-7d9f`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub owner: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub terminating_at: Option<Ms>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deleted_at: Option<Ms>,
-    /// How long it stayed Terminating (to deletion, or to the end of the run).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub terminating_for: Option<Ms>,
-    /// Still present (Terminating or not) when the run ended.
-    pub still_present: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replacement: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replacement_node: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replacement_created: Option<Ms>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replacement_scheduled: Option<Ms>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replacement_running: Option<Ms>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replacement_ready: Option<Ms>,
-    /// When the last of the replacement's claims' volumes was attached to
-    /// its node (relative to T0).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replacement_volume_attached: Option<Ms>,
-    /// How long the replacement waited on its volumes: from its scheduling
-    /// to `replacementVolumeAttached`, in ms.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replacement_volume_wait: Option<Ms>,
-    /// Pods made to replace it before `replacement` that were bound to a
-    /// failed node and never ran (see `replacements`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub stranded: Vec<Stranded>,
-}
-
-/// A replacement bound to a failed node that never ran there.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Stranded {
-    pub pod: String,
-    pub node: String,
-    /// Relative to T0.
-    pub created: Ms,
-    /// Relative to T0; None: still there when the run ended.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deleted: Option<Ms>,
-}
+pub use super::replacements::{PodRecovery, Stranded};
 
 use jiff::{SignedDuration, Timestamp};
 
