@@ -127,7 +127,11 @@ impl Binaries {
     pub fn ensure() -> Result<Binaries, Error> {
         let cache = cache_root();
         let binaries = Binaries::at(&cache, Versions::from_env());
-        if binaries.missing().is_empty() && binaries.csi.is_file() {
+        let csi_failed = csi_failed(&binaries.csi);
+        if binaries.missing().is_empty() && (binaries.csi.is_file() || csi_failed.is_some()) {
+            if let Some(at) = csi_failed {
+                warn_no_csi(&binaries.csi, &cache, Some(at));
+            }
             return Ok(binaries);
         }
         tracing::info!(
@@ -157,16 +161,50 @@ impl Binaries {
             return Err(Error::Provision { status, missing });
         }
         if !binaries.csi.is_file() {
-            tracing::warn!(
-                "nodefall: no CSI driver for the simulated cluster: {} was not built (it needs Go; {} says why), \
-                 so volumes of {} will not attach on it",
-                binaries.csi.display(),
-                provision_log(&cache).display(),
-                super::csi::DRIVER
-            );
+            // Not tried again for an hour: a build that fails (no module
+            // proxy) would cost every sim run its time.
+            let _ = std::fs::write(failed_marker(&binaries.csi), jiff::Timestamp::now().to_string());
+            warn_no_csi(&binaries.csi, &cache, None);
         }
         Ok(binaries)
     }
+}
+
+/// How long a failed build of the CSI driver is not tried again.
+const CSI_RETRY_AFTER: Duration = Duration::from_secs(3600);
+
+/// Beside the driver's binary: when its build last failed.
+fn failed_marker(csi: &Path) -> PathBuf {
+    let mut name = csi.as_os_str().to_owned();
+    name.push(".failed");
+    PathBuf::from(name)
+}
+
+/// When the driver's build failed, if less than [`CSI_RETRY_AFTER`] ago.
+fn csi_failed(csi: &Path) -> Option<jiff::Timestamp> {
+    let at: jiff::Timestamp = std::fs::read_to_string(failed_marker(csi))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    let age = jiff::Timestamp::now().duration_since(at);
+    (age.as_secs() >= 0 && age.unsigned_abs() < CSI_RETRY_AFTER).then_some(at)
+}
+
+fn warn_no_csi(csi: &Path, cache: &Path, failed_at: Option<jiff::Timestamp>) {
+    let when = failed_at.map_or_else(String::new, |at| {
+        format!(
+            " at {at}, not tried again for an hour (remove {} to try now)",
+            failed_marker(csi).display()
+        )
+    });
+    tracing::warn!(
+        "nodefall: no CSI driver for the simulated cluster: {} was not built{when} (it needs Go; {} says why), \
+         so volumes of {} will not attach on it",
+        csi.display(),
+        provision_log(cache).display(),
+        super::csi::DRIVER
+    );
 }
 
 /// The log the provisioning script keeps of its build commands' output.
@@ -343,5 +381,24 @@ mod tests {
             )),
             "{text}"
         );
+    }
+
+    /// A failed build of the driver is not tried again for an hour; a
+    /// marker older than that, or unreadable, does not hold it back.
+    #[test]
+    fn a_failed_csi_build_waits_an_hour() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let csi = dir.path().join("kind-csi");
+        assert_eq!(csi_failed(&csi), None, "never tried");
+        let marker = failed_marker(&csi);
+        assert_eq!(marker, dir.path().join("kind-csi.failed"));
+        let now = jiff::Timestamp::now();
+        std::fs::write(&marker, now.to_string()).expect("write");
+        assert_eq!(csi_failed(&csi), Some(now));
+        let old = now - jiff::SignedDuration::from_secs(3601);
+        std::fs::write(&marker, old.to_string()).expect("write");
+        assert_eq!(csi_failed(&csi), None, "an hour ago");
+        std::fs::write(&marker, "garbage").expect("write");
+        assert_eq!(csi_failed(&csi), None);
     }
 }

@@ -152,8 +152,8 @@ impl Kubelets {
                 .iter()
                 .flat_map(|p| volumes_of(world, p))
                 .flatten()
-                .filter(|v| v.attachable)
-                .map(|v| v.unique.clone())
+                .filter(|(_, v)| v.attachable)
+                .map(|(_, v)| v.unique.clone())
                 .collect();
             let mounted = self.mounted.entry(node.clone()).or_default();
             // A returned kubelet tears down the volumes of pods deleted
@@ -169,20 +169,19 @@ impl Kubelets {
                 let Some(volumes) = volumes_of(world, pod) else {
                     continue; // a claim not bound yet
                 };
-                let attachable: Vec<&Volume> = volumes.iter().filter(|v| v.attachable).collect();
+                let attachable: Vec<(&str, &Volume)> =
+                    volumes.into_iter().filter(|(_, v)| v.attachable).collect();
                 let at = if attachable.is_empty() {
                     pod.scheduled_at.unwrap_or(now) + POD_START
-                } else if attachable.iter().all(|v| {
+                } else if attachable.iter().all(|(pv, v)| {
                     reported.contains(&v.unique)
-                        && world
-                            .attached
-                            .contains(&(pv_of(world, pod, v), node.clone()))
+                        && world.attached.contains(&((*pv).to_owned(), node.clone()))
                 }) {
                     now + ATTACHED_TO_RUNNING
                 } else {
                     continue;
                 };
-                mounted.extend(attachable.iter().map(|v| v.unique.clone()));
+                mounted.extend(attachable.iter().map(|(_, v)| v.unique.clone()));
                 writes.gates.push(Gate {
                     namespace: pod.namespace.clone(),
                     name: pod.name.clone(),
@@ -201,26 +200,16 @@ impl Kubelets {
     }
 }
 
-/// The pod's volumes through its claims; `None` while one is not bound or
-/// its PersistentVolume is unknown.
-fn volumes_of(world: &World, pod: &PodView) -> Option<Vec<Volume>> {
+/// The pod's volumes through its claims, each with its PersistentVolume's
+/// name; `None` while a claim is not bound or its PersistentVolume unknown.
+fn volumes_of<'w>(world: &'w World, pod: &PodView) -> Option<Vec<(&'w str, &'w Volume)>> {
     pod.claims
         .iter()
         .map(|c| {
             let pv = world.claims.get(&(pod.namespace.clone(), c.clone()))?;
-            world.volumes.get(pv).cloned()
+            Some((pv.as_str(), world.volumes.get(pv)?))
         })
         .collect()
-}
-
-/// The PersistentVolume of `volume` among the pod's claims.
-fn pv_of(world: &World, pod: &PodView, volume: &Volume) -> String {
-    pod.claims
-        .iter()
-        .filter_map(|c| world.claims.get(&(pod.namespace.clone(), c.clone())))
-        .find(|pv| world.volumes.get(*pv).is_some_and(|v| v == volume))
-        .cloned()
-        .unwrap_or_default()
 }
 
 #[cfg(test)]
