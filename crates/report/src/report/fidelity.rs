@@ -4,7 +4,6 @@
 use std::fmt::Write as _;
 
 use super::format::{cell, secs, signed_secs, table};
-use crate::profile::Var;
 use crate::record::RunResult;
 use crate::verdict::fidelity::{Row, RowVerdict, SLACK_MS, SLACK_SHARE, ScenarioFidelity};
 
@@ -166,12 +165,13 @@ fn timings(out: &mut String, kind: &[&RunResult], sim: &[&RunResult]) {
         })
         .collect();
     let differ = rows.iter().filter(|r| r[2].starts_with("**")).count();
+    let count = rows.len();
     out.push_str(&table(["timing", "kind (where from)", "sim"], rows));
     let _ = writeln!(
         out,
         "\n{}\n",
         if differ == 0 {
-            format!("The same {} timings on both.", Var::ALL.len())
+            format!("The same {count} timings on both.")
         } else {
             format!("**{differ} timing(s) differ**: those rows compare different clusters.")
         }
