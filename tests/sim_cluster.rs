@@ -480,8 +480,15 @@ fn cli_up_status_kubeconfig_down() {
         let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
         (out.status.code(), text(&out.stdout), text(&out.stderr))
     };
+    // Takes the cluster down however the test ends.
+    let mut guard = CliCluster {
+        root: root.path().to_owned(),
+        name: "cli".into(),
+        seen: Vec::new(),
+    };
     let (code, stdout, stderr) = run(&["sim", "up", "--name", "cli", "--nodes", "2"]);
     assert_eq!(code, Some(0), "{stderr}");
+    guard.state();
     let kubeconfig = stdout.trim().to_owned();
     assert!(kubeconfig.ends_with("cli/kubeconfig"), "{stdout}");
     let state = State::load(&root.path().join("cli/state.json")).unwrap();

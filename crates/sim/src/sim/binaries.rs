@@ -163,7 +163,10 @@ impl Binaries {
         if !binaries.csi.is_file() {
             // Not tried again for an hour: a build that fails (no module
             // proxy) would cost every sim run its time.
-            let _ = std::fs::write(failed_marker(&binaries.csi), jiff::Timestamp::now().to_string());
+            let _ = std::fs::write(
+                failed_marker(&binaries.csi),
+                jiff::Timestamp::now().to_string(),
+            );
             warn_no_csi(&binaries.csi, &cache, None);
         }
         Ok(binaries)
