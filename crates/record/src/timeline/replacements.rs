@@ -106,7 +106,8 @@ pub(super) fn recoveries(
             })
             .map(|t| t.at)
     };
-    let stranded = |uid: &str| stranded_on(after, targets, uid);
+    let stranded_pods = stranded(after, targets);
+    let stranded = |uid: &str| stranded_pods.get(uid).copied();
     let mut victims: Vec<Victim> = before
         .pods
         .iter()
@@ -228,20 +229,28 @@ pub(super) fn recoveries(
     pods
 }
 
-/// The failed node a pod was bound to, when it never ran anywhere: the
-/// first node it was scheduled to after T0 is a target and no phase
-/// Running was seen.
-fn stranded_on<'a>(after: &[&'a Transition], targets: &[String], uid: &str) -> Option<&'a String> {
-    let of = |t: &&&'a Transition| matches!(&t.object, ObjectRef::Pod { uid: u, .. } if u == uid);
-    let node = after.iter().filter(of).find_map(|t| match &t.change {
-        Change::PodScheduled { node } => Some(node),
-        _ => None,
-    })?;
-    let ran = after
-        .iter()
-        .filter(of)
-        .any(|t| matches!(&t.change, Change::PodPhase { phase, .. } if phase == "Running"));
-    (targets.contains(node) && !ran).then_some(node)
+/// Every pod bound to a failed node that never ran anywhere, with that
+/// node: the first node it was scheduled to after T0 is a target and no
+/// phase Running was seen. One pass over `after`.
+fn stranded<'a>(after: &[&'a Transition], targets: &[String]) -> BTreeMap<&'a str, &'a String> {
+    let mut first_node: BTreeMap<&'a str, &'a String> = BTreeMap::new();
+    let mut ran: std::collections::BTreeSet<&'a str> = Default::default();
+    for t in after {
+        let ObjectRef::Pod { uid, .. } = &t.object else {
+            continue;
+        };
+        match &t.change {
+            Change::PodScheduled { node } => {
+                first_node.entry(uid.as_str()).or_insert(node);
+            }
+            Change::PodPhase { phase, .. } if phase == "Running" => {
+                ran.insert(uid.as_str());
+            }
+            _ => {}
+        }
+    }
+    first_node.retain(|uid, node| targets.contains(*node) && !ran.contains(uid));
+    first_node
 }
 
 fn is_terminal_phase(c: &Change) -> bool {
