@@ -63,6 +63,22 @@ pub fn evaluated_span(window: Window, anchor_at: Ms, window_start: Ms) -> (Ms, M
     }
 }
 
+/// A window anchored on a fault, as the run evaluates it once the fault step
+/// took `fault_took`: a fault takes effect somewhere between the start of its
+/// step (the anchor) and its end (`systemctl stop kubelet` returns once the
+/// kubelet has stopped, seconds on a busy machine), so a `within`/`after`
+/// window closes that much later; where it opens, and every other window,
+/// is unchanged (an effect seen early is early whenever the step ended).
+pub fn stretched_by_fault(window: Window, fault_took: Ms) -> Window {
+    match window {
+        Window::Between { from, to } if fault_took > 0 => Window::Between {
+            from,
+            to: to + fault_took,
+        },
+        w => w,
+    }
+}
+
 /// When the window is decided at the latest: its close.
 pub fn deadline(window: Window, anchor_at: Ms, window_start: Ms) -> Ms {
     evaluated_span(window, anchor_at, window_start).1
@@ -194,6 +210,21 @@ mod tests {
         to: 43_000,
     };
     const HOLD: Window = Window::HoldsFor { duration: 20_000 };
+
+    #[test]
+    fn a_window_on_a_fault_closes_later_by_the_fault_step_s_length_and_opens_where_it_did() {
+        assert_eq!(
+            stretched_by_fault(BETWEEN, 3_300),
+            Window::Between {
+                from: 13_000,
+                to: 46_300
+            }
+        );
+        assert_eq!(stretched_by_fault(BETWEEN, 0), BETWEEN);
+        assert_eq!(stretched_by_fault(HOLD, 3_300), HOLD);
+        let not_before = Window::NotBefore { at: 5_000 };
+        assert_eq!(stretched_by_fault(not_before, 3_300), not_before);
+    }
 
     #[test]
     fn between_counts_from_the_anchor_whatever_the_step_start() {

@@ -2,11 +2,14 @@
 //! watched on the recorded timeline until it can be decided.
 
 use super::{Error, Run};
+use crate::duration::format_millis;
 use crate::expect::{self, Decision, ResolvedSubject, Truth};
 use crate::plan::time;
 use crate::profile::Var;
 use crate::record::{ExpectationResult, Verdict};
-use crate::scenario::checked::{Anchor, Condition, Expectation, Subject as CheckedSubject};
+use crate::scenario::checked::{
+    Anchor, Condition, Expectation, StepKind, Subject as CheckedSubject,
+};
 use crate::scenario::expr::Window;
 use crate::timeline::{Ms, Toleration};
 
@@ -221,7 +224,8 @@ impl Run<'_> {
             self.never_anchored(result);
             return;
         };
-        let (window, notes) = self.window_for(exp, window, &subject, anchor_at);
+        let (window, mut notes) = self.window_for(exp, window, &subject, anchor_at);
+        let window = self.stretched_by_fault(exp, window, &mut notes);
         result.window = window;
         result.notes = notes;
         let window_start = time::window_start(window, exp.explicit_anchor, anchor_at, start);
@@ -312,6 +316,41 @@ impl Run<'_> {
 }
 
 impl Run<'_> {
+    /// The window once its anchor fault's step has ended: a `within`/`after`
+    /// closes later by the step's length ([`time::stretched_by_fault`]),
+    /// said in a note.
+    fn stretched_by_fault(
+        &self,
+        exp: &Expectation,
+        window: Window,
+        notes: &mut Vec<String>,
+    ) -> Window {
+        let Anchor::Step(i) = exp.anchor else {
+            return window;
+        };
+        let step = &self.plan.scenario.steps[i];
+        if !matches!(step.kind, StepKind::Fault { .. }) {
+            return window;
+        }
+        let Some(took) = self
+            .steps
+            .iter()
+            .find(|s| s.index == Some(i))
+            .and_then(|s| Some(s.ended? - s.started))
+        else {
+            return window;
+        };
+        let stretched = time::stretched_by_fault(window, took);
+        if stretched != window {
+            notes.push(format!(
+                "closes {} late: fault step {} took that long",
+                format_millis(took),
+                step.label()
+            ));
+        }
+        stretched
+    }
+
     /// The window as this run evaluates it, with what its numbers rest on:
     /// a window about pods that names a toleration takes the selected pods'
     /// own `tolerationSeconds` (as they were when the window began), not
