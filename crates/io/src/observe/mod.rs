@@ -16,7 +16,7 @@ pub mod kinds;
 pub mod remediators;
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Instant;
+use tokio::time::Instant;
 
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{Event as KubeEvent, Node, PersistentVolumeClaim, Pod};
@@ -49,9 +49,12 @@ struct Inner {
 }
 
 impl Recorder {
-    pub fn new(start: Instant) -> Arc<Recorder> {
+    /// A record whose clock starts at `start`. The clock is tokio's: the
+    /// real one, except in a test whose runtime pauses time, where a whole
+    /// run (its waits and its record) moves on virtual time.
+    pub fn new(start: impl Into<Instant>) -> Arc<Recorder> {
         Arc::new(Recorder {
-            start,
+            start: start.into(),
             inner: Mutex::new(Inner::default()),
             generation: watch::channel(0).0,
         })
@@ -262,6 +265,22 @@ impl Observer {
             synced,
             total,
         })
+    }
+
+    /// An observer fed by something other than the API's watchers (a test's
+    /// scripted cluster): `total` feeders report on `synced` as each has
+    /// recorded what exists, and they stop when `stop`'s receiver sees it
+    /// dropped with the observer.
+    pub fn fed(
+        stop: tokio::sync::oneshot::Sender<()>,
+        synced: watch::Receiver<usize>,
+        total: usize,
+    ) -> Observer {
+        Observer {
+            _stop: stop,
+            synced,
+            total,
+        }
     }
 
     /// Waits until every watcher has listed its objects once.

@@ -12,6 +12,7 @@
 //! result).
 
 mod cleanup;
+mod context;
 mod dispatch;
 mod expectation;
 mod finish;
@@ -28,10 +29,10 @@ mod witness;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
 
+pub use context::{Cluster, ClusterView, Context, Limits, Observing};
 pub use finish::failed_to_start;
 pub use journal::Journal;
 pub use progress::Progress;
@@ -47,7 +48,7 @@ use crate::record::{
 };
 use crate::scenario::checked::{Action, StepKind};
 use crate::scenario::model::FaultKind;
-use crate::shutdown::{Signals, Stop};
+use crate::shutdown::Stop;
 use crate::timeline::Ms;
 
 use journal::{Settled, Undo};
@@ -98,22 +99,6 @@ impl From<journal::Error> for Error {
     }
 }
 
-/// Limits of a run's cleanup.
-#[derive(Debug, Clone, Copy)]
-pub struct Limits {
-    /// Cleanup as a whole must end within this; what is left stays in the
-    /// journal for `nodefall recover`.
-    pub cleanup_deadline: Duration,
-}
-
-impl Default for Limits {
-    fn default() -> Limits {
-        Limits {
-            cleanup_deadline: Duration::from_secs(180),
-        }
-    }
-}
-
 /// What a run produced.
 #[derive(Debug)]
 pub struct RunOutcome {
@@ -132,49 +117,25 @@ pub struct RunOutcome {
 
 /// Runs the whole scenario and returns its result; cleanup is never skipped
 /// unless a second signal or the cleanup deadline cuts it short.
-#[allow(clippy::too_many_arguments)]
-pub async fn run<B: NodeFaults>(
-    plan: &Plan,
-    backend: &mut B,
-    config: kube::Config,
-    file: &str,
-    progress: &Progress,
-    journal: &mut Journal,
-    signals: &mut Signals,
-    limits: Limits,
-) -> RunOutcome {
+pub async fn run<B: NodeFaults>(ctx: Context<'_, B>) -> RunOutcome {
+    let Context {
+        plan,
+        file,
+        cluster,
+        backend,
+        journal,
+        signals,
+        progress,
+        limits,
+    } = ctx;
     // Taken together: `at` (ms since `start`) + `started_at` is the wall
     // clock of a transition, compared with the audit log's.
-    let (start, started_at) = (Instant::now(), Timestamp::now());
-    let client = kube::Client::try_from(config.clone());
-    // The observer builds its own client from it, on its own runtime.
-    let observer_config = config.clone();
-    // Evictions need every 429 seen, not retried away by the client.
-    let mut strict_config = config;
-    strict_config.default_retry = false;
-    let strict = kube::Client::try_from(strict_config);
-    let (client, strict) = match (client, strict) {
-        (Ok(c), Ok(s)) => (c, s),
-        (Err(e), _) | (_, Err(e)) => {
-            return RunOutcome {
-                result: failed_to_start(
-                    plan,
-                    file,
-                    &format!("building a kube client: {e}"),
-                    RunVerdict::Error,
-                ),
-                invalid_input: false,
-                stopped_by: None,
-                unreverted: Vec::new(),
-                abandoned: None,
-            };
-        }
-    };
+    let (start, started_at) = (tokio::time::Instant::now(), Timestamp::now());
     let mut run = Run {
         plan,
-        client,
-        strict,
-        observer_config,
+        client: cluster.client,
+        strict: cluster.strict,
+        view: cluster.view,
         rec: Recorder::new(start),
         started_at,
         cluster_version: None,
@@ -287,6 +248,20 @@ pub async fn run<B: NodeFaults>(
     }
 }
 
+impl RunOutcome {
+    /// A run that never began (no client, a cluster that did not start):
+    /// nothing was changed, so nothing is left to revert.
+    pub fn not_started(plan: &Plan, file: &str, why: &str, verdict: RunVerdict) -> RunOutcome {
+        RunOutcome {
+            result: failed_to_start(plan, file, why, verdict),
+            invalid_input: false,
+            stopped_by: None,
+            unreverted: Vec::new(),
+            abandoned: None,
+        }
+    }
+}
+
 fn verdict_of(error: Option<&Error>, failed: bool) -> RunVerdict {
     match error {
         Some(Error::Interrupted(_)) => RunVerdict::Interrupted,
@@ -303,7 +278,8 @@ struct Run<'a> {
     client: kube::Client,
     /// The same API without the client's automatic retries (evictions).
     strict: kube::Client,
-    observer_config: kube::Config,
+    /// Records the cluster's objects (the observer's watchers).
+    view: Box<dyn ClusterView>,
     rec: Arc<Recorder>,
     started_at: Timestamp,
     cluster_version: Option<String>,

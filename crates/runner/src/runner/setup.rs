@@ -7,7 +7,6 @@ use std::time::Duration;
 use super::journal::{Settled, Undo};
 use super::{Error, Run, journal_failed};
 use crate::actions;
-use crate::observe::Observer;
 
 impl Run<'_> {
     pub(super) async fn setup(&mut self, ns: &str) -> Result<(), Error> {
@@ -41,8 +40,7 @@ impl Run<'_> {
             }
         }
         let reasons = event_reasons(&self.plan.scenario);
-        let mut observer =
-            Observer::start_with_reasons(&self.observer_config, ns, &self.rec, &reasons).await?;
+        let mut observer = self.view.observe(ns, &self.rec, &reasons).await?;
         tokio::time::timeout(Duration::from_secs(60), observer.synced())
             .await
             .map_err(|_| {

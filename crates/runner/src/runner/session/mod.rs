@@ -11,13 +11,13 @@ use std::path::PathBuf;
 use jiff::Timestamp;
 
 use super::journal::{self, BackendRef, Header, KubeRef};
-use super::{Journal, Limits, Progress};
+use super::{Cluster, Context, Journal, Limits, Progress, RunOutcome};
 use crate::backend::any::AnyBackend;
 use crate::discover::inspect;
 use crate::exit;
 use crate::plan::{self, Plan};
 use crate::profile::ProfileName;
-use crate::record::RunResult;
+use crate::record::{RunResult, RunVerdict};
 use crate::scenario::{self, model::BackendKind};
 use crate::shutdown::{self, Signals};
 use crate::sim;
@@ -322,17 +322,29 @@ fn run_on_machines(
     let outcome = rt.block_on(async {
         let mut signals = once.signals()?;
         let progress = Progress::auto();
+        let cluster = match Cluster::connect(config) {
+            Ok(c) => c,
+            Err(e) => {
+                let why = format!("building a kube client: {e}");
+                return Ok(RunOutcome::not_started(
+                    &plan,
+                    &file,
+                    &why,
+                    RunVerdict::Error,
+                ));
+            }
+        };
         Ok::<_, Error>(
-            super::run(
-                &plan,
-                &mut backend,
-                config,
-                &file,
-                &progress,
-                &mut journal,
-                &mut signals,
-                Limits::default(),
-            )
+            super::run(Context {
+                plan: &plan,
+                file: &file,
+                cluster,
+                backend: &mut backend,
+                journal: &mut journal,
+                signals: &mut signals,
+                progress: &progress,
+                limits: Limits::default(),
+            })
             .await,
         )
     });

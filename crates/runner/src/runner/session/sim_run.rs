@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use super::super::journal::{self, BackendRef, KubeRef, Settled, Undo};
-use super::super::{Journal, Limits, Progress, RunOutcome};
+use super::super::{Cluster, Context, Journal, Limits, Progress, RunOutcome};
 use super::{
     Done, Error, Once, Request, SimTarget, close, conclude, default_profile, header, runtime, tell,
 };
@@ -121,11 +121,8 @@ pub(super) fn run(
                         let why = format!("interrupted by {stop} while starting the simulated cluster");
                         tracing::warn!("stopping: {why}");
                         let outcome = RunOutcome {
-                            result: super::super::failed_to_start(&plan, &file, &why, RunVerdict::Interrupted),
-                            invalid_input: false,
                             stopped_by: Some(stop),
-                            unreverted: Vec::new(),
-                            abandoned: None,
+                            ..RunOutcome::not_started(&plan, &file, &why, RunVerdict::Interrupted)
                         };
                         return Ok::<_, Error>((outcome, ClusterEnd::NeverUp));
                     }
@@ -136,17 +133,25 @@ pub(super) fn run(
         let mut backend = SimBackend::for_run(cluster)
             .await
             .map_err(Error::Provisioner)?;
-        let mut outcome = super::super::run(
-            &plan,
-            &mut backend,
-            config,
-            &file,
-            &progress,
-            &mut journal,
-            &mut signals,
-            Limits::default(),
-        )
-        .await;
+        let mut outcome = match Cluster::connect(config) {
+            Ok(cluster) => {
+                super::super::run(Context {
+                    plan: &plan,
+                    file: &file,
+                    cluster,
+                    backend: &mut backend,
+                    journal: &mut journal,
+                    signals: &mut signals,
+                    progress: &progress,
+                    limits: Limits::default(),
+                })
+                .await
+            }
+            Err(e) => {
+                let why = format!("building a kube client: {e}");
+                RunOutcome::not_started(&plan, &file, &why, RunVerdict::Error)
+            }
+        };
         let cluster = backend.into_cluster();
         check_audit(&cluster.audit_log_path(), &progress, &mut outcome.result).await;
         // A throwaway cluster goes away now (inside the runtime, so a
