@@ -58,8 +58,7 @@ pub fn install() -> std::io::Result<Signals> {
     let mut int = signal(SignalKind::interrupt())?;
     let mut term = signal(SignalKind::terminate())?;
     let mut hup = signal(SignalKind::hangup())?;
-    let (tx, rx) = watch::channel((0u32, None));
-    let (first_tx, first) = watch::channel(None);
+    let (raise, signals) = by_hand();
     tokio::spawn(async move {
         loop {
             let stop = tokio::select! {
@@ -68,21 +67,49 @@ pub fn install() -> std::io::Result<Signals> {
                 Some(()) = hup.recv() => Stop::Hangup,
                 else => break,
             };
-            first_tx.send_if_modified(|f| {
-                if f.is_none() {
-                    *f = Some(stop);
-                    true
-                } else {
-                    false
-                }
-            });
-            tx.send_modify(|(n, last)| {
-                *n += 1;
-                *last = Some(stop);
-            });
+            raise.raise(stop);
         }
     });
-    Ok(Signals { rx, first })
+    Ok(signals)
+}
+
+/// Delivers signals to a [`Signals`]: the handlers do, and a test does by
+/// hand.
+#[derive(Debug)]
+pub struct Raise {
+    tx: watch::Sender<(u32, Option<Stop>)>,
+    first: watch::Sender<Option<Stop>>,
+}
+
+impl Raise {
+    /// As if the process had received `stop`.
+    pub fn raise(&self, stop: Stop) {
+        self.first.send_if_modified(|f| {
+            if f.is_none() {
+                *f = Some(stop);
+                true
+            } else {
+                false
+            }
+        });
+        self.tx.send_modify(|(n, last)| {
+            *n += 1;
+            *last = Some(stop);
+        });
+    }
+}
+
+/// Signals that only [`Raise::raise`] delivers (no handler installed).
+pub fn by_hand() -> (Raise, Signals) {
+    let (tx, rx) = watch::channel((0u32, None));
+    let (first_tx, first) = watch::channel(None);
+    (
+        Raise {
+            tx,
+            first: first_tx,
+        },
+        Signals { rx, first },
+    )
 }
 
 impl Signals {

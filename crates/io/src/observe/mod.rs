@@ -267,6 +267,28 @@ impl Observer {
         })
     }
 
+    /// The same watchers through `client`, on the current runtime (a test's
+    /// in-memory API, whose client lives on the test's runtime; the run's
+    /// times are then the test's clock, paused or not).
+    pub fn on_this_runtime(
+        client: &kube::Client,
+        namespace: &str,
+        recorder: &Arc<Recorder>,
+        reasons: &[String],
+    ) -> Observer {
+        let (synced_tx, synced) = watch::channel(0usize);
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let tasks = spawn_watchers(client, namespace, recorder, reasons, synced_tx);
+        let total = tasks.len();
+        tokio::spawn(async move {
+            let _ = stopped.await;
+            for t in tasks {
+                t.abort();
+            }
+        });
+        Observer::fed(stop, synced, total)
+    }
+
     /// An observer fed by something other than the API's watchers (a test's
     /// scripted cluster): `total` feeders report on `synced` as each has
     /// recorded what exists, and they stop when `stop`'s receiver sees it

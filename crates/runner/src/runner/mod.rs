@@ -23,6 +23,8 @@ mod probes;
 pub mod progress;
 pub mod session;
 mod setup;
+#[cfg(test)]
+mod tests;
 pub mod undo;
 mod wait;
 mod witness;

@@ -56,7 +56,7 @@ pub struct SimTarget {
     pub keep: bool,
 }
 
-mod reports;
+pub(crate) mod reports;
 mod sim_run;
 
 pub use reports::{ReportNotWritten, Written, write_or_fallback};

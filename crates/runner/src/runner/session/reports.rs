@@ -125,7 +125,7 @@ pub(super) fn close(journal: Journal) {
     }
 }
 
-fn exit_code(outcome: &RunOutcome) -> u8 {
+pub(crate) fn exit_code(outcome: &RunOutcome) -> u8 {
     if let Some(stop) = outcome.stopped_by {
         return stop.exit_code();
     }
