@@ -17,7 +17,7 @@ mod send;
 use std::time::Duration;
 
 pub use run::{Running, spawn};
-pub use send::{Fetch, Http};
+pub use send::{AnyFetch, Fetch, Http};
 
 pub use crate::record::probe::{
     Cadence, ErrorWindow, Latency, Phase, ProbeRecord, RequestOutcome, Sample, StopReason, windows,

@@ -26,6 +26,41 @@ pub trait Fetch: Send + Sync + 'static {
     ) -> impl Future<Output = (RequestOutcome, Duration)> + Send;
 }
 
+/// Any [`Fetch`] as one type: what a run is handed to reach its workload
+/// (the real [`Http`], or a test's).
+#[derive(Clone)]
+pub struct AnyFetch(std::sync::Arc<dyn FetchBoxed>);
+
+impl std::fmt::Debug for AnyFetch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AnyFetch")
+    }
+}
+
+type Sent<'a> = std::pin::Pin<Box<dyn Future<Output = (RequestOutcome, Duration)> + Send + 'a>>;
+
+trait FetchBoxed: Send + Sync + 'static {
+    fn get_boxed<'a>(&'a self, url: &'a http::Uri, timeout: Duration) -> Sent<'a>;
+}
+
+impl<F: Fetch> FetchBoxed for F {
+    fn get_boxed<'a>(&'a self, url: &'a http::Uri, timeout: Duration) -> Sent<'a> {
+        Box::pin(self.get(url, timeout))
+    }
+}
+
+impl AnyFetch {
+    pub fn new<F: Fetch>(fetch: F) -> AnyFetch {
+        AnyFetch(std::sync::Arc::new(fetch))
+    }
+}
+
+impl Fetch for AnyFetch {
+    async fn get(&self, url: &http::Uri, timeout: Duration) -> (RequestOutcome, Duration) {
+        self.0.get_boxed(url, timeout).await
+    }
+}
+
 /// The real client: a fresh connection per request (`Connection: close`), as
 /// a new client would open, so a Service picks a backend for each request.
 #[derive(Debug, Clone, Copy, Default)]

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use crate::observe::{Observer, Recorder};
 use crate::plan::Plan;
+use crate::probe::{AnyFetch, Http};
 use crate::shutdown::Signals;
 
 use super::journal::Journal;
@@ -67,6 +68,9 @@ pub struct Cluster {
     pub strict: kube::Client,
     /// Records the cluster's objects as they change.
     pub view: Box<dyn ClusterView>,
+    /// How the run's `probe:` clients reach the workload (HTTP from this
+    /// host).
+    pub clients: AnyFetch,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -86,6 +90,7 @@ impl Cluster {
             client,
             strict,
             view: Box::new(Watchers { config }),
+            clients: AnyFetch::new(Http),
         })
     }
 }

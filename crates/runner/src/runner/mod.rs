@@ -138,6 +138,7 @@ pub async fn run<B: NodeFaults>(ctx: Context<'_, B>) -> RunOutcome {
         client: cluster.client,
         strict: cluster.strict,
         view: cluster.view,
+        clients: cluster.clients,
         rec: Recorder::new(start),
         started_at,
         cluster_version: None,
@@ -282,6 +283,8 @@ struct Run<'a> {
     strict: kube::Client,
     /// Records the cluster's objects (the observer's watchers).
     view: Box<dyn ClusterView>,
+    /// How the probes reach the workload.
+    clients: crate::probe::AnyFetch,
     rec: Arc<Recorder>,
     started_at: Timestamp,
     cluster_version: Option<String>,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::{Error, Run};
 use crate::duration::format_millis;
 use crate::expect;
-use crate::probe::{self, Http, ProbeSpec};
+use crate::probe::{self, ProbeSpec};
 use crate::record::Verdict;
 use crate::scenario::checked::Expectation;
 use crate::scenario::expr::Window;
@@ -38,7 +38,7 @@ impl Run<'_> {
             ));
             self.probes.push(probe::spawn(
                 spec,
-                Arc::new(Http),
+                Arc::new(self.clients.clone()),
                 Arc::new(move || rec.now()),
             ));
         }

@@ -8,6 +8,7 @@
 mod fake_api;
 mod runs;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -17,6 +18,7 @@ use super::{Cluster, ClusterView, Context, Journal, Limits, Observing, Progress,
 use crate::backend::{Error as BackendError, NodeFaults};
 use crate::files::Memory;
 use crate::observe::{Observer, Recorder};
+use crate::probe::{AnyFetch, Fetch, RequestOutcome};
 use crate::profile::TimingProfile;
 use crate::scenario::model::FaultKind;
 use crate::shutdown::{Raise, Stop};
@@ -45,6 +47,8 @@ pub(super) struct SignalAt {
 /// moment), during which a planned signal arrives.
 struct FakeBackend {
     api: FakeApi,
+    /// The workload is down: a node is paused (its pods' clients are refused).
+    down: Arc<AtomicBool>,
     log: Log,
     grace: Duration,
     act: Duration,
@@ -94,6 +98,7 @@ impl NodeFaults for FakeBackend {
         };
         self.act(format!("{verb} {} {node}", fault.name())).await?;
         let path = format!("api/v1/nodes/{node}");
+        self.down.store(fault.revert().is_some(), Ordering::SeqCst);
         if fault.revert().is_some() {
             // The controller's part: the node stops renewing, and after the
             // grace period it is Unknown and tainted.
@@ -106,6 +111,23 @@ impl NodeFaults for FakeBackend {
             self.api.patch(&path, &ready_node());
         }
         Ok(())
+    }
+}
+
+/// The probes' way to the workload: refused while a node is down, else 200
+/// after a millisecond.
+struct Clients {
+    down: Arc<AtomicBool>,
+}
+
+impl Fetch for Clients {
+    async fn get(&self, _url: &http::Uri, _timeout: Duration) -> (RequestOutcome, Duration) {
+        let took = Duration::from_millis(1);
+        tokio::time::sleep(took).await;
+        match self.down.load(Ordering::SeqCst) {
+            true => (RequestOutcome::Refused, took),
+            false => (RequestOutcome::Ok { status: 200 }, took),
+        }
     }
 }
 
@@ -204,10 +226,12 @@ pub(super) async fn run(setup: Setup) -> Ran {
         api.patch(&format!("api/v1/nodes/{n}"), &ready_node());
     }
     let log = Log::default();
+    let down = Arc::new(AtomicBool::new(false));
     let (raise, mut signals) = crate::shutdown::by_hand();
     let raise = Arc::new(raise);
     let mut backend = FakeBackend {
         api: api.clone(),
+        down: down.clone(),
         log: log.clone(),
         grace: setup.grace,
         act: setup.act,
@@ -221,6 +245,7 @@ pub(super) async fn run(setup: Setup) -> Ran {
         client: client.clone(),
         strict: client.clone(),
         view: Box::new(Watching { client }),
+        clients: AnyFetch::new(Clients { down }),
     };
     let progress = Progress::quiet();
     let outcome = super::run(Context {

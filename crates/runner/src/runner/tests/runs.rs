@@ -4,6 +4,7 @@
 
 use super::{Ran, Setup, SignalAt, run};
 use crate::exit;
+use crate::probe::RequestOutcome;
 use crate::record::{RunVerdict, Verdict};
 use crate::runner::session::reports::exit_code;
 use crate::shutdown::Stop;
@@ -48,7 +49,7 @@ fn observed(r: &Ran) -> Vec<(String, Verdict, Option<i64>)> {
         .result
         .expectations
         .iter()
-        .map(|e| (e.label.clone(), e.verdict.clone(), e.observed))
+        .map(|e| (e.label.clone(), e.verdict, e.observed))
         .collect()
 }
 
@@ -274,5 +275,65 @@ cleanup: always
     let node = r.api.get("api/v1/nodes/worker-1").expect("the node");
     assert!(node["spec"]["unschedulable"] != true, "{node}");
     assert!(!node.to_string().contains("example.com/held"), "{node}");
+    all_put_back(&r);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_probe_expectation_is_decided_when_the_probes_stop() {
+    // The clients are refused from the pause's end (0.2 s) to the resume's
+    // end; requests every 500 ms.
+    const PROBED: &str = r#"
+name: unit-probe
+namespace: unit
+target: {name: worker-1}
+probe: {name: web, url: "http://127.0.0.1:30080/", interval: 500ms, timeout: 1s}
+steps:
+  - id: pause
+    fault: pause-vm
+  - expect: {probe: web, errors: 0, within: 5s}
+  - expect: {node: target, ready: Unknown, within: 20s}
+  - id: resume
+    fault: resume-vm
+  - expect: {probe: web, errors: 0, after: 2s}
+  - action: {wait: {duration: 10s}}
+cleanup: always
+"#;
+    let r = run(Setup::new(PROBED)).await;
+    let result = &r.outcome.result;
+    let probe = &result.probes[0];
+    // Not held up by the probe's window: the node's step was decided at 8.2 s.
+    assert_eq!(observed(&r)[1], ("#3".into(), Verdict::Pass, Some(8_200)));
+    let during = &result.expectations[0];
+    assert_eq!(during.verdict, Verdict::Fail, "{during:?}");
+    // Decided over the requests of its window, once the probe had stopped
+    // (after the 10 s wait), not when the step was reached.
+    // The probes settled first (2 s): the pause began then.
+    let pause = during.anchor_at;
+    assert_eq!(
+        (during.window_from, during.window_to),
+        (Some(pause), Some(pause + 5_000)),
+        "{during:?}"
+    );
+    let in_window = probe
+        .samples
+        .iter()
+        .filter(|s| (pause..=pause + 5_000).contains(&s.at))
+        .filter(|s| s.outcome != (RequestOutcome::Ok { status: 200 }))
+        .count();
+    assert!(
+        in_window >= 9,
+        "{in_window} refused in 0..5 s: {:?}",
+        probe.samples
+    );
+    assert!(during.detail.contains(&in_window.to_string()), "{during:?}");
+    let after = &result.expectations[2];
+    assert_eq!(after.verdict, Verdict::Pass, "{after:?}");
+    assert!(probe.stopped >= result.steps.last().and_then(|s| s.ended).unwrap_or(0));
+    assert!(
+        after.window_to == Some(probe.stopped),
+        "{after:?} {}",
+        probe.stopped
+    );
+    assert_eq!(result.verdict, RunVerdict::Fail);
     all_put_back(&r);
 }
