@@ -293,7 +293,7 @@ impl Observer {
     /// scripted cluster): `total` feeders report on `synced` as each has
     /// recorded what exists, and they stop when `stop`'s receiver sees it
     /// dropped with the observer.
-    pub fn fed(
+    fn fed(
         stop: tokio::sync::oneshot::Sender<()>,
         synced: watch::Receiver<usize>,
         total: usize,
