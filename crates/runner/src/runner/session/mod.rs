@@ -10,9 +10,8 @@ use std::path::PathBuf;
 
 use jiff::Timestamp;
 
-use super::journal::{self, BackendRef, Header, KubeRef};
+use super::journal::{self, BackendRef, Header, KubeRef, Settled};
 use super::{Cluster, Context, Journal, Limits, Progress, RunOutcome};
-use crate::backend::any::AnyBackend;
 use crate::discover::inspect;
 use crate::exit;
 use crate::plan::{self, Plan};
@@ -56,9 +55,10 @@ pub struct SimTarget {
     pub keep: bool,
 }
 
+mod lab;
 pub(crate) mod reports;
-mod sim_run;
 
+use lab::{ClusterEnd, Lab, Started};
 pub use reports::{ReportNotWritten, Written, write_or_fallback};
 use reports::{close, conclude};
 
@@ -194,15 +194,105 @@ impl Done {
     }
 }
 
-/// One run of the resolved scenario.
+/// One run of the resolved scenario, on any backend: the lab's timings,
+/// the plan, the journal (with a throwaway cluster in it first), the lab
+/// started, the run, the lab ended, the reports.
 pub fn run(req: &Request, resolved: &Resolved, once: &Once) -> Result<Done, Error> {
-    let checked = resolved.checked.clone();
-    match &resolved.on {
-        On::Sim(sim) => sim_run::run(req, checked, sim, once),
-        On::Machines { backend, kube } => {
-            run_on_machines(req, checked, resolved.backend, backend, kube, once)
+    let mut lab = Lab::new(&resolved.on, resolved.backend, once)?;
+    let sim_target = match &resolved.on {
+        On::Sim(t) => Some(t.clone()),
+        On::Machines { .. } => None,
+    };
+    // Which cluster this is and its timings, before anything is touched.
+    let rt = runtime().map_err(Error::Runtime)?;
+    let (profile, config) = rt.block_on(lab.timings(req, &resolved.checked.pins))?;
+    let mut plan = plan::resolve(resolved.checked.clone(), &profile, Some(lab.kind()))?;
+    if let Some(c) = once.cleanup {
+        plan.scenario.cleanup = c;
+    }
+    lab.open()?;
+    let file = req.file.display().to_string();
+    let (backend_ref, kube_ref) = lab.refs()?;
+    let mut journal = Journal::create(
+        &journal::default_dir(),
+        header(&plan, &file, backend_ref.clone(), kube_ref),
+    )
+    .map_err(Error::JournalOpen)?;
+    let cluster_entry = match lab.throwaway() {
+        Some(undo) => Some(journal.will(undo)?),
+        None => None,
+    };
+    let result = rt.block_on(async {
+        let mut signals = once.signals()?;
+        let progress = Progress::auto();
+        let (config, mut backend) =
+            match lab.start(config, &profile, &mut signals, &progress).await? {
+                Started::Up(up) => *up,
+                Started::Interrupted(stop) => {
+                    let why = format!("interrupted by {stop} while starting the simulated cluster");
+                    tracing::warn!("stopping: {why}");
+                    let outcome = RunOutcome {
+                        stopped_by: Some(stop),
+                        ..RunOutcome::not_started(&plan, &file, &why, RunVerdict::Interrupted)
+                    };
+                    return Ok::<_, Error>((outcome, ClusterEnd::NeverUp));
+                }
+            };
+        let mut outcome = match Cluster::connect(config) {
+            Ok(cluster) => {
+                super::run(Context {
+                    plan: &plan,
+                    file: &file,
+                    cluster,
+                    backend: &mut backend,
+                    journal: &mut journal,
+                    signals: &mut signals,
+                    progress: &progress,
+                    limits: Limits::default(),
+                })
+                .await
+            }
+            Err(e) => {
+                let why = format!("building a kube client: {e}");
+                RunOutcome::not_started(&plan, &file, &why, RunVerdict::Error)
+            }
+        };
+        let end = lab::end(
+            backend,
+            sim_target.as_ref(),
+            &mut signals,
+            &progress,
+            &mut outcome,
+        )
+        .await;
+        Ok((outcome, end))
+    });
+    let (mut outcome, end) = match result {
+        Ok(r) => r,
+        Err(e) => {
+            // The cluster never came up (its start cleans up after itself).
+            if let Some(id) = cluster_entry {
+                journal.settle(id, Settled::Reverted).ok();
+            }
+            close(journal);
+            return Err(e);
+        }
+    };
+    drop(rt);
+    if let Some(id) = cluster_entry {
+        match end {
+            ClusterEnd::NeverUp | ClusterEnd::Gone => journal.settle(id, Settled::Reverted)?,
+            ClusterEnd::Kept => journal.settle(id, Settled::Kept)?,
+            ClusterEnd::Left => {
+                if let BackendRef::Sim { cluster, .. } = &backend_ref {
+                    outcome
+                        .unreverted
+                        .push(format!("tear down throwaway sim cluster {cluster}"));
+                }
+            }
         }
     }
+    conclude(&req.out, once, &outcome, journal)
 }
 
 /// Unfinished journals of killed runs: their faults may still be in place.
@@ -271,92 +361,6 @@ fn header(plan: &Plan, file: &str, backend: BackendRef, kube: KubeRef) -> Header
         backend,
         kube,
     }
-}
-
-/// On an existing cluster whose nodes are machines (kind containers,
-/// libvirt domains): one path for every such backend. The backend is opened
-/// from the same [`BackendRef`] the journal keeps, so `nodefall recover`
-/// reaches the machines the same way.
-fn run_on_machines(
-    req: &Request,
-    checked: scenario::Checked,
-    kind: BackendKind,
-    backend_ref: &BackendRef,
-    kube: &KubeRef,
-    once: &Once,
-) -> Result<Done, Error> {
-    // Which cluster this is and its timings, before anything is touched.
-    let rt = runtime().map_err(Error::Runtime)?;
-    let (config, found) = rt.block_on(async {
-        let (config, context) =
-            inspect::kube_config(kube.kubeconfig.as_deref(), kube.context.clone()).await?;
-        let found = inspect::inspect(&config, context, &checked.pins, req.profile).await?;
-        Ok::<_, Error>((config, found))
-    })?;
-    tell(&found.notes);
-    let mut plan = plan::resolve(checked, &found.profile, Some(kind))?;
-    if let Some(c) = once.cleanup {
-        plan.scenario.cleanup = c;
-    }
-    let file = req.file.display().to_string();
-    let mut backend = AnyBackend::open(backend_ref)?;
-    // The file the client read, for `nodefall recover`.
-    let kubeconfig = kube.kubeconfig.clone().or_else(|| {
-        std::env::var_os("KUBECONFIG")
-            .and_then(|v| std::env::split_paths(&v).next())
-            .filter(|p| !p.as_os_str().is_empty())
-    });
-    let mut journal = Journal::create(
-        &journal::default_dir(),
-        header(
-            &plan,
-            &file,
-            backend_ref.clone(),
-            KubeRef {
-                kubeconfig,
-                context: kube.context.clone(),
-            },
-        ),
-    )
-    .map_err(Error::JournalOpen)?;
-    let outcome = rt.block_on(async {
-        let mut signals = once.signals()?;
-        let progress = Progress::auto();
-        let cluster = match Cluster::connect(config) {
-            Ok(c) => c,
-            Err(e) => {
-                let why = format!("building a kube client: {e}");
-                return Ok(RunOutcome::not_started(
-                    &plan,
-                    &file,
-                    &why,
-                    RunVerdict::Error,
-                ));
-            }
-        };
-        Ok::<_, Error>(
-            super::run(Context {
-                plan: &plan,
-                file: &file,
-                cluster,
-                backend: &mut backend,
-                journal: &mut journal,
-                signals: &mut signals,
-                progress: &progress,
-                limits: Limits::default(),
-            })
-            .await,
-        )
-    });
-    let outcome = match outcome {
-        Ok(o) => o,
-        Err(e) => {
-            close(journal);
-            return Err(e);
-        }
-    };
-    drop(rt);
-    conclude(&req.out, once, &outcome, journal)
 }
 
 /// The discovery's remarks, before the run begins.
