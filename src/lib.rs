@@ -15,7 +15,7 @@ pub use nodefall_model::{duration, errors, exit, files, plan, profile, scenario}
 pub use nodefall_predict::predict;
 pub use nodefall_record::{record, timeline};
 pub use nodefall_report::{report, stats};
-pub use nodefall_runner::{logging, runner, shutdown};
+pub use nodefall_runner::{kind_up, logging, runner, shutdown};
 pub use nodefall_sim::sim;
 
 pub mod cli;

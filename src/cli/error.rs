@@ -51,13 +51,9 @@ pub enum Error {
     Kube(#[from] crate::actions::ApiError),
     #[error(transparent)]
     Json(#[from] serde_json::Error),
-    /// `kind up`'s checks refused the cluster (a name, a runtime, an image).
+    /// `kind up` or `kind down` failed; what `up` made was removed first.
     #[error(transparent)]
-    KindChecks(Box<crate::kindlab::Error>),
-    /// `kind up` failed (or was stopped by a signal) after making
-    /// something; what it made was removed first.
-    #[error(transparent)]
-    KindUp(KindUpFailed),
+    KindUp(#[from] crate::kind_up::Error),
     /// What was being done when `source` failed; the code is the source's.
     #[error("{what}")]
     Context {
@@ -82,26 +78,6 @@ impl From<super::SimNodeError> for Error {
     }
 }
 
-/// `kind up`'s failure: the step's error, and the signal that stopped it,
-/// if one did (the exit code is then the signal's).
-#[derive(Debug)]
-pub struct KindUpFailed {
-    pub error: Box<dyn std::error::Error + Send + Sync>,
-    pub stop: Option<crate::shutdown::Stop>,
-}
-
-impl std::fmt::Display for KindUpFailed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.error.fmt(f)
-    }
-}
-
-impl std::error::Error for KindUpFailed {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.error.source()
-    }
-}
-
 impl Error {
     /// 2 when the input (a file, a flag, a pin, a name) is at fault and
     /// nothing was touched; 130 after an interrupt; else 3.
@@ -120,8 +96,7 @@ impl Error {
             Error::Sim(e) => e.is_unknown_cluster(),
             Error::Backend(e) => e.invalid_input(),
             Error::Report(e) => e.is_bad_input(),
-            Error::KindChecks(_) => true,
-            Error::KindUp(e) => return e.stop.map_or(exit::INFRASTRUCTURE, |s| s.exit_code()),
+            Error::KindUp(e) => return e.exit_code(),
             Error::Session(e) => return e.exit_code(),
             Error::Interrupted(_) => return exit::INTERRUPTED,
             Error::Context { source, .. } => return source.exit_code(),

@@ -1,25 +1,20 @@
 //! `nodefall kind up|down`: a kind cluster contained on this machine, every
 //! change to the host journaled before it is made and put back by `down`, by
-//! a signal, by a failure, or (after a kill) by `nodefall recover`.
+//! a signal, by a failure, or (after a kill) by `nodefall recover`. The
+//! session is `runner::kind_up`'s; this parses the flags and prints.
 
-use super::InvalidFlag;
-use super::error::{Error, KindUpFailed};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use super::error::Context as _;
 use clap::{Args, Subcommand};
 
+use super::InvalidFlag;
+use super::error::Error;
 use super::runtime;
-use crate::exec::{Exec as _, System};
 use crate::exit;
-use crate::kindlab::{self, config, host};
-use crate::profile::{ProfileName, TimingProfile};
-use crate::runner::Journal;
-use crate::runner::journal::{self, BackendRef, Header, KubeRef, Settled, Undo};
-use crate::scenario::model::Cleanup;
-use crate::shutdown::{self, Stop};
+use crate::kind_up::{self, Tell, Up, UpOptions};
+use crate::profile::ProfileName;
 
 #[derive(Debug, Subcommand)]
 pub enum KindCommand {
@@ -96,459 +91,63 @@ fn up(args: UpArgs) -> Result<ExitCode, Error> {
     rt.block_on(up_session(args))
 }
 
-/// Runs one blocking step off the runtime's workers; a signal meanwhile is
-/// remembered (the step finishes, then everything made is removed).
-async fn blocking<T: Send + 'static>(
-    signals: &mut shutdown::Signals,
-    stop: &mut Option<Stop>,
-    what: &str,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> T {
-    let mut handle = tokio::task::spawn_blocking(f);
-    loop {
-        tokio::select! {
-            r = &mut handle => return r.expect("a blocking step panicked"),
-            s = signals.next(), if stop.is_none() => {
-                eprintln!("{s}: stopping once `{what}` ends, then removing what was made");
-                *stop = Some(s);
-            }
-        }
-    }
-}
-
+/// `kind up`: the session in `runner::kind_up`, its lines printed here.
 async fn up_session(args: UpArgs) -> Result<ExitCode, Error> {
-    let mut signals = shutdown::install().context("installing the signal handlers")?;
-    let mut stop = None;
-    let runtime_cli = crate::backend::kind::pick_runtime(None);
-    let kind = args
-        .kind_binary
-        .clone()
-        .unwrap_or_else(kindlab::default_kind_binary);
-    let name = args.name.clone();
     let shutdown_grace = match args.grace.checked() {
         Ok(g) => g,
         Err(e) => return Err(InvalidFlag(format!("{e}; nothing was made")).into()),
     };
-    {
-        let (rt, k, image, n) = (
-            runtime_cli.clone(),
-            kind.clone(),
-            args.image.clone(),
-            name.clone(),
-        );
-        let checked = blocking(&mut signals, &mut stop, "checks", move || {
-            kindlab::preflight(&System, &rt, &k, &image, &n)
-        })
-        .await;
-        checked.map_err(|e| Error::KindChecks(Box::new(e)))?;
-    }
-    if let Some(s) = stop {
-        return Ok(ExitCode::from(s.exit_code()));
-    }
-    let dir = kindlab::cluster_dir(&kindlab::state_root(), &name);
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let kubeconfig = kindlab::kubeconfig_file(&kindlab::state_root(), &name);
-    let config_path = dir.join("kind-config.yaml");
-    let timings = match args.profile {
-        ProfileName::Default => None,
-        ProfileName::Fast => Some(TimingProfile::fast()),
-    };
-    // Every node mounts it: a volume all nodes share, as an NFS export
-    // would be (seed 000); it goes with the cluster's state directory.
-    let shared = dir.join("shared");
-    std::fs::create_dir_all(&shared).with_context(|| format!("creating {}", shared.display()))?;
-    let spec = config::Spec {
+    let opts = UpOptions {
+        name: args.name.clone(),
+        image: args.image,
         workers: args.workers,
-        node_ports: config::SCENARIO_NODE_PORTS.to_vec(),
-        timings,
-        quirks: kindlab::host_quirks(),
-        shared_dir: Some(shared),
+        profile: args.profile,
+        kind_binary: args.kind_binary,
+        wait: args.wait,
+        stock_network: args.stock_network,
+        disable_force_detach_on_timeout: args.disable_force_detach_on_timeout,
         shutdown_grace,
-        force_detach_on_timeout: !args.disable_force_detach_on_timeout,
     };
-    std::fs::write(&config_path, config::kind_config(&spec))
-        .with_context(|| format!("writing {}", config_path.display()))?;
-
-    let (pid, pid_start) = crate::sim::process::current().unwrap_or((0, 0));
-    let started = jiff::Timestamp::now();
-    let run = journal::run_id(&format!("kind-up-{name}"), started);
-    let header = Header {
-        run: run.clone(),
-        pid,
-        pid_start,
-        started_at: started,
-        scenario: format!("kind up {name}"),
-        file: config_path.display().to_string(),
-        namespace: String::new(),
-        cleanup: Cleanup::Always,
-        backend: BackendRef::Kind {
-            cluster: name.clone(),
-            runtime: runtime_cli.clone(),
-        },
-        kube: KubeRef {
-            kubeconfig: Some(kubeconfig.clone()),
-            context: Some(format!("kind-{name}")),
-        },
-    };
-    let mut journal = Journal::create(&journal::default_dir(), header)?;
-    let made = make(
-        &mut journal,
-        &mut signals,
-        &mut stop,
-        &args,
-        &runtime_cli,
-        &kind,
-        &config_path,
-        &kubeconfig,
-        &dir,
-    )
-    .await;
-    // What ends the command once what was made is removed: a signal's exit
-    // code, or the failure (printed once, by main, after the teardown).
-    let end: Result<ExitCode, Error> = match (made, stop) {
-        (Ok(()), None) => {
-            journal.detach()?;
-            outln!(
-                "kind cluster {name} is up (journal {})",
-                journal.path().display()
-            );
+    let name = &args.name;
+    match kind_up::up(&opts, &mut Printed).await? {
+        Up::Made {
+            journal,
+            kubeconfig,
+            network,
+            bridge,
+        } => {
+            outln!("kind cluster {name} is up (journal {})", journal.display());
             outln!(
                 "  kubeconfig: {} (context kind-{name})",
                 kubeconfig.display()
             );
             outln!(
-                "  network {} (bridge {}), guarded: nothing it sends leaves this machine",
-                kindlab::network_name(&name),
-                host::bridge_name(&run)
+                "  network {network} (bridge {bridge}), guarded: nothing it sends leaves this machine"
             );
             outln!(
                 "  run a scenario on it: nodefall scenario scenarios/kind-pause-worker.yaml --backend kind --kind-cluster {name}"
             );
             outln!("  remove it: nodefall kind down {name}");
-            return Ok(exit::code(exit::PASS));
+            Ok(exit::code(exit::PASS))
         }
-        (Ok(()), Some(s)) => Ok(ExitCode::from(s.exit_code())),
-        (Err(error), stop) => Err(Error::KindUp(KindUpFailed { error, stop })),
-    };
-    eprintln!("removing what was made for kind cluster {name}");
-    let ok = tokio::task::block_in_place(|| teardown(&mut journal, &mut |l| eprintln!("  {l}")));
-    if ok {
-        journal.close()?;
-        std::fs::remove_dir_all(&dir).ok();
-    } else {
-        eprintln!(
-            "  left: see `nodefall recover {run}` (journal {})",
-            journal.path().display()
-        );
+        Up::Stopped(s) => Ok(ExitCode::from(s.exit_code())),
     }
-    end
 }
 
-/// The steps of `kind up`, each journaled before it is made.
-#[allow(clippy::too_many_arguments)]
-async fn make(
-    journal: &mut Journal,
-    signals: &mut shutdown::Signals,
-    stop: &mut Option<Stop>,
-    args: &UpArgs,
-    runtime_cli: &str,
-    kind: &Path,
-    config_path: &Path,
-    kubeconfig: &Path,
-    dir: &Path,
-) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let name = args.name.clone();
-    let run = journal
-        .state()
-        .header
-        .as_ref()
-        .map(|h| h.run.clone())
-        .unwrap_or_default();
-    let proc_sys = Path::new("/proc/sys");
-    // 1. The host's sysctls, before any kubelet can write them.
-    let values = host::read_sysctls(proc_sys, &host::KUBELET_SYSCTLS)?;
-    journal.will(Undo::Sysctls {
-        values: values.clone(),
-    })?;
-    // For later runs on the cluster: the kind backend puts the sysctls back
-    // after a kubelet starts again.
-    let made = kindlab::Made {
-        network: kindlab::network_name(&name),
-        sysctls: values.clone(),
-    };
-    std::fs::write(
-        kindlab::made_file(&kindlab::state_root(), &name),
-        serde_json::to_string_pretty(&made)?,
-    )?;
-    // 2. The cluster's own network, then the guard on its bridge: both
-    //    before the first node exists.
-    let network = kindlab::network_name(&name);
-    let bridge = host::bridge_name(&run);
-    let tag = host::guard_tag(&run);
-    journal.will(Undo::Network {
-        runtime: runtime_cli.to_owned(),
-        name: network.clone(),
-        cluster: name.clone(),
-    })?;
-    let (rt, net, br, cluster) = (
-        runtime_cli.to_owned(),
-        network.clone(),
-        bridge.clone(),
-        name.clone(),
-    );
-    let stock = args.stock_network;
-    let subnet = blocking(signals, stop, "docker network create", move || {
-        let subnet = if stock {
-            None
-        } else {
-            let taken = host::taken_subnets(&System, &rt)?;
-            Some(host::free_subnet(&taken).ok_or(host::Error::NoSubnet)?)
-        };
-        System.run(
-            &host::network_create(&rt, &net, &br, &cluster, subnet.as_deref()),
-            Duration::from_secs(60),
-        )?;
-        match subnet {
-            Some(s) => Ok::<_, host::Error>(s),
-            None => Ok(format!(
-                "{} (chosen by Docker, as kind does)",
-                host::network_subnets(&System, &rt, &net)?
-            )),
-        }
-    })
-    .await?;
-    outln!("network {network}: {subnet}, bridge {bridge}");
-    if stop.is_some() {
-        return Ok(());
-    }
-    journal.will(Undo::Guard {
-        bridge: bridge.clone(),
-        tag: tag.clone(),
-    })?;
-    let (b, t) = (bridge.clone(), tag.clone());
-    blocking(signals, stop, "iptables -I DOCKER-USER", move || {
-        System.run(&host::guard_rule("-I", &b, &t), Duration::from_secs(30))?;
-        if host::guard_present(&System, &b, &t)? {
-            Ok(())
-        } else {
-            Err(host::Error::Command(crate::exec::Error::Failed {
-                cmd: host::guard_rule("-C", &b, &t),
-                status: "rule not found after insertion".into(),
-                stderr: String::new(),
-            }))
-        }
-    })
-    .await?;
-    outln!("guard in place: iptables -I DOCKER-USER -i {bridge} ! -o {bridge} -j DROP ({tag})");
-    if stop.is_some() {
-        return Ok(());
-    }
-    tokio::select! {
-        () = crate::testpoint::reached(|| "kind:guarded".into()) => {}
-        s = signals.next() => { *stop = Some(s); return Ok(()); }
-    }
-    // 3. The cluster.
-    journal.will(Undo::KindCluster {
-        kind: kind.to_owned(),
-        name: name.clone(),
-        runtime: runtime_cli.to_owned(),
-        kubeconfig: kubeconfig.to_owned(),
-    })?;
-    outln!(
-        "creating kind cluster {name} (1 control plane, {} workers, {} timings; kind's output: {})",
-        args.workers,
-        args.profile,
-        dir.join("kind-create.log").display()
-    );
-    let create = kindlab::create_command(
-        runtime_cli,
-        kind,
-        &name,
-        &args.image,
-        config_path,
-        kubeconfig,
-    );
-    let log = dir.join("kind-create.log");
-    let took = blocking(signals, stop, "kind create cluster", move || {
-        kindlab::create(&create, &log)
-    })
-    .await?;
-    outln!("kind create cluster: {:.1} s", took.as_secs_f64());
-    if stop.is_some() {
-        return Ok(());
-    }
-    // 4. Every node Ready; then the sysctls the kubelets wrote go back.
-    let config =
-        crate::discover::inspect::kube_config_at(Some(kubeconfig), Some(format!("kind-{name}")))
-            .await
-            .map_err(|e| format!("reading {}: {e}", kubeconfig.display()))?;
-    let client = kube::Client::try_from(config)?;
-    let count = 1 + usize::from(args.workers);
-    tokio::select! {
-        r = kindlab::wait_nodes_ready(&client, count, args.wait) => r?,
-        s = signals.next() => { *stop = Some(s); return Ok(()); }
-    }
-    outln!("{count} nodes Ready");
-    let restored = host::restore_sysctls(proc_sys, &values)?;
-    if !restored.is_empty() {
-        outln!(
-            "sysctls the kubelets had changed, put back: {}",
-            restored.join(", ")
-        );
-    }
-    // 5. CoreDNS answers cluster names only.
-    tokio::select! {
-        r = kindlab::contain_dns(&client, Duration::from_secs(180)) => {
-            if r? { outln!("CoreDNS restarted without `forward`: it answers cluster names only"); }
-        }
-        s = signals.next() => { *stop = Some(s); return Ok(()); }
-    }
-    // 6. Volumes that attach: nodefall's CSI driver, registered on every node.
-    let started = std::time::Instant::now();
-    tokio::select! {
-        r = kindlab::csi::install(&client, count, Duration::from_secs(180)) => r?,
-        s = signals.next() => { *stop = Some(s); return Ok(()); }
-    }
-    outln!(
-        "CSI driver {} registered on {count} nodes in {:.1} s (StorageClass {}: static PersistentVolumes that attach)",
-        kindlab::csi::DRIVER,
-        started.elapsed().as_secs_f64(),
-        kindlab::csi::STORAGE_CLASS
-    );
-    Ok(())
-}
+/// The session's lines: what was made on stdout, the rest on stderr.
+struct Printed;
 
-/// Undoes a kind cluster's host changes in their order: the cluster, and
-/// only once none of its nodes is left the guard and the network; the
-/// sysctls always. Settles each success in the journal; false if any is left.
-pub fn teardown(journal: &mut Journal, say: &mut dyn FnMut(String)) -> bool {
-    let pending = journal.state().undo_order();
-    let of = |f: fn(&Undo) -> bool| {
-        pending
-            .iter()
-            .filter(|p| f(&p.undo))
-            .cloned()
-            .collect::<Vec<_>>()
-    };
-    let mut ok = true;
-    let mut nodes_gone = true;
-    for p in of(|u| matches!(u, Undo::KindCluster { .. })) {
-        if let Undo::KindCluster {
-            kind,
-            name,
-            runtime,
-            kubeconfig,
-        } = &p.undo
-        {
-            let r = kindlab::delete(&System, runtime, kind, name, kubeconfig)
-                .map_err(|e| crate::errors::chain(&e));
-            nodes_gone &= r.is_ok();
-            ok &= settle(journal, &p, r, say);
-        }
+impl Tell for Printed {
+    fn out(&mut self, line: String) {
+        outln!("{line}");
     }
-    for p in of(|u| matches!(u, Undo::Guard { .. } | Undo::Network { .. })) {
-        if !nodes_gone {
-            ok = false;
-            say(format!("{}: kept while nodes are left", p.undo.describe()));
-            continue;
-        }
-        let r = match &p.undo {
-            Undo::Guard { bridge, tag } => host::guard_remove(&System, bridge, tag),
-            Undo::Network {
-                runtime,
-                name,
-                cluster,
-            } => host::network_remove(&System, runtime, name, cluster),
-            _ => Ok(()),
-        };
-        ok &= settle(journal, &p, r.map_err(|e| crate::errors::chain(&e)), say);
-    }
-    for p in of(|u| matches!(u, Undo::Sysctls { .. })) {
-        if let Undo::Sysctls { values } = &p.undo {
-            let r = match host::restore_sysctls(Path::new("/proc/sys"), values) {
-                Ok(changed) => {
-                    if !changed.is_empty() {
-                        say(format!("sysctls put back: {}", changed.join(", ")));
-                    }
-                    Ok(())
-                }
-                Err(e) => Err(crate::errors::chain(&e)),
-            };
-            ok &= settle(journal, &p, r, say);
-        }
-    }
-    ok
-}
-
-/// Settles one undo that succeeded and says how it went; false if it failed.
-fn settle(
-    journal: &mut Journal,
-    p: &journal::Pending,
-    r: Result<(), String>,
-    say: &mut dyn FnMut(String),
-) -> bool {
-    let what = p.undo.describe();
-    match r.and_then(|()| {
-        journal
-            .settle(p.id, Settled::Reverted)
-            .map_err(|e| crate::errors::chain(&e))
-    }) {
-        Ok(()) => {
-            say(format!("{what}: ok"));
-            true
-        }
-        Err(e) => {
-            say(format!("{what}: FAILED: {e}"));
-            false
-        }
+    fn err(&mut self, line: String) {
+        eprintln!("{line}");
     }
 }
 
 fn down(name: &str) -> Result<ExitCode, Error> {
-    kindlab::check_name(name).map_err(Error::msg)?;
-    let dir = journal::default_dir();
-    let scan = journal::unfinished(&dir)
-        .with_context(|| format!("reading the journals in {}", dir.display()))?;
-    let ours: Vec<_> = scan
-        .runs
-        .into_iter()
-        .filter(|u| {
-            u.state.pending.iter().any(|p| matches!(&p.undo, Undo::KindCluster { name: n, .. } if n == name))
-                || (u.state.pending.iter().any(|p| p.undo.is_host())
-                    && matches!(&u.header.backend, BackendRef::Kind { cluster, .. } if cluster == name))
-        })
-        .collect();
-    if ours.is_empty() {
-        return Err(InvalidFlag(format!(
-            "no kind cluster {name} made by `nodefall kind up` (no unfinished journal for it \
-             in {}); a cluster made by kind itself is removed with `kind delete cluster --name {name}`",
-            dir.display()
-        ))
-        .into());
-    }
-    let mut all_ok = true;
-    for u in ours {
-        if u.in_use() {
-            outln!(
-                "{}: `kind up` is still running (pid {}); left alone",
-                u.header.run,
-                u.header.pid
-            );
-            all_ok = false;
-            continue;
-        }
-        outln!("removing kind cluster {name} ({})", u.header.run);
-        let mut journal = Journal::reopen(&u.path)?;
-        let ok = teardown(&mut journal, &mut |l| outln!("  {l}"));
-        if ok {
-            journal.close()?;
-            std::fs::remove_dir_all(kindlab::cluster_dir(&kindlab::state_root(), name)).ok();
-            outln!("  done");
-        } else {
-            all_ok = false;
-            outln!("  left: run `nodefall kind down {name}` again once the cause is fixed");
-        }
-    }
+    let all_ok = kind_up::down(name, &mut Printed)?;
     Ok(exit::code(if all_ok {
         exit::PASS
     } else {

@@ -142,7 +142,7 @@ async fn recover_one(header: &Header, journal: &mut Journal) -> bool {
     // together, in their own order.
     if journal.state().pending.iter().any(|p| p.undo.is_host()) {
         return tokio::task::block_in_place(|| {
-            super::kind::teardown(journal, &mut |l| outln!("  {l}"))
+            crate::kind_up::teardown(journal, &mut |l| outln!("  {l}"))
         });
     }
     let keep = match header.cleanup {

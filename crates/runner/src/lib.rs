@@ -10,6 +10,7 @@ pub use nodefall_record::{record, timeline};
 pub use nodefall_report::{report, stats};
 pub use nodefall_sim::sim;
 
+pub mod kind_up;
 pub mod logging;
 pub mod runner;
 pub mod shutdown;
