@@ -263,9 +263,19 @@ fn a_wrong_expectation_fails_the_run_and_the_report_says_by_how_much() {
     // Unknown comes at 7..19 s (see seed 000), the window closed at 5 s.
     let missed = f.missed_by.unwrap();
     assert!((2_000..=14_000).contains(&missed), "missed by {missed}ms");
+    // The window closes later by the pause step's own length (docs/scenario-format.md §6.3).
+    let pause = run
+        .result
+        .steps
+        .iter()
+        .find(|s| s.index == Some(0))
+        .unwrap();
+    let took = pause.ended.unwrap() - pause.started;
+    let closed = nodefall::duration::format_millis(5_000 + took);
     assert!(
-        f.detail.contains("after the window closed at 5s"),
-        "{}",
+        f.detail
+            .contains(&format!("after the window closed at {closed}")),
+        "{} (the pause took {took} ms)",
         f.detail
     );
     assert!(
