@@ -19,12 +19,14 @@
 # --sim-results   the same for the sim runs (a fidelity.sh --out's sim/)
 # --out           where the runs and fidelity.md go (default
 #                 target/fidelity/<profile>)
-# --doc           also write docs/fidelity.md
+# --doc           also write docs/fidelity.md (the sections --doc-section
+#                 wrote stay, at its end)
 # --doc-section   write this run into docs/fidelity.md as a section of its
 #                 own, `## NAME` with its own timings and summary, in place
 #                 of the section of that name a run wrote before, else at
 #                 the end (the scenarios of a section run alone, without
-#                 running every other one again)
+#                 running every other one again); the head lists every
+#                 section with its own summary line, not in its figures
 #
 # Exit 0 when every transition met the goal (same order, within 10 % or
 # 1 s), 1 otherwise. Needs what kind-scenarios.sh needs (Docker, the node
@@ -52,7 +54,7 @@ while [ $# -gt 0 ]; do
         --out) out=$2; shift 2 ;;
         --doc) doc=1; shift ;;
         --doc-section) section=$2; shift 2 ;;
-        -h|--help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) echo "fidelity.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
         *) scenarios+=("$1"); shift ;;
     esac
@@ -160,8 +162,23 @@ graceful shutdown at 20s / 5s."
 rc=0
 "$NODEFALL" report fidelity --kind "$kind_results" --sim "$sim" --note "$note" \
     --out "$out/fidelity.md" || rc=$?
+# The sections written by --doc-section, listed under the head's summary
+# (docs/fidelity.md rewritten through a temporary file, never in place).
+index_sections() {
+    awk -f scripts/lib/fidelity-sections.awk docs/fidelity.md docs/fidelity.md \
+        > "$out/fidelity-indexed.md"
+    mv "$out/fidelity-indexed.md" docs/fidelity.md
+}
 if [ "$doc" = 1 ] && [ -f "$out/fidelity.md" ]; then
-    cp "$out/fidelity.md" docs/fidelity.md
+    # The whole document anew; the sections runs of their own wrote stay.
+    {
+        cat "$out/fidelity.md"
+        awk 'index($0, "<!-- fidelity.sh --doc-section ") == 1 { print ""; keep = 1 }
+             keep { print }
+             index($0, "<!-- end of section ") == 1 { keep = 0 }' docs/fidelity.md
+    } > "$out/fidelity-doc.md"
+    mv "$out/fidelity-doc.md" docs/fidelity.md
+    index_sections
     echo "wrote docs/fidelity.md" >&2
 fi
 if [ -n "$section" ] && [ -f "$out/fidelity.md" ]; then
@@ -182,7 +199,8 @@ if [ -n "$section" ] && [ -f "$out/fidelity.md" ]; then
         !skip { print }
         END { if (!done) { print ""; put() } }
     ' docs/fidelity.md > "$out/fidelity-doc.md"
-    cp "$out/fidelity-doc.md" docs/fidelity.md
+    mv "$out/fidelity-doc.md" docs/fidelity.md
+    index_sections
     echo "wrote the section $section of docs/fidelity.md" >&2
 fi
 echo "wrote $out/fidelity.md" >&2
