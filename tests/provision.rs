@@ -303,10 +303,37 @@ fn the_readme_command_reports_why_provisioning_failed() {
 #[test]
 fn sigterm_during_the_first_build_stops_the_build_and_exits_143() {
     let machine = Machine::new();
+    let reports = machine.path("reports").display().to_string();
+    sigterm_during_the_first_build(
+        &machine,
+        &[
+            "scenario",
+            "scenarios/statefulset-nfs.yaml",
+            "--out",
+            &reports,
+        ],
+    );
+}
+
+#[test]
+fn sigterm_during_sim_up_s_first_build_stops_the_build_and_exits_143() {
+    // `sim up` takes SIGTERM (and SIGHUP) as a run does, not only Ctrl-C.
+    let machine = Machine::new();
+    sigterm_during_the_first_build(&machine, &["sim", "up", "--name", "hung"]);
+    assert!(
+        !machine.path("state/hung").exists()
+            || std::fs::read_dir(machine.path("state/hung")).is_ok_and(|mut d| d.next().is_none()),
+        "the stopped start left its cluster"
+    );
+}
+
+/// Starts nodefall with `args` on an empty cache whose Go build hangs,
+/// sends SIGTERM once the build has started, and checks that nodefall
+/// exits 143 and the build does not outlive it.
+fn sigterm_during_the_first_build(machine: &Machine, args: &[&str]) {
     let mut command = machine.env(Command::new(env!("CARGO_BIN_EXE_nodefall")));
     command
-        .args(["scenario", "scenarios/statefulset-nfs.yaml", "--out"])
-        .arg(machine.path("reports"))
+        .args(args)
         .env("FAKE_GO_HANG_BUILD", "1")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())

@@ -11,7 +11,6 @@ use clap::{Args, Subcommand};
 use tabled::settings::Style;
 use tabled::{Table, Tabled};
 
-use super::Interrupted;
 use crate::exit;
 use crate::profile::{ProfileName, TimingProfile};
 use crate::sim::reaper::{self, ReapOptions, Reaped};
@@ -225,14 +224,31 @@ pub fn run(cmd: SimCommand) -> Result<ExitCode, Error> {
                     .context("locating the nodefall executable (the reaper runs it)")?,
             );
             let runtime = super::runtime()?;
-            let mut cluster = runtime.block_on(async {
+            let started = runtime.block_on(async {
+                // SIGINT, SIGTERM and SIGHUP alike, as for a run.
+                let mut signals =
+                    crate::shutdown::install().context("installing the signal handlers")?;
                 let mut progress = |msg: &str| tracing::info!("sim: {msg}");
                 tokio::select! {
-                    up = SimCluster::up(&opts, &mut progress) => up.map_err(Error::from),
-                    // Dropping the bring-up future tears down what was started.
-                    _ = tokio::signal::ctrl_c() => Err(Interrupted.into()),
+                    up = SimCluster::up(&opts, &mut progress) => up.map(Ok).map_err(Error::from),
+                    // Dropping the bring-up future tears down what was
+                    // started; a build of the binaries in progress is stopped.
+                    stop = signals.next() => {
+                        sim::binaries::cancel();
+                        Ok(Err(stop))
+                    }
                 }
             })?;
+            let mut cluster = match started {
+                Ok(c) => c,
+                Err(stop) => {
+                    tracing::warn!(
+                        "sim: {stop}: stopped starting cluster `{}`; what was started is removed",
+                        args.name
+                    );
+                    return Ok(ExitCode::from(stop.exit_code()));
+                }
+            };
             cluster.detach();
             outln!("{}", cluster.kubeconfig_path().display());
             tracing::info!(
