@@ -201,6 +201,9 @@ run() {
     echo "::group::nodefall scenario $file" >&2
     before="$(reports_in "$report_dir")"
     log_file="$report_dir/logs/$stem.log"
+    # There before tail looks for it: the redirection below is opened by
+    # the child, which may come after tail has given up on a missing file.
+    : >>"$log_file"
     from=$(( $(stat -c %s "$log_file" 2>/dev/null || echo 0) + 1 ))
     # In a session of its own: a Ctrl-C in a terminal reaches it once,
     # through the trap above (a second signal would abandon its cleanup).
