@@ -286,18 +286,6 @@ impl Observer {
                 t.abort();
             }
         });
-        Observer::fed(stop, synced, total)
-    }
-
-    /// An observer fed by something other than the API's watchers (a test's
-    /// scripted cluster): `total` feeders report on `synced` as each has
-    /// recorded what exists, and they stop when `stop`'s receiver sees it
-    /// dropped with the observer.
-    fn fed(
-        stop: tokio::sync::oneshot::Sender<()>,
-        synced: watch::Receiver<usize>,
-        total: usize,
-    ) -> Observer {
         Observer {
             _stop: stop,
             synced,

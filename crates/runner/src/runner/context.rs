@@ -4,9 +4,9 @@
 //!
 //! The cluster is a seam: a real one is reached through a kubeconfig and
 //! watched by the [`Observer`]'s watchers on their own thread; the runner's
-//! own tests give it an in-memory API and a view that records scripted
-//! transitions, and move the whole run on tokio's paused clock (the clock
-//! the [`crate::observe::Recorder`] reads).
+//! own tests give it an in-memory API watched by the same watchers on the
+//! test's runtime, and move the whole run on tokio's paused clock (the
+//! clock the [`crate::observe::Recorder`] reads).
 
 use std::future::Future;
 use std::pin::Pin;
