@@ -40,10 +40,10 @@ have() { [[ -x "$1" ]]; }
 
 k8s_dir="$CACHE/bin/kubernetes-$K8S_VERSION"
 etcd_dir="$CACHE/bin/etcd-$ETCD_VERSION"
-# Built from source, kwok gets one fix (kwok_fix below); the directory's suffix
-# keeps a binary cached before the fix out of use. A downloaded release (no Go)
-# goes there too, without the fix.
-KWOK_FIX="nodefall.1"
+# Built from source, kwok gets two fixes (kwok_fix below); the directory's
+# suffix keeps a binary cached before them out of use. A downloaded release (no
+# Go) goes there too, without them.
+KWOK_FIX="nodefall.2"
 kwok_dir="$CACHE/bin/kwok-$KWOK_VERSION+$KWOK_FIX"
 
 # One provisioner at a time: a second one (parallel tests, two runs started
@@ -295,12 +295,19 @@ if (( need_etcd )); then
   log "etcd $ETCD_VERSION built in $(( $(date +%s) - start ))s"
 fi
 
-# kwok's pod controller makes a node's pod-IP pool on first use with a Load
-# then a Store (pkg/kwok/controllers/pod_controller.go, ipPool(), v0.8.0 and
-# main as of 2026-11): two of its stage workers making a node's first pods
-# Running at the same moment can each make a pool, and both pods get its first
-# address (docs/sim-backend.md: the CI failure that led here). The fix makes
-# the pool with LoadOrStore.
+# Two races in kwok v0.8.0 (and main as of 2026-11), both seen failing CI
+# (docs/sim-backend.md), both in pkg/kwok/controllers:
+# 1. Its pod controller makes a node's pod-IP pool on first use with a Load
+#    then a Store (pod_controller.go, ipPool()): two of its stage workers
+#    making a node's first pods Running at the same moment can each make a
+#    pool, and both pods get its first address. The fix makes the pool with
+#    LoadOrStore.
+# 2. It acts on a node's pods only while its cache of the node's Lease names
+#    it the holder (readOnly -> Held), but once it has written the Lease it
+#    lists the node's pods at once (onNodeManaged): a pod listed before the
+#    Lease reaches the cache is skipped for good, so a pod of a node powered
+#    on again stayed not Ready. The fix waits in onNodeManaged, at most 5 s,
+#    until the cache says Held.
 kwok_fix() { # dir of kwok's module source
   local f="$1/pkg/kwok/controllers/pod_controller.go"
   sed -i -e 's/^\tpool = newIPPool(ipnet)$/\tpool, _ = c.ipPools.LoadOrStore(cidr, newIPPool(ipnet))/' \
@@ -309,11 +316,27 @@ kwok_fix() { # dir of kwok's module source
     log "error: kwok $KWOK_VERSION's ipPool() is not the code kwok_fix changes ($f); set NODEFALL_KWOK_VERSION=v0.8.0"
     return 1
   fi
+  local g="$1/pkg/kwok/controllers/node_lease_controller.go"
+  local head='func (c *NodeLeaseController) onNodeManaged(nodeName string) {'
+  if [[ "$(grep -cxF "$head" "$g")" != 1 ]] || ! grep -qxF "$(printf '\t"time"')" "$g"; then
+    log "error: kwok $KWOK_VERSION's onNodeManaged() is not the code kwok_fix changes ($g); set NODEFALL_KWOK_VERSION=v0.8.0"
+    return 1
+  fi
+  sed -i "/^func (c \*NodeLeaseController) onNodeManaged(nodeName string) {\$/a\\
+\t// nodefall: the pods' sync this starts skips a pod unless Held(), read\\
+\t// from the Lease cache: wait until the Lease just written is there.\\
+\tfor i := 0; i < 500 \&\& !c.Held(nodeName); i++ {\\
+\t\ttime.Sleep(10 * time.Millisecond)\\
+\t}" "$g"
+  if ! grep -qF 'i < 500 && !c.Held(nodeName)' "$g"; then
+    log "error: kwok_fix could not change kwok $KWOK_VERSION's onNodeManaged() ($g)"
+    return 1
+  fi
 }
 
 if (( need_kwok )); then
   start=$(date +%s)
-  log "building kwok $KWOK_VERSION (with nodefall's fix of its pod-IP pool race)"
+  log "building kwok $KWOK_VERSION (with nodefall's fixes of two races: kwok_fix)"
   w="$work/kwok"
   mkdir -p "$w"
   RUN_STDOUT="$w/download.json" run "$w" go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION"

@@ -43,16 +43,27 @@ replace (
 MOD
     src="$FAKE_GO_DIR/src-$(basename "${mod%@*}")"
     if [[ "$mod" == sigs.k8s.io/kwok@* ]]; then
-      # kwok's ipPool() as upstream writes it (FAKE_GO_KWOK_CHANGED: as a later
-      # version might), read-only as in the module cache.
-      mkdir -p "$src/pkg/kwok/controllers"
-      if [[ -n "${FAKE_GO_KWOK_CHANGED:-}" ]]; then
-        printf '\tpool = c.newPool(cidr)\n' >"$src/pkg/kwok/controllers/pod_controller.go"
+      # kwok's ipPool() and onNodeManaged() as upstream writes them
+      # (FAKE_GO_KWOK_CHANGED=pool or =lease: one as a later version might),
+      # read-only as in the module cache.
+      c="$src/pkg/kwok/controllers"
+      mkdir -p "$c"
+      if [[ "${FAKE_GO_KWOK_CHANGED:-}" == pool ]]; then
+        printf '\tpool = c.newPool(cidr)\n' >"$c/pod_controller.go"
       else
         printf '\tpool = newIPPool(ipnet)\n\tc.ipPools.Store(cidr, pool)\n\treturn pool, nil\n' \
-          >"$src/pkg/kwok/controllers/pod_controller.go"
+          >"$c/pod_controller.go"
       fi
-      chmod a-w "$src/pkg/kwok/controllers/pod_controller.go"
+      printf 'import (\n\t"time"\n)\n\n' >"$c/node_lease_controller.go"
+      if [[ "${FAKE_GO_KWOK_CHANGED:-}" == lease ]]; then
+        printf 'func (c *NodeLeaseController) onNodeManaged(ctx context.Context, nodeName string) {\n' \
+          >>"$c/node_lease_controller.go"
+      else
+        printf 'func (c *NodeLeaseController) onNodeManaged(nodeName string) {\n' \
+          >>"$c/node_lease_controller.go"
+      fi
+      printf '\tc.onNodeManagedFunc(nodeName)\n}\n' >>"$c/node_lease_controller.go"
+      chmod a-w "$c"/*.go
     fi
     printf '{\n\t"Path": "%s",\n\t"Version": "%s",\n\t"GoMod": "%s",\n\t"Dir": "%s"\n}\n' "${mod%@*}" "${mod#*@}" "$gomod" "$src"
     ;;
@@ -73,6 +84,7 @@ MOD
     fi
     if [[ "${*: -1}" == ./cmd/kwok ]]; then
       cp pkg/kwok/controllers/pod_controller.go "$FAKE_GO_DIR/built-kwok-pod_controller.go"
+      cp pkg/kwok/controllers/node_lease_controller.go "$FAKE_GO_DIR/built-kwok-node_lease_controller.go"
     fi
     while [[ "$1" != -o ]]; do shift; done
     if [[ -n "${FAKE_GO_REAL_BIN:-}" ]]; then
@@ -208,7 +220,7 @@ fn a_replaced_but_not_required_module_does_not_end_the_script() {
         "kubernetes-v1.35.4/kube-controller-manager",
         "kubernetes-v1.35.4/kube-scheduler",
         "etcd-v3.5.35/etcd",
-        "kwok-v0.8.0+nodefall.1/kwok",
+        "kwok-v0.8.0+nodefall.2/kwok",
     ] {
         assert!(machine.cache().join("bin").join(bin).is_file(), "{bin}");
     }
@@ -233,39 +245,58 @@ fn a_replaced_but_not_required_module_does_not_end_the_script() {
         etcd.contains("replace k8s.io/api => k8s.io/api v3.5.35\n"),
         "{etcd}"
     );
-    // kwok is built from a copy of its source with the pod-IP pool made once.
+    // kwok is built from a copy of its source with the pod-IP pool made once
+    // and the node's pods listed once its Lease cache says Held.
     assert_eq!(
         machine.read("fake-go/built-kwok-pod_controller.go"),
         "\tpool, _ = c.ipPools.LoadOrStore(cidr, newIPPool(ipnet))\n\treturn pool, nil\n"
     );
+    let lease = machine.read("fake-go/built-kwok-node_lease_controller.go");
+    assert!(
+        lease.ends_with(
+            "func (c *NodeLeaseController) onNodeManaged(nodeName string) {\n\
+             \t// nodefall: the pods' sync this starts skips a pod unless Held(), read\n\
+             \t// from the Lease cache: wait until the Lease just written is there.\n\
+             \tfor i := 0; i < 500 && !c.Held(nodeName); i++ {\n\
+             \t\ttime.Sleep(10 * time.Millisecond)\n\
+             \t}\n\
+             \tc.onNodeManagedFunc(nodeName)\n}\n"
+        ),
+        "{lease}"
+    );
 }
 
-/// A kwok whose `ipPool()` is not the code the fix changes is not built
-/// unfixed: the script stops and says which version it knows.
+/// A kwok whose `ipPool()` or `onNodeManaged()` is not the code the fixes
+/// change is not built unfixed: the script stops and says which version it
+/// knows.
 #[test]
 fn a_kwok_the_fix_does_not_fit_is_not_built() {
-    let machine = Machine::new();
-    let mut command = Command::new("bash");
-    command.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/provision-binaries.sh"));
-    let out = machine
-        .env(command)
-        .env("FAKE_GO_KWOK_CHANGED", "1")
-        .output()
-        .expect("bash runs");
-    let stderr = text(&out.stderr);
-    assert_ne!(out.status.code(), Some(0), "{stderr}");
-    assert!(
-        stderr.contains("ipPool() is not the code kwok_fix changes")
-            && stderr.contains("NODEFALL_KWOK_VERSION=v0.8.0"),
-        "{stderr}"
-    );
-    assert!(
-        !machine
-            .cache()
-            .join("bin/kwok-v0.8.0+nodefall.1/kwok")
-            .exists(),
-        "no kwok cached"
-    );
+    for (changed, says) in [
+        ("pool", "ipPool() is not the code kwok_fix changes"),
+        ("lease", "onNodeManaged() is not the code kwok_fix changes"),
+    ] {
+        let machine = Machine::new();
+        let mut command = Command::new("bash");
+        command.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/provision-binaries.sh"));
+        let out = machine
+            .env(command)
+            .env("FAKE_GO_KWOK_CHANGED", changed)
+            .output()
+            .expect("bash runs");
+        let stderr = text(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{stderr}");
+        assert!(
+            stderr.contains(says) && stderr.contains("NODEFALL_KWOK_VERSION=v0.8.0"),
+            "{changed}: {stderr}"
+        );
+        assert!(
+            !machine
+                .cache()
+                .join("bin/kwok-v0.8.0+nodefall.2/kwok")
+                .exists(),
+            "{changed}: no kwok cached"
+        );
+    }
 }
 
 /// The README's first command on a fresh machine whose Go cannot build: the
@@ -428,7 +459,7 @@ fn a_second_provisioner_waits_for_the_first_and_finds_its_binaries() {
     for bin in [
         "kubernetes-v1.35.4/kube-apiserver",
         "etcd-v3.5.35/etcd",
-        "kwok-v0.8.0+nodefall.1/kwok",
+        "kwok-v0.8.0+nodefall.2/kwok",
     ] {
         assert!(
             machine.cache().join("bin").join(bin).is_file(),

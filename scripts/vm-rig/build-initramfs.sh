@@ -26,7 +26,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 die() { echo "build-initramfs: $*" >&2; exit 1; }
 
 cache="${NODEFALL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nodefall}"
-kwok="${NODEFALL_KWOK:-$cache/bin/kwok-${NODEFALL_KWOK_VERSION:-v0.8.0}+nodefall.1/kwok}"
+kwok="${NODEFALL_KWOK:-$cache/bin/kwok-${NODEFALL_KWOK_VERSION:-v0.8.0}+nodefall.2/kwok}"
 [[ -x "$kwok" ]] || die "no kwok at $kwok (run scripts/provision-binaries.sh)"
 
 if [[ -n "${NODEFALL_VM_KERNEL:-}" ]]; then

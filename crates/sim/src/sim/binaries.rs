@@ -47,9 +47,9 @@ impl Versions {
     }
 }
 
-/// The suffix of kwok's cache directory: the fix `provision-binaries.sh`
-/// builds kwok with (its `KWOK_FIX`; a binary cached before it is not used).
-pub const KWOK_FIX: &str = "nodefall.1";
+/// The suffix of kwok's cache directory: the fixes `provision-binaries.sh`
+/// builds kwok with (its `KWOK_FIX`; a binary cached before them is not used).
+pub const KWOK_FIX: &str = "nodefall.2";
 
 /// Paths of the binaries of one version set.
 #[derive(Debug, Clone)]
@@ -355,7 +355,7 @@ mod tests {
         let kwok = Binaries::at(Path::new("/c"), versions.clone()).kwok;
         assert_eq!(
             kwok,
-            Path::new(&format!("/c/bin/kwok-{}+nodefall.1/kwok", versions.kwok))
+            Path::new(&format!("/c/bin/kwok-{}+nodefall.2/kwok", versions.kwok))
         );
     }
 
