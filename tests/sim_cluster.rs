@@ -486,7 +486,18 @@ fn cli_up_status_kubeconfig_down() {
         name: "cli".into(),
         seen: Vec::new(),
     };
-    let (code, stdout, stderr) = run(&["sim", "up", "--name", "cli", "--nodes", "2"]);
+    // More zones than nodes: refused before anything starts.
+    let (code, _, stderr) = run(&[
+        "sim", "up", "--name", "cli", "--nodes", "2", "--zones", "a,b,c",
+    ]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--zones names 3 zones for 2 nodes") && !root.path().join("cli").exists(),
+        "{stderr}"
+    );
+    let (code, stdout, stderr) = run(&[
+        "sim", "up", "--name", "cli", "--nodes", "2", "--zones", "a,b",
+    ]);
     assert_eq!(code, Some(0), "{stderr}");
     guard.state();
     let kubeconfig = stdout.trim().to_owned();
@@ -505,8 +516,34 @@ fn cli_up_status_kubeconfig_down() {
     assert_eq!(code, Some(0));
     let all = format!("{n}/{n} running", n = 6 + cli_run::helpers(true));
     assert!(
-        stdout.contains(&all) && stdout.contains("worker-2 running"),
+        stdout.contains(&all) && stdout.contains("worker-2 running (zone b)"),
         "{stdout}"
+    );
+    // Each node carries its zone's label, as a cloud provider's kubelet sets it.
+    let zones = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        use kube::ResourceExt as _;
+        let config = kube::Config::from_custom_kubeconfig(
+            kube::config::Kubeconfig::read_from(&kubeconfig).unwrap(),
+            &Default::default(),
+        )
+        .await
+        .unwrap();
+        let nodes: Api<Node> = Api::all(kube::Client::try_from(config).unwrap());
+        let list = nodes.list(&Default::default()).await.unwrap();
+        list.items
+            .iter()
+            .map(|n| {
+                let zone = n.labels().get(nodefall::sim::ZONE_LABEL).cloned();
+                (n.name_any(), zone.unwrap_or_default())
+            })
+            .collect::<Vec<_>>()
+    });
+    assert_eq!(
+        zones,
+        [
+            ("worker-1".into(), "a".into()),
+            ("worker-2".into(), "b".into())
+        ]
     );
 
     let (code, _, stderr) = run(&["sim", "up", "--name", "cli"]);

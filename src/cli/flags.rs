@@ -19,6 +19,7 @@ fn given(args: &ScenarioArgs) -> Vec<(&'static str, &'static [BackendKind])> {
     flag(args.cluster.is_some(), "--cluster", &[Sim]);
     flag(args.keep, "--keep", &[Sim]);
     flag(args.shards.is_some(), "--shards", &[Sim]);
+    flag(args.zones.is_some(), "--zones", &[Sim]);
     flag(
         args.container_runtime.is_some(),
         "--container-runtime",

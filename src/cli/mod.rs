@@ -193,6 +193,10 @@ pub struct ScenarioArgs {
     /// Default: 0 up to 50 nodes, else one per 500 nodes (docs/sim-backend.md).
     #[arg(long, value_parser = values::whole(0u16, 64))]
     pub shards: Option<u16>,
+    /// sim: zones the throwaway cluster's nodes are spread over, round-robin
+    /// (`a,b,c`: the label topology.kubernetes.io/zone; default none).
+    #[arg(long, value_name = "ZONES", value_parser = values::zones)]
+    pub zones: Option<values::Zones>,
     #[command(flatten)]
     pub machines: machines::MachineArgs,
 }

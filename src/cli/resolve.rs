@@ -33,12 +33,23 @@ pub(super) fn resolve(args: &ScenarioArgs) -> Result<Resolved, Error> {
     let on = match backend {
         BackendKind::Sim => {
             let nodes = usize::from(args.nodes);
+            let zones = args.zones.clone().unwrap_or_default();
+            super::values::check_zones(&zones, args.nodes).map_err(InvalidFlag)?;
+            if args.cluster.is_some() && !zones.0.is_empty() {
+                return Err(InvalidFlag(
+                    "--zones labels the nodes of the throwaway cluster this run starts, and \
+                     --cluster runs on one that is up: give the zones to its `nodefall sim up`"
+                        .into(),
+                )
+                .into());
+            }
             On::Sim(SimTarget {
                 cluster: args.cluster.clone(),
                 nodes,
                 shards: args
                     .shards
                     .map_or_else(|| sim::auto_shards(nodes), usize::from),
+                zones: zones.0,
                 keep: args.keep,
             })
         }
@@ -210,9 +221,31 @@ mod tests {
                 cluster: None,
                 nodes: 1000,
                 shards: sim::auto_shards(1000),
+                zones: Vec::new(),
                 keep: false
             })
         );
+        let zoned = resolve(&scenario_args(&[
+            "nodefall", "scenario", &file, "--nodes", "4", "--zones", "a, b",
+        ]))
+        .unwrap();
+        assert!(matches!(&zoned.on, On::Sim(t) if t.zones == ["a", "b"]));
+        for (zones, says) in [
+            ("a,b,c,d,e", "names 5 zones for 4 nodes"),
+            ("a,,b", "has an empty zone"),
+            ("a,b,a", "names zone `a` twice"),
+            ("a b", "cannot be a label value"),
+        ] {
+            let args = [
+                "nodefall", "scenario", &file, "--nodes", "4", "--zones", zones,
+            ];
+            let e = match Cli::try_parse_from(args).map(|c| c.command) {
+                Err(e) => e.to_string(),
+                Ok(Command::Scenario(a)) => resolve(&a).unwrap_err().to_string(),
+                Ok(_) => panic!("not the scenario command"),
+            };
+            assert!(e.contains(says), "{zones}: {e}");
+        }
     }
 
     #[test]

@@ -180,6 +180,10 @@ pub struct UpArgs {
     /// Default: 0 up to 50 nodes, else one per 500 nodes (docs/sim-backend.md).
     #[arg(long, value_parser = super::values::whole(0u16, 64))]
     pub shards: Option<u16>,
+    /// Zones to spread the nodes over, round-robin (`a,b,c`: the label
+    /// topology.kubernetes.io/zone, as a cloud provider sets it; default none).
+    #[arg(long, value_name = "ZONES", value_parser = super::values::zones)]
+    pub zones: Option<super::values::Zones>,
     /// Timing profile of the control plane.
     #[arg(long, value_enum, default_value_t = ProfileName::Fast)]
     pub profile: ProfileName,
@@ -209,6 +213,11 @@ pub fn run(cmd: SimCommand) -> Result<ExitCode, Error> {
             opts.root = root;
             opts.timeout = Duration::from_secs(args.timeout);
             opts.node_boot = args.node_boot;
+            let zones = args.zones.unwrap_or_default();
+            if let Err(e) = super::values::check_zones(&zones, args.nodes) {
+                return Err(InvalidFlag(format!("{e}; nothing was started")).into());
+            }
+            opts.zones = zones.0;
             match args.grace.checked() {
                 Ok(g) => {
                     let (all, critical) = g.unwrap_or_default();
@@ -420,7 +429,10 @@ fn node_summary(nodes: &[sim::state::SimNode]) -> String {
     if nodes.len() <= LIST_MAX {
         return nodes
             .iter()
-            .map(|n| format!("{} {}", n.name, n.agent_state))
+            .map(|n| match &n.zone {
+                Some(zone) => format!("{} {} (zone {zone})", n.name, n.agent_state),
+                None => format!("{} {}", n.name, n.agent_state),
+            })
             .collect::<Vec<_>>()
             .join("\n");
     }
@@ -434,6 +446,14 @@ fn node_summary(nodes: &[sim::state::SimNode]) -> String {
     } else {
         format!("{} nodes", nodes.len())
     }];
+    let mut zones: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    for zone in nodes.iter().filter_map(|n| n.zone.as_deref()) {
+        *zones.entry(zone).or_default() += 1;
+    }
+    if !zones.is_empty() {
+        let each: Vec<String> = zones.iter().map(|(z, n)| format!("{z} {n}")).collect();
+        lines.push(format!("zones: {}", each.join(", ")));
+    }
     for state in [AgentState::Running, AgentState::Frozen, AgentState::Stopped] {
         let these: Vec<&str> = nodes
             .iter()

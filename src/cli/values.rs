@@ -134,6 +134,41 @@ where
     T::try_from(n).map_err(|_| format!("`{text}` is out of range; give {range}"))
 }
 
+/// `--zones a,b,c`: the zones a simulated cluster's nodes are spread over.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Zones(pub Vec<String>);
+
+/// `--zones`: comma-separated label values, each once.
+pub fn zones(text: &str) -> Result<Zones, String> {
+    let mut zones: Vec<String> = Vec::new();
+    for zone in text.split(',').map(str::trim) {
+        if zone.is_empty() {
+            return Err(format!(
+                "`{text}` has an empty zone; give zone names separated by commas (`a,b,c`)"
+            ));
+        }
+        crate::scenario::names::label_value(zone)
+            .map_err(|e| format!("zone `{zone}` cannot be a label value: {e}"))?;
+        if zones.iter().any(|z| z == zone) {
+            return Err(format!("`{text}` names zone `{zone}` twice"));
+        }
+        zones.push(zone.to_owned());
+    }
+    Ok(Zones(zones))
+}
+
+/// Each zone needs a node: `--zones` with more zones than `--nodes`.
+pub fn check_zones(zones: &Zones, nodes: u16) -> Result<(), String> {
+    let n = zones.0.len();
+    if n > usize::from(nodes) {
+        return Err(format!(
+            "--zones names {n} zones for {nodes} nodes, and each zone needs a node: give \
+             --nodes {n} or more, or fewer zones"
+        ));
+    }
+    Ok(())
+}
+
 /// A percentage (`20%` or `20`) from 0 to [`MAX_PERCENT`].
 pub fn percent(text: &str) -> Result<f64, String> {
     let range = || format!("give a percentage from 0% to {MAX_PERCENT}% (`20%` or `20`)");

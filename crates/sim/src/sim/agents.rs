@@ -46,9 +46,14 @@ pub fn auto_shards(nodes: usize) -> usize {
     }
 }
 
+/// The label a zone's nodes carry (the well-known one the node lifecycle
+/// controller, the scheduler and cloud providers read).
+pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+
 /// The node records of a new cluster: `worker-1` .. `worker-N`, each with its
-/// shard when `shards > 0`.
-pub fn nodes(count: usize, shards: usize) -> Vec<SimNode> {
+/// shard when `shards > 0`, and its zone, round-robin, when `zones` names
+/// some: with 3 zones, worker-1 in the first, worker-2 in the second, ...
+pub fn nodes(count: usize, shards: usize, zones: &[String]) -> Vec<SimNode> {
     (1..=count)
         .map(|i| SimNode {
             name: format!("worker-{i}"),
@@ -58,6 +63,7 @@ pub fn nodes(count: usize, shards: usize) -> Vec<SimNode> {
             agent: None,
             shard: (shards > 0).then(|| (i - 1) % shards),
             paused_at_ms: None,
+            zone: (!zones.is_empty()).then(|| zones[(i - 1) % zones.len()].clone()),
         })
         .collect()
 }
@@ -198,6 +204,11 @@ async fn create(api: &Api<Node>, node: &SimNode, csi: bool) -> Result<(), Error>
     super::csi::register_node(&api.clone().into_client(), &created).await
 }
 
+/// The Node annotation a kubelet sets when the attach-detach controller
+/// attaches its volumes (kubelet's `volumes.kubernetes.io/controller-managed-attach-detach`).
+const CONTROLLER_MANAGED_ATTACH_DETACH: &str =
+    "volumes.kubernetes.io/controller-managed-attach-detach";
+
 /// The Node a kubelet registers, as the kubelet does it: with its
 /// conditions (Ready=False, KubeletNotReady, until its first status update)
 /// and the `node.kubernetes.io/not-ready:NoSchedule` taint, which the node
@@ -205,12 +216,8 @@ async fn create(api: &Api<Node>, node: &SimNode, csi: bool) -> Result<(), Error>
 /// the Node's first event, Ready=True 0.19 s later). KWOK's node-initialize
 /// stage then reports it Ready. A shared node also brings its addresses (a
 /// shared kwok has one --node-ip for all its nodes; it keeps the addresses
-/// it finds).
-/// The Node annotation a kubelet sets when the attach-detach controller
-/// attaches its volumes (kubelet's `volumes.kubernetes.io/controller-managed-attach-detach`).
-const CONTROLLER_MANAGED_ATTACH_DETACH: &str =
-    "volumes.kubernetes.io/controller-managed-attach-detach";
-
+/// it finds). A node in a zone carries [`ZONE_LABEL`], as a cloud
+/// provider's kubelet labels it.
 fn node_object(node: &SimNode, now: jiff::Timestamp) -> Node {
     use k8s_openapi::api::core::v1::{NodeCondition, Taint};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -226,6 +233,9 @@ fn node_object(node: &SimNode, now: jiff::Timestamp) -> Node {
     .collect();
     if let Some(k) = node.shard {
         labels.push((SHARD_LABEL.to_owned(), k.to_string()));
+    }
+    if let Some(zone) = &node.zone {
+        labels.push((ZONE_LABEL.to_owned(), zone.clone()));
     }
     let addresses = node.shard.map(|_| {
         vec![
@@ -461,18 +471,27 @@ mod tests {
         assert_eq!(auto_shards(50), 0);
         assert_eq!(auto_shards(51), 1);
         assert_eq!(auto_shards(1000), 2);
-        let n = nodes(5, 2);
+        let n = nodes(5, 2, &[]);
         let shards: Vec<_> = n.iter().map(|n| n.shard).collect();
         assert_eq!(shards, [Some(0), Some(1), Some(0), Some(1), Some(0)]);
-        assert!(nodes(3, 0).iter().all(|n| n.shard.is_none()));
+        assert!(nodes(3, 0, &[]).iter().all(|n| n.shard.is_none()));
+    }
+
+    #[test]
+    fn zones_are_spread_round_robin() {
+        let zones = ["a", "b", "c"].map(String::from);
+        let n = nodes(7, 0, &zones);
+        let got: Vec<_> = n.iter().map(|n| n.zone.as_deref().unwrap()).collect();
+        assert_eq!(got, ["a", "b", "c", "a", "b", "c", "a"]);
+        assert!(nodes(2, 0, &[]).iter().all(|n| n.zone.is_none()));
     }
 
     #[test]
     fn a_node_registers_not_ready_and_tainted_as_a_kubelet_registers_it() {
         let now: jiff::Timestamp = "2026-11-26T04:15:01Z".parse().unwrap();
         for (node, shared) in [
-            (nodes(1, 0).remove(0), false),
-            (nodes(1, 1).remove(0), true),
+            (nodes(1, 0, &[]).remove(0), false),
+            (nodes(1, 1, &["a".to_owned()]).remove(0), true),
         ] {
             let o = node_object(&node, now);
             let spec = o.spec.unwrap();
@@ -497,6 +516,11 @@ mod tests {
             let labels = o.metadata.labels.unwrap();
             assert_eq!(labels.contains_key(SHARD_LABEL), shared);
             assert_eq!(labels[SIM_NODE_LABEL], "true");
+            // The shared one of the two is in zone a, the other in none.
+            assert_eq!(
+                labels.get(ZONE_LABEL).map(String::as_str),
+                shared.then_some("a")
+            );
             let annotations = o.metadata.annotations.unwrap();
             assert_eq!(annotations[CONTROLLER_MANAGED_ATTACH_DETACH], "true");
         }

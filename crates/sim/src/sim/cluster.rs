@@ -58,6 +58,8 @@ pub struct UpOptions {
     /// The kubelets' graceful node shutdown (off by default, as Kubernetes
     /// has it).
     pub shutdown_grace: kubelet::ShutdownGrace,
+    /// Zones the nodes are spread over, round-robin (none: no zone label).
+    pub zones: Vec<String>,
 }
 
 impl UpOptions {
@@ -74,6 +76,7 @@ impl UpOptions {
             node_boot: kubelet::DEFAULT_BOOT,
             pleg_threshold: kubelet::PLEG_RELIST_THRESHOLD,
             shutdown_grace: kubelet::ShutdownGrace::default(),
+            zones: Vec::new(),
         }
     }
 }

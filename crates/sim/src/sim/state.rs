@@ -64,6 +64,10 @@ pub struct SimNode {
     /// (`kubelet.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused_at_ms: Option<u64>,
+    /// Its zone ([`agents::ZONE_LABEL`](super::agents::ZONE_LABEL)), when
+    /// the cluster has zones (`sim up --zones`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -64,7 +64,7 @@ impl SimCluster {
 
         let [etcd_client, etcd_peer, api_port] = free_ports()?;
         let server = format!("https://127.0.0.1:{api_port}");
-        let nodes = agents::nodes(opts.nodes, opts.shards);
+        let nodes = agents::nodes(opts.nodes, opts.shards, &opts.zones);
         let mut cluster = SimCluster {
             layout,
             state: State {

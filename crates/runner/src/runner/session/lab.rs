@@ -232,6 +232,7 @@ impl Lab {
                 opts.root = root;
                 opts.nodes = target.nodes;
                 opts.shards = target.shards;
+                opts.zones.clone_from(&target.zones);
                 opts.exe = Some(std::env::current_exe().map_err(Error::Exe)?);
                 let mut log = |m: &str| progress.log(&format!("sim: {m}"));
                 tokio::select! {

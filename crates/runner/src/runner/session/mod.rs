@@ -46,12 +46,14 @@ pub enum On {
 
 /// A simulated cluster: the running one named `cluster`, else a throwaway
 /// one of `nodes` nodes played by `shards` kwok processes (0: one kwok per
-/// node), kept afterwards with `keep`.
+/// node), spread over `zones` (none: no zone label), kept afterwards with
+/// `keep`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SimTarget {
     pub cluster: Option<String>,
     pub nodes: usize,
     pub shards: usize,
+    pub zones: Vec<String>,
     pub keep: bool,
 }
 
