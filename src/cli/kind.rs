@@ -75,6 +75,10 @@ pub struct UpArgs {
     /// out-of-service taint (or the node coming back) releases it.
     #[arg(long)]
     pub disable_force_detach_on_timeout: bool,
+    /// Zones to spread the workers over, round-robin (`a,b`: each worker's
+    /// kubelet labels its node topology.kubernetes.io/zone; default none).
+    #[arg(long, value_name = "ZONES", value_parser = super::values::zones)]
+    pub zones: Option<super::values::Zones>,
     #[command(flatten)]
     pub grace: super::grace::ShutdownGraceArgs,
 }
@@ -97,6 +101,10 @@ async fn up_session(args: UpArgs) -> Result<ExitCode, Error> {
         Ok(g) => g,
         Err(e) => return Err(InvalidFlag(format!("{e}; nothing was made")).into()),
     };
+    let zones = args.zones.unwrap_or_default();
+    if let Err(e) = super::values::check_zones(&zones, args.workers.into(), "workers") {
+        return Err(InvalidFlag(format!("{e}; nothing was made")).into());
+    }
     let opts = UpOptions {
         name: args.name.clone(),
         image: args.image,
@@ -107,6 +115,7 @@ async fn up_session(args: UpArgs) -> Result<ExitCode, Error> {
         stock_network: args.stock_network,
         disable_force_detach_on_timeout: args.disable_force_detach_on_timeout,
         shutdown_grace,
+        zones: zones.0,
     };
     let name = &args.name;
     match kind_up::up(&opts, &mut Printed).await? {

@@ -34,7 +34,7 @@ pub(super) fn resolve(args: &ScenarioArgs) -> Result<Resolved, Error> {
         BackendKind::Sim => {
             let nodes = usize::from(args.nodes);
             let zones = args.zones.clone().unwrap_or_default();
-            super::values::check_zones(&zones, args.nodes).map_err(InvalidFlag)?;
+            super::values::check_zones(&zones, nodes, "nodes").map_err(InvalidFlag)?;
             if args.cluster.is_some() && !zones.0.is_empty() {
                 return Err(InvalidFlag(
                     "--zones labels the nodes of the throwaway cluster this run starts, and \

@@ -214,7 +214,7 @@ pub fn run(cmd: SimCommand) -> Result<ExitCode, Error> {
             opts.timeout = Duration::from_secs(args.timeout);
             opts.node_boot = args.node_boot;
             let zones = args.zones.unwrap_or_default();
-            if let Err(e) = super::values::check_zones(&zones, args.nodes) {
+            if let Err(e) = super::values::check_zones(&zones, args.nodes.into(), "nodes") {
                 return Err(InvalidFlag(format!("{e}; nothing was started")).into());
             }
             opts.zones = zones.0;

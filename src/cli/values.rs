@@ -157,13 +157,15 @@ pub fn zones(text: &str) -> Result<Zones, String> {
     Ok(Zones(zones))
 }
 
-/// Each zone needs a node: `--zones` with more zones than `--nodes`.
-pub fn check_zones(zones: &Zones, nodes: u16) -> Result<(), String> {
+/// Each zone needs a node: `--zones` with more zones than there are
+/// `--nodes` (or `--workers`: `what` says which).
+pub fn check_zones(zones: &Zones, count: usize, what: &str) -> Result<(), String> {
     let n = zones.0.len();
-    if n > usize::from(nodes) {
+    if n > count {
+        let one = what.strip_suffix('s').unwrap_or(what);
         return Err(format!(
-            "--zones names {n} zones for {nodes} nodes, and each zone needs a node: give \
-             --nodes {n} or more, or fewer zones"
+            "--zones names {n} zones for {count} {what}, and each zone needs a {one}: give \
+             --{what} {n} or more, or fewer zones"
         ));
     }
     Ok(())

@@ -40,7 +40,14 @@ pub struct Spec {
     /// `--disable-force-detach-on-timeout` (then only the out-of-service
     /// taint releases it).
     pub force_detach_on_timeout: bool,
+    /// Zones the workers are spread over, round-robin: each worker's
+    /// kubelet labels its node `topology.kubernetes.io/zone` (none: no
+    /// label, as kind leaves it).
+    pub zones: Vec<String>,
 }
+
+/// The label a zone's nodes carry.
+pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 
 /// Where every node of a `kind up` cluster mounts its shared directory.
 pub const SHARED_MOUNT: &str = "/nodefall/shared";
@@ -74,9 +81,13 @@ pub fn kind_config(spec: &Spec) -> String {
             );
         }
     }
-    for _ in 0..spec.workers {
+    for i in 0..usize::from(spec.workers) {
         y.push_str("  - role: worker\n");
         y.push_str(mounts.as_deref().unwrap_or_default());
+        if !spec.zones.is_empty() {
+            let zone = serde_json::Value::String(spec.zones[i % spec.zones.len()].clone());
+            let _ = writeln!(y, "    labels: {{{ZONE_LABEL}: {zone}}}");
+        }
     }
     y.push_str("kubeadmConfigPatches:\n");
     // kind v0.33 writes kubeadm v1beta3 for 1.35: extraArgs are maps.
@@ -197,7 +208,27 @@ mod tests {
             shared_dir: None,
             shutdown_grace: None,
             force_detach_on_timeout: true,
+            zones: Vec::new(),
         }
+    }
+
+    /// `kind up --zones`: the workers' kubelets label their nodes with their
+    /// zone, round-robin; the control plane has none.
+    #[test]
+    fn workers_are_spread_over_zones() {
+        let mut s = spec(None, Quirks::default());
+        s.workers = 3;
+        s.zones = vec!["a".into(), "b".into()];
+        let parsed: serde_yaml_ng::Value = serde_yaml_ng::from_str(&kind_config(&s)).unwrap();
+        let zones: Vec<Option<&str>> = parsed["nodes"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .map(|n| n["labels"][ZONE_LABEL].as_str())
+            .collect();
+        assert_eq!(zones, [None, Some("a"), Some("b"), Some("a")]);
+        s.zones.clear();
+        assert!(!kind_config(&s).contains("labels"));
     }
 
     /// Seeds 000 and 003: a directory every node mounts, and the kubelets'

@@ -40,6 +40,8 @@ pub struct UpOptions {
     pub disable_force_detach_on_timeout: bool,
     /// The kubelets' `shutdownGracePeriod` and its critical pods' part.
     pub shutdown_grace: Option<(Duration, Duration)>,
+    /// Zones the workers are spread over, round-robin (none: no zone label).
+    pub zones: Vec<String>,
 }
 
 /// Where the session's lines go: `out` what it made, `err` what it is
@@ -193,6 +195,7 @@ pub async fn up(args: &UpOptions, tell: &mut dyn Tell) -> Result<Up, Error> {
         shared_dir: Some(shared),
         shutdown_grace: args.shutdown_grace,
         force_detach_on_timeout: !args.disable_force_detach_on_timeout,
+        zones: args.zones.clone(),
     };
     std::fs::write(&config_path, config::kind_config(&spec))
         .map_err(|e| Error::io(format!("writing {}", config_path.display()), e))?;
