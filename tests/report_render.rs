@@ -886,7 +886,11 @@ fn the_remediation_is_judged_from_the_record_and_rendered() {
         let mut words = s.description.split(' ');
         let fault = serde_json::from_value(serde_json::json!(words.next().unwrap())).unwrap();
         let node = words.next().unwrap().to_owned();
-        s.fault = Some(record::FaultStep { fault, node });
+        s.fault = Some(record::FaultStep {
+            fault,
+            node,
+            nodes: Vec::new(),
+        });
     }
     let targets: Vec<String> = r.targets.values().cloned().collect();
     let judged = nodefall::verdict::remediation::judge(

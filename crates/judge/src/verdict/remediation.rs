@@ -290,7 +290,7 @@ fn faults_on<'a>(
         .filter(|s| s.kind == StepKind::Fault)
         .filter_map(move |s| {
             let f = s.fault.as_ref()?;
-            (f.node == node).then_some((s, f.fault))
+            f.hits(node).then_some((s, f.fault))
         })
 }
 

@@ -62,6 +62,7 @@ fn fault(at: Ms, took: Ms, fault: FaultKind, node: &str) -> StepRecord {
         fault: Some(FaultStep {
             fault,
             node: node.into(),
+            nodes: Vec::new(),
         }),
     }
 }

@@ -120,6 +120,38 @@ pub enum TargetSelector {
     Name(String),
     Role(String),
     MostPods(Selector),
+    /// A set: the nodes that match, or the first of them by name.
+    Nodes {
+        selector: Selector,
+        pick: Pick,
+    },
+}
+
+/// Which of the nodes a set's selector matches it takes.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Pick {
+    All,
+    /// The first this many, by name.
+    Count(u32),
+    /// The first this share (0-100, rounded up to a whole node), by name.
+    Percent(f64),
+}
+
+impl Pick {
+    /// How many of `matched` nodes it takes; None when it wants more than
+    /// there are.
+    pub fn of(self, matched: usize) -> Option<usize> {
+        match self {
+            Pick::All => Some(matched),
+            Pick::Count(n) => usize::try_from(n).ok().filter(|n| *n <= matched),
+            Pick::Percent(p) => {
+                // 0 <= share <= matched: validation keeps p in (0, 100].
+                let share = (matched as f64 * p / 100.0).ceil();
+                Some((share as usize).clamp(matched.min(1), matched))
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -130,11 +162,23 @@ pub struct Target {
 }
 
 impl Target {
+    /// A set of nodes (`nodes:`), which only a fault step can name.
+    pub fn is_set(&self) -> bool {
+        matches!(self.selector, TargetSelector::Nodes { .. })
+    }
+
     pub fn describe(&self) -> String {
         let base = match &self.selector {
             TargetSelector::Name(n) => format!("node `{n}`"),
             TargetSelector::Role(r) => format!("first node (by name) with role `{r}`"),
             TargetSelector::MostPods(s) => format!("node running most pods matching `{s}`"),
+            TargetSelector::Nodes { selector, pick } => match pick {
+                Pick::All => format!("every node matching `{selector}`"),
+                Pick::Count(n) => format!("the first {n} nodes (by name) matching `{selector}`"),
+                Pick::Percent(p) => format!(
+                    "the first {p}% (rounded up, by name) of the nodes matching `{selector}`"
+                ),
+            },
         };
         if self.exclude.is_empty() {
             base

@@ -313,7 +313,8 @@ pub struct WaitReady {
     pub timeout: Option<Dur>,
 }
 
-/// How the fault's node is chosen: exactly one of `name`, `role`, `mostPods`.
+/// How the fault's node is chosen: exactly one of `name`, `role`, `mostPods`,
+/// or a set of nodes: `nodes`, optionally narrowed by `count` or `percent`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct TargetSpec {
@@ -322,6 +323,12 @@ pub struct TargetSpec {
     pub role: Option<String>,
     /// Label selector: the node running most pods that match (ties: by name).
     pub most_pods: Option<String>,
+    /// Label selector: every node that matches (a set of nodes).
+    pub nodes: Option<String>,
+    /// With `nodes`: only this many of them, the first by name.
+    pub count: Option<u32>,
+    /// With `nodes`: only this share of them (rounded up), the first by name.
+    pub percent: Option<f64>,
     /// Other targets this one must not be.
     #[serde(default)]
     pub exclude: OneOrMany<String>,

@@ -71,6 +71,9 @@ pub struct RunResult {
     pub namespace: String,
     /// Target name -> node name, as resolved before the first fault.
     pub targets: BTreeMap<String, String>,
+    /// Each target that is a set of nodes, with its nodes.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sets: BTreeMap<String, Vec<String>>,
     /// The graceful-shutdown preflight of each node a `shutdown` fault hits,
     /// in scenario order (empty when there is none; absent before schema 3).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -285,7 +288,44 @@ pub struct StepRecord {
 #[serde(rename_all = "camelCase")]
 pub struct FaultStep {
     pub fault: crate::scenario::model::FaultKind,
+    /// The node; for a set of nodes, the set's target name.
     pub node: String,
+    /// A set's nodes, each as its fault went, in the order they were hit
+    /// (empty for one node).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<NodeFault>,
+}
+
+impl FaultStep {
+    /// Whether the step hit `node` (itself, or as one of its set).
+    pub fn hits(&self, node: &str) -> bool {
+        if self.nodes.is_empty() {
+            self.node == node
+        } else {
+            self.nodes.iter().any(|n| n.node == node)
+        }
+    }
+
+    /// A set's spread: from the first node's inject starting to the last
+    /// one's done (None for one node).
+    pub fn spread(&self) -> Option<Ms> {
+        let first = self.nodes.first()?;
+        let last = self.nodes.last()?;
+        Some(last.done.saturating_sub(first.at))
+    }
+}
+
+/// One node of a set a fault hit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeFault {
+    pub node: String,
+    /// When its inject began and ended (ms since the run's start).
+    pub at: Ms,
+    pub done: Ms,
+    /// Why it failed (the set's remaining nodes were then left alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// One call of the Eviction API by a drain: the pod evicted, or refused

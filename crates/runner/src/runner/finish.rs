@@ -28,6 +28,7 @@ pub fn failed_to_start(plan: &Plan, file: &str, error: &str, verdict: RunVerdict
         profile: plan.profile.clone(),
         namespace: c.namespace.clone(),
         targets: BTreeMap::new(),
+        sets: BTreeMap::new(),
         graceful_shutdown: Vec::new(),
         started_at: Timestamp::now(),
         t0: None,
@@ -64,7 +65,12 @@ impl Run<'_> {
         let transitions = self.rec.take_transitions();
         let finished = self.rec.now();
         let t0 = self.t0;
-        let targets: Vec<String> = self.targets.values().cloned().collect();
+        let mut targets: Vec<String> = self.targets.values().cloned().collect();
+        for node in self.sets.values().flatten() {
+            if !targets.contains(node) {
+                targets.push(node.clone());
+            }
+        }
         let steps_end = self.steps_end.unwrap_or(finished);
         // Recorded in order of `at`: cleanup's transitions are a tail.
         let before_cleanup = &transitions[..transitions.partition_point(|t| t.at <= steps_end)];
@@ -196,6 +202,7 @@ impl Run<'_> {
             profile: self.plan.profile.clone(),
             namespace: c.namespace.clone(),
             targets: self.targets,
+            sets: self.sets,
             graceful_shutdown: self.gns,
             started_at: self.started_at,
             t0,

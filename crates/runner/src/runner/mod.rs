@@ -45,8 +45,8 @@ use crate::errors::chain;
 use crate::observe::{Observer, Recorder};
 use crate::plan::Plan;
 use crate::record::{
-    ExpectationResult, FaultStep, RunResult, RunVerdict, StepKind as RecKind, StepOutcome,
-    StepRecord,
+    ExpectationResult, FaultStep, NodeFault, RunResult, RunVerdict, StepKind as RecKind,
+    StepOutcome, StepRecord,
 };
 use crate::scenario::checked::{Action, StepKind};
 use crate::scenario::model::FaultKind;
@@ -70,6 +70,16 @@ pub enum Error {
     Preflight(String),
     #[error(transparent)]
     Fault(#[from] Box<backend::Error>),
+    /// A fault on a set of nodes failed on one of them: no more of them
+    /// were hit, and cleanup reverts those that were.
+    #[error("{fault} on node {node} of set `{target}`")]
+    SetFault {
+        target: String,
+        node: String,
+        fault: FaultKind,
+        #[source]
+        source: Box<backend::Error>,
+    },
     #[error("step {step} failed")]
     Action {
         step: String,
@@ -143,6 +153,7 @@ pub async fn run<B: NodeFaults>(ctx: Context<'_, B>) -> RunOutcome {
         started_at,
         cluster_version: None,
         targets: BTreeMap::new(),
+        sets: BTreeMap::new(),
         steps: Vec::new(),
         expectations: Vec::new(),
         cleanup: Vec::new(),
@@ -289,6 +300,8 @@ struct Run<'a> {
     started_at: Timestamp,
     cluster_version: Option<String>,
     targets: BTreeMap<String, String>,
+    /// The targets that are sets of nodes, each with its nodes by name.
+    sets: BTreeMap<String, Vec<String>>,
     steps: Vec<StepRecord>,
     expectations: Vec<ExpectationResult>,
     cleanup: Vec<StepRecord>,
@@ -389,6 +402,14 @@ impl Run<'_> {
             .ok_or_else(|| Error::Target(format!("target `{target}` was not resolved")))
     }
 
+    /// The nodes a fault on `target` hits: a set's, or the one node.
+    fn nodes_of(&self, target: &str) -> Result<Vec<String>, Error> {
+        match self.sets.get(target) {
+            Some(nodes) => Ok(nodes.clone()),
+            None => self.node(target).map(|n| vec![n]),
+        }
+    }
+
     async fn execute<B: NodeFaults>(&mut self, backend: &mut B) -> Result<(), Error> {
         let c = &self.plan.scenario;
         let ns = c.namespace.clone();
@@ -444,9 +465,10 @@ impl Run<'_> {
         let mut nodes = Vec::new();
         for step in &self.plan.scenario.steps {
             if let StepKind::Fault { node, .. } = &step.kind {
-                let name = self.node(node)?;
-                if !nodes.contains(&name) {
-                    nodes.push(name);
+                for name in self.nodes_of(node)? {
+                    if !nodes.contains(&name) {
+                        nodes.push(name);
+                    }
                 }
             }
         }
@@ -480,9 +502,14 @@ impl Run<'_> {
             let label = step.label();
             match &step.kind {
                 StepKind::Fault { fault, node } => {
-                    let node_name = self.node(node)?;
-                    self.fault(backend, step.index, label, &node_name, *fault)
-                        .await?;
+                    if self.sets.contains_key(node) {
+                        self.set_fault(backend, step.index, label, node, *fault)
+                            .await?;
+                    } else {
+                        let node_name = self.node(node)?;
+                        self.fault(backend, step.index, label, &node_name, *fault)
+                            .await?;
+                    }
                 }
                 StepKind::Action(action) => {
                     let slot = self.begin(
@@ -518,9 +545,7 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// One fault step: journaled with its revert first, then injected. A
-    /// fault that is itself a revert (resume-vm) settles the entry of the
-    /// fault it undoes.
+    /// One fault step on one node.
     async fn fault<B: NodeFaults>(
         &mut self,
         backend: &mut B,
@@ -538,10 +563,106 @@ impl Run<'_> {
         self.steps[slot].fault = Some(FaultStep {
             fault,
             node: node.to_owned(),
+            nodes: Vec::new(),
         });
         let started = self.steps[slot].started;
         self.t0.get_or_insert(started);
         self.anchors.insert(index, started);
+        let r = self.fault_on(backend, index, node, fault).await;
+        self.steps[slot].commands = backend.take_commands();
+        self.end(slot, outcome(&r));
+        r
+    }
+
+    /// One fault step on a set of nodes: each node journaled and hit in
+    /// turn (by name). The first node it fails on ends the step: the rest
+    /// are left alone, and cleanup reverts those that were hit.
+    async fn set_fault<B: NodeFaults>(
+        &mut self,
+        backend: &mut B,
+        index: usize,
+        label: String,
+        target: &str,
+        fault: FaultKind,
+    ) -> Result<(), Error> {
+        let nodes = self.nodes_of(target)?;
+        let first = nodes
+            .first()
+            .map_or_else(String::new, |n| backend.describe(n, fault));
+        let slot = self.begin(
+            Some(index),
+            label,
+            RecKind::Fault,
+            format!(
+                "{fault} on the {} nodes of {target} ({}), one after another: on each, {first}",
+                nodes.len(),
+                nodes.join(", ")
+            ),
+        );
+        let started = self.steps[slot].started;
+        self.t0.get_or_insert(started);
+        self.anchors.insert(index, started);
+        let mut hit = Vec::new();
+        let mut failed = None;
+        for node in &nodes {
+            let at = self.now();
+            failed = match self.fault_on(backend, index, node, fault).await {
+                Ok(()) => None,
+                Err(Error::Fault(source)) => Some(Error::SetFault {
+                    target: target.to_owned(),
+                    node: node.clone(),
+                    fault,
+                    source,
+                }),
+                Err(e) => Some(e),
+            };
+            hit.push(NodeFault {
+                node: node.clone(),
+                at,
+                done: self.now(),
+                error: failed.as_ref().map(|e| chain(e)),
+            });
+            if failed.is_some() {
+                break;
+            }
+        }
+        let step = FaultStep {
+            fault,
+            node: target.to_owned(),
+            nodes: hit,
+        };
+        if let Some(spread) = step.spread() {
+            self.note(&format!(
+                "{} of {} nodes hit; spread {} from the first inject to the last one done",
+                step.nodes.iter().filter(|n| n.error.is_none()).count(),
+                nodes.len(),
+                crate::duration::format_millis(spread)
+            ));
+        }
+        self.steps[slot].fault = Some(step);
+        self.steps[slot].commands = backend.take_commands();
+        match failed {
+            Some(e) => {
+                self.end(slot, StepOutcome::Failed(chain(&e)));
+                Err(e)
+            }
+            None => {
+                self.end(slot, StepOutcome::Ok);
+                Ok(())
+            }
+        }
+    }
+
+    /// Journals `fault` on `node` with its revert first, then injects it. A
+    /// fault that is itself a revert (resume-vm) settles the entry of the
+    /// fault it undoes.
+    async fn fault_on<B: NodeFaults>(
+        &mut self,
+        backend: &mut B,
+        index: usize,
+        node: &str,
+        fault: FaultKind,
+    ) -> Result<(), Error> {
         // The memo (what reaches the machine again, e.g. a libvirt domain's
         // UUID) goes in with the entry, and again if the fault changed it.
         let before = backend.memo(node, fault);
@@ -557,8 +678,6 @@ impl Run<'_> {
         crate::testpoint::reached(|| format!("fault-{}:journaled", index + 1)).await;
         let r = backend.inject(node, fault).await;
         crate::testpoint::reached(|| format!("fault-{}:injected", index + 1)).await;
-        self.steps[slot].commands = backend.take_commands();
-        self.end(slot, outcome(&r));
         if let (Some(id), Some(memo)) = (entry, backend.memo(node, fault))
             && before.as_ref() != Some(&memo)
             && let Some(revert) = fault.revert()

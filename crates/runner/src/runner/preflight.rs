@@ -168,7 +168,10 @@ impl Run<'_> {
             let excluded: Vec<&String> = target
                 .exclude
                 .iter()
-                .filter_map(|t| self.targets.get(t))
+                .flat_map(|t| {
+                    let set = self.sets.get(t).into_iter().flatten();
+                    self.targets.get(t).into_iter().chain(set)
+                })
                 .collect();
             let candidates: Vec<&Node> = nodes
                 .iter()
@@ -210,6 +213,38 @@ impl Run<'_> {
                         .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
                         .map(|(n, _)| n)
                 }
+                TargetSelector::Nodes { selector, pick } => {
+                    let mut matched: Vec<String> = candidates
+                        .iter()
+                        .filter(|n| selector.matches(n.labels()))
+                        .map(|n| n.name_any())
+                        .collect();
+                    matched.sort();
+                    let Some(take) = pick.of(matched.len()).filter(|n| *n > 0) else {
+                        return Err(Error::Preflight(format!(
+                            "target `{}` ({}) matches {} node{}: {}",
+                            target.name,
+                            target.describe(),
+                            matched.len(),
+                            if matched.len() == 1 { "" } else { "s" },
+                            if matched.is_empty() {
+                                format!("nodes: {}", names.join(", "))
+                            } else {
+                                matched.join(", ")
+                            }
+                        )));
+                    };
+                    matched.truncate(take);
+                    self.progress.log(&format!(
+                        "target {} = {} node{}: {}",
+                        target.name,
+                        matched.len(),
+                        if matched.len() == 1 { "" } else { "s" },
+                        matched.join(", ")
+                    ));
+                    self.sets.insert(target.name.clone(), matched);
+                    continue;
+                }
             };
             let Some(node) = chosen else {
                 return Err(Error::Preflight(format!(
@@ -237,10 +272,11 @@ impl Run<'_> {
         let mut planned: BTreeMap<String, Vec<FaultKind>> = BTreeMap::new();
         for step in &self.plan.scenario.steps {
             if let StepKind::Fault { fault, node } = &step.kind {
-                let name = self.node(node)?;
-                let faults = planned.entry(name).or_default();
-                faults.push(*fault);
-                faults.extend(fault.revert());
+                for name in self.nodes_of(node)? {
+                    let faults = planned.entry(name).or_default();
+                    faults.push(*fault);
+                    faults.extend(fault.revert());
+                }
             }
         }
         for (name, faults) in planned {
@@ -267,10 +303,14 @@ impl Run<'_> {
     pub(super) async fn graceful_shutdown_preflight<B: NodeFaults>(&mut self, backend: &B) {
         use crate::gns::{self, logind};
         use crate::verdict::graceful;
-        for target in graceful::targets_to_check(&self.plan.scenario) {
-            let Ok(node) = self.node(&target) else {
-                continue;
-            };
+        let nodes: Vec<(String, String)> = graceful::targets_to_check(&self.plan.scenario)
+            .into_iter()
+            .flat_map(|t| {
+                let nodes = self.nodes_of(&t).unwrap_or_default();
+                nodes.into_iter().map(move |n| (t.clone(), n))
+            })
+            .collect();
+        for (target, node) in nodes {
             if let Some(r) = self.gns.iter_mut().find(|r| r.node == node) {
                 r.targets.push(target);
                 continue;

@@ -46,6 +46,9 @@ struct Ctx<'a> {
     /// `apply` that names the file (they are listed right after it).
     manifest_diags: Vec<(Option<Pos>, Diagnostic)>,
     targets: Vec<String>,
+    /// The targets that are sets of nodes (`nodes:`): only a fault, or
+    /// another target's `exclude`, can name one.
+    sets: Vec<String>,
     /// The scenario namespace, which namespaced manifest objects go into.
     namespace: &'a str,
     /// Manifests already read (a file applied twice is read and reported once).
@@ -67,6 +70,25 @@ impl Ctx<'_> {
 
     /// Checks a reference to a target; returns it if defined.
     fn target_ref(&mut self, path: &str, name: &str) -> Option<String> {
+        let name = self.any_target_ref(path, name)?;
+        if self.sets.contains(&name) {
+            self.err(
+                path,
+                format!("target `{name}` is a set of nodes (`nodes:`), and this names one node"),
+                Some(
+                    "a fault step can hit a set; here name a target of one node (`name`, \
+                     `role` or `mostPods`)"
+                        .to_owned(),
+                ),
+            );
+            return None;
+        }
+        Some(name)
+    }
+
+    /// Checks a reference to a target that may be a set of nodes (a fault's
+    /// `node`, an `exclude`); returns it if defined.
+    fn any_target_ref(&mut self, path: &str, name: &str) -> Option<String> {
         if self.targets.iter().any(|t| t == name) {
             return Some(name.to_string());
         }
@@ -169,6 +191,7 @@ pub fn validate(loaded: Loaded, files: &dyn Files) -> Result<Checked> {
         diags: Vec::new(),
         manifest_diags: Vec::new(),
         targets: Vec::new(),
+        sets: Vec::new(),
         namespace: &s.namespace,
         manifests: HashMap::new(),
         probes: Vec::new(),

@@ -72,7 +72,7 @@ pub(super) fn steps(cx: &mut Ctx<'_>, s: &model::Scenario, namespace: &str) -> V
             } else {
                 format!("{path}.fault")
             };
-            let Some(node) = cx.target_ref(&node_path, &node) else {
+            let Some(node) = cx.any_target_ref(&node_path, &node) else {
                 continue;
             };
             check_fault_order(cx, &path, fault, &node, i, &mut broken);

@@ -7,6 +7,7 @@
 
 mod fake_api;
 mod runs;
+mod sets;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
