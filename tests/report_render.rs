@@ -74,6 +74,23 @@ fn statefulset_pass_markdown() {
     );
 }
 
+/// A set of nodes a fault hit is listed with the targets, its nodes named.
+#[test]
+fn a_set_of_nodes_is_listed_with_the_targets() {
+    let mut r = fixture(STATEFULSET);
+    r.sets
+        .insert("zone-a".into(), vec!["worker-1".into(), "worker-3".into()]);
+    let md = markdown::render(&r);
+    let row = md
+        .lines()
+        .find(|l| l.starts_with("| targets"))
+        .unwrap_or_else(|| panic!("{md}"));
+    assert!(
+        row.contains("target → ") && row.contains("zone-a → worker-1, worker-3 (2 nodes)"),
+        "{row}"
+    );
+}
+
 #[test]
 fn statefulset_pass_junit() {
     insta::assert_snapshot!("statefulset-pass.xml", junit::render(&fixture(STATEFULSET)));

@@ -467,6 +467,38 @@ fn a_failing_test_leaves_no_process_behind() {
     assert!(!state_file.exists());
 }
 
+/// Zone a's nodes powered off together and on again; worker-2 (zone b)
+/// stays up. An expectation names one node, so each of the set's nodes is
+/// a target of its own too.
+const ZONE_DOWN: &str = r#"
+name: zone-a-down
+namespace: zone-a-down
+targets:
+  zone-a: {nodes: topology.kubernetes.io/zone=a}
+  one: {name: worker-1}
+  three: {name: worker-3}
+  other: {name: worker-2}
+steps:
+  - fault: poweroff
+    node: zone-a
+  - expect: {node: one, ready: Unknown, within: grace + monitorPeriod + 10s}
+  - expect: {node: three, ready: Unknown, within: grace + monitorPeriod + 10s}
+  - fault: poweron
+    node: zone-a
+  - expect: {node: three, ready: "True", within: 1m}
+  - expect: {node: other, ready: "True", holdsFor: 1s}
+cleanup: always
+"#;
+
+/// The one run directory under `out`.
+fn result_dir(out: &Path) -> PathBuf {
+    std::fs::read_dir(out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.join("result.json").exists())
+        .expect("a run directory")
+}
+
 #[test]
 fn cli_up_status_kubeconfig_down() {
     let _serial = serial();
@@ -496,7 +528,7 @@ fn cli_up_status_kubeconfig_down() {
         "{stderr}"
     );
     let (code, stdout, stderr) = run(&[
-        "sim", "up", "--name", "cli", "--nodes", "2", "--zones", "a,b",
+        "sim", "up", "--name", "cli", "--nodes", "3", "--zones", "a,b",
     ]);
     assert_eq!(code, Some(0), "{stderr}");
     guard.state();
@@ -504,7 +536,7 @@ fn cli_up_status_kubeconfig_down() {
     assert!(kubeconfig.ends_with("cli/kubeconfig"), "{stdout}");
     let state = State::load(&root.path().join("cli/state.json")).unwrap();
     let procs = records(&state);
-    assert_eq!(procs.len(), 6 + cli_run::helpers(true), "{procs:?}");
+    assert_eq!(procs.len(), 7 + cli_run::helpers(true), "{procs:?}");
     assert!(
         procs.iter().all(is_alive),
         "cluster keeps running after `sim up` exits"
@@ -514,7 +546,7 @@ fn cli_up_status_kubeconfig_down() {
     assert_eq!((code, stdout.trim()), (Some(0), kubeconfig.as_str()));
     let (code, stdout, _) = run(&["sim", "status"]);
     assert_eq!(code, Some(0));
-    let all = format!("{n}/{n} running", n = 6 + cli_run::helpers(true));
+    let all = format!("{n}/{n} running", n = 7 + cli_run::helpers(true));
     assert!(
         stdout.contains(&all) && stdout.contains("worker-2 running (zone b)"),
         "{stdout}"
@@ -542,9 +574,47 @@ fn cli_up_status_kubeconfig_down() {
         zones,
         [
             ("worker-1".into(), "a".into()),
-            ("worker-2".into(), "b".into())
+            ("worker-2".into(), "b".into()),
+            ("worker-3".into(), "a".into())
         ]
     );
+
+    // Zone a goes dark: a fault on the set of its nodes, named by its label.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("zone.yaml");
+    std::fs::write(&file, ZONE_DOWN).unwrap();
+    let out = dir.path().join("out");
+    let (code, stdout, stderr) = run(&[
+        "scenario",
+        file.to_str().unwrap(),
+        "--cluster",
+        "cli",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let run_dir = result_dir(&out);
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("result.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        r["sets"]["zone-a"],
+        serde_json::json!(["worker-1", "worker-3"])
+    );
+    for (step, fault) in [(0, "poweroff"), (3, "poweron")] {
+        let steps = r["steps"].as_array().unwrap();
+        let f = &steps.iter().find(|s| s["index"] == step).unwrap()["fault"];
+        assert_eq!(f["fault"], fault, "{f}");
+        let hit: Vec<&str> = f["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["node"].as_str().unwrap())
+            .collect();
+        assert_eq!(hit, ["worker-1", "worker-3"], "{f}");
+    }
+    let report = std::fs::read_to_string(run_dir.join("report.md")).unwrap();
+    assert!(report.contains("2 of 2 nodes hit; spread"), "{report}");
 
     let (code, _, stderr) = run(&["sim", "up", "--name", "cli"]);
     assert_eq!(code, Some(3));

@@ -149,6 +149,12 @@ pub struct Usage {
 }
 
 impl RunResult {
+    /// Every node a target names: the one-node targets' and the sets'.
+    pub fn fault_nodes(&self) -> impl Iterator<Item = &str> {
+        let sets = self.sets.values().flatten();
+        self.targets.values().chain(sets).map(String::as_str)
+    }
+
     /// The wall-clock time of `at` (ms since start), saturating at jiff's range.
     pub fn wall_clock(&self, at: Ms) -> Timestamp {
         self.started_at

@@ -77,7 +77,7 @@ fn remediation(r: &RunResult) -> Vec<Row> {
     for m in r
         .machines
         .iter()
-        .filter(|m| r.targets.values().any(|n| *n == m.node))
+        .filter(|m| r.fault_nodes().any(|n| n == m.node))
     {
         let segments = m
             .power
@@ -354,7 +354,7 @@ fn expectation(e: &ExpectationResult, finished: Ms) -> Option<Row> {
 /// next, ending where the Node was deleted (a grey "deleted" stretch until
 /// it registered again); and a row of its cordons, if any.
 fn nodes(r: &RunResult) -> Vec<Row> {
-    let names: BTreeSet<&str> = r.targets.values().map(String::as_str).collect();
+    let names: BTreeSet<&str> = r.fault_nodes().collect();
     let mut out = Vec::new();
     for node in names {
         let changes = r

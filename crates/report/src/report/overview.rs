@@ -20,12 +20,17 @@ pub(super) fn section(out: &mut String, r: &RunResult) {
         format_duration(p.get(Var::UnreachableTolerationSeconds)),
         format_duration(p.get(Var::NodeLeaseDuration)),
     );
-    let targets = if r.targets.is_empty() {
+    let targets = if r.targets.is_empty() && r.sets.is_empty() {
         "not resolved".to_string()
     } else {
+        let sets = r
+            .sets
+            .iter()
+            .map(|(name, nodes)| format!("{name} → {} ({} nodes)", nodes.join(", "), nodes.len()));
         r.targets
             .iter()
             .map(|(name, node)| format!("{name} → {node}"))
+            .chain(sets)
             .collect::<Vec<_>>()
             .join(", ")
     };

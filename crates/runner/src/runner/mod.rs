@@ -594,7 +594,7 @@ impl Run<'_> {
             label,
             RecKind::Fault,
             format!(
-                "{fault} on the {} nodes of {target} ({}), one after another: on each, {first}",
+                "{fault} on the {} nodes of {target} ({}), one after another, as on the first: {first}",
                 nodes.len(),
                 nodes.join(", ")
             ),
