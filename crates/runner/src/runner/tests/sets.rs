@@ -145,3 +145,33 @@ cleanup: always
     assert!(r.acts.is_empty(), "{:?}", r.acts);
     assert_eq!(exit_code(&r.outcome), exit::INVALID_INPUT);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_signal_inside_a_set_s_inject_stops_it_there_and_puts_back_what_it_hit() {
+    use super::SignalAt;
+    use crate::shutdown::Stop;
+    let mut setup = Setup::new(SET);
+    setup.nodes = &["control-plane", "worker-1", "worker-2", "worker-3"];
+    setup.signal = Some(SignalAt {
+        during: "inject pause-vm worker-2".into(),
+        stop: Stop::Terminate,
+    });
+    let r = run(setup).await;
+    assert_eq!(r.outcome.stopped_by, Some(Stop::Terminate));
+    // The signal cut the step inside worker-2's inject: worker-2 was
+    // journaled first, so both nodes hit are put back.
+    assert_eq!(
+        r.acts,
+        [
+            "inject pause-vm worker-1: begun",
+            "inject pause-vm worker-1: done",
+            "inject pause-vm worker-2: begun",
+            "revert resume-vm worker-2: begun",
+            "revert resume-vm worker-2: done",
+            "revert resume-vm worker-1: begun",
+            "revert resume-vm worker-1: done",
+        ]
+    );
+    assert!(r.open.is_empty() && r.journal_closed, "{:?}", r.open);
+    assert_eq!(exit_code(&r.outcome), 143);
+}
