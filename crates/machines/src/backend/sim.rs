@@ -81,8 +81,9 @@ impl SimBackend {
     /// A backend for a run: the cluster's default StorageClass `standard`
     /// is there and provisioned, and NodePort Services answer on 127.0.0.1,
     /// for as long as the run lasts.
-    pub async fn for_run(cluster: SimCluster) -> Result<SimBackend, crate::sim::Error> {
+    pub async fn for_run(mut cluster: SimCluster) -> Result<SimBackend, crate::sim::Error> {
         let client = cluster.client().await?;
+        cluster.share_client(Some(client.clone()));
         provisioner::ensure_class(&client).await?;
         let machines = Machines::default();
         Ok(SimBackend {
@@ -95,9 +96,10 @@ impl SimBackend {
     }
 
     /// The cluster back, the provisioner and the proxy stopped.
-    pub fn into_cluster(self) -> SimCluster {
+    pub fn into_cluster(mut self) -> SimCluster {
         drop(self.storage);
         drop(self.proxy);
+        self.cluster.share_client(None);
         self.cluster
     }
 }

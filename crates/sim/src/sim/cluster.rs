@@ -104,6 +104,18 @@ pub struct SimCluster {
     /// The kubelets' volume managers when they run in this process (a
     /// cluster started without [`UpOptions::exe`]): stopped with this value.
     pub(super) volume_task: Option<tokio::task::AbortHandle>,
+    /// The client its faults use, given by a run for as long as it lasts
+    /// (on that run's runtime); None: each fault makes its own.
+    pub(super) shared_client: Option<SharedClient>,
+}
+
+/// A client given to the faults ([`SimCluster::share_client`]).
+pub(super) struct SharedClient(kube::Client);
+
+impl std::fmt::Debug for SharedClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SharedClient")
+    }
 }
 
 /// Progress messages of a bring-up, for the CLI to print.
@@ -131,6 +143,7 @@ impl SimCluster {
             teardown_on_drop: false,
             lock: None,
             volume_task: None,
+            shared_client: None,
         })
     }
 
@@ -253,7 +266,18 @@ impl SimCluster {
 
     /// A kube client for this cluster.
     pub async fn client(&self) -> Result<kube::Client, Error> {
-        client_for(&self.layout.kubeconfig()).await
+        match &self.shared_client {
+            Some(SharedClient(client)) => Ok(client.clone()),
+            None => client_for(&self.layout.kubeconfig()).await,
+        }
+    }
+
+    /// Gives the faults a client to share (a run's, on the run's runtime:
+    /// a fault then costs no client of its own, with its TLS handshake,
+    /// which on a set of 100 nodes was most of the time each node took), or
+    /// takes it back (None) when the run ends.
+    pub fn share_client(&mut self, client: Option<kube::Client>) {
+        self.shared_client = client.map(SharedClient);
     }
 
     /// The client configuration (for clients with other settings).

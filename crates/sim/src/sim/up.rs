@@ -88,6 +88,7 @@ impl SimCluster {
             teardown_on_drop: true,
             lock: None,
             volume_task: None,
+            shared_client: None,
         };
         let ports = Ports {
             etcd_client,
