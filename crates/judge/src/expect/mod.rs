@@ -33,6 +33,8 @@ use crate::timeline::{Ms, PodView, World};
 #[derive(Debug, Clone, PartialEq)]
 pub enum ResolvedSubject {
     Node(String),
+    /// A set of nodes: a node condition holds when it holds on every one.
+    Nodes(Vec<String>),
     Pods {
         selector: Selector,
         on: Option<String>,

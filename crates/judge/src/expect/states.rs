@@ -9,11 +9,23 @@ use crate::scenario::checked::{NodeCond, PodsCond, ServiceCond};
 use crate::scenario::model::{NodeReady, TaintEffect, Terminating};
 use crate::timeline::{NodeView, PodView, World};
 
-/// Whether `c` holds for a node subject (never for another subject).
+/// Whether `c` holds for a node subject (never for another subject); for
+/// a set of nodes, on every one of them.
 pub(super) fn node(world: &World, subject: &ResolvedSubject, c: &NodeCond) -> bool {
-    let ResolvedSubject::Node(name) = subject else {
-        return false;
-    };
+    match subject {
+        ResolvedSubject::Node(name) => on_node(world, name, c),
+        ResolvedSubject::Nodes(names) => {
+            !names.is_empty() && names.iter().all(|name| on_node(world, name, c))
+        }
+        ResolvedSubject::Pods { .. }
+        | ResolvedSubject::Pvc { .. }
+        | ResolvedSubject::Service { .. }
+        | ResolvedSubject::Probe(_) => false,
+    }
+}
+
+/// Whether `c` holds on the node `name`.
+fn on_node(world: &World, name: &str, c: &NodeCond) -> bool {
     let absent = NodeView::default();
     let node = world.nodes.get(name).unwrap_or(&absent);
     let has_taint = |key: &str, effect: &Option<TaintEffect>| {

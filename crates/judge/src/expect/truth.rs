@@ -42,8 +42,9 @@ impl Truth {
     fn relevant(&self, t: &Transition) -> bool {
         match (&self.subject, &t.object) {
             (ResolvedSubject::Node(name), ObjectRef::Node { name: n }) => n == name,
-            (ResolvedSubject::Node(_), ObjectRef::Event { .. }) => true,
-            (ResolvedSubject::Node(_), _) => false,
+            (ResolvedSubject::Nodes(names), ObjectRef::Node { name: n }) => names.contains(n),
+            (ResolvedSubject::Node(_) | ResolvedSubject::Nodes(_), ObjectRef::Event { .. }) => true,
+            (ResolvedSubject::Node(_) | ResolvedSubject::Nodes(_), _) => false,
             _ => true,
         }
     }

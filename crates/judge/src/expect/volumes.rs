@@ -36,6 +36,7 @@ fn mentions(e: &EventView, part: &Option<String>) -> bool {
 fn about(world: &World, e: &EventView, subject: &ResolvedSubject) -> bool {
     match subject {
         ResolvedSubject::Node(name) => e.kind == "Node" && e.name == *name,
+        ResolvedSubject::Nodes(names) => e.kind == "Node" && names.contains(&e.name),
         ResolvedSubject::Pods { selector, .. } => {
             e.kind == "Pod"
                 && world

@@ -23,7 +23,10 @@ pub(super) struct Late {
 impl Run<'_> {
     pub(super) fn subject(&self, s: &CheckedSubject) -> Result<ResolvedSubject, Error> {
         Ok(match s {
-            CheckedSubject::Node(t) => ResolvedSubject::Node(self.node(t)?),
+            CheckedSubject::Node(t) => match self.sets.get(t) {
+                Some(nodes) => ResolvedSubject::Nodes(nodes.clone()),
+                None => ResolvedSubject::Node(self.node(t)?),
+            },
             CheckedSubject::Pods {
                 selector,
                 on,
@@ -95,9 +98,10 @@ impl Run<'_> {
     }
 
     pub(super) fn describe_subject(&self, s: &CheckedSubject) -> String {
-        let with = |t: &String| match self.targets.get(t) {
-            Some(n) => format!("{t} ({n})"),
-            None => t.clone(),
+        let with = |t: &String| match (self.targets.get(t), self.sets.get(t)) {
+            (Some(n), _) => format!("{t} ({n})"),
+            (None, Some(nodes)) => format!("{t} (each of {})", nodes.join(", ")),
+            (None, None) => t.clone(),
         };
         let filtered = |mut text: String, on: &Option<String>, not_on: &Option<String>| {
             if let Some(t) = on {

@@ -65,7 +65,14 @@ pub(super) fn condition(
                     );
                 }
             }
-            Subject::Node(cx.target_ref(&format!("{p}.node"), n)?)
+            // A node condition over a set holds when it holds on each node;
+            // a graceful-shutdown verdict is one node's.
+            let node = if e.graceful_shutdown.is_some() {
+                cx.target_ref(&format!("{p}.node"), n)?
+            } else {
+                cx.any_target_ref(&format!("{p}.node"), n)?
+            };
+            Subject::Node(node)
         }
         (None, Some(sel)) => {
             let selector = cx.selector(&format!("{p}.pods"), sel)?;

@@ -181,7 +181,8 @@ mod tests {
         let c = check(
             "  zone: {nodes: topology.kubernetes.io/zone=a, percent: 50}\n  \
              other: {role: worker, exclude: zone}\n",
-            "  - fault: poweroff\n    node: zone\n  - expect: {node: other, ready: \"True\", within: 1m}\n",
+            "  - fault: poweroff\n    node: zone\n  - expect: {node: other, ready: \"True\", within: 1m}\n  \
+             - expect: {node: zone, ready: Unknown, within: 1m}\n",
         )
         .unwrap();
         let zone = c.targets.iter().find(|t| t.name == "zone").unwrap();
@@ -206,7 +207,12 @@ mod tests {
         for (targets, steps, says) in [
             (
                 "  zone: {nodes: zone=a}\n",
-                "  - fault: poweroff\n    node: zone\n  - expect: {node: zone, ready: Unknown, within: 1m}\n",
+                "  - fault: poweroff\n    node: zone\n  - action: {cordon: {node: zone}}\n",
+                "target `zone` is a set of nodes (`nodes:`), and this names one node",
+            ),
+            (
+                "  zone: {nodes: zone=a}\n",
+                "  - fault: shutdown\n    node: zone\n  - expect: {node: zone, gracefulShutdown: will-run}\n",
                 "target `zone` is a set of nodes (`nodes:`), and this names one node",
             ),
             (

@@ -28,6 +28,8 @@ steps:
     fault: pause-vm
     node: pair
   - expect: {node: first, ready: Unknown, within: 20s}
+  # Over the set: when both are Unknown, 8 s after the second inject ended.
+  - expect: {node: pair, ready: Unknown, within: 20s}
 cleanup: always
 "#;
 
@@ -40,6 +42,21 @@ async fn a_fault_on_a_set_hits_each_node_and_cleanup_puts_each_back() {
     assert_eq!(result.verdict, RunVerdict::Pass, "{:?}", result.error);
     // `count: 2`: the first two by name; worker-3 is left alone.
     assert_eq!(result.sets["pair"], ["worker-1", "worker-2"]);
+    let observed: Vec<(&str, Option<i64>)> = result
+        .expectations
+        .iter()
+        .map(|e| (e.description.as_str(), e.observed))
+        .collect();
+    assert_eq!(
+        observed,
+        [
+            ("node first (worker-1): Ready=Unknown", Some(8_200)),
+            (
+                "node pair (each of worker-1, worker-2): Ready=Unknown",
+                Some(8_400)
+            ),
+        ]
+    );
     assert_eq!(
         r.acts,
         [
