@@ -243,7 +243,7 @@ pub fn run(cmd: SimCommand) -> Result<ExitCode, Error> {
                     // Dropping the bring-up future tears down what was
                     // started; a build of the binaries in progress is stopped.
                     stop = signals.next() => {
-                        sim::binaries::cancel();
+                        sim::binaries::cancel().await;
                         Ok(Err(stop))
                     }
                 }

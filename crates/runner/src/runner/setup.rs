@@ -4,6 +4,10 @@
 
 use std::time::Duration;
 
+/// How long setup waits for the recorder to have the pods as the API
+/// server has them (their node and readiness).
+const CATCH_UP: Duration = Duration::from_secs(10);
+
 use super::journal::{Settled, Undo};
 use super::{Error, Run, journal_failed};
 use crate::actions;
@@ -76,7 +80,60 @@ impl Run<'_> {
                 .await
                 .map_err(setup_err)?;
         }
+        self.catch_up(ns).await;
         Ok(())
+    }
+
+    /// Waits, at most [`CATCH_UP`], until the recorder has each of the
+    /// namespace's pods where the API server has it (its node, Ready or
+    /// not). The world just before T0 is what the run's figures count from,
+    /// and right after setup the watch can lag the API: in CI a pod not yet
+    /// on its node in the recorder at T0 was on no failed node, so its
+    /// replacement was nobody's and `duplicateWindow` had nothing to judge.
+    /// A lag past the bound is noted, never an error.
+    async fn catch_up(&mut self, ns: &str) {
+        use k8s_openapi::api::core::v1::Pod;
+        let api: kube::Api<Pod> = kube::Api::namespaced(self.client.clone(), ns);
+        let Ok(pods) = actions::list_paged(&api, |p: Pod| {
+            let ready = p
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+            let node = p.spec.and_then(|s| s.node_name);
+            p.metadata
+                .deletion_timestamp
+                .is_none()
+                .then_some((p.metadata.uid?, node, ready))
+        })
+        .await
+        else {
+            return;
+        };
+        let rec = self.rec.clone();
+        let seen = move || {
+            rec.with_world(|w| {
+                pods.iter().all(|(uid, node, ready)| {
+                    w.pods
+                        .get(uid)
+                        .is_some_and(|v| v.node == *node && v.ready == *ready)
+                })
+            })
+        };
+        let mut changes = self.rec.subscribe();
+        let caught_up = async {
+            while !seen() {
+                if changes.changed().await.is_err() {
+                    break;
+                }
+            }
+        };
+        if tokio::time::timeout(CATCH_UP, caught_up).await.is_err() {
+            self.note(&format!(
+                "the watch had not caught up with the API server's pods after {}s",
+                CATCH_UP.as_secs()
+            ));
+        }
     }
 
     /// Applies one object; one the run has not created yet is journaled for

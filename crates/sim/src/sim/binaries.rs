@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
@@ -239,6 +239,7 @@ const STDERR_TAIL_LINES: usize = 40;
 /// which the error carries when the script fails: the error may be read
 /// where that stream was not (a report, a CI summary).
 pub fn run_provision(mut command: Command, cache: &Path) -> Result<ExitStatus, Error> {
+    let _running = Running::new();
     // Its own process group, so that a cancelled run stops the script and
     // every `go build` it started, and nothing else.
     let mut child = group::spawn(command.stderr(Stdio::piped()))
@@ -301,9 +302,54 @@ pub fn run_provision(mut command: Command, cache: &Path) -> Result<ExitStatus, E
 /// Set by the shutdown path: a running provisioning stops its builds.
 static CANCELLED: AtomicBool = AtomicBool::new(false);
 
-/// Stops a provisioning run in progress (and any later one in this process).
-pub fn cancel() {
+/// Provisioning runs in progress (each on a blocking thread of its own).
+static RUNNING: AtomicUsize = AtomicUsize::new(0);
+
+/// Told when a provisioning run ends.
+static ENDED: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
+/// Counts a provisioning run while it lasts.
+struct Running;
+
+impl Running {
+    fn new() -> Running {
+        RUNNING.fetch_add(1, Ordering::SeqCst);
+        Running
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        RUNNING.fetch_sub(1, Ordering::SeqCst);
+        ENDED.notify_waiters();
+    }
+}
+
+/// How long [`cancel`] waits for the builds to stop (a run's own wait for
+/// its script after SIGTERM is 5 s, then it SIGKILLs the group).
+const CANCEL_WAIT: Duration = Duration::from_secs(10);
+
+/// Stops a provisioning run in progress (and any later one in this
+/// process), and waits until it has stopped its builds, at most
+/// [`CANCEL_WAIT`]: the process may exit right after, and a build must not
+/// outlive it (CI saw one outlive a `nodefall scenario` stopped by SIGTERM:
+/// the process exited before the run's thread had looked at the flag).
+pub async fn cancel() {
     CANCELLED.store(true, Ordering::SeqCst);
+    let stopped = async {
+        loop {
+            // Registered before the count is read, so an end in between
+            // is not missed.
+            let ended = ENDED.notified();
+            let mut ended = std::pin::pin!(ended);
+            ended.as_mut().enable();
+            if RUNNING.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            ended.await;
+        }
+    };
+    let _ = tokio::time::timeout(CANCEL_WAIT, stopped).await;
 }
 
 /// The error text of a failed provisioning run: what failed, the script's own

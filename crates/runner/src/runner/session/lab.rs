@@ -240,7 +240,7 @@ impl Lab {
                     stop = signals.next() => {
                         // Dropping the start tears down what it had started;
                         // a build of the binaries in progress is stopped.
-                        sim::binaries::cancel();
+                        sim::binaries::cancel().await;
                         progress.finish();
                         return Ok(Started::Interrupted(stop));
                     }
