@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-/// How long setup waits for the recorder to have the pods as the API
-/// server has them (their node and readiness).
+/// How long setup waits for the recorder to have the pods on their nodes
+/// as the API server has them.
 const CATCH_UP: Duration = Duration::from_secs(10);
 
 use super::journal::{Settled, Undo};
@@ -85,8 +85,10 @@ impl Run<'_> {
     }
 
     /// Waits, at most [`CATCH_UP`], until the recorder has each of the
-    /// namespace's pods where the API server has it (its node, Ready or
-    /// not). The world just before T0 is what the run's figures count from,
+    /// namespace's pods, on the node the API server has it bound to (a
+    /// binding never changes, so a later state cannot look like a lag;
+    /// readiness can flip either way meanwhile, so it is not compared). The
+    /// world just before T0 is what the run's figures count from,
     /// and right after setup the watch can lag the API: in CI a pod not yet
     /// on its node in the recorder at T0 was on no failed node, so its
     /// replacement was nobody's and `duplicateWindow` had nothing to judge.
@@ -95,16 +97,11 @@ impl Run<'_> {
         use k8s_openapi::api::core::v1::Pod;
         let api: kube::Api<Pod> = kube::Api::namespaced(self.client.clone(), ns);
         let Ok(pods) = actions::list_paged(&api, |p: Pod| {
-            let ready = p
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
             let node = p.spec.and_then(|s| s.node_name);
             p.metadata
                 .deletion_timestamp
                 .is_none()
-                .then_some((p.metadata.uid?, node, ready))
+                .then_some((p.metadata.uid?, node))
         })
         .await
         else {
@@ -113,10 +110,10 @@ impl Run<'_> {
         let rec = self.rec.clone();
         let seen = move || {
             rec.with_world(|w| {
-                pods.iter().all(|(uid, node, ready)| {
+                pods.iter().all(|(uid, node)| {
                     w.pods
                         .get(uid)
-                        .is_some_and(|v| v.node == *node && v.ready == *ready)
+                        .is_some_and(|v| node.is_none() || v.node == *node)
                 })
             })
         };
