@@ -228,7 +228,7 @@ impl Run<'_> {
                             matched.len(),
                             if matched.len() == 1 { "" } else { "s" },
                             if matched.is_empty() {
-                                format!("nodes: {}", names.join(", "))
+                                format!("the cluster's nodes are {}", names.join(", "))
                             } else {
                                 matched.join(", ")
                             }
