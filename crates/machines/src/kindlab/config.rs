@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use crate::profile::TimingProfile;
+use crate::sim::ZONE_LABEL;
 
 /// What the host needs worked around (`scripts/kind/host-quirks.sh` tells the
 /// same); none of it is set on a host that does not need it.
@@ -45,9 +46,6 @@ pub struct Spec {
     /// label, as kind leaves it).
     pub zones: Vec<String>,
 }
-
-/// The label a zone's nodes carry.
-pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 
 /// Where every node of a `kind up` cluster mounts its shared directory.
 pub const SHARED_MOUNT: &str = "/nodefall/shared";

@@ -502,14 +502,7 @@ impl Run<'_> {
             let label = step.label();
             match &step.kind {
                 StepKind::Fault { fault, node } => {
-                    if self.sets.contains_key(node) {
-                        self.set_fault(backend, step.index, label, node, *fault)
-                            .await?;
-                    } else {
-                        let node_name = self.node(node)?;
-                        self.fault(backend, step.index, label, &node_name, *fault)
-                            .await?;
-                    }
+                    self.fault(backend, step.index, label, node, *fault).await?;
                 }
                 StepKind::Action(action) => {
                     let slot = self.begin(
@@ -545,39 +538,11 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// One fault step on one node.
+    /// One fault step on `target`: its node, or each node of its set in
+    /// turn (by name), each journaled before it is hit. On a set, the first
+    /// node it fails on ends the step: the rest are left alone, and cleanup
+    /// reverts those journaled; each node's times and the spread are kept.
     async fn fault<B: NodeFaults>(
-        &mut self,
-        backend: &mut B,
-        index: usize,
-        label: String,
-        node: &str,
-        fault: FaultKind,
-    ) -> Result<(), Error> {
-        let slot = self.begin(
-            Some(index),
-            label,
-            RecKind::Fault,
-            backend.describe(node, fault),
-        );
-        self.steps[slot].fault = Some(FaultStep {
-            fault,
-            node: node.to_owned(),
-            nodes: Vec::new(),
-        });
-        let started = self.steps[slot].started;
-        self.t0.get_or_insert(started);
-        self.anchors.insert(index, started);
-        let r = self.fault_on(backend, index, node, fault).await;
-        self.steps[slot].commands = backend.take_commands();
-        self.end(slot, outcome(&r));
-        r
-    }
-
-    /// One fault step on a set of nodes: each node journaled and hit in
-    /// turn (by name). The first node it fails on ends the step: the rest
-    /// are left alone, and cleanup reverts those that were hit.
-    async fn set_fault<B: NodeFaults>(
         &mut self,
         backend: &mut B,
         index: usize,
@@ -586,50 +551,55 @@ impl Run<'_> {
         fault: FaultKind,
     ) -> Result<(), Error> {
         let nodes = self.nodes_of(target)?;
+        let set = self.sets.contains_key(target);
         let first = nodes
             .first()
             .map_or_else(String::new, |n| backend.describe(n, fault));
-        let slot = self.begin(
-            Some(index),
-            label,
-            RecKind::Fault,
+        let description = if set {
             format!(
                 "{fault} on the {} nodes of {target} ({}), one after another, as on the first: {first}",
                 nodes.len(),
                 nodes.join(", ")
-            ),
-        );
+            )
+        } else {
+            first
+        };
+        let slot = self.begin(Some(index), label, RecKind::Fault, description);
         let started = self.steps[slot].started;
         self.t0.get_or_insert(started);
         self.anchors.insert(index, started);
         let mut hit = Vec::new();
-        let mut failed = None;
+        let mut r = Ok(());
         for node in &nodes {
             let at = self.now();
-            failed = match self.fault_on(backend, index, node, fault).await {
-                Ok(()) => None,
-                Err(Error::Fault(source)) => Some(Error::SetFault {
+            r = match self.fault_on(backend, index, node, fault).await {
+                Err(Error::Fault(source)) if set => Err(Error::SetFault {
                     target: target.to_owned(),
                     node: node.clone(),
                     fault,
                     source,
                 }),
-                Err(e) => Some(e),
+                other => other,
             };
             hit.push(NodeFault {
                 node: node.clone(),
                 at,
                 done: self.now(),
-                error: failed.as_ref().map(|e| chain(e)),
+                error: r.as_ref().err().map(|e| chain(e)),
             });
-            if failed.is_some() {
+            if r.is_err() {
                 break;
             }
         }
         let step = FaultStep {
             fault,
-            node: target.to_owned(),
-            nodes: hit,
+            node: if set {
+                target
+            } else {
+                nodes.first().map_or(target, String::as_str)
+            }
+            .to_owned(),
+            nodes: if set { hit } else { Vec::new() },
         };
         if let Some(spread) = step.spread() {
             self.note(&format!(
@@ -641,16 +611,8 @@ impl Run<'_> {
         }
         self.steps[slot].fault = Some(step);
         self.steps[slot].commands = backend.take_commands();
-        match failed {
-            Some(e) => {
-                self.end(slot, StepOutcome::Failed(chain(&e)));
-                Err(e)
-            }
-            None => {
-                self.end(slot, StepOutcome::Ok);
-                Ok(())
-            }
-        }
+        self.end(slot, outcome(&r));
+        r
     }
 
     /// Journals `fault` on `node` with its revert first, then injects it. A
