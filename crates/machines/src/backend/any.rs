@@ -169,4 +169,26 @@ impl NodeFaults for AnyBackend {
     fn remember(&mut self, node: &str, memo: &str) {
         each!(self, b => b.remember(node, memo));
     }
+
+    fn fork(&self) -> Option<AnyBackend> {
+        Some(match self {
+            AnyBackend::Sim(b) => AnyBackend::Sim(Box::new(b.fork()?)),
+            AnyBackend::Kind(b) => AnyBackend::Kind(b.fork()?),
+            AnyBackend::Libvirt(b) => AnyBackend::Libvirt(Box::new(b.fork()?)),
+            AnyBackend::Command(b) => AnyBackend::Command(Box::new(b.fork()?)),
+            AnyBackend::Vagrant(b) => AnyBackend::Vagrant(Box::new(b.fork()?)),
+        })
+    }
+
+    fn join(&mut self, node: &str, fork: AnyBackend) {
+        match (self, fork) {
+            (AnyBackend::Sim(b), AnyBackend::Sim(f)) => b.join(node, *f),
+            (AnyBackend::Kind(b), AnyBackend::Kind(f)) => b.join(node, f),
+            (AnyBackend::Libvirt(b), AnyBackend::Libvirt(f)) => b.join(node, *f),
+            (AnyBackend::Command(b), AnyBackend::Command(f)) => b.join(node, *f),
+            (AnyBackend::Vagrant(b), AnyBackend::Vagrant(f)) => b.join(node, *f),
+            // A fork is always of its own backend's kind.
+            _ => {}
+        }
+    }
 }

@@ -324,4 +324,21 @@ pub trait NodeFaults: Send {
     fn take_commands(&mut self) -> Vec<crate::record::CommandRecord> {
         Vec::new()
     }
+    /// A copy that injects on one node of a set while other copies inject
+    /// on the others, so a fault on a set hits its nodes at once; what it
+    /// learnt comes back through [`NodeFaults::join`]. None (the default):
+    /// this backend's faults go one node after another.
+    fn fork(&self) -> Option<Self>
+    where
+        Self: Sized,
+    {
+        None
+    }
+    /// Takes back what `fork` learnt while it acted on `node` alone (an
+    /// address, a revert, the commands it ran).
+    fn join(&mut self, _node: &str, _fork: Self)
+    where
+        Self: Sized,
+    {
+    }
 }

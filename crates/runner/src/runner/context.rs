@@ -44,18 +44,27 @@ impl<B> std::fmt::Debug for Context<'_, B> {
     }
 }
 
-/// Limits of a run's cleanup.
+/// Limits of a run: its cleanup, its faults on sets.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     /// Cleanup as a whole must end within this; what is left stays in the
     /// journal for `nodefall recover`.
     pub cleanup_deadline: Duration,
+    /// How many nodes of a set a fault hits at a time, on a backend that
+    /// can hit them at once.
+    pub set_parallelism: usize,
 }
+
+/// A fault on a set hits at most this many nodes at a time, so a set of
+/// hundreds does not start hundreds of `docker` processes or libvirt calls
+/// at once.
+pub const SET_PARALLELISM: usize = 16;
 
 impl Default for Limits {
     fn default() -> Limits {
         Limits {
             cleanup_deadline: Duration::from_secs(180),
+            set_parallelism: SET_PARALLELISM,
         }
     }
 }

@@ -71,7 +71,7 @@ pub enum Error {
     #[error(transparent)]
     Fault(#[from] Box<backend::Error>),
     /// A fault on a set of nodes failed on one of them: no more of them
-    /// were hit, and cleanup reverts those that were.
+    /// were begun, and cleanup reverts every one journaled.
     #[error("{fault} on node {node} of set `{target}`")]
     SetFault {
         target: String,
@@ -161,6 +161,7 @@ pub async fn run<B: NodeFaults>(ctx: Context<'_, B>) -> RunOutcome {
         setup_end: 0,
         t0: None,
         journal,
+        parallel: limits.set_parallelism,
         manifests: Vec::new(),
         applied: BTreeSet::new(),
         observer: None,
@@ -312,6 +313,8 @@ struct Run<'a> {
     t0: Option<Ms>,
     /// Every change, journaled before it is made; cleanup undoes what it holds.
     journal: &'a mut Journal,
+    /// How many nodes of a set a fault hits at a time.
+    parallel: usize,
     /// Every object the scenario applies, resolved once at preflight.
     manifests: Vec<actions::ManifestObject>,
     /// Objects this run created: (kind, namespace, name).
@@ -538,10 +541,12 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// One fault step on `target`: its node, or each node of its set in
-    /// turn (by name), each journaled before it is hit. On a set, the first
-    /// node it fails on ends the step: the rest are left alone, and cleanup
-    /// reverts those journaled; each node's times and the spread are kept.
+    /// One fault step on `target`: its node, or every node of its set,
+    /// each journaled before it is hit. A set is hit at once where the
+    /// backend can fork (at most [`Limits::set_parallelism`] nodes at a
+    /// time), else one node after another. Once a node's inject fails no
+    /// more are begun; those begun finish, and cleanup reverts every one
+    /// journaled. Each node's times and the spread are kept.
     async fn fault<B: NodeFaults>(
         &mut self,
         backend: &mut B,
@@ -552,45 +557,50 @@ impl Run<'_> {
     ) -> Result<(), Error> {
         let nodes = self.nodes_of(target)?;
         let set = self.sets.contains_key(target);
+        let forks: Option<Vec<B>> = match set {
+            true => nodes.iter().map(|_| backend.fork()).collect(),
+            false => None,
+        };
         let first = nodes
             .first()
             .map_or_else(String::new, |n| backend.describe(n, fault));
-        let description = if set {
-            format!(
+        let description = match (set, &forks) {
+            (false, _) => first,
+            (true, Some(_)) => format!(
+                "{fault} on the {} nodes of {target} ({}) at once, at most {} at a time, as on the first: {first}",
+                nodes.len(),
+                nodes.join(", "),
+                self.parallel
+            ),
+            (true, None) => format!(
                 "{fault} on the {} nodes of {target} ({}), one after another, as on the first: {first}",
                 nodes.len(),
                 nodes.join(", ")
-            )
-        } else {
-            first
+            ),
         };
         let slot = self.begin(Some(index), label, RecKind::Fault, description);
         let started = self.steps[slot].started;
         self.t0.get_or_insert(started);
         self.anchors.insert(index, started);
-        let mut hit = Vec::new();
-        let mut r = Ok(());
-        for node in &nodes {
-            let at = self.now();
-            r = match self.fault_on(backend, index, node, fault).await {
-                Err(Error::Fault(source)) if set => Err(Error::SetFault {
-                    target: target.to_owned(),
-                    node: node.clone(),
-                    fault,
-                    source,
-                }),
-                other => other,
-            };
-            hit.push(NodeFault {
-                node: node.clone(),
-                at,
-                done: self.now(),
-                error: r.as_ref().err().map(|e| chain(e)),
-            });
-            if r.is_err() {
-                break;
+        let (hit, r) = match forks {
+            Some(forks) => {
+                self.fault_together(backend, forks, index, &nodes, fault)
+                    .await
             }
-        }
+            None => self.fault_in_turn(backend, index, &nodes, fault).await,
+        };
+        let r = match r {
+            Err(Error::Fault(source)) if set => Err(Error::SetFault {
+                target: target.to_owned(),
+                node: hit
+                    .iter()
+                    .find(|h| h.error.is_some())
+                    .map_or_else(String::new, |h| h.node.clone()),
+                fault,
+                source,
+            }),
+            other => other,
+        };
         let step = FaultStep {
             fault,
             node: if set {
@@ -610,9 +620,108 @@ impl Run<'_> {
             ));
         }
         self.steps[slot].fault = Some(step);
-        self.steps[slot].commands = backend.take_commands();
+        self.steps[slot].commands.extend(backend.take_commands());
         self.end(slot, outcome(&r));
         r
+    }
+
+    /// `fault` on each of `nodes` in turn, stopping at the first failure.
+    async fn fault_in_turn<B: NodeFaults>(
+        &mut self,
+        backend: &mut B,
+        index: usize,
+        nodes: &[String],
+        fault: FaultKind,
+    ) -> (Vec<NodeFault>, Result<(), Error>) {
+        let mut hit = Vec::new();
+        for node in nodes {
+            let at = self.now();
+            let r = self.fault_on(backend, index, node, fault).await;
+            hit.push(NodeFault {
+                node: node.clone(),
+                at,
+                done: self.now(),
+                error: r.as_ref().err().map(|e| chain(e)),
+            });
+            if r.is_err() {
+                return (hit, r);
+            }
+        }
+        (hit, Ok(()))
+    }
+
+    /// `fault` on all of `nodes` at once, one fork of the backend each, at
+    /// most `self.parallel` at a time: every node is journaled first, then
+    /// the injects run together, off this task's own work (each fork's
+    /// blocking calls go to the blocking pool). Once one fails no more are
+    /// begun. The forks' memos go to the journal, their state back to
+    /// `backend`.
+    async fn fault_together<B: NodeFaults>(
+        &mut self,
+        backend: &mut B,
+        forks: Vec<B>,
+        index: usize,
+        nodes: &[String],
+        fault: FaultKind,
+    ) -> (Vec<NodeFault>, Result<(), Error>) {
+        use futures::StreamExt;
+        let mut entries = Vec::with_capacity(nodes.len());
+        for node in nodes {
+            let before = backend.memo(node, fault);
+            match self.will_fault(node, fault, before.clone()) {
+                Ok(entry) => entries.push((entry, before)),
+                // Nothing is injected: cleanup reverts those journaled.
+                Err(e) => return (Vec::new(), Err(e)),
+            }
+        }
+        crate::testpoint::reached(|| format!("fault-{}:journaled", index + 1)).await;
+        let failed = std::sync::atomic::AtomicBool::new(false);
+        let (rec, failed) = (&self.rec, &failed);
+        let jobs = forks
+            .into_iter()
+            .zip(nodes)
+            .map(|(mut fork, node)| async move {
+                use std::sync::atomic::Ordering;
+                if failed.load(Ordering::SeqCst) {
+                    return (node, fork, None);
+                }
+                let at = rec.now();
+                let r = fork.inject(node, fault).await;
+                if r.is_err() {
+                    failed.store(true, Ordering::SeqCst);
+                }
+                let memo = fork.memo(node, fault);
+                (node, fork, Some((at, rec.now(), r, memo)))
+            });
+        let mut done: Vec<_> = futures::stream::iter(jobs)
+            .buffer_unordered(self.parallel.max(1))
+            .collect()
+            .await;
+        crate::testpoint::reached(|| format!("fault-{}:injected", index + 1)).await;
+        // In the set's order, which is the journal's.
+        done.sort_by_key(|(node, ..)| nodes.iter().position(|n| n == *node));
+        let mut hit = Vec::new();
+        let mut first_error = None;
+        for ((node, mut fork, outcome), (entry, before)) in done.into_iter().zip(entries) {
+            if let Some(step) = self.steps.last_mut() {
+                step.commands.extend(fork.take_commands());
+            }
+            backend.join(node, fork);
+            let Some((at, end, r, memo)) = outcome else {
+                continue;
+            };
+            let r = self.did_fault(entry, node, fault, before.as_ref(), memo, r);
+            hit.push(NodeFault {
+                node: node.to_owned(),
+                at,
+                done: end,
+                error: r.as_ref().err().map(|e| chain(e)),
+            });
+            if let (Err(e), None) = (r, &first_error) {
+                first_error = Some(e);
+            }
+        }
+        (hit, first_error.map_or(Ok(()), Err))
     }
 
     /// Journals `fault` on `node` with its revert first, then injects it. A
@@ -628,20 +737,46 @@ impl Run<'_> {
         // The memo (what reaches the machine again, e.g. a libvirt domain's
         // UUID) goes in with the entry, and again if the fault changed it.
         let before = backend.memo(node, fault);
-        let entry = match fault.revert() {
-            Some(revert) => Some(self.journal.will(Undo::Fault {
-                node: node.to_owned(),
-                fault,
-                revert,
-                memo: before.clone(),
-            })?),
-            None => None,
-        };
+        let entry = self.will_fault(node, fault, before.clone())?;
         crate::testpoint::reached(|| format!("fault-{}:journaled", index + 1)).await;
         let r = backend.inject(node, fault).await;
         crate::testpoint::reached(|| format!("fault-{}:injected", index + 1)).await;
-        if let (Some(id), Some(memo)) = (entry, backend.memo(node, fault))
-            && before.as_ref() != Some(&memo)
+        let after = backend.memo(node, fault);
+        self.did_fault(entry, node, fault, before.as_ref(), after, r)
+    }
+
+    /// The journal entry that reverts `fault` on `node`, written before it
+    /// is injected (None: the fault is itself a revert).
+    fn will_fault(
+        &mut self,
+        node: &str,
+        fault: FaultKind,
+        memo: Option<String>,
+    ) -> Result<Option<u32>, Error> {
+        let Some(revert) = fault.revert() else {
+            return Ok(None);
+        };
+        Ok(Some(self.journal.will(Undo::Fault {
+            node: node.to_owned(),
+            fault,
+            revert,
+            memo,
+        })?))
+    }
+
+    /// After `fault` was injected on `node` with result `r`: the entry's
+    /// memo is brought up to date, and a revert settles the faults it undid.
+    fn did_fault(
+        &mut self,
+        entry: Option<u32>,
+        node: &str,
+        fault: FaultKind,
+        before: Option<&String>,
+        after: Option<String>,
+        r: Result<(), backend::Error>,
+    ) -> Result<(), Error> {
+        if let (Some(id), Some(memo)) = (entry, after)
+            && before != Some(&memo)
             && let Some(revert) = fault.revert()
         {
             self.journal.update(

@@ -539,4 +539,23 @@ impl<E: Exec + Clone + 'static> NodeFaults for CommandBackend<E> {
     fn take_commands(&mut self) -> Vec<CommandRecord> {
         std::mem::take(&mut self.transcript)
     }
+
+    /// Each node's commands are its own processes.
+    fn fork(&self) -> Option<Self> {
+        Some(CommandBackend {
+            exec: self.exec.clone(),
+            spec: self.spec.clone(),
+            source: self.source.clone(),
+            nodes: self.nodes.clone(),
+            pending: self.pending.clone(),
+            transcript: Vec::new(),
+        })
+    }
+
+    fn join(&mut self, node: &str, fork: Self) {
+        self.pending.retain(|(n, _), _| n != node);
+        self.pending
+            .extend(fork.pending.into_iter().filter(|((n, _), _)| n == node));
+        self.transcript.extend(fork.transcript);
+    }
 }

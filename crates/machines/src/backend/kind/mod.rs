@@ -34,7 +34,7 @@ pub struct NodeContainer {
     pub role: String,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct KindBackend<E: Exec> {
     pub cluster: String,
     /// `docker` or `podman`.
@@ -308,6 +308,33 @@ impl<E: Exec + Clone + 'static> NodeFaults for KindBackend<E> {
                 .flatten(),
         };
         (memo != Memo::default()).then(|| serde_json::to_string(&memo).unwrap_or_default())
+    }
+
+    /// Each node is its own container, acted on by its own commands.
+    fn fork(&self) -> Option<Self> {
+        Some(self.clone())
+    }
+
+    fn join(&mut self, node: &str, fork: Self) {
+        let Ok(container) = self.container(node).map(str::to_owned) else {
+            return;
+        };
+        let KindBackend {
+            mut addresses,
+            mut restart_before,
+            restart_off,
+            ..
+        } = fork;
+        if let Some(ip) = addresses.remove(&container) {
+            self.addresses.insert(container.clone(), ip);
+        }
+        if let Some(policy) = restart_before.remove(&container) {
+            self.restart_before.insert(container.clone(), policy);
+        }
+        match restart_off.contains(&container) {
+            true => self.restart_off.insert(container),
+            false => self.restart_off.remove(&container),
+        };
     }
 
     fn remember(&mut self, node: &str, memo: &str) {

@@ -406,6 +406,23 @@ impl<H: Hypervisor, E: Exec + Clone + 'static> NodeFaults for LibvirtBackend<H, 
         Some((via, r))
     }
 
+    /// Domains are acted on through one shared connection, each call on
+    /// the blocking pool.
+    fn fork(&self) -> Option<Self> {
+        Some(LibvirtBackend {
+            hv: self.hv.clone(),
+            exec: self.exec.clone(),
+            settings: self.settings.clone(),
+            machines: self.machines.clone(),
+        })
+    }
+
+    fn join(&mut self, node: &str, mut fork: Self) {
+        if let Some(m) = fork.machines.remove(node) {
+            self.machines.insert(node.to_owned(), m);
+        }
+    }
+
     fn remember(&mut self, node: &str, memo: &str) {
         if let Ok(m) = serde_json::from_str::<Machine>(memo) {
             self.machines.insert(node.to_owned(), m);

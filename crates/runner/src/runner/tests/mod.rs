@@ -56,6 +56,8 @@ struct FakeBackend {
     /// An inject or revert that fails (`inject pause-vm worker-1`).
     fail: Vec<String>,
     signal: Option<(SignalAt, Arc<Raise>)>,
+    /// It can fork, so a set is hit at once (kind); else in turn (the sim).
+    forks: bool,
 }
 
 impl FakeBackend {
@@ -85,6 +87,26 @@ impl FakeBackend {
 impl NodeFaults for FakeBackend {
     fn name(&self) -> &'static str {
         "fake"
+    }
+
+    fn fork(&self) -> Option<FakeBackend> {
+        self.forks.then(|| FakeBackend {
+            api: self.api.clone(),
+            down: self.down.clone(),
+            log: self.log.clone(),
+            grace: self.grace,
+            act: self.act,
+            fail: self.fail.clone(),
+            signal: self.signal.clone(),
+            forks: false,
+        })
+    }
+
+    fn join(&mut self, _node: &str, fork: FakeBackend) {
+        // A signal raised by a fork is raised once.
+        if fork.signal.is_none() {
+            self.signal = None;
+        }
     }
 
     fn describe(&self, node: &str, fault: FaultKind) -> String {
@@ -170,6 +192,9 @@ pub(super) struct Setup {
     pub(super) fail: Vec<String>,
     pub(super) signal: Option<SignalAt>,
     pub(super) cleanup_deadline: Duration,
+    /// The backend can fork: a set is hit at once, `parallel` at a time.
+    pub(super) forks: bool,
+    pub(super) parallel: usize,
     /// Manifests beside the scenario: (file name, text).
     pub(super) manifests: &'static [(&'static str, &'static str)],
 }
@@ -184,6 +209,8 @@ impl Setup {
             fail: Vec::new(),
             signal: None,
             cleanup_deadline: Duration::from_secs(180),
+            forks: true,
+            parallel: Limits::default().set_parallelism,
             manifests: &[],
         }
     }
@@ -238,6 +265,7 @@ pub(super) async fn run(setup: Setup) -> Ran {
         act: setup.act,
         fail: setup.fail,
         signal: setup.signal.map(|s| (s, raise.clone())),
+        forks: setup.forks,
     };
     let mut journal =
         Journal::create(dir.path(), super::journal::test_header("runner-test")).expect("a journal");
@@ -259,6 +287,7 @@ pub(super) async fn run(setup: Setup) -> Ran {
         progress: &progress,
         limits: Limits {
             cleanup_deadline: setup.cleanup_deadline,
+            set_parallelism: setup.parallel,
         },
     })
     .await;

@@ -1,6 +1,8 @@
 //! Faults on a set of nodes (`target: {nodes: SELECTOR}`) on the fake
-//! cluster: each node journaled and hit in turn, each put back, and a set
-//! whose inject fails on one node stopped there with the node named.
+//! cluster: every node journaled, then hit at once (a backend that forks,
+//! as kind's) or in turn (one that does not, as the sim's), each put back;
+//! a set whose inject fails on one node begins no more, names it, and
+//! every node journaled is put back.
 
 use super::{Setup, run};
 use crate::exit;
@@ -33,10 +35,20 @@ steps:
 cleanup: always
 "#;
 
-#[tokio::test(start_paused = true)]
-async fn a_fault_on_a_set_hits_each_node_and_cleanup_puts_each_back() {
+/// What the fake backend did on `SET`, hit at once (`forks`) or in turn.
+struct SetRun {
+    /// When the set was Unknown as a whole.
+    set_unknown: i64,
+    acts: &'static [&'static str],
+    /// Each node's (inject begun, done).
+    hit: [(&'static str, i64, i64); 2],
+    spread: &'static str,
+}
+
+async fn a_fault_on_a_set(forks: bool, want: SetRun) {
     let mut setup = Setup::new(SET);
     setup.nodes = &["control-plane", "worker-1", "worker-2", "worker-3"];
+    setup.forks = forks;
     let r = run(setup).await;
     let result = &r.outcome.result;
     assert_eq!(result.verdict, RunVerdict::Pass, "{:?}", result.error);
@@ -53,23 +65,11 @@ async fn a_fault_on_a_set_hits_each_node_and_cleanup_puts_each_back() {
             ("node first (worker-1): Ready=Unknown", Some(8_200)),
             (
                 "node pair (each of worker-1, worker-2): Ready=Unknown",
-                Some(8_400)
+                Some(want.set_unknown)
             ),
         ]
     );
-    assert_eq!(
-        r.acts,
-        [
-            "inject pause-vm worker-1: begun",
-            "inject pause-vm worker-1: done",
-            "inject pause-vm worker-2: begun",
-            "inject pause-vm worker-2: done",
-            "revert resume-vm worker-2: begun",
-            "revert resume-vm worker-2: done",
-            "revert resume-vm worker-1: begun",
-            "revert resume-vm worker-1: done",
-        ]
-    );
+    assert_eq!(r.acts, want.acts);
     let step = fault_step(result);
     let fault = step.fault.as_ref().expect("the fault step's record");
     assert_eq!(fault.node, "pair");
@@ -78,68 +78,163 @@ async fn a_fault_on_a_set_hits_each_node_and_cleanup_puts_each_back() {
         .iter()
         .map(|n| (n.node.as_str(), n.at, n.done))
         .collect();
-    // Each act takes 200 ms: the spread is both of them.
-    assert_eq!(hit, [("worker-1", 0, 200), ("worker-2", 200, 400)]);
-    assert_eq!(fault.spread(), Some(400));
+    assert_eq!(hit, want.hit);
     assert!(fault.hits("worker-2") && !fault.hits("worker-3"));
+    let note = format!("2 of 2 nodes hit; spread {}", want.spread);
     assert!(
-        step.notes
-            .iter()
-            .any(|(_, n)| n.contains("2 of 2 nodes hit; spread 0.4s")),
-        "{:?}",
+        step.notes.iter().any(|(_, n)| n.contains(&note)),
+        "{note}: {:?}",
         step.notes
     );
     assert!(r.open.is_empty() && r.journal_closed, "{:?}", r.open);
     assert_eq!(exit_code(&r.outcome), exit::PASS);
 }
 
+/// The revert of both, newest journaled first.
+const REVERTS: [&str; 4] = [
+    "revert resume-vm worker-2: begun",
+    "revert resume-vm worker-2: done",
+    "revert resume-vm worker-1: begun",
+    "revert resume-vm worker-1: done",
+];
+
 #[tokio::test(start_paused = true)]
-async fn a_set_whose_inject_fails_on_one_node_stops_there_and_puts_back_the_others() {
-    // The three workers; the inject fails on the second.
-    const ALL: &str = r#"
+async fn a_fault_on_a_set_hits_its_nodes_at_once_and_cleanup_puts_each_back() {
+    const ACTS: [&str; 8] = [
+        "inject pause-vm worker-1: begun",
+        "inject pause-vm worker-2: begun",
+        "inject pause-vm worker-1: done",
+        "inject pause-vm worker-2: done",
+        REVERTS[0],
+        REVERTS[1],
+        REVERTS[2],
+        REVERTS[3],
+    ];
+    // Each act takes 200 ms, both together: the spread is one act.
+    let want = SetRun {
+        set_unknown: 8_200,
+        acts: &ACTS,
+        hit: [("worker-1", 0, 200), ("worker-2", 0, 200)],
+        spread: "0.2s",
+    };
+    a_fault_on_a_set(true, want).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_backend_that_cannot_fork_hits_a_set_s_nodes_in_turn() {
+    const ACTS: [&str; 8] = [
+        "inject pause-vm worker-1: begun",
+        "inject pause-vm worker-1: done",
+        "inject pause-vm worker-2: begun",
+        "inject pause-vm worker-2: done",
+        REVERTS[0],
+        REVERTS[1],
+        REVERTS[2],
+        REVERTS[3],
+    ];
+    // One after another: the set is Unknown 8 s after the second inject
+    // ended, and the spread is both acts.
+    let want = SetRun {
+        set_unknown: 8_400,
+        acts: &ACTS,
+        hit: [("worker-1", 0, 200), ("worker-2", 200, 400)],
+        spread: "0.4s",
+    };
+    a_fault_on_a_set(false, want).await;
+}
+
+/// The three workers as one set; the inject fails on the second.
+const ALL: &str = r#"
 name: unit-set-all
 namespace: unit
 targets:
-  pair: {nodes: "kubernetes.io/hostname in (worker-1, worker-2, worker-3)"}
+  all: {nodes: "kubernetes.io/hostname in (worker-1, worker-2, worker-3)"}
 steps:
   - fault: pause-vm
-    node: pair
+    node: all
 cleanup: always
 "#;
+
+/// Runs `ALL` with worker-2's inject failing, at most `parallel` at a
+/// time; checks the error names worker-2, the journal is emptied and the
+/// exit is 3, and returns the acts and which nodes' injects failed.
+async fn a_set_failing_on_worker_2(parallel: usize) -> (Vec<String>, Vec<(String, bool)>) {
     let mut setup = Setup::new(ALL);
     setup.nodes = &["control-plane", "worker-1", "worker-2", "worker-3"];
     setup.fail = vec!["inject pause-vm worker-2".into()];
+    setup.parallel = parallel;
     let r = run(setup).await;
     let result = &r.outcome.result;
     let error = result.error.as_deref().unwrap_or_default();
     assert!(
-        error.contains("pause-vm on node worker-2 of set `pair`")
+        error.contains("pause-vm on node worker-2 of set `all`")
             && error.contains("refused (planted)"),
         "{error}"
     );
-    // worker-3 is never hit. worker-2 was journaled before its inject, so
-    // cleanup reverts it from whatever state the failed inject left.
+    assert!(r.open.is_empty() && r.journal_closed, "{:?}", r.open);
+    assert_eq!(exit_code(&r.outcome), exit::INFRASTRUCTURE);
+    let fault = fault_step(result)
+        .fault
+        .as_ref()
+        .expect("the fault's record");
+    let failed = fault
+        .nodes
+        .iter()
+        .map(|n| (n.node.clone(), n.error.is_some()))
+        .collect();
+    (r.acts, failed)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_set_whose_inject_fails_on_one_node_names_it_and_puts_back_every_node() {
+    let (acts, failed) = a_set_failing_on_worker_2(16).await;
+    // All three were begun together; worker-2 failed, the others were hit.
+    // Every one was journaled first, so cleanup reverts all three, worker-2
+    // from whatever state its failed inject left.
     assert_eq!(
-        r.acts,
+        acts,
         [
             "inject pause-vm worker-1: begun",
-            "inject pause-vm worker-1: done",
             "inject pause-vm worker-2: begun",
+            "inject pause-vm worker-3: begun",
+            "inject pause-vm worker-1: done",
             "inject pause-vm worker-2: failed",
+            "inject pause-vm worker-3: done",
+            "revert resume-vm worker-3: begun",
+            "revert resume-vm worker-3: done",
             "revert resume-vm worker-2: begun",
             "revert resume-vm worker-2: done",
             "revert resume-vm worker-1: begun",
             "revert resume-vm worker-1: done",
         ]
     );
-    let fault = fault_step(result)
-        .fault
-        .as_ref()
-        .expect("the fault's record");
-    let errors: Vec<bool> = fault.nodes.iter().map(|n| n.error.is_some()).collect();
-    assert_eq!(errors, [false, true]);
-    assert!(r.open.is_empty() && r.journal_closed, "{:?}", r.open);
-    assert_eq!(exit_code(&r.outcome), exit::INFRASTRUCTURE);
+    let want = [("worker-1", false), ("worker-2", true), ("worker-3", false)];
+    assert_eq!(failed, want.map(|(n, f)| (n.to_owned(), f)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn once_a_node_of_a_set_fails_no_more_are_begun() {
+    // One at a time: worker-3 waits for a place and is never begun.
+    let (acts, failed) = a_set_failing_on_worker_2(1).await;
+    assert_eq!(
+        acts,
+        [
+            "inject pause-vm worker-1: begun",
+            "inject pause-vm worker-1: done",
+            "inject pause-vm worker-2: begun",
+            "inject pause-vm worker-2: failed",
+            // worker-3 was journaled with the others: its revert finds it
+            // as it was, which a revert must take.
+            "revert resume-vm worker-3: begun",
+            "revert resume-vm worker-3: done",
+            "revert resume-vm worker-2: begun",
+            "revert resume-vm worker-2: done",
+            "revert resume-vm worker-1: begun",
+            "revert resume-vm worker-1: done",
+        ]
+    );
+    let want = [("worker-1", false), ("worker-2", true)];
+    assert_eq!(failed, want.map(|(n, f)| (n.to_owned(), f)));
 }
 
 #[tokio::test(start_paused = true)]
@@ -175,18 +270,17 @@ async fn a_signal_inside_a_set_s_inject_stops_it_there_and_puts_back_what_it_hit
     });
     let r = run(setup).await;
     assert_eq!(r.outcome.stopped_by, Some(Stop::Terminate));
-    // The signal cut the step inside worker-2's inject: worker-2 was
-    // journaled first, so both nodes hit are put back.
+    // The signal cut the step inside worker-2's inject, begun with
+    // worker-1's: both were journaled first, so both are put back.
     assert_eq!(
         r.acts,
         [
             "inject pause-vm worker-1: begun",
-            "inject pause-vm worker-1: done",
             "inject pause-vm worker-2: begun",
-            "revert resume-vm worker-2: begun",
-            "revert resume-vm worker-2: done",
-            "revert resume-vm worker-1: begun",
-            "revert resume-vm worker-1: done",
+            REVERTS[0],
+            REVERTS[1],
+            REVERTS[2],
+            REVERTS[3],
         ]
     );
     assert!(r.open.is_empty() && r.journal_closed, "{:?}", r.open);
