@@ -5,8 +5,9 @@
 //! with every node Ready and the run's namespace gone. The points are
 //! reached through nodefall's test hook (`crates/io/src/testpoint.rs`), not sleeps.
 //!
-//! CI runs every boundary of one scenario per sim fault, and the seed's
-//! fault and cleanup revert (about 4 minutes); `NODEFALL_SIGNAL_POINTS=all`
+//! CI runs every boundary of one scenario per sim fault and of one with a
+//! fault on a set of two nodes, and the seed's fault and cleanup revert
+//! (about 4 minutes); `NODEFALL_SIGNAL_POINTS=all`
 //! adds every boundary of `scenarios/statefulset-nfs.yaml` (each run waits
 //! for the eviction timeline up to its point: about 15 minutes in all).
 
@@ -100,6 +101,24 @@ fn cases(file: &'static str, points: Vec<String>) -> Vec<Case> {
             signal: SIGNALS[i % 3],
         })
         .collect()
+}
+
+/// A fault on a set of two nodes, which the sim hits one after the other:
+/// its first node's inject half-way and done (the second not yet
+/// journaled), its revert's first node half-way, and its cleanup revert
+/// cut short on the first node (the step boundaries are the same as any
+/// scenario's, swept above).
+fn set_cases() -> Vec<Case> {
+    let points = [
+        "sim:kill",
+        "fault-1:injected",
+        "sim:start",
+        "step-2,sim:start",
+    ];
+    cases(
+        "tests/fixtures/signals/set.yaml",
+        points.map(String::from).to_vec(),
+    )
 }
 
 /// `scenarios/statefulset-nfs.yaml` (20-30 s a run: 8 pods up, their
@@ -271,6 +290,7 @@ fn a_signal_at_every_point_leaves_every_node_ready_and_no_journal_open() {
     ] {
         cases.extend(fault_cases(fault, file));
     }
+    cases.extend(set_cases());
     cases.extend(seed_cases(all));
     // `NODEFALL_SIGNAL_ONLY=pause.yaml@sim:thaw` replays the cases whose
     // `FILE@POINTS` contains it.
