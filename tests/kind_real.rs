@@ -677,6 +677,9 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
                 "{said}"
             );
         }
+        if file.ends_with("kind-workers-down.yaml") {
+            both_workers_at_once(&run_result(out.path(), "kind-workers-down"));
+        }
     }
     // Seed 000 on ReadWriteOnce volumes that really attach.
     rwo_volumes(
@@ -1447,6 +1450,33 @@ fn rwo_volumes(out: &Path, csi: &Path) {
         "the volumes of both scenarios under {}",
         csi.display()
     );
+}
+
+/// Both workers, one set, were paused and unpaused at once: each node's
+/// inject began before the other's ended.
+fn both_workers_at_once(result: &nodefall::record::RunResult) {
+    let workers = [format!("{NAME}-worker"), format!("{NAME}-worker2")];
+    assert_eq!(result.sets["workers"], workers);
+    for fault in ["pause-vm", "resume-vm"] {
+        let step = result
+            .steps
+            .iter()
+            .filter_map(|s| s.fault.as_ref())
+            .find(|f| f.fault.name() == fault)
+            .unwrap_or_else(|| panic!("no {fault} step"));
+        let [a, b] = &step.nodes[..] else {
+            panic!("{fault}: {:?}", step.nodes);
+        };
+        assert!(
+            a.error.is_none() && b.error.is_none() && a.at < b.done && b.at < a.done,
+            "{fault}: not at once: {:?}",
+            step.nodes
+        );
+        eprintln!(
+            "kind-workers-down: {fault} on both workers, spread {} ms",
+            step.spread().unwrap_or_default()
+        );
+    }
 }
 
 /// The result of the run of `scenario` written under `out`.

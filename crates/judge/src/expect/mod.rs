@@ -35,10 +35,12 @@ pub enum ResolvedSubject {
     Node(String),
     /// A set of nodes: a node condition holds when it holds on every one.
     Nodes(Vec<String>),
+    /// Pods the selector matches, on (or not on) any of some nodes: a
+    /// target's one, a set's.
     Pods {
         selector: Selector,
-        on: Option<String>,
-        not_on: Option<String>,
+        on: Option<Vec<String>>,
+        not_on: Option<Vec<String>>,
     },
     /// A claim's volume, on a node (or anywhere).
     Pvc {
@@ -92,8 +94,10 @@ pub fn selected_pods<'w>(world: &'w World, subject: &ResolvedSubject) -> Vec<&'w
         .pods
         .values()
         .filter(|p| selector.matches(&p.labels))
-        .filter(|p| on.as_ref().is_none_or(|n| p.node.as_ref() == Some(n)))
-        .filter(|p| not_on.as_ref().is_none_or(|n| p.node.as_ref() != Some(n)))
+        .filter(|p| {
+            let on_any = |nodes: &Vec<String>| p.node.as_ref().is_some_and(|n| nodes.contains(n));
+            on.as_ref().is_none_or(on_any) && !not_on.as_ref().is_some_and(on_any)
+        })
         .collect()
 }
 

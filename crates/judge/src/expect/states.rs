@@ -211,7 +211,7 @@ mod tests {
         let sel = Selector::parse("app=web").unwrap();
         let on_b = ResolvedSubject::Pods {
             selector: sel.clone(),
-            on: Some("b".into()),
+            on: Some(vec!["b".into()]),
             not_on: None,
         };
         assert!(holds(
@@ -229,6 +229,25 @@ mod tests {
             )))]
         ));
         assert!(holds(&world, &on_b, &[Condition::Pods(PodsCond::Count(1))]));
+        // On a set: on any of its nodes; not on it: on none of them.
+        let on = |on: &[&str], not_on: &[&str]| {
+            let nodes = |n: &[&str]| (!n.is_empty()).then(|| n.iter().map(|&s| s.into()).collect());
+            let subject = ResolvedSubject::Pods {
+                selector: sel.clone(),
+                on: nodes(on),
+                not_on: nodes(not_on),
+            };
+            let mut names: Vec<String> = super::super::selected_pods(&world, &subject)
+                .iter()
+                .map(|p| p.name.clone())
+                .collect();
+            names.sort();
+            names
+        };
+        assert_eq!(on(&["a", "b"], &[]), ["p1", "p2", "p3"]);
+        assert_eq!(on(&["b", "c"], &[]), ["p2", "p3"]);
+        assert_eq!(on(&[], &["a", "c"]), ["p2", "p3"]);
+        assert_eq!(on(&[], &["a", "b"]), Vec::<String>::new());
         let all = ResolvedSubject::Pods {
             selector: sel,
             on: None,

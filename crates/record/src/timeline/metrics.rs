@@ -39,6 +39,11 @@ pub struct Metrics {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detection_lag_max: Option<Ms>,
     pub pods: Vec<PodRecovery>,
+    /// Each failed node's own times, when the faults hit more than one
+    /// node (a set, or several targets); their spread is
+    /// [`node_times::spread`](super::node_times::spread).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<super::node_times::NodeTimes>,
     /// Volumes attached to a target node at T0 whose node got the
     /// out-of-service taint: when they were detached (see `volumes`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -167,6 +172,7 @@ pub fn compute(
         pods,
         ..Metrics::default()
     };
+    metrics.nodes = super::node_times::per_node(&after, t0, targets, &metrics.pods);
     metrics.volume_detaches = super::volumes::detaches(transitions, t0, targets);
     metrics.detach_after_out_of_service_max = metrics
         .volume_detaches

@@ -7,6 +7,7 @@
 
 pub mod endpoints;
 pub mod metrics;
+pub mod node_times;
 mod replacements;
 mod storage;
 pub mod volumes;

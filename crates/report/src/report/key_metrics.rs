@@ -77,6 +77,7 @@ pub(super) fn section(out: &mut String, r: &RunResult) {
         ],
     ]);
     out.push_str(&table(["metric", "value", "UTC"], rows));
+    per_node(out, &m.nodes);
     if m.detection_lag_median.is_some() {
         let _ = writeln!(
             out,
@@ -95,6 +96,61 @@ pub(super) fn section(out: &mut String, r: &RunResult) {
     out.push('\n');
 }
 
+/// Each failed node's milestones (the run's faults hit more than one), and
+/// how far apart they were: the first and last node to be detected,
+/// tainted, evicted and back.
+fn per_node(out: &mut String, nodes: &[crate::timeline::node_times::NodeTimes]) {
+    if nodes.is_empty() {
+        return;
+    }
+    let at = |v: Option<Ms>| v.map_or_else(|| "not observed".into(), t0_rel);
+    let mut rows: Vec<[String; 5]> = nodes
+        .iter()
+        .map(|n| {
+            [
+                format!("`{}`", n.node),
+                at(n.not_ready),
+                at(n.no_execute_taint),
+                at(n.first_eviction),
+                at(n.ready_again),
+            ]
+        })
+        .collect();
+    let s = crate::timeline::node_times::spread(nodes);
+    let spread = |v: Option<(Ms, usize)>| match v {
+        Some((ms, count)) => format!("{} over {count} node{}", secs(ms), plural(count)),
+        None => MISSING.into(),
+    };
+    rows.push([
+        "spread (last - first)".into(),
+        spread(s.not_ready),
+        spread(s.no_execute_taint),
+        spread(s.first_eviction),
+        spread(s.ready_again),
+    ]);
+    let _ = writeln!(
+        out,
+        "
+Per node ({} target nodes):
+",
+        nodes.len()
+    );
+    out.push_str(&table(
+        [
+            "node",
+            "NotReady/Unknown",
+            "NoExecute taint",
+            "first eviction",
+            "Ready again",
+        ],
+        rows,
+    ));
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
 /// The Key-metrics lag says what it is measured against: the objects' own
 /// whole-second stamps, not the audit log's.
 const LAG_VS: &str = "Detection lag vs whole-second server timestamps";
@@ -110,5 +166,83 @@ fn metric_time(result: &RunResult, rel_t0: Option<Ms>) -> [String; 2] {
                 .map(|at| utc_time(result.wall_clock(at)))
                 .unwrap_or_else(|| MISSING.into()),
         ],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::timeline::node_times::NodeTimes;
+    use serde_json::json;
+
+    #[test]
+    fn a_set_s_nodes_have_a_row_each_and_a_spread() {
+        let mut r: RunResult = serde_json::from_value(json!({
+            "schemaVersion": crate::record::SCHEMA_VERSION,
+            "scenario": "s", "file": "s.yaml", "backend": "kind",
+            "profile": crate::profile::TimingProfile::fast(),
+            "namespace": "ns", "targets": {}, "sets": {"zone-a": ["w1", "w2"]},
+            "startedAt": "2026-11-25T15:01:56.691Z", "t0": 1_000,
+            "finished": 60_000, "verdict": "pass",
+            "steps": [], "expectations": [], "cleanup": [],
+            "metrics": crate::timeline::metrics::Metrics::default(),
+            "transitions": [],
+        }))
+        .unwrap();
+        r.metrics.nodes = vec![
+            NodeTimes {
+                node: "w1".into(),
+                not_ready: Some(8_000),
+                ready_again: Some(30_500),
+                ..NodeTimes::default()
+            },
+            NodeTimes {
+                node: "w2".into(),
+                not_ready: Some(8_400),
+                no_execute_taint: Some(18_000),
+                ready_again: Some(29_000),
+                ..NodeTimes::default()
+            },
+        ];
+        let mut out = String::new();
+        section(&mut out, &r);
+        let rows: Vec<Vec<&str>> = out
+            .lines()
+            .skip_while(|l| !l.starts_with("Per node"))
+            .filter(|l| l.starts_with("| `") || l.starts_with("| spread"))
+            .map(|l| {
+                l.split('|')
+                    .map(str::trim)
+                    .filter(|c| !c.is_empty())
+                    .collect()
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                [
+                    "`w1`",
+                    "T0+8.000s",
+                    "not observed",
+                    "not observed",
+                    "T0+30.500s"
+                ],
+                [
+                    "`w2`",
+                    "T0+8.400s",
+                    "T0+18.000s",
+                    "not observed",
+                    "T0+29.000s"
+                ],
+                [
+                    "spread (last - first)",
+                    "0.400s over 2 nodes",
+                    "0.000s over 1 node",
+                    MISSING,
+                    "1.500s over 2 nodes"
+                ],
+            ],
+            "{out}"
+        );
     }
 }

@@ -33,8 +33,8 @@ impl Run<'_> {
                 not_on,
             } => ResolvedSubject::Pods {
                 selector: selector.clone(),
-                on: on.as_ref().map(|t| self.node(t)).transpose()?,
-                not_on: not_on.as_ref().map(|t| self.node(t)).transpose()?,
+                on: on.as_ref().map(|t| self.nodes_of(t)).transpose()?,
+                not_on: not_on.as_ref().map(|t| self.nodes_of(t)).transpose()?,
             },
             CheckedSubject::Pvc { claim, on } => ResolvedSubject::Pvc {
                 claim: claim.clone(),
@@ -98,22 +98,23 @@ impl Run<'_> {
     }
 
     pub(super) fn describe_subject(&self, s: &CheckedSubject) -> String {
-        let with = |t: &String| match (self.targets.get(t), self.sets.get(t)) {
+        // A node condition holds on each node of a set; pods are on any.
+        let with = |t: &String, each: &str| match (self.targets.get(t), self.sets.get(t)) {
             (Some(n), _) => format!("{t} ({n})"),
-            (None, Some(nodes)) => format!("{t} (each of {})", nodes.join(", ")),
+            (None, Some(nodes)) => format!("{t} ({each} {})", nodes.join(", ")),
             (None, None) => t.clone(),
         };
         let filtered = |mut text: String, on: &Option<String>, not_on: &Option<String>| {
             if let Some(t) = on {
-                text.push_str(&format!(" on {}", with(t)));
+                text.push_str(&format!(" on {}", with(t, "any of")));
             }
             if let Some(t) = not_on {
-                text.push_str(&format!(" not on {}", with(t)));
+                text.push_str(&format!(" not on {}", with(t, "any of")));
             }
             text
         };
         match s {
-            CheckedSubject::Node(t) => format!("node {}", with(t)),
+            CheckedSubject::Node(t) => format!("node {}", with(t, "each of")),
             CheckedSubject::Pods {
                 selector,
                 on,
@@ -123,7 +124,9 @@ impl Run<'_> {
                 filtered(format!("service {name}"), on, not_on)
             }
             CheckedSubject::Pvc { claim, on: None } => format!("pvc {claim}"),
-            CheckedSubject::Pvc { claim, on: Some(t) } => format!("pvc {claim} on {}", with(t)),
+            CheckedSubject::Pvc { claim, on: Some(t) } => {
+                format!("pvc {claim} on {}", with(t, "each of"))
+            }
             CheckedSubject::Probe(name) => format!("probe {name}"),
         }
     }

@@ -76,12 +76,13 @@ pub(super) fn condition(
         }
         (None, Some(sel)) => {
             let selector = cx.selector(&format!("{p}.pods"), sel)?;
+            // A set's pods are those on any of its nodes.
             let on = match &e.on {
-                Some(t) => Some(cx.target_ref(&format!("{p}.on"), t)?),
+                Some(t) => Some(cx.any_target_ref(&format!("{p}.on"), t)?),
                 None => None,
             };
             let not_on = match &e.not_on {
-                Some(t) => Some(cx.target_ref(&format!("{p}.notOn"), t)?),
+                Some(t) => Some(cx.any_target_ref(&format!("{p}.notOn"), t)?),
                 None => None,
             };
             Subject::Pods {

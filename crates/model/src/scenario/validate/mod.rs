@@ -76,8 +76,8 @@ impl Ctx<'_> {
                 path,
                 format!("target `{name}` is a set of nodes (`nodes:`), and this names one node"),
                 Some(
-                    "a fault step can hit a set; here name a target of one node (`name`, \
-                     `role` or `mostPods`)"
+                    "a fault, a node expectation and pods' `on`/`notOn` can name a set; here \
+                     name a target of one node (`name`, `role` or `mostPods`)"
                         .to_owned(),
                 ),
             );
@@ -87,7 +87,8 @@ impl Ctx<'_> {
     }
 
     /// Checks a reference to a target that may be a set of nodes (a fault's
-    /// `node`, an `exclude`); returns it if defined.
+    /// `node`, an `exclude`, a node expectation, pods' `on`/`notOn`);
+    /// returns it if defined.
     fn any_target_ref(&mut self, path: &str, name: &str) -> Option<String> {
         if self.targets.iter().any(|t| t == name) {
             return Some(name.to_string());

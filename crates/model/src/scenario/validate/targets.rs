@@ -182,7 +182,8 @@ mod tests {
             "  zone: {nodes: topology.kubernetes.io/zone=a, percent: 50}\n  \
              other: {role: worker, exclude: zone}\n",
             "  - fault: poweroff\n    node: zone\n  - expect: {node: other, ready: \"True\", within: 1m}\n  \
-             - expect: {node: zone, ready: Unknown, within: 1m}\n",
+             - expect: {node: zone, ready: Unknown, within: 1m}\n  \
+             - expect: {pods: app=web, notOn: zone, ready: 2, within: 1m}\n",
         )
         .unwrap();
         let zone = c.targets.iter().find(|t| t.name == "zone").unwrap();
@@ -200,6 +201,13 @@ mod tests {
              `topology.kubernetes.io/zone=a`"
         );
         assert!(matches!(&c.steps[0].kind, StepKind::Fault { node, .. } if node == "zone"));
+        assert!(matches!(
+            &c.steps[3].kind,
+            StepKind::Expect(e) if matches!(
+                &e.subject,
+                crate::scenario::checked::Subject::Pods { not_on: Some(t), .. } if t == "zone"
+            )
+        ));
     }
 
     #[test]
