@@ -82,33 +82,12 @@ pub fn compute(
     started_at: Timestamp,
 ) -> Metrics {
     let after: Vec<&Transition> = transitions.iter().filter(|t| t.at >= t0).collect();
-    let on_target =
-        |t: &&&Transition| matches!(&t.object, ObjectRef::Node { name } if targets.contains(name));
     let rel = |at: Ms| at - t0;
-
-    let node_not_ready = after
-        .iter()
-        .filter(on_target)
-        .find(|t| matches!(&t.change, Change::NodeReady { status, .. } if status != "True"))
-        .map(|t| t.at);
-    let no_execute_taint = after
-        .iter()
-        .filter(on_target)
-        .find(|t| {
-            matches!(&t.change, Change::TaintAdded { key, effect, .. }
-                if effect == "NoExecute" && (key == "node.kubernetes.io/unreachable" || key == "node.kubernetes.io/not-ready"))
-        })
-        .map(|t| rel(t.at));
-    let node_ready_again = node_not_ready.and_then(|down| {
-        after
-            .iter()
-            .filter(on_target)
-            .find(|t| {
-                t.at > down
-                    && matches!(&t.change, Change::NodeReady { status, .. } if status == "True")
-            })
-            .map(|t| rel(t.at))
-    });
+    let super::node_times::Milestones {
+        not_ready: node_not_ready,
+        no_execute_taint,
+        ready_again: node_ready_again,
+    } = super::node_times::milestones(&after, t0, |name| targets.iter().any(|t| t == name));
 
     // Ready pods over time, against the count just before T0.
     let before = World::at(transitions, t0 - 1);

@@ -50,43 +50,64 @@ pub fn per_node(
     targets
         .iter()
         .map(|node| {
-            let mine = || {
-                after
-                    .iter()
-                    .filter(move |t| matches!(&t.object, ObjectRef::Node { name } if name == node))
-            };
-            let not_ready = mine()
-                .find(|t| matches!(&t.change, Change::NodeReady { status, .. } if status != "True"))
-                .map(|t| t.at);
-            let no_execute_taint = mine()
-                .find(|t| {
-                    matches!(&t.change, Change::TaintAdded { key, effect, .. }
-                        if effect == "NoExecute"
-                            && (key == "node.kubernetes.io/unreachable"
-                                || key == "node.kubernetes.io/not-ready"))
-                })
-                .map(|t| t.at - t0);
-            let ready_again = not_ready.and_then(|down| {
-                mine()
-                    .find(|t| {
-                        t.at > down
-                            && matches!(&t.change, Change::NodeReady { status, .. } if status == "True")
-                    })
-                    .map(|t| t.at - t0)
-            });
+            let m = milestones(after, t0, |name| name == node);
             NodeTimes {
                 node: node.clone(),
-                not_ready: not_ready.map(|at| at - t0),
-                no_execute_taint,
+                not_ready: m.not_ready.map(|at| at - t0),
+                no_execute_taint: m.no_execute_taint,
                 first_eviction: pods
                     .iter()
                     .filter(|p| p.node == *node)
                     .filter_map(|p| p.terminating_at)
                     .min(),
-                ready_again,
+                ready_again: m.ready_again,
             }
         })
         .collect()
+}
+
+/// A node's milestones, or the first of some nodes'.
+pub(super) struct Milestones {
+    /// Ready left True (ms since start).
+    pub not_ready: Option<Ms>,
+    /// The first `unreachable` or `not-ready` NoExecute taint (after T0).
+    pub no_execute_taint: Option<Ms>,
+    /// Ready again after `not_ready` (after T0).
+    pub ready_again: Option<Ms>,
+}
+
+/// The milestones of the nodes `on` says yes to, from the transitions at or
+/// after T0 (`after`): the first of each over all of them.
+pub(super) fn milestones(after: &[&Transition], t0: Ms, on: impl Fn(&str) -> bool) -> Milestones {
+    let mine = || {
+        after
+            .iter()
+            .filter(|t| matches!(&t.object, ObjectRef::Node { name } if on(name)))
+    };
+    let not_ready = mine()
+        .find(|t| matches!(&t.change, Change::NodeReady { status, .. } if status != "True"))
+        .map(|t| t.at);
+    let no_execute_taint = mine()
+        .find(|t| {
+            matches!(&t.change, Change::TaintAdded { key, effect, .. }
+                if effect == "NoExecute"
+                    && (key == "node.kubernetes.io/unreachable"
+                        || key == "node.kubernetes.io/not-ready"))
+        })
+        .map(|t| t.at - t0);
+    let ready_again = not_ready.and_then(|down| {
+        mine()
+            .find(|t| {
+                t.at > down
+                    && matches!(&t.change, Change::NodeReady { status, .. } if status == "True")
+            })
+            .map(|t| t.at - t0)
+    });
+    Milestones {
+        not_ready,
+        no_execute_taint,
+        ready_again,
+    }
 }
 
 /// The spread of each time over `nodes`.
