@@ -24,7 +24,7 @@ pub use truth::{Truth, truth_series};
 use std::cell::OnceCell;
 
 use crate::duration::format_millis;
-use crate::scenario::checked::Condition;
+use crate::scenario::checked::{Condition, NodeCond};
 use crate::scenario::expr::Window;
 use crate::scenario::selector::Selector;
 use crate::timeline::{Ms, PodView, World};
@@ -64,6 +64,27 @@ pub enum ResolvedSubject {
 pub fn holds(world: &World, subject: &ResolvedSubject, conditions: &[Condition]) -> bool {
     if let ResolvedSubject::Probe(_) = subject {
         return false;
+    }
+    // `count` on a set: how many of its nodes meet the other conditions.
+    if let ResolvedSubject::Nodes(names) = subject
+        && let Some(want) = conditions.iter().find_map(|c| {
+            if let Condition::Node(NodeCond::Count(n)) = c {
+                Some(*n)
+            } else {
+                None
+            }
+        })
+    {
+        let others: Vec<Condition> = conditions
+            .iter()
+            .filter(|c| !matches!(c, Condition::Node(NodeCond::Count(_))))
+            .cloned()
+            .collect();
+        let meeting = names
+            .iter()
+            .filter(|n| holds(world, &ResolvedSubject::Node((*n).clone()), &others))
+            .count();
+        return u32::try_from(meeting).is_ok_and(|m| m == want);
     }
     // The selected pods, taken once for all the pods conditions.
     let pods = OnceCell::new();

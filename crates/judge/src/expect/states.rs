@@ -46,6 +46,8 @@ fn on_node(world: &World, name: &str, c: &NodeCond) -> bool {
         NodeCond::Taint { key, effect } => node.exists && has_taint(key, effect),
         NodeCond::NoTaint { key, effect } => node.exists && !has_taint(key, effect),
         NodeCond::Unschedulable(want) => node.exists && node.unschedulable == *want,
+        // Decided over the set (`holds`), not on one node.
+        NodeCond::Count(_) => true,
         NodeCond::RemediatedBy(manager) => {
             node.exists
                 && node
@@ -185,6 +187,47 @@ mod tests {
             [false, false, true, false],
             "{series:?}"
         );
+    }
+
+    /// On a set, a node condition holds when it holds on each node; with
+    /// `count` when it holds on exactly that many of them.
+    #[test]
+    fn a_set_s_node_condition_holds_on_each_node_or_on_count_of_them() {
+        let mut world = World::default();
+        for (name, ready) in [("a", "Unknown"), ("b", "Unknown"), ("c", "True")] {
+            world.nodes.insert(
+                name.into(),
+                NodeView {
+                    exists: true,
+                    ready: Some(ready.into()),
+                    ..NodeView::default()
+                },
+            );
+        }
+        let set =
+            |names: &[&str]| ResolvedSubject::Nodes(names.iter().map(|&n| n.into()).collect());
+        let unknown = Condition::Node(NodeCond::Ready(NodeReady::Unknown));
+        let count = |n| Condition::Node(NodeCond::Count(n));
+        assert!(holds(
+            &world,
+            &set(&["a", "b"]),
+            std::slice::from_ref(&unknown)
+        ));
+        assert!(!holds(
+            &world,
+            &set(&["a", "b", "c"]),
+            std::slice::from_ref(&unknown)
+        ));
+        let all = set(&["a", "b", "c"]);
+        assert!(holds(&world, &all, &[unknown.clone(), count(2)]));
+        // Exactly: not one, not three.
+        assert!(!holds(&world, &all, &[unknown.clone(), count(1)]));
+        assert!(!holds(&world, &all, &[unknown.clone(), count(3)]));
+        assert!(holds(
+            &world,
+            &all,
+            &[count(1), Condition::Node(NodeCond::Ready(NodeReady::True))]
+        ));
     }
 
     #[test]

@@ -75,6 +75,7 @@ impl fmt::Display for NodeCond {
             NodeCond::Unschedulable(false) => f.write_str("schedulable"),
             NodeCond::Exists(true) => f.write_str("exists"),
             NodeCond::Exists(false) => f.write_str("deleted"),
+            NodeCond::Count(n) => write!(f, "on exactly {n} of its nodes"),
         }
     }
 }

@@ -69,7 +69,7 @@ pub use super::replacements::{PodRecovery, Stranded};
 
 use jiff::{SignedDuration, Timestamp};
 
-use super::{Change, ObjectRef, Transition, World};
+use super::{Change, Transition, World};
 
 /// Derives the metrics of a run from its transitions. `t0` is the first
 /// fault (ms since start), `targets` the node names it hit, `end` when the
@@ -180,6 +180,7 @@ pub fn compute(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::timeline::ObjectRef;
     use crate::timeline::seen as t;
 
     fn pod(name: &str, uid: &str) -> ObjectRef {

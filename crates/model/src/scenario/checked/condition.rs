@@ -58,6 +58,9 @@ pub enum NodeCond {
     RemediatedBy(String),
     /// The Node object exists (false: it was deleted).
     Exists(bool),
+    /// On a set of nodes: exactly this many of them meet the expectation's
+    /// other node conditions (decided over the set, not on each node).
+    Count(u32),
 }
 
 /// The selected pods' state on the timeline.

@@ -129,7 +129,22 @@ pub(super) fn condition(
     wrong(cx, "remediatedBy", e.remediated_by.is_some(), true);
     wrong(cx, "exists", e.exists.is_some(), true);
     wrong(cx, "terminating", e.terminating.is_some(), false);
-    wrong(cx, "count", e.count.is_some(), false);
+    // On a set of nodes `count` is how many of them; on one node, nothing.
+    let set = match &subject {
+        Subject::Node(t) => cx.sets.contains(t).then_some(t.as_str()),
+        Subject::Pods { .. }
+        | Subject::Pvc { .. }
+        | Subject::Service { .. }
+        | Subject::Probe(_) => None,
+    };
+    match (&subject, e.count.is_some()) {
+        (Subject::Node(t), true) if set.is_none() => cx.err_key(
+            &format!("{p}.count"),
+            format!("`count` on a node expectation counts the nodes of a set, and target `{t}` is one node"),
+            Some("name a target with `nodes:`, or drop `count`".into()),
+        ),
+        _ => wrong(cx, "count", e.count.is_some() && set.is_none(), false),
+    }
     wrong(cx, "readyAtLeast", e.ready_at_least.is_some(), false);
     wrong(cx, "readyBelow", e.ready_below.is_some(), false);
     if e.ready_below == Some(0) && !is_node {
@@ -185,6 +200,18 @@ pub(super) fn condition(
     if is_node {
         node.extend(e.unschedulable.map(NodeCond::Unschedulable));
         node.extend(e.exists.map(NodeCond::Exists));
+        if let (Some(n), Some(t)) = (e.count, set) {
+            let counted = node.len() + usize::from(e.remediated_by.is_some());
+            if counted == 0 {
+                cx.err_key(
+                    &format!("{p}.count"),
+                    format!("`count: {n}` counts the nodes of `{t}` that meet a condition, and there is none"),
+                    Some("add the condition they meet, e.g. `ready: Unknown`".into()),
+                );
+            } else {
+                node.push(NodeCond::Count(n));
+            }
+        }
         if let Some(manager) = &e.remediated_by {
             if manager.trim().is_empty() {
                 cx.err(
@@ -217,7 +244,7 @@ pub(super) fn condition(
         .collect();
     if conds.is_empty() && cx.diags.len() == errors_before {
         let allowed = if is_node {
-            "`ready`, `taint`, `noTaint`, `unschedulable`, `exists`, `remediatedBy`, `gracefulShutdown`"
+            "`ready`, `taint`, `noTaint`, `unschedulable`, `exists`, `remediatedBy`, `gracefulShutdown` (and on a set, `count`)"
         } else {
             "`ready`, `readyAtLeast`, `readyBelow`, `terminating`, `count`, `phase`, `reason`"
         };

@@ -249,6 +249,16 @@ mod tests {
                 "target `zone` sets `mostPods`, `nodes` at once",
             ),
             ("  zone: {nodes: \"zone in (a\"}\n", FAULT, "zone in (a"),
+            (
+                "  zone: {name: w1}\n",
+                "  - fault: poweroff\n    node: zone\n  - expect: {node: zone, ready: Unknown, count: 1, within: 1m}\n",
+                "`count` on a node expectation counts the nodes of a set, and target `zone` is one node",
+            ),
+            (
+                "  zone: {nodes: zone=a}\n",
+                "  - fault: poweroff\n    node: zone\n  - expect: {node: zone, count: 1, within: 1m}\n",
+                "`count: 1` counts the nodes of `zone` that meet a condition, and there is none",
+            ),
         ] {
             let e = check(targets, steps).unwrap_err();
             assert!(e.contains(says), "{targets}: {e}");

@@ -24,6 +24,7 @@ fn written(c: &Condition) -> &'static str {
             NodeCond::Unschedulable(_) => "{node: target, unschedulable: true, within: 1m}",
             NodeCond::RemediatedBy(_) => "{node: target, remediatedBy: me, within: 1m}",
             NodeCond::Exists(_) => "{node: target, exists: false, within: 1m}",
+            NodeCond::Count(_) => "{node: zone, ready: Unknown, count: 1, within: 1m}",
         },
         Condition::Pods(c) => match c {
             PodsCond::Ready(_) => "{pods: app=web, ready: all, within: 1m}",
@@ -64,6 +65,7 @@ const WRITTEN: &[&str] = &[
     "{node: target, unschedulable: true, within: 1m}",
     "{node: target, remediatedBy: me, within: 1m}",
     "{node: target, exists: false, within: 1m}",
+    "{node: zone, ready: Unknown, count: 1, within: 1m}",
     "{pods: app=web, ready: all, within: 1m}",
     "{pods: app=web, readyAtLeast: 2, within: 1m}",
     "{pods: app=web, readyBelow: 2, within: 1m}",
@@ -86,7 +88,7 @@ const WRITTEN: &[&str] = &[
 /// scenario whose fault follows it.
 fn conditions(expectation: &str) -> Vec<Condition> {
     let text = format!(
-        "name: t\nnamespace: ns\ntarget: {{mostPods: app=web}}\nprobe: {{name: web, url: \"http://127.0.0.1:30080/\"}}\nsteps:\n  - expect: {expectation}\n  - fault: shutdown\n"
+        "name: t\nnamespace: ns\ntargets: {{target: {{mostPods: app=web}}, zone: {{nodes: zone=a}}}}\nprobe: {{name: web, url: \"http://127.0.0.1:30080/\"}}\nsteps:\n  - expect: {expectation}\n  - fault: shutdown\n"
     );
     let checked = load_str("s.yaml", std::path::Path::new("."), &text)
         .and_then(|l| super::validate(l, &crate::files::Memory::default()))
@@ -101,7 +103,10 @@ fn conditions(expectation: &str) -> Vec<Condition> {
 fn every_kind_of_condition_is_written_by_its_own_expectation() {
     for expectation in WRITTEN {
         let got = conditions(expectation);
-        assert_eq!(got.len(), 1, "{expectation}: {got:?}");
-        assert_eq!(written(&got[0]), *expectation, "{got:?}");
+        // `count` on a set counts the nodes meeting its other condition.
+        let count = expectation.contains("count: 1");
+        assert_eq!(got.len(), 1 + usize::from(count), "{expectation}: {got:?}");
+        let last = got.last().expect("a condition");
+        assert_eq!(written(last), *expectation, "{got:?}");
     }
 }
