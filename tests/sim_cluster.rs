@@ -468,17 +468,20 @@ fn a_failing_test_leaves_no_process_behind() {
 }
 
 /// Zone a's nodes powered off together and on again; worker-2 (zone b)
-/// stays up. A node expectation over the set holds when it holds on each.
+/// stays up. A node expectation over the set holds when it holds on each;
+/// with `count`, on that many of them (2 of the 3 workers).
 const ZONE_DOWN: &str = r#"
 name: zone-a-down
 namespace: zone-a-down
 targets:
   zone-a: {nodes: topology.kubernetes.io/zone=a}
   other: {name: worker-2}
+  every: {nodes: topology.kubernetes.io/zone}
 steps:
   - fault: poweroff
     node: zone-a
   - expect: {node: zone-a, ready: Unknown, within: grace + monitorPeriod + 10s}
+  - expect: {node: every, ready: Unknown, count: 2, holdsFor: 1s}
   - expect: {node: other, ready: "True", holdsFor: 1s}
   - fault: poweron
     node: zone-a
@@ -597,7 +600,7 @@ fn cli_up_status_kubeconfig_down() {
         r["sets"]["zone-a"],
         serde_json::json!(["worker-1", "worker-3"])
     );
-    for (step, fault) in [(0, "poweroff"), (3, "poweron")] {
+    for (step, fault) in [(0, "poweroff"), (4, "poweron")] {
         let steps = r["steps"].as_array().unwrap();
         let f = &steps.iter().find(|s| s["index"] == step).unwrap()["fault"];
         assert_eq!(f["fault"], fault, "{f}");
