@@ -248,6 +248,58 @@ fn shared_kwok_nodes_fail_and_recover_one_at_a_time() {
         .block_on(fail_and_recover(2));
 }
 
+/// A set of shared nodes in one batch (`sim::batch`): both powered off
+/// together and on again; a batch that does not fit a node's state is
+/// refused before any node is begun.
+async fn batch_of_two(cluster: &mut SimCluster, client: &kube::Client) {
+    use nodefall::sim::batch::BatchOp;
+    let pair = ["worker-1", "worker-2"].map(String::from);
+    assert!(cluster.batches(&pair));
+    let hits = cluster.batch(&pair, BatchOp::Stop, 16).await;
+    let spans: Vec<_> = hits
+        .iter()
+        .map(|h| {
+            let (began, ended, r) = h.done.as_ref().expect("begun");
+            assert!(r.is_ok(), "{}: {r:?}", h.node);
+            (*began, *ended)
+        })
+        .collect();
+    // Together: each began before the other ended.
+    assert!(
+        spans[0].0 < spans[1].1 && spans[1].0 < spans[0].1,
+        "{spans:?}"
+    );
+    for node in &pair {
+        assert_goes_unknown(client, node, "poweroff (batch)").await;
+        let state = cluster.node_state(node).unwrap().agent_state;
+        assert_eq!(state, AgentState::Stopped, "{node}");
+    }
+    // Thawing nodes that are stopped: refused on the first, none begun.
+    let refused = cluster.batch(&pair, BatchOp::Thaw, 16).await;
+    assert!(
+        matches!(&refused[0].done, Some((_, _, Err(_)))) && refused[1].done.is_none(),
+        "{refused:?}"
+    );
+    let back = jiff::Timestamp::now();
+    let hits = cluster.batch(&pair, BatchOp::Boot, 16).await;
+    assert!(
+        hits.iter().all(|h| matches!(&h.done, Some((_, _, Ok(()))))),
+        "{hits:?}"
+    );
+    for node in &pair {
+        assert_back_ready(
+            client,
+            node,
+            "poweron (batch)",
+            Duration::from_secs(60),
+            back,
+        )
+        .await;
+        let state = cluster.node_state(node).unwrap().agent_state;
+        assert_eq!(state, AgentState::Running, "{node}");
+    }
+}
+
 async fn fail_and_recover(shards: usize) {
     let root = tempfile::tempdir().unwrap();
     let started = Instant::now();
@@ -412,6 +464,10 @@ async fn fail_and_recover(shards: usize) {
     // Faults that do not fit the agent's state are refused, not ignored.
     assert!(cluster.start_node("worker-3").await.is_err());
     assert!(cluster.freeze_node("worker-9").await.is_err());
+
+    if shards > 0 {
+        batch_of_two(&mut cluster, &client).await;
+    }
 
     let rss = cluster.rss_bytes();
     eprintln!("cluster RSS: {} MiB", rss / (1024 * 1024));

@@ -170,6 +170,19 @@ impl NodeFaults for AnyBackend {
         each!(self, b => b.remember(node, memo));
     }
 
+    fn batches(&self, nodes: &[String], fault: FaultKind) -> bool {
+        each!(self, b => b.batches(nodes, fault))
+    }
+
+    async fn inject_batch(
+        &mut self,
+        nodes: &[String],
+        fault: FaultKind,
+        parallel: usize,
+    ) -> Vec<Option<super::Batched>> {
+        each!(self, b => b.inject_batch(nodes, fault, parallel).await)
+    }
+
     fn fork(&self) -> Option<AnyBackend> {
         Some(match self {
             AnyBackend::Sim(b) => AnyBackend::Sim(Box::new(b.fork()?)),

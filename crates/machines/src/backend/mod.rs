@@ -341,4 +341,43 @@ pub trait NodeFaults: Send {
         Self: Sized,
     {
     }
+    /// Whether `fault` on all of `nodes` goes as one batch the backend
+    /// makes itself ([`NodeFaults::inject_batch`]; the sim's nodes that
+    /// shared kwoks play). False (the default): forks, or one by one.
+    fn batches(&self, _nodes: &[String], _fault: FaultKind) -> bool {
+        false
+    }
+    /// `fault` on all of `nodes` together, at most `parallel` at a time:
+    /// for each node, in `nodes`' order, when it began and ended and how it
+    /// went (None: never begun, as a node refused first stops the batch).
+    /// The default goes one node after another, stopping at a failure.
+    fn inject_batch(
+        &mut self,
+        nodes: &[String],
+        fault: FaultKind,
+        _parallel: usize,
+    ) -> impl Future<Output = Vec<Option<Batched>>> + Send {
+        async move {
+            let mut out = Vec::with_capacity(nodes.len());
+            let mut failed = false;
+            for node in nodes {
+                if failed {
+                    out.push(None);
+                    continue;
+                }
+                let began = tokio::time::Instant::now();
+                let r = self.inject(node, fault).await;
+                failed = r.is_err();
+                out.push(Some((began, tokio::time::Instant::now(), r)));
+            }
+            out
+        }
+    }
 }
+
+/// One node of a batch: when its inject began and ended, and how it went.
+pub type Batched = (
+    tokio::time::Instant,
+    tokio::time::Instant,
+    Result<(), Error>,
+);

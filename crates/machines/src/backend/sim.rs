@@ -10,6 +10,7 @@ use crate::duration::format_duration;
 use crate::record::machines::{PodContainer, Power};
 use crate::scenario::model::{Does, Effect, FaultKind};
 use crate::sim::SimCluster;
+use crate::sim::batch::BatchOp;
 use crate::sim::provisioner::{self, Provisioner};
 use crate::sim::proxy::{Machines, ServiceProxy};
 
@@ -104,6 +105,20 @@ impl SimBackend {
     }
 }
 
+/// The batch a fault on many shared nodes is (none: a graceful shutdown,
+/// played node by node).
+fn batch_op(fault: FaultKind) -> Option<BatchOp> {
+    match fault {
+        FaultKind::PauseVm => Some(BatchOp::Freeze { paused: true }),
+        FaultKind::DropNic => Some(BatchOp::Freeze { paused: false }),
+        FaultKind::Poweroff | FaultKind::StopKubelet => Some(BatchOp::Stop),
+        FaultKind::ResumeVm | FaultKind::RestoreNic => Some(BatchOp::Thaw),
+        FaultKind::Poweron => Some(BatchOp::Boot),
+        FaultKind::StartKubelet => Some(BatchOp::Start),
+        FaultKind::Shutdown => None,
+    }
+}
+
 impl NodeFaults for SimBackend {
     fn name(&self) -> &'static str {
         "sim"
@@ -182,6 +197,48 @@ impl NodeFaults for SimBackend {
             node: node.to_owned(),
             source: Box::new(source),
         })
+    }
+
+    fn batches(&self, nodes: &[String], fault: FaultKind) -> bool {
+        batch_op(fault).is_some() && self.cluster.batches(nodes)
+    }
+
+    /// The nodes out of (or back into) their shards together; the machines
+    /// seen down (or up) as [`NodeFaults::inject`] does it, node by node.
+    async fn inject_batch(
+        &mut self,
+        nodes: &[String],
+        fault: FaultKind,
+        parallel: usize,
+    ) -> Vec<Option<super::Batched>> {
+        let Some(op) = batch_op(fault) else {
+            return nodes.iter().map(|_| None).collect();
+        };
+        let down = matches!(fault.does(), Does::Breaks(_)) && fault != FaultKind::StopKubelet;
+        if down {
+            for node in nodes {
+                self.machines.set_down(node, true);
+            }
+        }
+        let hits = self.cluster.batch(nodes, op, parallel).await;
+        hits.into_iter()
+            .map(|hit| {
+                let (began, ended, r) = hit.done?;
+                if r.is_ok() {
+                    if matches!(fault.does(), Does::Restores(_)) && fault != FaultKind::StartKubelet
+                    {
+                        self.machines.set_down(&hit.node, false);
+                    }
+                    self.power.set(&hit.node, fault);
+                }
+                let r = r.map_err(|source| Error::Sim {
+                    fault: fault.name(),
+                    node: hit.node.clone(),
+                    source: Box::new(source),
+                });
+                Some((began, ended, r))
+            })
+            .collect()
     }
 
     fn played_shutdown_grace(&self, _node: &str) -> Option<(Duration, Duration, String)> {

@@ -561,6 +561,7 @@ impl Run<'_> {
             true => nodes.iter().map(|_| backend.fork()).collect(),
             false => None,
         };
+        let batch = set && forks.is_none() && backend.batches(&nodes, fault);
         let first = nodes
             .first()
             .map_or_else(String::new, |n| backend.describe(n, fault));
@@ -568,6 +569,12 @@ impl Run<'_> {
             (false, _) => first,
             (true, Some(_)) => format!(
                 "{fault} on the {} nodes of {target} ({}) at once, at most {} at a time, as on the first: {first}",
+                nodes.len(),
+                nodes.join(", "),
+                self.parallel
+            ),
+            (true, None) if batch => format!(
+                "{fault} on the {} nodes of {target} ({}) in one batch, at most {} at a time, as on the first: {first}",
                 nodes.len(),
                 nodes.join(", "),
                 self.parallel
@@ -587,6 +594,7 @@ impl Run<'_> {
                 self.fault_together(backend, forks, index, &nodes, fault)
                     .await
             }
+            None if batch => self.fault_batch(backend, index, &nodes, fault).await,
             None => self.fault_in_turn(backend, index, &nodes, fault).await,
         };
         let r = match r {
@@ -650,6 +658,79 @@ impl Run<'_> {
         (hit, Ok(()))
     }
 
+    /// `fault` on all of `nodes` in one batch the backend makes itself:
+    /// every node journaled first, as for forks.
+    async fn fault_batch<B: NodeFaults>(
+        &mut self,
+        backend: &mut B,
+        index: usize,
+        nodes: &[String],
+        fault: FaultKind,
+    ) -> (Vec<NodeFault>, Result<(), Error>) {
+        let entries = match self.will_faults(backend, nodes, fault) {
+            Ok(entries) => entries,
+            Err(e) => return (Vec::new(), Err(e)),
+        };
+        crate::testpoint::reached(|| format!("fault-{}:journaled", index + 1)).await;
+        let (base, base_at) = (tokio::time::Instant::now(), self.now());
+        let done = backend.inject_batch(nodes, fault, self.parallel).await;
+        crate::testpoint::reached(|| format!("fault-{}:injected", index + 1)).await;
+        let ms = |at: tokio::time::Instant| {
+            base_at + i64::try_from(at.saturating_duration_since(base).as_millis()).unwrap_or(0)
+        };
+        let outcomes = done
+            .into_iter()
+            .map(|d| d.map(|(began, ended, r)| (ms(began), ms(ended), r)));
+        let after: Vec<_> = nodes.iter().map(|n| backend.memo(n, fault)).collect();
+        self.settle_set(nodes, fault, entries, outcomes.zip(after))
+    }
+
+    /// Journals `fault` on each of `nodes`, before any is injected: each
+    /// entry, and the memo it went in with.
+    fn will_faults<B: NodeFaults>(
+        &mut self,
+        backend: &B,
+        nodes: &[String],
+        fault: FaultKind,
+    ) -> Result<Vec<Entry>, Error> {
+        let mut entries = Vec::with_capacity(nodes.len());
+        for node in nodes {
+            let before = backend.memo(node, fault);
+            entries.push((self.will_fault(node, fault, before.clone())?, before));
+        }
+        Ok(entries)
+    }
+
+    /// After a set's injects: each node's entry brought up to date (its
+    /// memo after, a revert settling what it undid) and its times kept, in
+    /// `nodes`' order; the first failure is the step's.
+    fn settle_set(
+        &mut self,
+        nodes: &[String],
+        fault: FaultKind,
+        entries: Vec<Entry>,
+        outcomes: impl Iterator<Item = (Option<Injected>, Option<String>)>,
+    ) -> (Vec<NodeFault>, Result<(), Error>) {
+        let mut hit = Vec::new();
+        let mut first_error = None;
+        for ((node, (outcome, memo)), (entry, before)) in nodes.iter().zip(outcomes).zip(entries) {
+            let Some((at, end, r)) = outcome else {
+                continue;
+            };
+            let r = self.did_fault(entry, node, fault, before.as_ref(), memo, r);
+            hit.push(NodeFault {
+                node: node.clone(),
+                at,
+                done: end,
+                error: r.as_ref().err().map(|e| chain(e)),
+            });
+            if let (Err(e), None) = (r, &first_error) {
+                first_error = Some(e);
+            }
+        }
+        (hit, first_error.map_or(Ok(()), Err))
+    }
+
     /// `fault` on all of `nodes` at once, one fork of the backend each, at
     /// most `self.parallel` at a time: every node is journaled first, then
     /// the injects run together, off this task's own work (each fork's
@@ -665,15 +746,11 @@ impl Run<'_> {
         fault: FaultKind,
     ) -> (Vec<NodeFault>, Result<(), Error>) {
         use futures::StreamExt;
-        let mut entries = Vec::with_capacity(nodes.len());
-        for node in nodes {
-            let before = backend.memo(node, fault);
-            match self.will_fault(node, fault, before.clone()) {
-                Ok(entry) => entries.push((entry, before)),
-                // Nothing is injected: cleanup reverts those journaled.
-                Err(e) => return (Vec::new(), Err(e)),
-            }
-        }
+        let entries = match self.will_faults(backend, nodes, fault) {
+            Ok(entries) => entries,
+            // Nothing is injected: cleanup reverts those journaled.
+            Err(e) => return (Vec::new(), Err(e)),
+        };
         crate::testpoint::reached(|| format!("fault-{}:journaled", index + 1)).await;
         let failed = std::sync::atomic::AtomicBool::new(false);
         let (rec, failed) = (&self.rec, &failed);
@@ -690,8 +767,7 @@ impl Run<'_> {
                 if r.is_err() {
                     failed.store(true, Ordering::SeqCst);
                 }
-                let memo = fork.memo(node, fault);
-                (node, fork, Some((at, rec.now(), r, memo)))
+                (node, fork, Some((at, rec.now(), r)))
             });
         let mut done: Vec<_> = futures::stream::iter(jobs)
             .buffer_unordered(self.parallel.max(1))
@@ -700,28 +776,16 @@ impl Run<'_> {
         crate::testpoint::reached(|| format!("fault-{}:injected", index + 1)).await;
         // In the set's order, which is the journal's.
         done.sort_by_key(|(node, ..)| nodes.iter().position(|n| n == *node));
-        let mut hit = Vec::new();
-        let mut first_error = None;
-        for ((node, mut fork, outcome), (entry, before)) in done.into_iter().zip(entries) {
+        let mut outcomes = Vec::with_capacity(done.len());
+        for (node, mut fork, outcome) in done {
             if let Some(step) = self.steps.last_mut() {
                 step.commands.extend(fork.take_commands());
             }
+            let memo = fork.memo(node, fault);
             backend.join(node, fork);
-            let Some((at, end, r, memo)) = outcome else {
-                continue;
-            };
-            let r = self.did_fault(entry, node, fault, before.as_ref(), memo, r);
-            hit.push(NodeFault {
-                node: node.to_owned(),
-                at,
-                done: end,
-                error: r.as_ref().err().map(|e| chain(e)),
-            });
-            if let (Err(e), None) = (r, &first_error) {
-                first_error = Some(e);
-            }
+            outcomes.push((outcome, memo));
         }
-        (hit, first_error.map_or(Ok(()), Err))
+        self.settle_set(nodes, fault, entries, outcomes.into_iter())
     }
 
     /// Journals `fault` on `node` with its revert first, then injects it. A
@@ -801,6 +865,13 @@ impl Run<'_> {
         Ok(())
     }
 }
+
+/// A node's journal entry for a fault (none: the fault is itself a
+/// revert), and the memo it went in with.
+type Entry = (Option<u32>, Option<String>);
+
+/// A node's inject: when it began and ended, and how it went.
+type Injected = (Ms, Ms, Result<(), backend::Error>);
 
 fn journal_failed(e: journal::Error) -> actions::Error {
     actions::Error::Watch(format!("the undo journal: {}", chain(&e)))

@@ -19,6 +19,23 @@ use super::state::{AgentState, SimNode};
 use super::teardown::STOP_GRACE;
 use crate::testpoint;
 
+/// Posts what `node`'s kubelet reports first on its return `how`, and the
+/// times it takes over its pods.
+pub(super) async fn report_first(
+    client: &kube::Client,
+    kubelet: &kubelet::Kubelet,
+    node: &str,
+    how: Comeback,
+) -> Result<(), Error> {
+    let now = jiff::Timestamp::now();
+    agents::report_return(client, node, &kubelet.first_report(how), now).await?;
+    // Its kubelet takes a moment over its pods, too.
+    match kubelet.pod_times(how) {
+        Some(times) => agents::time_pods(client, node, &times, now).await,
+        None => Ok(()),
+    }
+}
+
 impl SimCluster {
     /// `pause-vm` / `drop-nic`: freezes the node's agent (SIGSTOP), so it
     /// neither renews its lease nor touches its pods. A shared node is taken
@@ -103,19 +120,16 @@ impl SimCluster {
     /// (`kubelet.rs`): Ready=False when it says so, and when KWOK may report
     /// it Ready. A Node that no longer exists is registered afresh instead.
     async fn report_return(&mut self, node: &str, how: Comeback) -> Result<(), Error> {
-        let kubelet = kubelet::Kubelet {
+        let client = self.client().await?;
+        report_first(&client, &self.kubelet(), node, how).await
+    }
+
+    /// The nodes' kubelets, as the cluster plays them.
+    pub(super) fn kubelet(&self) -> kubelet::Kubelet {
+        kubelet::Kubelet {
             status_update: self.state.profile.node_status_update_frequency,
             boot: Duration::from_millis(self.state.node_boot_ms),
             pleg_threshold: Duration::from_millis(self.state.pleg_threshold_ms),
-        };
-        let report = kubelet.first_report(how);
-        let client = self.client().await?;
-        let now = jiff::Timestamp::now();
-        agents::report_return(&client, node, &report, now).await?;
-        // Its kubelet takes a moment over its pods, too.
-        match kubelet.pod_times(how) {
-            Some(times) => agents::time_pods(&client, node, &times, now).await,
-            None => Ok(()),
         }
     }
 
@@ -234,7 +248,7 @@ impl SimCluster {
     }
 
     /// A start needs the node's agent stopped.
-    fn check_stopped(&self, node: &str) -> Result<(), Error> {
+    pub(super) fn check_stopped(&self, node: &str) -> Result<(), Error> {
         let state = self.node_state(node)?.agent_state;
         if state != AgentState::Stopped {
             return Err(Error::AgentState {
@@ -263,7 +277,7 @@ impl SimCluster {
 
     /// Whether the cluster runs the CSI driver's attacher (its nodes then
     /// register the driver, as a kubelet does once the node plugin runs).
-    fn runs_csi(&self) -> bool {
+    pub(super) fn runs_csi(&self) -> bool {
         self.state
             .components
             .iter()
@@ -271,7 +285,7 @@ impl SimCluster {
     }
 
     /// A shared node's fault needs it in its shard's managed set or frozen.
-    fn check_not_stopped(&self, node: &str, wanted: &'static str) -> Result<(), Error> {
+    pub(super) fn check_not_stopped(&self, node: &str, wanted: &'static str) -> Result<(), Error> {
         let state = self.node_state(node)?.agent_state;
         if state == AgentState::Stopped {
             return Err(Error::AgentState {
@@ -293,7 +307,7 @@ impl SimCluster {
 
     /// A fault on a shared node needs its shard's kwok running (else a node
     /// put back would stay NotReady with nobody to say why).
-    fn check_shard(&mut self, node: &SimNode) -> Result<(), Error> {
+    pub(super) fn check_shard(&mut self, node: &SimNode) -> Result<(), Error> {
         let Some(k) = node.shard else { return Ok(()) };
         let name = agents::shard_name(k);
         match self.procs.get_mut(&name) {

@@ -5,6 +5,7 @@
 
 mod agents;
 mod args;
+pub mod batch;
 pub mod binaries;
 mod cluster;
 pub mod csi;

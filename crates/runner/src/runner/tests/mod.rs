@@ -58,6 +58,9 @@ struct FakeBackend {
     signal: Option<(SignalAt, Arc<Raise>)>,
     /// It can fork, so a set is hit at once (kind); else in turn (the sim).
     forks: bool,
+    /// It makes a set's injects one batch itself (the sim's shared nodes;
+    /// here the trait's default batch, one node after another).
+    batches: bool,
 }
 
 impl FakeBackend {
@@ -99,7 +102,12 @@ impl NodeFaults for FakeBackend {
             fail: self.fail.clone(),
             signal: self.signal.clone(),
             forks: false,
+            batches: false,
         })
+    }
+
+    fn batches(&self, _nodes: &[String], _fault: FaultKind) -> bool {
+        self.batches
     }
 
     fn join(&mut self, _node: &str, fork: FakeBackend) {
@@ -194,6 +202,8 @@ pub(super) struct Setup {
     pub(super) cleanup_deadline: Duration,
     /// The backend can fork: a set is hit at once, `parallel` at a time.
     pub(super) forks: bool,
+    /// Without forks, it makes a set's injects one batch.
+    pub(super) batches: bool,
     pub(super) parallel: usize,
     /// Manifests beside the scenario: (file name, text).
     pub(super) manifests: &'static [(&'static str, &'static str)],
@@ -210,6 +220,7 @@ impl Setup {
             signal: None,
             cleanup_deadline: Duration::from_secs(180),
             forks: true,
+            batches: false,
             parallel: Limits::default().set_parallelism,
             manifests: &[],
         }
@@ -266,6 +277,7 @@ pub(super) async fn run(setup: Setup) -> Ran {
         fail: setup.fail,
         signal: setup.signal.map(|s| (s, raise.clone())),
         forks: setup.forks,
+        batches: setup.batches,
     };
     let mut journal =
         Journal::create(dir.path(), super::journal::test_header("runner-test")).expect("a journal");

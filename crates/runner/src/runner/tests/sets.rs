@@ -213,6 +213,52 @@ async fn a_set_whose_inject_fails_on_one_node_names_it_and_puts_back_every_node(
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_batch_journals_every_node_first_and_begins_none_after_a_failure() {
+    // The backend's own batch (the trait's default: in turn).
+    let mut setup = Setup::new(ALL);
+    setup.nodes = &["control-plane", "worker-1", "worker-2", "worker-3"];
+    setup.fail = vec!["inject pause-vm worker-2".into()];
+    setup.forks = false;
+    setup.batches = true;
+    let r = run(setup).await;
+    let error = r.outcome.result.error.as_deref().unwrap_or_default();
+    assert!(
+        error.contains("pause-vm on node worker-2 of set `all`"),
+        "{error}"
+    );
+    assert_eq!(
+        r.acts,
+        [
+            "inject pause-vm worker-1: begun",
+            "inject pause-vm worker-1: done",
+            "inject pause-vm worker-2: begun",
+            "inject pause-vm worker-2: failed",
+            "revert resume-vm worker-3: begun",
+            "revert resume-vm worker-3: done",
+            "revert resume-vm worker-2: begun",
+            "revert resume-vm worker-2: done",
+            "revert resume-vm worker-1: begun",
+            "revert resume-vm worker-1: done",
+        ]
+    );
+    let fault = fault_step(&r.outcome.result)
+        .fault
+        .as_ref()
+        .expect("the fault's record");
+    let hit: Vec<(&str, i64, i64, bool)> = fault
+        .nodes
+        .iter()
+        .map(|n| (n.node.as_str(), n.at, n.done, n.error.is_some()))
+        .collect();
+    assert_eq!(
+        hit,
+        [("worker-1", 0, 200, false), ("worker-2", 200, 400, true)]
+    );
+    assert!(r.open.is_empty() && r.journal_closed, "{:?}", r.open);
+    assert_eq!(exit_code(&r.outcome), exit::INFRASTRUCTURE);
+}
+
+#[tokio::test(start_paused = true)]
 async fn once_a_node_of_a_set_fails_no_more_are_begun() {
     // One at a time: worker-3 waits for a place and is never begun.
     let (acts, failed) = a_set_failing_on_worker_2(1).await;
