@@ -369,3 +369,28 @@ async fn the_preflight_says_what_a_revert_will_do_on_the_network() {
         "{said}"
     );
 }
+
+/// A fault on a set goes through a fork per node: what the fork learnt
+/// (the policy a shutdown turned off) comes back with `join`, so the
+/// power-on the original makes puts it back.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fork_s_shutdown_is_put_back_by_the_original_after_the_join() {
+    let f = fake_with(&[(
+        "docker inspect --format '{{.HostConfig.RestartPolicy",
+        "on-failure:1\n",
+    )]);
+    let mut b = KindBackend::discover("kind", "docker", f.clone()).unwrap();
+    let mut fork = b.fork().expect("kind forks");
+    fork.inject("kind-worker", FaultKind::Shutdown)
+        .await
+        .unwrap();
+    b.join("kind-worker", fork);
+    f.clear();
+    b.inject("kind-worker", FaultKind::Poweron).await.unwrap();
+    assert_eq!(
+        f.lines().last().map(String::as_str),
+        Some("docker update --restart=on-failure:1 kind-worker"),
+        "{:?}",
+        f.lines()
+    );
+}
