@@ -23,9 +23,9 @@ impl Run<'_> {
     /// One fault step on `target`: its node, or every node of its set,
     /// each journaled before it is hit. A set is hit at once where the
     /// backend can fork or batch (at most [`super::Limits::set_parallelism`]
-    /// nodes at a time), else one node after another. Once a node's inject fails no
-    /// more are begun; those begun finish, and cleanup reverts every one
-    /// journaled. Each node's times and the spread are kept.
+    /// nodes at a time), else one node after another. Once a node's inject
+    /// fails no more are begun; those begun finish, and cleanup reverts every
+    /// one journaled. Each node's times and the spread are kept.
     pub(super) async fn fault<B: NodeFaults>(
         &mut self,
         backend: &mut B,
@@ -44,24 +44,17 @@ impl Run<'_> {
         let first = nodes
             .first()
             .map_or_else(String::new, |n| backend.describe(n, fault));
-        let description = match (set, &forks) {
-            (false, _) => first,
-            (true, Some(_)) => format!(
-                "{fault} on the {} nodes of {target} ({}) at once, at most {} at a time, as on the first: {first}",
+        let how = match (&forks, batch) {
+            (Some(_), _) => format!("at once, at most {} at a time", self.parallel),
+            (None, true) => format!("in one batch, at most {} at a time", self.parallel),
+            (None, false) => "one after another".to_owned(),
+        };
+        let description = match set {
+            false => first,
+            true => format!(
+                "{fault} on the {} nodes of {target} ({}) {how}, as on the first: {first}",
                 nodes.len(),
                 nodes.join(", "),
-                self.parallel
-            ),
-            (true, None) if batch => format!(
-                "{fault} on the {} nodes of {target} ({}) in one batch, at most {} at a time, as on the first: {first}",
-                nodes.len(),
-                nodes.join(", "),
-                self.parallel
-            ),
-            (true, None) => format!(
-                "{fault} on the {} nodes of {target} ({}), one after another, as on the first: {first}",
-                nodes.len(),
-                nodes.join(", ")
             ),
         };
         let slot = self.begin(Some(index), label, RecKind::Fault, description);
