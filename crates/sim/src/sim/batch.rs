@@ -2,9 +2,10 @@
 //! played by shared kwoks (`agents.rs`), so a node fails by leaving its
 //! shard's managed set (a label on the Node) and returns by going back into
 //! it: API calls, which a batch makes together, at most `parallel` at a
-//! time. Every node is checked and its state recorded first, with one save;
-//! the states a return leads to are saved once the calls are done. A node
-//! the checks refuse stops the batch before any call. Faults on a node with
+//! time. Every node is checked first, and a node the checks refuse stops the
+//! batch before anything changes; the states failing nodes go to are then
+//! recorded with one save before any call, those a return leads to once the
+//! calls are done. Faults on a node with
 //! a kwok of its own, and a graceful `shutdown`, go one node at a time
 //! (`faults.rs`).
 
@@ -75,6 +76,23 @@ impl SimCluster {
                 Err(e) => return not_begun(Some((i, e))),
             }
         }
+        // Failing: recorded so before any call (see `restore_node`).
+        let failing = match op {
+            BatchOp::Freeze { .. } => Some(AgentState::Frozen),
+            BatchOp::Stop => Some(AgentState::Stopped),
+            BatchOp::Thaw | BatchOp::Boot | BatchOp::Start => None,
+        };
+        if let Some(state) = failing {
+            let paused = matches!(op, BatchOp::Freeze { paused: true });
+            for node in nodes {
+                if let Ok(entry) = self.node_entry(node) {
+                    entry.agent_state = state;
+                    if paused {
+                        entry.paused_at_ms = Some(unix_ms());
+                    }
+                }
+            }
+        }
         if let Err(e) = self.save() {
             return not_begun(Some((0, e)));
         }
@@ -124,8 +142,8 @@ impl SimCluster {
             .collect()
     }
 
-    /// Checks `op` on `node`, records the state a failing node goes to, and
-    /// returns its record and, for a return, how its kubelet comes back.
+    /// Checks `op` on `node` (changing nothing), and returns its record and,
+    /// for a return, how its kubelet comes back.
     fn plan_one(
         &mut self,
         node: &str,
@@ -134,18 +152,8 @@ impl SimCluster {
         let spec = self.node_state(node)?.clone();
         self.check_shard(&spec)?;
         let comeback = match op {
-            BatchOp::Freeze { paused } => {
+            BatchOp::Freeze { .. } | BatchOp::Stop => {
                 self.check_not_stopped(node, "running or frozen")?;
-                let entry = self.node_entry(node)?;
-                entry.agent_state = AgentState::Frozen;
-                if paused {
-                    entry.paused_at_ms = Some(unix_ms());
-                }
-                None
-            }
-            BatchOp::Stop => {
-                self.check_not_stopped(node, "running or frozen")?;
-                self.node_entry(node)?.agent_state = AgentState::Stopped;
                 None
             }
             BatchOp::Thaw => {
