@@ -19,6 +19,14 @@ type Entry = (Option<u32>, Option<String>);
 /// A node's inject: when it began and ended, and how it went.
 type Injected = (Ms, Ms, Result<(), backend::Error>);
 
+/// How a set's nodes are hit together.
+enum Together<B> {
+    /// One fork of the backend each.
+    Forks(Vec<B>),
+    /// In one batch the backend makes itself.
+    Batch,
+}
+
 impl Run<'_> {
     /// One fault step on `target`: its node, or every node of its set,
     /// each journaled before it is hit. A set is hit at once where the
@@ -63,10 +71,15 @@ impl Run<'_> {
         self.anchors.insert(index, started);
         let (hit, r) = match forks {
             Some(forks) => {
-                self.fault_together(backend, forks, index, &nodes, fault)
+                let how = Together::Forks(forks);
+                self.fault_together(backend, how, index, &nodes, fault)
                     .await
             }
-            None if batch => self.fault_batch(backend, index, &nodes, fault).await,
+            None if batch => {
+                let how = Together::Batch;
+                self.fault_together(backend, how, index, &nodes, fault)
+                    .await
+            }
             None => self.fault_in_turn(backend, index, &nodes, fault).await,
         };
         let r = match r {
@@ -130,31 +143,51 @@ impl Run<'_> {
         (hit, Ok(()))
     }
 
-    /// `fault` on all of `nodes` in one batch the backend makes itself:
-    /// every node journaled first, as for forks.
-    async fn fault_batch<B: NodeFaults>(
+    /// `fault` on all of `nodes` together: every node journaled first, then
+    /// the injects through forks of the backend or in its own batch, then
+    /// each node's entry brought up to date and its times kept.
+    async fn fault_together<B: NodeFaults>(
         &mut self,
         backend: &mut B,
+        how: Together<B>,
         index: usize,
         nodes: &[String],
         fault: FaultKind,
     ) -> (Vec<NodeFault>, Result<(), Error>) {
         let entries = match self.will_faults(backend, nodes, fault) {
             Ok(entries) => entries,
+            // Nothing is injected: cleanup reverts those journaled.
             Err(e) => return (Vec::new(), Err(e)),
         };
         crate::testpoint::reached(|| format!("fault-{}:journaled", index + 1)).await;
+        let outcomes = match how {
+            Together::Forks(forks) => self.inject_forks(backend, forks, nodes, fault).await,
+            Together::Batch => self.inject_batch(backend, nodes, fault).await,
+        };
+        crate::testpoint::reached(|| format!("fault-{}:injected", index + 1)).await;
+        self.settle_set(nodes, fault, entries, outcomes.into_iter())
+    }
+
+    /// The backend's own batch ([`NodeFaults::inject_batch`]); its times
+    /// taken onto the run's clock.
+    async fn inject_batch<B: NodeFaults>(
+        &mut self,
+        backend: &mut B,
+        nodes: &[String],
+        fault: FaultKind,
+    ) -> Vec<(Option<Injected>, Option<String>)> {
         let (base, base_at) = (tokio::time::Instant::now(), self.now());
         let done = backend.inject_batch(nodes, fault, self.parallel).await;
-        crate::testpoint::reached(|| format!("fault-{}:injected", index + 1)).await;
         let ms = |at: tokio::time::Instant| {
             base_at + i64::try_from(at.saturating_duration_since(base).as_millis()).unwrap_or(0)
         };
-        let outcomes = done
-            .into_iter()
-            .map(|d| d.map(|(began, ended, r)| (ms(began), ms(ended), r)));
-        let after: Vec<_> = nodes.iter().map(|n| backend.memo(n, fault)).collect();
-        self.settle_set(nodes, fault, entries, outcomes.zip(after))
+        done.into_iter()
+            .zip(nodes)
+            .map(|(d, node)| {
+                let d = d.map(|(began, ended, r)| (ms(began), ms(ended), r));
+                (d, backend.memo(node, fault))
+            })
+            .collect()
     }
 
     /// Journals `fault` on each of `nodes`, before any is injected: each
@@ -203,27 +236,18 @@ impl Run<'_> {
         (hit, first_error.map_or(Ok(()), Err))
     }
 
-    /// `fault` on all of `nodes` at once, one fork of the backend each, at
-    /// most `self.parallel` at a time: every node is journaled first, then
-    /// the injects run together, off this task's own work (each fork's
-    /// blocking calls go to the blocking pool). Once one fails no more are
-    /// begun. The forks' memos go to the journal, their state back to
-    /// `backend`.
-    async fn fault_together<B: NodeFaults>(
+    /// One fork of the backend for each of `nodes`, at most `self.parallel`
+    /// injecting at a time, each fork's blocking calls on the blocking pool.
+    /// Once one fails no more are begun. The forks' memos go to the journal,
+    /// their state back to `backend`.
+    async fn inject_forks<B: NodeFaults>(
         &mut self,
         backend: &mut B,
         forks: Vec<B>,
-        index: usize,
         nodes: &[String],
         fault: FaultKind,
-    ) -> (Vec<NodeFault>, Result<(), Error>) {
+    ) -> Vec<(Option<Injected>, Option<String>)> {
         use futures::StreamExt;
-        let entries = match self.will_faults(backend, nodes, fault) {
-            Ok(entries) => entries,
-            // Nothing is injected: cleanup reverts those journaled.
-            Err(e) => return (Vec::new(), Err(e)),
-        };
-        crate::testpoint::reached(|| format!("fault-{}:journaled", index + 1)).await;
         let failed = std::sync::atomic::AtomicBool::new(false);
         let (rec, failed) = (&self.rec, &failed);
         let jobs = forks
@@ -245,7 +269,6 @@ impl Run<'_> {
             .buffer_unordered(self.parallel.max(1))
             .collect()
             .await;
-        crate::testpoint::reached(|| format!("fault-{}:injected", index + 1)).await;
         // In the set's order, which is the journal's.
         done.sort_by_key(|(node, ..)| nodes.iter().position(|n| n == *node));
         let mut outcomes = Vec::with_capacity(done.len());
@@ -257,7 +280,7 @@ impl Run<'_> {
             backend.join(node, fork);
             outcomes.push((outcome, memo));
         }
-        self.settle_set(nodes, fault, entries, outcomes.into_iter())
+        outcomes
     }
 
     /// Journals `fault` on `node` with its revert first, then injects it. A
