@@ -39,7 +39,8 @@ cleanup: always
 struct SetRun {
     /// When the set was Unknown as a whole.
     set_unknown: i64,
-    acts: &'static [&'static str],
+    /// The injects' acts; the reverts ([`REVERTS`]) follow.
+    injects: [&'static str; 4],
     /// Each node's (inject begun, done).
     hit: [(&'static str, i64, i64); 2],
     spread: &'static str,
@@ -69,7 +70,8 @@ async fn a_fault_on_a_set(forks: bool, want: SetRun) {
             ),
         ]
     );
-    assert_eq!(r.acts, want.acts);
+    let acts: Vec<&str> = want.injects.iter().chain(&REVERTS).copied().collect();
+    assert_eq!(r.acts, acts);
     let step = fault_step(result);
     let fault = step.fault.as_ref().expect("the fault step's record");
     assert_eq!(fault.node, "pair");
@@ -100,20 +102,15 @@ const REVERTS: [&str; 4] = [
 
 #[tokio::test(start_paused = true)]
 async fn a_fault_on_a_set_hits_its_nodes_at_once_and_cleanup_puts_each_back() {
-    const ACTS: [&str; 8] = [
-        "inject pause-vm worker-1: begun",
-        "inject pause-vm worker-2: begun",
-        "inject pause-vm worker-1: done",
-        "inject pause-vm worker-2: done",
-        REVERTS[0],
-        REVERTS[1],
-        REVERTS[2],
-        REVERTS[3],
-    ];
     // Each act takes 200 ms, both together: the spread is one act.
     let want = SetRun {
         set_unknown: 8_200,
-        acts: &ACTS,
+        injects: [
+            "inject pause-vm worker-1: begun",
+            "inject pause-vm worker-2: begun",
+            "inject pause-vm worker-1: done",
+            "inject pause-vm worker-2: done",
+        ],
         hit: [("worker-1", 0, 200), ("worker-2", 0, 200)],
         spread: "0.2s",
     };
@@ -122,21 +119,16 @@ async fn a_fault_on_a_set_hits_its_nodes_at_once_and_cleanup_puts_each_back() {
 
 #[tokio::test(start_paused = true)]
 async fn a_backend_that_cannot_fork_hits_a_set_s_nodes_in_turn() {
-    const ACTS: [&str; 8] = [
-        "inject pause-vm worker-1: begun",
-        "inject pause-vm worker-1: done",
-        "inject pause-vm worker-2: begun",
-        "inject pause-vm worker-2: done",
-        REVERTS[0],
-        REVERTS[1],
-        REVERTS[2],
-        REVERTS[3],
-    ];
     // One after another: the set is Unknown 8 s after the second inject
     // ended, and the spread is both acts.
     let want = SetRun {
         set_unknown: 8_400,
-        acts: &ACTS,
+        injects: [
+            "inject pause-vm worker-1: begun",
+            "inject pause-vm worker-1: done",
+            "inject pause-vm worker-2: begun",
+            "inject pause-vm worker-2: done",
+        ],
         hit: [("worker-1", 0, 200), ("worker-2", 200, 400)],
         spread: "0.4s",
     };
