@@ -147,14 +147,16 @@ steps:
 cleanup: always
 "#;
 
-/// Runs `ALL` with worker-2's inject failing, at most `parallel` at a
-/// time; checks the error names worker-2, the journal is emptied and the
-/// exit is 3, and returns the acts and which nodes' injects failed.
-async fn a_set_failing_on_worker_2(parallel: usize) -> (Vec<String>, Vec<(String, bool)>) {
+/// Runs `ALL` with worker-2's inject failing, the setup changed by `how`;
+/// checks the error names worker-2, the journal is emptied and the exit
+/// is 3, and returns the acts and each node hit: (node, at, done, failed).
+async fn a_set_failing_on_worker_2(
+    how: impl FnOnce(&mut Setup),
+) -> (Vec<String>, Vec<(String, i64, i64, bool)>) {
     let mut setup = Setup::new(ALL);
     setup.nodes = &["control-plane", "worker-1", "worker-2", "worker-3"];
     setup.fail = vec!["inject pause-vm worker-2".into()];
-    setup.parallel = parallel;
+    how(&mut setup);
     let r = run(setup).await;
     let result = &r.outcome.result;
     let error = result.error.as_deref().unwrap_or_default();
@@ -169,110 +171,93 @@ async fn a_set_failing_on_worker_2(parallel: usize) -> (Vec<String>, Vec<(String
         .fault
         .as_ref()
         .expect("the fault's record");
-    let failed = fault
+    let hit = fault
         .nodes
         .iter()
-        .map(|n| (n.node.clone(), n.error.is_some()))
+        .map(|n| (n.node.clone(), n.at, n.done, n.error.is_some()))
         .collect();
-    (r.acts, failed)
+    (r.acts, hit)
+}
+
+/// Every node reverted, newest journaled first: all three were journaled
+/// before any inject, so worker-3's revert runs even where it was never
+/// begun (a revert takes a node as it finds it).
+const REVERTS_ALL: [&str; 6] = [
+    "revert resume-vm worker-3: begun",
+    "revert resume-vm worker-3: done",
+    "revert resume-vm worker-2: begun",
+    "revert resume-vm worker-2: done",
+    "revert resume-vm worker-1: begun",
+    "revert resume-vm worker-1: done",
+];
+
+/// worker-1 hit, then worker-2 failing, then worker-3 never begun.
+const IN_TURN: [&str; 4] = [
+    "inject pause-vm worker-1: begun",
+    "inject pause-vm worker-1: done",
+    "inject pause-vm worker-2: begun",
+    "inject pause-vm worker-2: failed",
+];
+
+fn then_reverts(injects: &[&'static str]) -> Vec<String> {
+    injects
+        .iter()
+        .chain(&REVERTS_ALL)
+        .map(|&a| a.to_owned())
+        .collect()
+}
+
+fn hit(node: &str, at: i64, done: i64, failed: bool) -> (String, i64, i64, bool) {
+    (node.to_owned(), at, done, failed)
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_set_whose_inject_fails_on_one_node_names_it_and_puts_back_every_node() {
-    let (acts, failed) = a_set_failing_on_worker_2(16).await;
-    // All three were begun together; worker-2 failed, the others were hit.
-    // Every one was journaled first, so cleanup reverts all three, worker-2
-    // from whatever state its failed inject left.
-    assert_eq!(
-        acts,
-        [
-            "inject pause-vm worker-1: begun",
-            "inject pause-vm worker-2: begun",
-            "inject pause-vm worker-3: begun",
-            "inject pause-vm worker-1: done",
-            "inject pause-vm worker-2: failed",
-            "inject pause-vm worker-3: done",
-            "revert resume-vm worker-3: begun",
-            "revert resume-vm worker-3: done",
-            "revert resume-vm worker-2: begun",
-            "revert resume-vm worker-2: done",
-            "revert resume-vm worker-1: begun",
-            "revert resume-vm worker-1: done",
-        ]
-    );
-    let want = [("worker-1", false), ("worker-2", true), ("worker-3", false)];
-    assert_eq!(failed, want.map(|(n, f)| (n.to_owned(), f)));
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_batch_journals_every_node_first_and_begins_none_after_a_failure() {
-    // The backend's own batch (the trait's default: in turn).
-    let mut setup = Setup::new(ALL);
-    setup.nodes = &["control-plane", "worker-1", "worker-2", "worker-3"];
-    setup.fail = vec!["inject pause-vm worker-2".into()];
-    setup.forks = false;
-    setup.batches = true;
-    let r = run(setup).await;
-    let error = r.outcome.result.error.as_deref().unwrap_or_default();
-    assert!(
-        error.contains("pause-vm on node worker-2 of set `all`"),
-        "{error}"
-    );
-    assert_eq!(
-        r.acts,
-        [
-            "inject pause-vm worker-1: begun",
-            "inject pause-vm worker-1: done",
-            "inject pause-vm worker-2: begun",
-            "inject pause-vm worker-2: failed",
-            "revert resume-vm worker-3: begun",
-            "revert resume-vm worker-3: done",
-            "revert resume-vm worker-2: begun",
-            "revert resume-vm worker-2: done",
-            "revert resume-vm worker-1: begun",
-            "revert resume-vm worker-1: done",
-        ]
-    );
-    let fault = fault_step(&r.outcome.result)
-        .fault
-        .as_ref()
-        .expect("the fault's record");
-    let hit: Vec<(&str, i64, i64, bool)> = fault
-        .nodes
-        .iter()
-        .map(|n| (n.node.as_str(), n.at, n.done, n.error.is_some()))
-        .collect();
-    assert_eq!(
-        hit,
-        [("worker-1", 0, 200, false), ("worker-2", 200, 400, true)]
-    );
-    assert!(r.open.is_empty() && r.journal_closed, "{:?}", r.open);
-    assert_eq!(exit_code(&r.outcome), exit::INFRASTRUCTURE);
+    let (acts, hits) = a_set_failing_on_worker_2(|_| {}).await;
+    // All three begun together; worker-2 failed, the others were hit.
+    let injects = [
+        "inject pause-vm worker-1: begun",
+        "inject pause-vm worker-2: begun",
+        "inject pause-vm worker-3: begun",
+        "inject pause-vm worker-1: done",
+        "inject pause-vm worker-2: failed",
+        "inject pause-vm worker-3: done",
+    ];
+    assert_eq!(acts, then_reverts(&injects));
+    let want = [
+        hit("worker-1", 0, 200, false),
+        hit("worker-2", 0, 200, true),
+        hit("worker-3", 0, 200, false),
+    ];
+    assert_eq!(hits, want);
 }
 
 #[tokio::test(start_paused = true)]
 async fn once_a_node_of_a_set_fails_no_more_are_begun() {
     // One at a time: worker-3 waits for a place and is never begun.
-    let (acts, failed) = a_set_failing_on_worker_2(1).await;
-    assert_eq!(
-        acts,
-        [
-            "inject pause-vm worker-1: begun",
-            "inject pause-vm worker-1: done",
-            "inject pause-vm worker-2: begun",
-            "inject pause-vm worker-2: failed",
-            // worker-3 was journaled with the others: its revert finds it
-            // as it was, which a revert must take.
-            "revert resume-vm worker-3: begun",
-            "revert resume-vm worker-3: done",
-            "revert resume-vm worker-2: begun",
-            "revert resume-vm worker-2: done",
-            "revert resume-vm worker-1: begun",
-            "revert resume-vm worker-1: done",
-        ]
-    );
-    let want = [("worker-1", false), ("worker-2", true)];
-    assert_eq!(failed, want.map(|(n, f)| (n.to_owned(), f)));
+    let (acts, hits) = a_set_failing_on_worker_2(|s| s.parallel = 1).await;
+    assert_eq!(acts, then_reverts(&IN_TURN));
+    let want = [
+        hit("worker-1", 0, 200, false),
+        hit("worker-2", 200, 400, true),
+    ];
+    assert_eq!(hits, want);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_batch_journals_every_node_first_and_begins_none_after_a_failure() {
+    // The backend's own batch (here the trait's default: in turn).
+    let (acts, hits) = a_set_failing_on_worker_2(|s| {
+        s.forks = false;
+        s.batches = true;
+    })
+    .await;
+    assert_eq!(acts, then_reverts(&IN_TURN));
+    let want = [
+        hit("worker-1", 0, 200, false),
+        hit("worker-2", 200, 400, true),
+    ];
+    assert_eq!(hits, want);
 }
 
 #[tokio::test(start_paused = true)]
