@@ -234,30 +234,24 @@ async fn a_set_whose_inject_fails_on_one_node_names_it_and_puts_back_every_node(
 
 #[tokio::test(start_paused = true)]
 async fn once_a_node_of_a_set_fails_no_more_are_begun() {
-    // One at a time: worker-3 waits for a place and is never begun.
-    let (acts, hits) = a_set_failing_on_worker_2(|s| s.parallel = 1).await;
-    assert_eq!(acts, then_reverts(&IN_TURN));
-    let want = [
-        hit("worker-1", 0, 200, false),
-        hit("worker-2", 200, 400, true),
-    ];
-    assert_eq!(hits, want);
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_batch_journals_every_node_first_and_begins_none_after_a_failure() {
-    // The backend's own batch (here the trait's default: in turn).
-    let (acts, hits) = a_set_failing_on_worker_2(|s| {
+    // Forks one at a time (worker-3 waits for a place), and the backend's
+    // own batch (here the trait's default: in turn): every node journaled
+    // first, worker-3 never begun, all three reverted.
+    let one_at_a_time = |s: &mut Setup| s.parallel = 1;
+    let batch = |s: &mut Setup| {
         s.forks = false;
         s.batches = true;
-    })
-    .await;
-    assert_eq!(acts, then_reverts(&IN_TURN));
-    let want = [
-        hit("worker-1", 0, 200, false),
-        hit("worker-2", 200, 400, true),
-    ];
-    assert_eq!(hits, want);
+    };
+    let ways: [&dyn Fn(&mut Setup); 2] = [&one_at_a_time, &batch];
+    for how in ways {
+        let (acts, hits) = a_set_failing_on_worker_2(how).await;
+        assert_eq!(acts, then_reverts(&IN_TURN));
+        let want = [
+            hit("worker-1", 0, 200, false),
+            hit("worker-2", 200, 400, true),
+        ];
+        assert_eq!(hits, want);
+    }
 }
 
 #[tokio::test(start_paused = true)]
