@@ -77,7 +77,10 @@ pub(super) fn section(out: &mut String, r: &RunResult) {
         ],
     ]);
     out.push_str(&table(["metric", "value", "UTC"], rows));
-    per_node(out, &m.nodes);
+    // Each node's failure, as the rows above: not after a drain.
+    if failed {
+        per_node(out, &m.nodes);
+    }
     if m.detection_lag_median.is_some() {
         let _ = writeln!(
             out,
@@ -184,11 +187,16 @@ mod tests {
             "namespace": "ns", "targets": {}, "sets": {"zone-a": ["w1", "w2"]},
             "startedAt": "2026-11-25T15:01:56.691Z", "t0": 1_000,
             "finished": 60_000, "verdict": "pass",
-            "steps": [], "expectations": [], "cleanup": [],
+            "steps": [{"label": "#1", "kind": "fault", "description": "poweroff", "started": 1_000,
+                       "ended": 1_100, "outcome": {"status": "ok"},
+                       "fault": {"fault": "poweroff", "node": "zone-a"}}],
+            "expectations": [], "cleanup": [],
             "metrics": crate::timeline::metrics::Metrics::default(),
             "transitions": [],
         }))
         .unwrap();
+        let mut drained = r.clone();
+        drained.steps.clear();
         r.metrics.nodes = vec![
             NodeTimes {
                 node: "w1".into(),
@@ -244,5 +252,13 @@ mod tests {
             ],
             "{out}"
         );
+        // After a drain (no fault, no node failed): no node failure to list.
+        drained.metrics.nodes = r.metrics.nodes.clone();
+        for n in &mut drained.metrics.nodes {
+            n.not_ready = None;
+        }
+        let mut out = String::new();
+        section(&mut out, &drained);
+        assert!(!out.contains("Per node"), "{out}");
     }
 }
