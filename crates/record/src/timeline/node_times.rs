@@ -2,6 +2,8 @@
 //! (a set, or several targets), and their spread: how far apart the nodes
 //! were detected, tainted, evicted and back (pure).
 
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::replacements::PodRecovery;
@@ -47,19 +49,35 @@ pub fn per_node(
     if targets.len() < 2 {
         return Vec::new();
     }
+    // One pass over the transitions and the pods, not one per node: a set
+    // can be a thousand nodes.
+    let mut transitions: HashMap<&str, Vec<&Transition>> = HashMap::new();
+    for t in after {
+        if let ObjectRef::Node { name } = &t.object {
+            transitions.entry(name.as_str()).or_default().push(t);
+        }
+    }
+    let mut evicted: HashMap<&str, Ms> = HashMap::new();
+    for p in pods {
+        if let Some(at) = p.terminating_at {
+            evicted
+                .entry(p.node.as_str())
+                .and_modify(|first| *first = (*first).min(at))
+                .or_insert(at);
+        }
+    }
     targets
         .iter()
         .map(|node| {
-            let m = milestones(after, t0, |name| name == node);
+            let mine = transitions
+                .get(node.as_str())
+                .map_or(&[][..], Vec::as_slice);
+            let m = milestones(mine, t0, |_| true);
             NodeTimes {
                 node: node.clone(),
                 not_ready: m.not_ready.map(|at| at - t0),
                 no_execute_taint: m.no_execute_taint,
-                first_eviction: pods
-                    .iter()
-                    .filter(|p| p.node == *node)
-                    .filter_map(|p| p.terminating_at)
-                    .min(),
+                first_eviction: evicted.get(node.as_str()).copied(),
                 ready_again: m.ready_again,
             }
         })
