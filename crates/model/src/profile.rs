@@ -41,10 +41,17 @@ pub enum Var {
     /// on an unhealthy node before it force-detaches it: 6 minutes, a
     /// constant (`ReconcilerMaxWaitForUnmountDuration`; no flag sets it).
     MaxWaitForUnmount,
+    /// One over kube-controller-manager `--node-eviction-rate`: how far
+    /// apart the node lifecycle controller taints a zone's nodes NoExecute
+    /// while the zone is healthy (or wholly dark while another is not).
+    NodeEvictionInterval,
+    /// One over `--secondary-node-eviction-rate`: the same in a partially
+    /// disrupted zone of more than `largeClusterSizeThreshold` nodes.
+    SecondaryEvictionInterval,
 }
 
 impl Var {
-    pub const ALL: [Var; 10] = [
+    pub const ALL: [Var; 12] = [
         Var::NodeMonitorGracePeriod,
         Var::NodeMonitorPeriod,
         Var::NodeStartupGracePeriod,
@@ -55,6 +62,8 @@ impl Var {
         Var::PodGcPeriod,
         Var::OrphanQuarantine,
         Var::MaxWaitForUnmount,
+        Var::NodeEvictionInterval,
+        Var::SecondaryEvictionInterval,
     ];
 
     /// The canonical name used in scenarios and reports.
@@ -70,6 +79,8 @@ impl Var {
             Var::PodGcPeriod => "podGcPeriod",
             Var::OrphanQuarantine => "orphanQuarantine",
             Var::MaxWaitForUnmount => "maxWaitForUnmount",
+            Var::NodeEvictionInterval => "nodeEvictionInterval",
+            Var::SecondaryEvictionInterval => "secondaryNodeEvictionInterval",
         }
     }
 
@@ -82,6 +93,8 @@ impl Var {
             Var::NotReadyTolerationSeconds => Some("notReadyToleration"),
             Var::NodeLeaseDuration => Some("lease"),
             Var::PodGcPeriod => Some("podGc"),
+            Var::NodeEvictionInterval => Some("evictionInterval"),
+            Var::SecondaryEvictionInterval => Some("secondaryEvictionInterval"),
             _ => None,
         }
     }
@@ -95,6 +108,27 @@ impl Var {
         Var::ALL
             .into_iter()
             .find(|v| v.name() == name || v.alias() == Some(name))
+    }
+
+    /// The rate flag a variable is one over, where it is one.
+    pub fn rate_flag(self) -> Option<&'static str> {
+        match self {
+            Var::NodeEvictionInterval => Some("node-eviction-rate"),
+            Var::SecondaryEvictionInterval => Some("secondary-node-eviction-rate"),
+            _ => None,
+        }
+    }
+
+    /// The interval variable a rate's name (`nodeEvictionRate`) stands
+    /// for: a window is a time, so a rate is refused with this to use.
+    pub fn interval_of_rate(name: &str) -> Option<Var> {
+        match name {
+            "nodeEvictionRate" | "evictionRate" => Some(Var::NodeEvictionInterval),
+            "secondaryNodeEvictionRate" | "secondaryEvictionRate" => {
+                Some(Var::SecondaryEvictionInterval)
+            }
+            _ => None,
+        }
     }
 
     /// Every accepted spelling, for "did you mean" and error messages.
@@ -115,7 +149,7 @@ impl fmt::Display for Var {
 }
 
 /// The numbers of one cluster configuration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TimingProfile {
     pub name: String,
@@ -145,6 +179,23 @@ pub struct TimingProfile {
         skip_serializing_if = "is_max_wait_for_unmount"
     )]
     pub max_wait_for_unmount: Duration,
+    /// `nodeEvictionInterval` (written only when not upstream's 10 s).
+    #[serde(
+        with = "millis",
+        default = "eviction_interval",
+        skip_serializing_if = "is_eviction_interval"
+    )]
+    pub node_eviction_interval: Duration,
+    /// `secondaryNodeEvictionInterval` (written only when not upstream's 100 s).
+    #[serde(
+        with = "millis",
+        default = "secondary_eviction_interval",
+        skip_serializing_if = "is_secondary_eviction_interval"
+    )]
+    pub secondary_eviction_interval: Duration,
+    /// The zone rules that are not times (written only when not upstream's).
+    #[serde(default, skip_serializing_if = "ZoneRules::is_upstream")]
+    pub zones: ZoneRules,
     /// Whether the attach-detach controller force-detaches a volume still
     /// mounted on an unhealthy node once `maxWaitForUnmount` has passed
     /// (kube-controller-manager's `--disable-force-detach-on-timeout` turns
@@ -159,6 +210,77 @@ pub struct TimingProfile {
     /// Where each value came from (empty: a built-in profile as is).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub origins: BTreeMap<Var, Origin>,
+}
+
+/// The node lifecycle controller's zone rules that are not times
+/// (kube-controller-manager flags; `disruption` applies them).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ZoneRules {
+    /// `--unhealthy-zone-threshold`: the share of a zone's nodes not ready
+    /// (more than 2 of them) that makes it partially disrupted.
+    pub unhealthy_zone_threshold: f64,
+    /// `--large-cluster-size-threshold`: a partially disrupted zone of more
+    /// nodes than this goes on at the secondary pace, a smaller one stops.
+    pub large_cluster_size_threshold: u32,
+    /// Where each came from (empty: a built-in profile's own).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub origins: BTreeMap<ZoneRule, Origin>,
+}
+
+/// One of [`ZoneRules`]' values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ZoneRule {
+    UnhealthyZoneThreshold,
+    LargeClusterSizeThreshold,
+}
+
+impl ZoneRule {
+    pub const ALL: [ZoneRule; 2] = [
+        ZoneRule::UnhealthyZoneThreshold,
+        ZoneRule::LargeClusterSizeThreshold,
+    ];
+
+    /// Its name in plans and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            ZoneRule::UnhealthyZoneThreshold => "unhealthyZoneThreshold",
+            ZoneRule::LargeClusterSizeThreshold => "largeClusterSizeThreshold",
+        }
+    }
+
+    /// kube-controller-manager's flag that sets it.
+    pub fn flag(self) -> &'static str {
+        match self {
+            ZoneRule::UnhealthyZoneThreshold => "unhealthy-zone-threshold",
+            ZoneRule::LargeClusterSizeThreshold => "large-cluster-size-threshold",
+        }
+    }
+}
+
+impl Default for ZoneRules {
+    fn default() -> Self {
+        ZoneRules {
+            unhealthy_zone_threshold: 0.55,
+            large_cluster_size_threshold: 50,
+            origins: BTreeMap::new(),
+        }
+    }
+}
+
+impl ZoneRules {
+    fn is_upstream(&self) -> bool {
+        *self == ZoneRules::default()
+    }
+
+    /// The value of `rule` as a flag writes it (`0.55`, `50`).
+    pub fn value(&self, rule: ZoneRule) -> String {
+        match rule {
+            ZoneRule::UnhealthyZoneThreshold => self.unhealthy_zone_threshold.to_string(),
+            ZoneRule::LargeClusterSizeThreshold => self.large_cluster_size_threshold.to_string(),
+        }
+    }
 }
 
 /// Where a timing value came from.
@@ -235,6 +357,50 @@ fn is_max_wait_for_unmount(d: &Duration) -> bool {
     *d == max_wait_for_unmount()
 }
 
+/// One over `--node-eviction-rate`'s default (0.1 nodes/s).
+const fn eviction_interval() -> Duration {
+    secs(10)
+}
+
+fn is_eviction_interval(d: &Duration) -> bool {
+    *d == eviction_interval()
+}
+
+/// One over `--secondary-node-eviction-rate`'s default (0.01 nodes/s).
+const fn secondary_eviction_interval() -> Duration {
+    secs(100)
+}
+
+fn is_secondary_eviction_interval(d: &Duration) -> bool {
+    *d == secondary_eviction_interval()
+}
+
+/// What a rate of 0 makes an interval: no token ever comes.
+pub const NEVER: Duration = Duration::from_millis(u64::MAX);
+
+/// The interval of a rate in nodes per second (0: [`NEVER`]); None for a
+/// negative or non-finite rate.
+pub fn interval_of(rate: f64) -> Option<Duration> {
+    if rate == 0.0 {
+        return Some(NEVER);
+    }
+    (rate.is_finite() && rate > 0.0)
+        .then(|| Duration::try_from_secs_f64(1.0 / rate).ok())
+        .flatten()
+        .map(|d| if d.as_millis() >= u128::from(u64::MAX) { NEVER } else { d })
+}
+
+/// The rate of an interval, as a flag writes it (`0.1`; `0` for [`NEVER`]).
+pub fn rate_written(interval: Duration) -> String {
+    if interval == NEVER || interval.is_zero() {
+        return "0".into();
+    }
+    let rate = 1.0 / interval.as_secs_f64();
+    // a few significant digits, no float noise (1/3 s -> 3, 1/7 s -> 0.142857)
+    let text = format!("{rate:.6}");
+    text.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
 const fn on() -> bool {
     true
 }
@@ -262,6 +428,9 @@ impl TimingProfile {
             pod_gc_period: secs(20),
             orphan_quarantine: secs(40),
             max_wait_for_unmount: max_wait_for_unmount(),
+            node_eviction_interval: eviction_interval(),
+            secondary_eviction_interval: secondary_eviction_interval(),
+            zones: ZoneRules::default(),
             force_detach_on_timeout: true,
             force_detach_origin: None,
             origins: BTreeMap::new(),
@@ -285,6 +454,15 @@ impl TimingProfile {
             pod_gc_period: secs(20),
             orphan_quarantine: secs(40),
             max_wait_for_unmount: max_wait_for_unmount(),
+            // The normal pace is upstream's; a zone of more than 4 nodes is
+            // large, and its secondary pace one node per 20 s, so each zone
+            // rule shows on a handful of sim nodes within a minute.
+            node_eviction_interval: eviction_interval(),
+            secondary_eviction_interval: secs(20),
+            zones: ZoneRules {
+                large_cluster_size_threshold: 4,
+                ..ZoneRules::default()
+            },
             force_detach_on_timeout: true,
             force_detach_origin: None,
             origins: BTreeMap::new(),
@@ -305,7 +483,45 @@ impl TimingProfile {
             .into_iter()
             .map(|v| (v, Origin::Set { by: by.to_owned() }))
             .collect();
+        self.zones.origins = ZoneRule::ALL
+            .into_iter()
+            .map(|r| (r, Origin::Set { by: by.to_owned() }))
+            .collect();
         self
+    }
+
+    /// The kube-controller-manager flags that set the zone rules, as
+    /// (name, value): what the sim and `kind up` start it with.
+    pub fn zone_flags(&self) -> [(&'static str, String); 4] {
+        [
+            (
+                "node-eviction-rate",
+                rate_written(self.node_eviction_interval),
+            ),
+            (
+                "secondary-node-eviction-rate",
+                rate_written(self.secondary_eviction_interval),
+            ),
+            (
+                ZoneRule::UnhealthyZoneThreshold.flag(),
+                self.zones.value(ZoneRule::UnhealthyZoneThreshold),
+            ),
+            (
+                ZoneRule::LargeClusterSizeThreshold.flag(),
+                self.zones.value(ZoneRule::LargeClusterSizeThreshold),
+            ),
+        ]
+    }
+
+    /// Where a zone rule came from; a built-in profile's values are its own.
+    pub fn zone_origin(&self, rule: ZoneRule) -> Origin {
+        self.zones
+            .origins
+            .get(&rule)
+            .cloned()
+            .unwrap_or_else(|| Origin::Set {
+                by: format!("the `{}` profile", self.name),
+            })
     }
 
     /// Where `var` came from; a built-in profile's values are its own.
@@ -322,19 +538,35 @@ impl TimingProfile {
     /// and the report: `(name, value, origin word, where)`.
     /// The force detach's row follows where it was read from the cluster
     /// or is off.
+    /// A result written before the zone rules were variables (origins
+    /// without them) lists the rows it had.
     pub fn rows(&self) -> Vec<[String; 4]> {
+        let older = !self.origins.is_empty()
+            && !self.origins.contains_key(&Var::NodeEvictionInterval);
         let mut rows: Vec<[String; 4]> = Var::ALL
             .into_iter()
+            .filter(|v| !(older && v.rate_flag().is_some()))
             .map(|v| {
                 let o = self.origin(v);
                 [
                     v.alias().unwrap_or(v.name()).to_owned(),
-                    crate::duration::format_duration(self.get(v)),
+                    interval_words(self.get(v)),
                     o.word().to_owned(),
                     o.detail().to_owned(),
                 ]
             })
             .collect();
+        if !older {
+            rows.extend(ZoneRule::ALL.into_iter().map(|r| {
+                let o = self.zone_origin(r);
+                [
+                    r.name().to_owned(),
+                    self.zones.value(r),
+                    o.word().to_owned(),
+                    o.detail().to_owned(),
+                ]
+            }));
+        }
         if self.force_detach_origin.is_some() || !self.force_detach_on_timeout {
             let o = self.force_detach_origin.clone().unwrap_or(Origin::Set {
                 by: format!("the `{}` profile", self.name),
@@ -381,6 +613,8 @@ impl TimingProfile {
             Var::PodGcPeriod => self.pod_gc_period,
             Var::OrphanQuarantine => self.orphan_quarantine,
             Var::MaxWaitForUnmount => self.max_wait_for_unmount,
+            Var::NodeEvictionInterval => self.node_eviction_interval,
+            Var::SecondaryEvictionInterval => self.secondary_eviction_interval,
         }
     }
 
@@ -396,8 +630,19 @@ impl TimingProfile {
             Var::PodGcPeriod => &mut self.pod_gc_period,
             Var::OrphanQuarantine => &mut self.orphan_quarantine,
             Var::MaxWaitForUnmount => &mut self.max_wait_for_unmount,
+            Var::NodeEvictionInterval => &mut self.node_eviction_interval,
+            Var::SecondaryEvictionInterval => &mut self.secondary_eviction_interval,
         };
         *slot = value;
+    }
+}
+
+/// A duration as plans and reports say it; [`NEVER`] as `never`.
+pub fn interval_words(d: Duration) -> String {
+    if d == NEVER {
+        "never".into()
+    } else {
+        crate::duration::format_duration(d)
     }
 }
 
@@ -431,6 +676,48 @@ mod tests {
         for v in Var::ALL {
             assert_eq!(Var::lookup(v.name()), Some(v));
         }
+    }
+
+    #[test]
+    fn an_interval_is_one_over_its_rate_and_a_rate_of_0_is_never() {
+        assert_eq!(interval_of(0.1), Some(secs(10)));
+        assert_eq!(interval_of(0.05), Some(secs(20)));
+        assert_eq!(interval_of(0.0), Some(NEVER));
+        assert_eq!(interval_of(-1.0), None);
+        assert_eq!(interval_of(f64::NAN), None);
+        assert_eq!(rate_written(secs(10)), "0.1");
+        assert_eq!(rate_written(secs(100)), "0.01");
+        assert_eq!(rate_written(NEVER), "0");
+        assert_eq!(interval_words(NEVER), "never");
+        assert_eq!(Var::lookup("evictionInterval"), Some(Var::NodeEvictionInterval));
+        assert_eq!(
+            Var::interval_of_rate("nodeEvictionRate"),
+            Some(Var::NodeEvictionInterval)
+        );
+    }
+
+    #[test]
+    fn upstream_zone_rules_and_intervals_are_not_written_and_read_back_as_upstream() {
+        let up = TimingProfile::upstream_default();
+        let json = serde_json::to_string(&up).unwrap();
+        assert!(!json.contains("zones") && !json.contains("Eviction"), "{json}");
+        let back: TimingProfile = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, up);
+        let fast = TimingProfile::fast().set_by("nodefall sim up");
+        let json = serde_json::to_string(&fast).unwrap();
+        assert!(json.contains("\"largeClusterSizeThreshold\":4"), "{json}");
+        let back: TimingProfile = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, fast);
+    }
+
+    #[test]
+    fn an_older_result_lists_the_rows_it_had() {
+        let mut old = TimingProfile::fast().set_by("x");
+        old.origins.remove(&Var::NodeEvictionInterval);
+        old.origins.remove(&Var::SecondaryEvictionInterval);
+        assert_eq!(old.rows().len(), Var::ALL.len() - 2);
+        let new = TimingProfile::fast().set_by("x");
+        assert_eq!(new.rows().len(), Var::ALL.len() + ZoneRule::ALL.len());
     }
 
     #[test]

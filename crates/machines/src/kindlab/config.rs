@@ -112,6 +112,9 @@ pub fn kind_config(spec: &Spec) -> String {
             secs(t.node_monitor_period),
             secs(t.node_startup_grace_period),
         );
+        for (name, value) in t.zone_flags() {
+            let _ = writeln!(controller_manager, "        {name}: \"{value}\"");
+        }
     }
     if !spec.force_detach_on_timeout {
         controller_manager.push_str("        disable-force-detach-on-timeout: \"true\"\n");
@@ -303,6 +306,10 @@ mod tests {
         assert_eq!(kcm["node-monitor-grace-period"].as_str(), Some("8s"));
         assert_eq!(kcm["node-monitor-period"].as_str(), Some("1s"));
         assert_eq!(kcm["node-startup-grace-period"].as_str(), Some("10s"));
+        assert_eq!(kcm["node-eviction-rate"].as_str(), Some("0.1"));
+        assert_eq!(kcm["secondary-node-eviction-rate"].as_str(), Some("0.05"));
+        assert_eq!(kcm["large-cluster-size-threshold"].as_str(), Some("4"));
+        assert_eq!(kcm["unhealthy-zone-threshold"].as_str(), Some("0.55"));
         let api = &cluster["apiServer"]["extraArgs"];
         assert_eq!(
             api["default-unreachable-toleration-seconds"].as_str(),

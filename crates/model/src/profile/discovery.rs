@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::flags::{self, Component, minor_version, settings};
-use super::{Origin, TimingProfile, Var};
+use super::{Origin, TimingProfile, Var, ZoneRule};
 
 /// Flags of one component as one place shows them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,7 +33,7 @@ pub struct Findings {
 }
 
 /// A cluster's timing profile and how it was found.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Discovery {
     pub profile: TimingProfile,
     /// Remarks for the user: disagreements, unreadable values, what was not readable.
@@ -51,9 +51,11 @@ pub fn default_grace(version: (u32, u32)) -> Duration {
 
 fn component_of(var: Var) -> Option<Component> {
     match var {
-        Var::NodeMonitorGracePeriod | Var::NodeMonitorPeriod | Var::NodeStartupGracePeriod => {
-            Some(Component::ControllerManager)
-        }
+        Var::NodeMonitorGracePeriod
+        | Var::NodeMonitorPeriod
+        | Var::NodeStartupGracePeriod
+        | Var::NodeEvictionInterval
+        | Var::SecondaryEvictionInterval => Some(Component::ControllerManager),
         Var::UnreachableTolerationSeconds | Var::NotReadyTolerationSeconds => {
             Some(Component::ApiServer)
         }
@@ -166,59 +168,134 @@ pub fn build(f: &Findings) -> Discovery {
         profile.origins.insert(var, origin);
     }
     force_detach(&mut profile, &parsed, &vtext, &mut unusable);
+    zone_rules(&mut profile, &parsed, &vtext, &mut unusable);
     notes.extend(unusable);
     notes.extend(f.problems.iter().cloned());
     Discovery { profile, notes }
 }
 
+/// A kube-controller-manager flag that is not a time, from the most
+/// authoritative place that says: its value read by `read` (None: not
+/// usable, said in `unusable`), and where it came from. `what` says what the
+/// value must be.
+fn controller_flag<T>(
+    parsed: &[(&FlagSource, Vec<flags::Setting>)],
+    flag: &str,
+    what: &str,
+    read: impl Fn(&str) -> Option<T>,
+    vtext: &str,
+    unusable: &mut Vec<String>,
+) -> (Option<T>, Origin) {
+    let places: Vec<&FlagSource> = parsed
+        .iter()
+        .map(|(s, _)| *s)
+        .filter(|s| s.component == Component::ControllerManager)
+        .collect();
+    let found = places
+        .iter()
+        .find_map(|s| s.flags.get(flag).map(|v| (s.from.as_str(), v.as_str())));
+    match (found, places.first()) {
+        (Some((from, value)), _) => {
+            let written = format!("--{flag}={value}");
+            match read(value) {
+                Some(v) => (
+                    Some(v),
+                    Origin::Discovered {
+                        from: format!("{from}: {written}"),
+                    },
+                ),
+                None => {
+                    unusable.push(format!(
+                        "{from}: `{written}` is not usable (not {what}); the default is used"
+                    ));
+                    (
+                        None,
+                        Origin::Assumed {
+                            why: format!("{vtext}: `{written}` is not {what}"),
+                        },
+                    )
+                }
+            }
+        }
+        (None, Some(s)) => (
+            None,
+            Origin::Discovered {
+                from: format!("{vtext}{NOT_SET_IN}{}", s.from),
+            },
+        ),
+        (None, None) => (
+            None,
+            Origin::Assumed {
+                why: format!(
+                    "{vtext}; {}'s settings were not readable",
+                    Component::ControllerManager.name()
+                ),
+            },
+        ),
+    }
+}
+
 /// kube-controller-manager's `--disable-force-detach-on-timeout` (a
-/// switch, off by default), from the most authoritative place that says.
+/// switch, off by default).
 fn force_detach(
     profile: &mut TimingProfile,
     parsed: &[(&FlagSource, Vec<flags::Setting>)],
     vtext: &str,
     unusable: &mut Vec<String>,
 ) {
-    let read: Vec<&FlagSource> = parsed
-        .iter()
-        .map(|(s, _)| *s)
-        .filter(|s| s.component == Component::ControllerManager)
-        .collect();
-    let found = read.iter().find_map(|s| {
-        s.flags
-            .get(DISABLE_FORCE_DETACH)
-            .map(|v| (s.from.as_str(), v.as_str()))
-    });
-    profile.force_detach_origin = Some(match (found, read.first()) {
-        (Some((from, value)), _) => {
-            let written = format!("--{DISABLE_FORCE_DETACH}={value}");
-            match go_bool(value) {
-                Some(disabled) => {
-                    profile.force_detach_on_timeout = !disabled;
-                    Origin::Discovered {
-                        from: format!("{from}: {written}"),
-                    }
-                }
-                None => {
-                    unusable.push(format!(
-                        "{from}: `{written}` is not usable (not a boolean); the default is used"
-                    ));
-                    Origin::Assumed {
-                        why: format!("{vtext}: `{written}` is not a boolean"),
-                    }
-                }
-            }
-        }
-        (None, Some(s)) => Origin::Discovered {
-            from: format!("{vtext}{NOT_SET_IN}{}", s.from),
+    let (disabled, origin) = controller_flag(
+        parsed,
+        DISABLE_FORCE_DETACH,
+        "a boolean",
+        go_bool,
+        vtext,
+        unusable,
+    );
+    if let Some(disabled) = disabled {
+        profile.force_detach_on_timeout = !disabled;
+    }
+    profile.force_detach_origin = Some(origin);
+}
+
+/// `--unhealthy-zone-threshold` (a share, 0 to 1) and
+/// `--large-cluster-size-threshold` (a node count).
+fn zone_rules(
+    profile: &mut TimingProfile,
+    parsed: &[(&FlagSource, Vec<flags::Setting>)],
+    vtext: &str,
+    unusable: &mut Vec<String>,
+) {
+    let rule = ZoneRule::UnhealthyZoneThreshold;
+    let (share, origin) = controller_flag(
+        parsed,
+        rule.flag(),
+        "a share between 0 and 1",
+        |v| {
+            v.trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|x| (0.0..=1.0).contains(x))
         },
-        (None, None) => Origin::Assumed {
-            why: format!(
-                "{vtext}; {}'s settings were not readable",
-                Component::ControllerManager.name()
-            ),
-        },
-    });
+        vtext,
+        unusable,
+    );
+    if let Some(share) = share {
+        profile.zones.unhealthy_zone_threshold = share;
+    }
+    profile.zones.origins.insert(rule, origin);
+    let rule = ZoneRule::LargeClusterSizeThreshold;
+    let (size, origin) = controller_flag(
+        parsed,
+        rule.flag(),
+        "a whole number of nodes",
+        |v| v.trim().parse::<u32>().ok(),
+        vtext,
+        unusable,
+    );
+    if let Some(size) = size {
+        profile.zones.large_cluster_size_threshold = size;
+    }
+    profile.zones.origins.insert(rule, origin);
 }
 
 /// The flag that turns the force detach off.

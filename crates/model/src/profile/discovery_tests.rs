@@ -219,7 +219,10 @@ fn the_force_detach_switch_is_discovered() {
     );
     // A built-in profile says nothing of it; off, it says so.
     let mut fast = TimingProfile::fast();
-    assert_eq!(fast.rows().len(), Var::ALL.len());
+    assert_eq!(
+        fast.rows().len(),
+        Var::ALL.len() + crate::profile::ZoneRule::ALL.len()
+    );
     fast.force_detach_on_timeout = false;
     assert_eq!(fast.rows().pop().unwrap()[1], "off");
     let json = serde_json::to_string(&fast).unwrap();
@@ -228,4 +231,59 @@ fn the_force_detach_switch_is_discovered() {
     assert!(!back.force_detach_on_timeout);
     let on = serde_json::to_string(&TimingProfile::fast()).unwrap();
     assert!(!on.contains("forceDetach"), "{on}");
+}
+
+/// The eviction rates are read as intervals (0: never), the zone thresholds
+/// as they are; a value of the wrong kind is a note and the default stays.
+#[test]
+fn the_zone_rules_are_discovered_from_the_controller_manager() {
+    use crate::profile::{NEVER, ZoneRule};
+    let kcm = |flags: &[(&str, &str)]| Findings {
+        version: Some("v1.35.4".into()),
+        sources: vec![source(
+            Component::ControllerManager,
+            "mirror pod kube-system/kube-controller-manager-cp",
+            flags,
+        )],
+        problems: vec![],
+    };
+    let d = build(&kcm(&[
+        ("node-eviction-rate", "0.2"),
+        ("secondary-node-eviction-rate", "0"),
+        ("unhealthy-zone-threshold", "0.7"),
+        ("large-cluster-size-threshold", "4"),
+    ]));
+    let p = &d.profile;
+    assert_eq!(p.node_eviction_interval, secs(5));
+    assert_eq!(p.secondary_eviction_interval, NEVER);
+    assert!((p.zones.unhealthy_zone_threshold - 0.7).abs() < 1e-9);
+    assert_eq!(p.zones.large_cluster_size_threshold, 4);
+    let o = p.origin(Var::NodeEvictionInterval);
+    assert!(o.detail().ends_with("--node-eviction-rate=0.2"), "{o:?}");
+    let o = p.zone_origin(ZoneRule::LargeClusterSizeThreshold);
+    assert_eq!(o.word(), "discovered");
+    assert!(o.detail().ends_with("--large-cluster-size-threshold=4"), "{o:?}");
+    let rows = p.rows();
+    let row = |name: &str| rows.iter().find(|r| r[0] == name).cloned().unwrap();
+    assert_eq!(row("secondaryEvictionInterval")[1], "never");
+    assert_eq!(row("unhealthyZoneThreshold")[1], "0.7");
+    // Not set: the defaults, read from the pod.
+    let d = build(&kcm(&[("leader-elect", "true")]));
+    assert_eq!(d.profile.node_eviction_interval, secs(10));
+    assert_eq!(d.profile.secondary_eviction_interval, secs(100));
+    assert_eq!(d.profile.zones.large_cluster_size_threshold, 50);
+    let o = d.profile.zone_origin(ZoneRule::UnhealthyZoneThreshold);
+    assert!(o.detail().contains("not set in mirror pod"), "{o:?}");
+    // Unusable: a note each, the defaults stay.
+    let d = build(&kcm(&[
+        ("node-eviction-rate", "-1"),
+        ("unhealthy-zone-threshold", "1.5"),
+        ("large-cluster-size-threshold", "many"),
+    ]));
+    assert_eq!(d.profile.node_eviction_interval, secs(10));
+    assert_eq!(d.profile.zones, crate::profile::ZoneRules {
+        origins: d.profile.zones.origins.clone(),
+        ..crate::profile::ZoneRules::default()
+    });
+    assert_eq!(d.notes.len(), 3, "{:?}", d.notes);
 }

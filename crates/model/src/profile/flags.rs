@@ -45,10 +45,12 @@ enum Unit {
     Go,
     /// Whole seconds (`300`).
     Seconds,
+    /// Nodes per second (`0.1`), kept as its interval (0: never).
+    Rate,
 }
 
 /// The settings nodefall reads, by component and name, and the timing each sets.
-const SETTINGS: [(Component, &str, Var, Unit); 7] = [
+const SETTINGS: [(Component, &str, Var, Unit); 9] = [
     (
         Component::ControllerManager,
         "node-monitor-grace-period",
@@ -66,6 +68,18 @@ const SETTINGS: [(Component, &str, Var, Unit); 7] = [
         "node-startup-grace-period",
         Var::NodeStartupGracePeriod,
         Unit::Go,
+    ),
+    (
+        Component::ControllerManager,
+        "node-eviction-rate",
+        Var::NodeEvictionInterval,
+        Unit::Rate,
+    ),
+    (
+        Component::ControllerManager,
+        "secondary-node-eviction-rate",
+        Var::SecondaryEvictionInterval,
+        Unit::Rate,
     ),
     (
         Component::ApiServer,
@@ -134,6 +148,12 @@ pub fn settings(
                 .parse::<u64>()
                 .map(Duration::from_secs)
                 .map_err(|_| format!("`{text}` is not a whole number of seconds")),
+            Unit::Rate => text
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .and_then(super::interval_of)
+                .ok_or_else(|| format!("`{text}` is not a rate of 0 or more nodes per second")),
         };
         match value {
             // kubeadm's kubelet-config holds every field of the

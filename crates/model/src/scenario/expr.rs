@@ -100,6 +100,17 @@ fn atom(tok: &str, whole: &str) -> Result<Atom, ExprError> {
     if let Some(v) = Var::lookup(tok) {
         return Ok(Atom::Quantity(Quantity::Variable(v)));
     }
+    if let Some(v) = Var::interval_of_rate(tok) {
+        return Err(ExprError {
+            message: format!(
+                "`{tok}` is a rate (nodes per second), not a time, in `{whole}`: a window \
+                 takes `{}`, one over `--{}`",
+                v.alias().unwrap_or(v.name()),
+                v.rate_flag().unwrap_or_default()
+            ),
+            suggestion: Some(v.alias().unwrap_or(v.name()).to_owned()),
+        });
+    }
     let names = Var::all_names();
     Err(ExprError {
         message: format!(
@@ -594,6 +605,20 @@ mod tests {
         assert!(err("grace * toleration").contains("multiply two durations"));
         assert!(err("").contains("empty"));
         assert!(err("grace 5s").contains("expected `+` or `-`"));
+        let rate = err("grace + nodeEvictionRate");
+        assert!(
+            rate.contains("is a rate") && rate.contains("`evictionInterval`"),
+            "{rate}"
+        );
+    }
+
+    #[test]
+    fn the_eviction_intervals_are_variables() {
+        let d = TimingProfile::upstream_default();
+        let f = TimingProfile::fast();
+        assert_eq!(ms("grace + evictionInterval", &d), 60_000);
+        assert_eq!(ms("2*secondaryEvictionInterval", &f), 40_000);
+        assert_eq!(ms("secondaryNodeEvictionInterval", &d), 100_000);
     }
 
     #[test]

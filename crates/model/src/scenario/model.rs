@@ -247,6 +247,13 @@ pub struct TimingOverrides {
     pub pod_gc_period: Option<Dur>,
     pub orphan_quarantine: Option<Dur>,
     pub max_wait_for_unmount: Option<Dur>,
+    #[serde(alias = "evictionInterval")]
+    pub node_eviction_interval: Option<Dur>,
+    #[serde(
+        rename = "secondaryNodeEvictionInterval",
+        alias = "secondaryEvictionInterval"
+    )]
+    pub secondary_eviction_interval: Option<Dur>,
 }
 
 /// What to create before the fault, and what must be ready.

@@ -143,6 +143,14 @@ pub(super) fn controller_manager_args(
         &startup,
         "--profiling=false",
     ])
+    .into_iter()
+    .chain(
+        profile
+            .zone_flags()
+            .into_iter()
+            .map(|(name, value)| format!("--{name}={value}")),
+    )
+    .collect()
 }
 
 /// kube-scheduler.
@@ -356,7 +364,20 @@ mod tests {
                     profile.unreachable_toleration,
                 ),
                 (Var::NotReadyTolerationSeconds, profile.not_ready_toleration),
+                (Var::NodeEvictionInterval, profile.node_eviction_interval),
+                (
+                    Var::SecondaryEvictionInterval,
+                    profile.secondary_eviction_interval,
+                ),
             ]);
+            assert_eq!(
+                value(&kcm, "large-cluster-size-threshold"),
+                profile.zones.large_cluster_size_threshold.to_string()
+            );
+            assert_eq!(
+                value(&kcm, "unhealthy-zone-threshold"),
+                profile.zones.unhealthy_zone_threshold.to_string()
+            );
             assert_eq!(found, want, "profile {}", profile.name);
         }
     }
