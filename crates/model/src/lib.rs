@@ -2,6 +2,7 @@
 //!
 //! Part of nodefall's workspace (ARCHITECTURE.md names each crate's layer).
 
+pub mod disruption;
 pub mod duration;
 pub mod errors;
 pub mod exit;
