@@ -11,7 +11,7 @@ pub use nodefall_io::{
 };
 pub use nodefall_judge::{expect, verdict};
 pub use nodefall_machines::{backend, kindlab};
-pub use nodefall_model::{duration, errors, exit, files, plan, profile, scenario};
+pub use nodefall_model::{disruption, duration, errors, exit, files, plan, profile, scenario};
 pub use nodefall_predict::predict;
 pub use nodefall_record::{record, timeline};
 pub use nodefall_report::{report, stats};

@@ -23,6 +23,7 @@ mod grace;
 mod kind;
 mod machines;
 mod plan_ops;
+mod plan_zones;
 mod predict;
 mod recover;
 mod repeat;
@@ -219,37 +220,63 @@ pub struct PlanArgs {
     /// Like `--context`, for a running sim cluster (`nodefall sim up --name NAME`).
     #[arg(long, value_name = "NAME", value_parser = crate::sim::state::parse_name)]
     pub cluster: Option<String>,
+    /// sim without `--cluster`: the throwaway cluster's number of nodes,
+    /// which the targets are resolved against (as `scenario --nodes`).
+    #[arg(long, default_value_t = 3, value_parser = values::whole(1u16, 3000),
+          conflicts_with_all = ["context", "cluster"])]
+    pub nodes: u16,
+    /// sim without `--cluster`: the throwaway cluster's zones (as `scenario --zones`).
+    #[arg(long, value_name = "ZONES", value_parser = values::zones,
+          conflicts_with_all = ["context", "cluster"])]
+    pub zones: Option<values::Zones>,
     #[command(flatten)]
     pub machines: machines::MachineArgs,
 }
 
 pub use crate::runner::session::default_profile;
 
+/// What `plan` found: the plan, lines about the cluster, and the nodes its
+/// targets resolve against (the cluster's, or the throwaway sim's; none
+/// for another backend without a cluster).
+struct Loaded {
+    plan: plan::Plan,
+    cluster: Vec<String>,
+    nodes: Option<Vec<(crate::scenario::resolve::NodeLabels, crate::disruption::ZoneNode)>>,
+}
+
 /// The plan of `nodefall plan`: against the named profile, or against a
 /// running cluster's discovered one (read-only; its identity and the
 /// discovery's remarks come back as lines to print).
-fn load_plan(args: &PlanArgs) -> Result<(plan::Plan, Vec<String>), Error> {
+fn load_plan(args: &PlanArgs) -> Result<Loaded, Error> {
     let checked = scenario::load(&crate::disk::Disk, &args.file)?;
     let backend = args.backend.unwrap_or(checked.backend);
     if args.context.is_none() && args.cluster.is_none() {
         let profile =
             TimingProfile::named(args.profile.unwrap_or_else(|| default_profile(backend)));
-        return Ok((plan::resolve(checked, &profile, Some(backend))?, Vec::new()));
+        let zones = args.zones.as_ref().map_or(&[][..], |z| z.0.as_slice());
+        return Ok(Loaded {
+            plan: plan::resolve(checked, &profile, Some(backend))?,
+            cluster: Vec::new(),
+            nodes: (backend == BackendKind::Sim)
+                .then(|| crate::sim::throwaway_nodes(usize::from(args.nodes), zones)),
+        });
     }
-    let found = runtime()?.block_on(async {
+    let (found, nodes) = runtime()?.block_on(async {
         let (config, context) =
             cluster_config(args.cluster.as_deref(), args.context.clone()).await?;
-        Ok::<_, Error>(
+        let found =
             crate::discover::inspect::inspect(&config, context, &checked.pins, args.profile)
-                .await?,
-        )
+                .await?;
+        let client = kube::Client::try_from(config)?;
+        Ok::<_, Error>((found, crate::discover::nodes::list(&client).await?))
     })?;
     let mut lines = vec![format!("Cluster    {}", found.identity)];
     lines.extend(found.notes.iter().map(|n| format!("  note: {n}")));
-    Ok((
-        plan::resolve(checked, &found.profile, Some(backend))?,
-        lines,
-    ))
+    Ok(Loaded {
+        plan: plan::resolve(checked, &found.profile, Some(backend))?,
+        cluster: lines,
+        nodes: Some(nodes),
+    })
 }
 
 /// The client configuration of `--cluster NAME` (a running sim) or else of
@@ -271,11 +298,18 @@ pub fn run(cli: Cli) -> Result<ExitCode, Error> {
     match cli.command {
         Command::Validate { files } => validate(&files),
         Command::Plan(args) => {
-            let (plan, cluster) = load_plan(&args)?;
+            let Loaded {
+                plan,
+                cluster,
+                nodes,
+            } = load_plan(&args)?;
             for line in cluster {
                 outln!("{line}");
             }
             write_stdout(&plan::render_text(&plan));
+            if let Some(zones) = nodes.and_then(|n| plan_zones::section(&plan, &n)) {
+                write_stdout(&zones);
+            }
             let ops = match plan.backend {
                 BackendKind::Kind => plan_ops::kind_commands(&plan),
                 BackendKind::Libvirt => plan_ops::libvirt_operations(&plan, &args.machines)?,

@@ -2,7 +2,7 @@
 //!
 //! Part of nodefall's workspace (ARCHITECTURE.md names each crate's layer).
 
-pub use nodefall_model::{duration, errors, exit, files, plan, profile, scenario};
+pub use nodefall_model::{disruption, duration, errors, exit, files, plan, profile, scenario};
 
 pub mod record;
 pub mod timeline;

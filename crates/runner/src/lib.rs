@@ -5,7 +5,7 @@
 pub use nodefall_io::{actions, audit, discover, disk, exec, gns, observe, probe, testpoint};
 pub use nodefall_judge::{expect, verdict};
 pub use nodefall_machines::{backend, kindlab};
-pub use nodefall_model::{duration, errors, exit, files, plan, profile, scenario};
+pub use nodefall_model::{disruption, duration, errors, exit, files, plan, profile, scenario};
 pub use nodefall_record::{record, timeline};
 pub use nodefall_report::{report, stats};
 pub use nodefall_sim::sim;

@@ -10,7 +10,7 @@ use super::identity;
 use crate::discover;
 use crate::duration::format_duration;
 use crate::profile::discovery;
-use crate::profile::{ProfileName, TimingProfile, Var};
+use crate::profile::{ProfileName, TimingProfile, Var, ZoneRule};
 use crate::scenario::model::ClusterPin;
 
 /// Why an existing cluster could not be inspected.
@@ -163,10 +163,23 @@ pub async fn inspect(
                 .into_iter()
                 .filter(differs)
                 .partition(|v| discovery::set_on_the_cluster(&found.profile.origin(*v)));
-            if !set.is_empty() {
+            let mut mismatches: Vec<String> = set.into_iter().map(say).collect();
+            // The zone rules that are not times, likewise.
+            for rule in ZoneRule::ALL {
+                let (ours, theirs) = (named.zones.value(rule), found.profile.zones.value(rule));
+                let origin = found.profile.zone_origin(rule);
+                if ours != theirs && discovery::set_on_the_cluster(&origin) {
+                    mismatches.push(format!(
+                        "{} is {ours} in `{p}`, {theirs} on the cluster ({})",
+                        rule.name(),
+                        origin.detail()
+                    ));
+                }
+            }
+            if !mismatches.is_empty() {
                 return Err(ProfileMismatch {
                     profile: p,
-                    mismatches: set.into_iter().map(say).collect(),
+                    mismatches,
                 }
                 .into());
             }

@@ -10,6 +10,7 @@
 
 pub mod identity;
 pub mod inspect;
+pub mod nodes;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, ListParams};

@@ -13,6 +13,7 @@ pub mod load;
 pub mod manifest;
 pub mod model;
 pub mod names;
+pub mod resolve;
 pub mod selector;
 pub mod spans;
 pub mod suggest;

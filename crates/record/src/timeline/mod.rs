@@ -11,6 +11,7 @@ pub mod node_times;
 mod replacements;
 mod storage;
 pub mod volumes;
+pub mod zones;
 
 pub use storage::{
     AttachmentChange, AttachmentView, Attachments, EventView, FAILED_ATTACH, multi_attach_volume,

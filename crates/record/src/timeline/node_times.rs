@@ -17,9 +17,16 @@ pub struct NodeTimes {
     /// Ready left True (Unknown or False): the control plane's detection.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_ready: Option<Ms>,
+    /// Its first `unreachable` or `not-ready` NoSchedule taint (absent
+    /// before schema 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_schedule_taint: Option<Ms>,
     /// Its first `unreachable` or `not-ready` NoExecute taint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_execute_taint: Option<Ms>,
+    /// That NoExecute taint taken off again (absent before schema 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_execute_removed: Option<Ms>,
     /// Its first pod marked Terminating.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_eviction: Option<Ms>,
@@ -73,15 +80,46 @@ pub fn per_node(
                 .get(node.as_str())
                 .map_or(&[][..], Vec::as_slice);
             let m = milestones(mine, t0, |_| true);
+            let (no_schedule_taint, no_execute_removed) = taints(mine, t0, m.no_execute_taint);
             NodeTimes {
                 node: node.clone(),
                 not_ready: m.not_ready.map(|at| at - t0),
+                no_schedule_taint,
                 no_execute_taint: m.no_execute_taint,
+                no_execute_removed,
                 first_eviction: evicted.get(node.as_str()).copied(),
                 ready_again: m.ready_again,
             }
         })
         .collect()
+}
+
+/// The node lifecycle controller's taints for an unhealthy node.
+fn lifecycle_taint(key: &str) -> bool {
+    key == "node.kubernetes.io/unreachable" || key == "node.kubernetes.io/not-ready"
+}
+
+/// One node's first NoSchedule taint of the node lifecycle controller, and
+/// when its NoExecute taint (added at `no_execute`, relative to T0) was taken
+/// off again, from its transitions at or after T0.
+fn taints(mine: &[&Transition], t0: Ms, no_execute: Option<Ms>) -> (Option<Ms>, Option<Ms>) {
+    let no_schedule = mine
+        .iter()
+        .find(|t| {
+            matches!(&t.change, Change::TaintAdded { key, effect, .. }
+                if effect == "NoSchedule" && lifecycle_taint(key))
+        })
+        .map(|t| t.at - t0);
+    let removed = no_execute.and_then(|added| {
+        mine.iter()
+            .find(|t| {
+                t.at - t0 >= added
+                    && matches!(&t.change, Change::TaintRemoved { key, effect }
+                        if effect == "NoExecute" && lifecycle_taint(key))
+            })
+            .map(|t| t.at - t0)
+    });
+    (no_schedule, removed)
 }
 
 /// A node's milestones, or the first of some nodes'.
@@ -108,9 +146,7 @@ pub(super) fn milestones(after: &[&Transition], t0: Ms, on: impl Fn(&str) -> boo
     let no_execute_taint = mine()
         .find(|t| {
             matches!(&t.change, Change::TaintAdded { key, effect, .. }
-                if effect == "NoExecute"
-                    && (key == "node.kubernetes.io/unreachable"
-                        || key == "node.kubernetes.io/not-ready"))
+                if effect == "NoExecute" && lifecycle_taint(key))
         })
         .map(|t| t.at - t0);
     let ready_again = not_ready.and_then(|down| {
@@ -177,6 +213,23 @@ mod tests {
             t(9_400, node("w2"), ready("Unknown")),
             t(9_000, node("w1"), taint()),
             t(19_000, node("w2"), taint()),
+            t(
+                9_001,
+                node("w1"),
+                Change::TaintAdded {
+                    key: "node.kubernetes.io/unreachable".into(),
+                    effect: "NoSchedule".into(),
+                    value: None,
+                },
+            ),
+            t(
+                20_000,
+                node("w1"),
+                Change::TaintRemoved {
+                    key: "node.kubernetes.io/unreachable".into(),
+                    effect: "NoExecute".into(),
+                },
+            ),
             t(30_000, node("w2"), ready("True")),
             t(31_500, node("w1"), ready("True")),
             t(40_000, node("w3"), ready("True")),
@@ -227,6 +280,15 @@ mod tests {
                 first_eviction: Some((0, 1)),
                 ready_again: Some((1_500, 2)),
             }
+        );
+        let w1 = &nodes[0];
+        assert_eq!(
+            (w1.no_schedule_taint, w1.no_execute_removed),
+            (Some(8_001), Some(19_000))
+        );
+        assert_eq!(
+            (nodes[1].no_schedule_taint, nodes[1].no_execute_removed),
+            (None, None)
         );
         // One node: nothing per node.
         assert!(per_node(&after, 1_000, &targets[..1], &pods).is_empty());

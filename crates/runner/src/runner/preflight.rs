@@ -16,6 +16,7 @@ use crate::actions;
 use crate::backend::NodeFaults;
 use crate::scenario::checked::{Action, StepKind, TargetSelector};
 use crate::scenario::model::FaultKind;
+use crate::scenario::resolve::{self, NodeLabels};
 
 impl Run<'_> {
     /// Resolves every manifest the run will apply (setup and `apply`
@@ -164,100 +165,20 @@ impl Run<'_> {
         } else {
             Vec::new()
         };
-        for target in &self.plan.scenario.targets {
-            let excluded: Vec<&String> = target
-                .exclude
-                .iter()
-                .flat_map(|t| {
-                    let set = self.sets.get(t).into_iter().flatten();
-                    self.targets.get(t).into_iter().chain(set)
-                })
-                .collect();
-            let candidates: Vec<&Node> = nodes
-                .iter()
-                .filter(|n| !excluded.contains(&&n.name_any()))
-                .collect();
-            let chosen = match &target.selector {
-                TargetSelector::Name(n) => candidates
-                    .iter()
-                    .find(|c| c.name_any() == *n)
-                    .map(|c| c.name_any()),
-                TargetSelector::Role(role) => {
-                    let mut with_role: Vec<String> = candidates
-                        .iter()
-                        .filter(|n| {
-                            let labels = n.labels();
-                            if role == "worker" {
-                                !labels.contains_key("node-role.kubernetes.io/control-plane")
-                            } else {
-                                labels.contains_key(&format!("node-role.kubernetes.io/{role}"))
-                            }
-                        })
-                        .map(|n| n.name_any())
-                        .collect();
-                    with_role.sort();
-                    with_role.into_iter().next()
-                }
-                TargetSelector::MostPods(sel) => {
-                    let mut counts: BTreeMap<String, usize> =
-                        candidates.iter().map(|n| (n.name_any(), 0)).collect();
-                    for (node, _) in pods.iter().filter(|(_, labels)| sel.matches(labels)) {
-                        if let Some(c) = counts.get_mut(node) {
-                            *c += 1;
-                        }
-                    }
-                    // Most pods; ties go to the first name.
-                    counts
-                        .into_iter()
-                        .filter(|(_, n)| *n > 0)
-                        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
-                        .map(|(n, _)| n)
-                }
-                TargetSelector::Nodes { selector, pick } => {
-                    let mut matched: Vec<String> = candidates
-                        .iter()
-                        .filter(|n| selector.matches(n.labels()))
-                        .map(|n| n.name_any())
-                        .collect();
-                    matched.sort();
-                    let Some(take) = pick.of(matched.len()).filter(|n| *n > 0) else {
-                        return Err(Error::Preflight(format!(
-                            "target `{}` ({}) matches {} node{}: {}",
-                            target.name,
-                            target.describe(),
-                            matched.len(),
-                            if matched.len() == 1 { "" } else { "s" },
-                            if matched.is_empty() {
-                                format!("the cluster's nodes are {}", names.join(", "))
-                            } else {
-                                matched.join(", ")
-                            }
-                        )));
-                    };
-                    matched.truncate(take);
-                    self.progress.log(&format!(
-                        "target {} = {} node{}: {}",
-                        target.name,
-                        matched.len(),
-                        if matched.len() == 1 { "" } else { "s" },
-                        matched.join(", ")
-                    ));
-                    self.sets.insert(target.name.clone(), matched);
-                    continue;
-                }
-            };
-            let Some(node) = chosen else {
-                return Err(Error::Preflight(format!(
-                    "target `{}` ({}) matches no node; nodes: {}",
-                    target.name,
-                    target.describe(),
-                    names.join(", ")
-                )));
-            };
-            self.progress
-                .log(&format!("target {} = node {node}", target.name));
-            self.targets.insert(target.name.clone(), node);
+        let labelled: Vec<NodeLabels> = nodes
+            .iter()
+            .map(|n| NodeLabels {
+                name: n.name_any(),
+                labels: n.labels().clone(),
+            })
+            .collect();
+        let resolved = resolve::resolve(&self.plan.scenario.targets, &labelled, &pods)
+            .map_err(Error::Preflight)?;
+        for line in &resolved.lines {
+            self.progress.log(line);
         }
+        self.targets.extend(resolved.targets);
+        self.sets.extend(resolved.sets);
         Ok(nodes)
     }
 

@@ -14,6 +14,8 @@
 //!   Running ones reported Ready), like the fresh kwok of the per-node mode.
 //!   This is what lets `sim up --nodes 1000` run on a 2-core machine.
 
+use std::collections::BTreeMap;
+
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeSpec, NodeStatus};
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
@@ -64,6 +66,31 @@ pub fn nodes(count: usize, shards: usize, zones: &[String]) -> Vec<SimNode> {
             shard: (shards > 0).then(|| (i - 1) % shards),
             paused_at_ms: None,
             zone: (!zones.is_empty()).then(|| zones[(i - 1) % zones.len()].clone()),
+        })
+        .collect()
+}
+
+/// The nodes of a throwaway cluster of `count` nodes over `zones`, as
+/// target resolution and the zone rules see them once it is up (every node
+/// Ready): what `plan` resolves a sim scenario against without a cluster.
+pub fn throwaway_nodes(
+    count: usize,
+    zones: &[String],
+) -> Vec<(
+    crate::scenario::resolve::NodeLabels,
+    crate::disruption::ZoneNode,
+)> {
+    nodes(count, auto_shards(count), zones)
+        .iter()
+        .map(|n| {
+            let labels = node_labels(n);
+            (
+                crate::scenario::resolve::NodeLabels {
+                    name: n.name.clone(),
+                    labels: labels.clone(),
+                },
+                crate::disruption::ZoneNode::of(&n.name, &labels, true),
+            )
         })
         .collect()
 }
@@ -218,10 +245,10 @@ const CONTROLLER_MANAGED_ATTACH_DETACH: &str =
 /// shared kwok has one --node-ip for all its nodes; it keeps the addresses
 /// it finds). A node in a zone carries [`ZONE_LABEL`], as a cloud
 /// provider's kubelet labels it.
-fn node_object(node: &SimNode, now: jiff::Timestamp) -> Node {
-    use k8s_openapi::api::core::v1::{NodeCondition, Taint};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-    let mut labels: Vec<(String, String)> = [
+/// A sim node's labels: its hostname, `type: kwok`, [`SIM_NODE_LABEL`], its
+/// shard and its zone.
+pub fn node_labels(node: &SimNode) -> BTreeMap<String, String> {
+    let mut labels: BTreeMap<String, String> = [
         ("kubernetes.io/hostname", node.name.as_str()),
         ("kubernetes.io/os", "linux"),
         ("kubernetes.io/arch", "amd64"),
@@ -232,11 +259,18 @@ fn node_object(node: &SimNode, now: jiff::Timestamp) -> Node {
     .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
     .collect();
     if let Some(k) = node.shard {
-        labels.push((SHARD_LABEL.to_owned(), k.to_string()));
+        labels.insert(SHARD_LABEL.to_owned(), k.to_string());
     }
     if let Some(zone) = &node.zone {
-        labels.push((ZONE_LABEL.to_owned(), zone.clone()));
+        labels.insert(ZONE_LABEL.to_owned(), zone.clone());
     }
+    labels
+}
+
+fn node_object(node: &SimNode, now: jiff::Timestamp) -> Node {
+    use k8s_openapi::api::core::v1::{NodeCondition, Taint};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    let labels = node_labels(node);
     let addresses = node.shard.map(|_| {
         vec![
             NodeAddress {
