@@ -241,7 +241,12 @@ pub use crate::runner::session::default_profile;
 struct Loaded {
     plan: plan::Plan,
     cluster: Vec<String>,
-    nodes: Option<Vec<(crate::scenario::resolve::NodeLabels, crate::disruption::ZoneNode)>>,
+    nodes: Option<
+        Vec<(
+            crate::scenario::resolve::NodeLabels,
+            crate::disruption::ZoneNode,
+        )>,
+    >,
 }
 
 /// The plan of `nodefall plan`: against the named profile, or against a

@@ -167,10 +167,7 @@ fn excluded_and_already_down_nodes_change_the_counts() {
     let f = forecast(&nodes, &set(&["worker-4", "worker-6"]), &p);
     let b = &f.zones[1];
     assert_eq!((b.down_before, b.state), (1, ZoneState::PartialDisruption));
-    assert_eq!(
-        slots(&f),
-        [Slot::At(Duration::ZERO), Slot::Maybe(secs(10))]
-    );
+    assert_eq!(slots(&f), [Slot::At(Duration::ZERO), Slot::Maybe(secs(10))]);
     // The same with worker-8 excluded: 3 counted, 3 down: fully disrupted.
     nodes[7].excluded = true;
     let f = forecast(&nodes, &set(&["worker-4", "worker-6"]), &p);

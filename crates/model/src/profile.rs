@@ -387,7 +387,13 @@ pub fn interval_of(rate: f64) -> Option<Duration> {
     (rate.is_finite() && rate > 0.0)
         .then(|| Duration::try_from_secs_f64(1.0 / rate).ok())
         .flatten()
-        .map(|d| if d.as_millis() >= u128::from(u64::MAX) { NEVER } else { d })
+        .map(|d| {
+            if d.as_millis() >= u128::from(u64::MAX) {
+                NEVER
+            } else {
+                d
+            }
+        })
 }
 
 /// The rate of an interval, as a flag writes it (`0.1`; `0` for [`NEVER`]).
@@ -541,8 +547,8 @@ impl TimingProfile {
     /// A result written before the zone rules were variables (origins
     /// without them) lists the rows it had.
     pub fn rows(&self) -> Vec<[String; 4]> {
-        let older = !self.origins.is_empty()
-            && !self.origins.contains_key(&Var::NodeEvictionInterval);
+        let older =
+            !self.origins.is_empty() && !self.origins.contains_key(&Var::NodeEvictionInterval);
         let mut rows: Vec<[String; 4]> = Var::ALL
             .into_iter()
             .filter(|v| !(older && v.rate_flag().is_some()))
@@ -689,7 +695,10 @@ mod tests {
         assert_eq!(rate_written(secs(100)), "0.01");
         assert_eq!(rate_written(NEVER), "0");
         assert_eq!(interval_words(NEVER), "never");
-        assert_eq!(Var::lookup("evictionInterval"), Some(Var::NodeEvictionInterval));
+        assert_eq!(
+            Var::lookup("evictionInterval"),
+            Some(Var::NodeEvictionInterval)
+        );
         assert_eq!(
             Var::interval_of_rate("nodeEvictionRate"),
             Some(Var::NodeEvictionInterval)
@@ -700,7 +709,10 @@ mod tests {
     fn upstream_zone_rules_and_intervals_are_not_written_and_read_back_as_upstream() {
         let up = TimingProfile::upstream_default();
         let json = serde_json::to_string(&up).unwrap();
-        assert!(!json.contains("zones") && !json.contains("Eviction"), "{json}");
+        assert!(
+            !json.contains("zones") && !json.contains("Eviction"),
+            "{json}"
+        );
         let back: TimingProfile = serde_json::from_str(&json).unwrap();
         assert_eq!(back, up);
         let fast = TimingProfile::fast().set_by("nodefall sim up");

@@ -262,7 +262,10 @@ fn the_zone_rules_are_discovered_from_the_controller_manager() {
     assert!(o.detail().ends_with("--node-eviction-rate=0.2"), "{o:?}");
     let o = p.zone_origin(ZoneRule::LargeClusterSizeThreshold);
     assert_eq!(o.word(), "discovered");
-    assert!(o.detail().ends_with("--large-cluster-size-threshold=4"), "{o:?}");
+    assert!(
+        o.detail().ends_with("--large-cluster-size-threshold=4"),
+        "{o:?}"
+    );
     let rows = p.rows();
     let row = |name: &str| rows.iter().find(|r| r[0] == name).cloned().unwrap();
     assert_eq!(row("secondaryEvictionInterval")[1], "never");
@@ -281,9 +284,12 @@ fn the_zone_rules_are_discovered_from_the_controller_manager() {
         ("large-cluster-size-threshold", "many"),
     ]));
     assert_eq!(d.profile.node_eviction_interval, secs(10));
-    assert_eq!(d.profile.zones, crate::profile::ZoneRules {
-        origins: d.profile.zones.origins.clone(),
-        ..crate::profile::ZoneRules::default()
-    });
+    assert_eq!(
+        d.profile.zones,
+        crate::profile::ZoneRules {
+            origins: d.profile.zones.origins.clone(),
+            ..crate::profile::ZoneRules::default()
+        }
+    );
     assert_eq!(d.notes.len(), 3, "{:?}", d.notes);
 }

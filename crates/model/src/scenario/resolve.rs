@@ -124,7 +124,8 @@ pub fn resolve(
                 names.join(", ")
             ));
         };
-        out.lines.push(format!("target {} = node {node}", target.name));
+        out.lines
+            .push(format!("target {} = node {node}", target.name));
         out.targets.insert(target.name.clone(), node);
     }
     Ok(out)
@@ -165,9 +166,7 @@ mod tests {
 
     fn checked(yaml: &str) -> Checked {
         crate::scenario::load::load_str("t.yaml", std::path::Path::new("."), yaml)
-            .and_then(|l| {
-                crate::scenario::validate::validate(l, &crate::files::Memory::default())
-            })
+            .and_then(|l| crate::scenario::validate::validate(l, &crate::files::Memory::default()))
             .unwrap_or_else(|e| panic!("{e}"))
     }
 

@@ -52,7 +52,14 @@ use crate::timeline::{Ms, Transition};
 /// the run waited for it to settle); its `requests`, `errors`, `latency` and
 /// `windows` count from the first step on. Versions 2 to 8 are read as they
 /// are: they have no baseline, and their figures cover every request.
-pub const SCHEMA_VERSION: u32 = 9;
+///
+/// 10: `zones` (a run whose faults broke more than one node: every node's
+/// zone, the zone rules' forecast, the zone states inferred over time, the
+/// failed nodes never tainted and the rule for each); each failed node's
+/// `noScheduleTaint` and `noExecuteRemoved`; the profile's eviction
+/// intervals and zone rules where not upstream's. Versions 2 to 9 are read
+/// as they are: they have none of these.
+pub const SCHEMA_VERSION: u32 = 10;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -133,6 +140,10 @@ pub struct RunResult {
     /// the failed node while the replacement ran (absent before schema 8).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub duplicates: Vec<machines::DuplicateWindow>,
+    /// What the zone rules did, when the faults broke more than one node
+    /// (absent before schema 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zones: Option<crate::timeline::zones::ZonesRecord>,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -73,10 +73,7 @@ pub fn record(
     let states = history(&nodes, after, t0, p);
     let dark = dark_spans(&nodes, &states);
     let zone_of: HashMap<&str, &ZoneNode> = nodes.iter().map(|n| (n.name.as_str(), n)).collect();
-    let sizes: BTreeMap<&str, usize> = states
-        .iter()
-        .map(|c| (c.zone.as_str(), c.nodes))
-        .collect();
+    let sizes: BTreeMap<&str, usize> = states.iter().map(|c| (c.zone.as_str(), c.nodes)).collect();
     let untainted = failed
         .iter()
         .filter(|n| n.not_ready.is_some() && n.no_execute_taint.is_none())

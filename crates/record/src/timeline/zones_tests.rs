@@ -99,17 +99,26 @@ fn every_zone_dark_is_a_span_and_a_taint_that_stayed_through_it_is_kept() {
     let p = TimingProfile::fast();
     let nodes = nine();
     let mut all: Vec<Transition> = (1..=9)
-        .map(|i| t(10_000 + i * 100, node(&format!("worker-{i}")), ready("Unknown")))
+        .map(|i| {
+            t(
+                10_000 + i * 100,
+                node(&format!("worker-{i}")),
+                ready("Unknown"),
+            )
+        })
         .collect();
-    all.extend((1..=9).map(|i| t(70_000 + i * 100, node(&format!("worker-{i}")), ready("True"))));
+    all.extend((1..=9).map(|i| {
+        t(
+            70_000 + i * 100,
+            node(&format!("worker-{i}")),
+            ready("True"),
+        )
+    }));
     let after: Vec<&Transition> = all.iter().collect();
     let names: Vec<String> = (1..=9).map(|i| format!("worker-{i}")).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     let f = forecast(&nodes, &set(&refs), &p);
-    let mut failed: Vec<NodeTimes> = names
-        .iter()
-        .map(|n| times(n, 9_000, None, None))
-        .collect();
+    let mut failed: Vec<NodeTimes> = names.iter().map(|n| times(n, 9_000, None, None)).collect();
     // worker-1 tainted then untainted when the last zone went dark;
     // worker-2 tainted in that very pass: kept until it was back.
     failed[0] = times("worker-1", 9_100, Some(9_150), Some(9_950));

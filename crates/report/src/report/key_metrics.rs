@@ -107,12 +107,13 @@ fn per_node(out: &mut String, nodes: &[crate::timeline::node_times::NodeTimes]) 
         return;
     }
     let at = |v: Option<Ms>| v.map_or_else(|| "not observed".into(), t0_rel);
-    let mut rows: Vec<[String; 5]> = nodes
+    let mut rows: Vec<[String; 6]> = nodes
         .iter()
         .map(|n| {
             [
                 format!("`{}`", n.node),
                 at(n.not_ready),
+                at(n.no_schedule_taint),
                 at(n.no_execute_taint),
                 at(n.first_eviction),
                 at(n.ready_again),
@@ -127,6 +128,7 @@ fn per_node(out: &mut String, nodes: &[crate::timeline::node_times::NodeTimes]) 
     rows.push([
         "spread (last - first)".into(),
         spread(s.not_ready),
+        MISSING.into(),
         spread(s.no_execute_taint),
         spread(s.first_eviction),
         spread(s.ready_again),
@@ -142,6 +144,7 @@ Per node ({} target nodes):
         [
             "node",
             "NotReady/Unknown",
+            "NoSchedule taint",
             "NoExecute taint",
             "first eviction",
             "Ready again",
@@ -207,6 +210,7 @@ mod tests {
             NodeTimes {
                 node: "w2".into(),
                 not_ready: Some(8_400),
+                no_schedule_taint: Some(8_450),
                 no_execute_taint: Some(18_000),
                 ready_again: Some(29_000),
                 ..NodeTimes::default()
@@ -233,11 +237,13 @@ mod tests {
                     "T0+8.000s",
                     "not observed",
                     "not observed",
+                    "not observed",
                     "T0+30.500s"
                 ],
                 [
                     "`w2`",
                     "T0+8.400s",
+                    "T0+8.450s",
                     "T0+18.000s",
                     "not observed",
                     "T0+29.000s"
@@ -245,6 +251,7 @@ mod tests {
                 [
                     "spread (last - first)",
                     "0.400s over 2 nodes",
+                    MISSING,
                     "0.000s over 1 node",
                     MISSING,
                     "1.500s over 2 nodes"

@@ -17,7 +17,7 @@ use std::fmt::Write as _;
 use super::format::inline;
 use super::{
     audit, clients, commands, expectations, graceful, guard, key_metrics, node_transitions,
-    overview, pods, remediation, steps, timeline_section, timing, volumes,
+    overview, pods, remediation, steps, timeline_section, timing, volumes, zones,
 };
 use crate::record::RunResult;
 
@@ -32,6 +32,7 @@ pub fn render(result: &RunResult) -> String {
     expectations::section(&mut out, result);
     timing::section(&mut out, result);
     key_metrics::section(&mut out, result);
+    zones::section(&mut out, result);
     remediation::section(&mut out, result);
     pods::section(&mut out, result);
     node_transitions::section(&mut out, result);

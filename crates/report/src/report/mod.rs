@@ -40,6 +40,7 @@ pub mod svg;
 mod timeline_section;
 mod timing;
 mod volumes;
+mod zones;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};

@@ -50,6 +50,7 @@ pub fn failed_to_start(plan: &Plan, file: &str, error: &str, verdict: RunVerdict
         remediation: None,
         machines: Vec::new(),
         duplicates: Vec::new(),
+        zones: None,
     }
 }
 
@@ -192,7 +193,8 @@ impl Run<'_> {
                 }
             }
         }
-        RunResult {
+        let zone_plan = self.zone_plan;
+        let mut result = RunResult {
             schema_version: SCHEMA_VERSION,
             scenario: c.name.clone(),
             description: c.description.clone(),
@@ -224,7 +226,10 @@ impl Run<'_> {
             remediation,
             machines: self.machines,
             duplicates,
-        }
+            zones: None,
+        };
+        result.zones = super::zones::record(zone_plan, &result);
+        result
     }
 }
 

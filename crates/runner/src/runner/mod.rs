@@ -30,6 +30,7 @@ mod tests;
 pub mod undo;
 mod wait;
 mod witness;
+mod zones;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -176,6 +177,7 @@ pub async fn run<B: NodeFaults>(ctx: Context<'_, B>) -> RunOutcome {
         probes: Vec::new(),
         probes_settled: None,
         probe_records: Vec::new(),
+        zone_plan: None,
         deferred: Vec::new(),
         witness: None,
         machines: Vec::new(),
@@ -343,6 +345,8 @@ struct Run<'a> {
     probes_settled: Option<Ms>,
     /// What they recorded, once stopped.
     probe_records: Vec<crate::probe::ProbeRecord>,
+    /// The zones' forecast, when the faults break more than one node.
+    zone_plan: Option<zones::ZonePlan>,
     /// Probe expectations reached, decided when the probes stop.
     deferred: Vec<probes::Deferred>,
     /// Looks at the faulted nodes' machines from preflight to the end of
@@ -438,6 +442,7 @@ impl Run<'_> {
         let nodes = self.resolve_targets().await?;
         self.resolve_machines(backend, &nodes).await?;
         self.check_drains(&nodes)?;
+        self.forecast_zones(&nodes);
         // Not kept through the steps (a thousand Nodes).
         drop(nodes);
         self.check_namespaces().await?;

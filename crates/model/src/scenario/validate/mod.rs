@@ -343,7 +343,10 @@ fn timing_overrides(cx: &mut Ctx<'_>, t: &model::TimingOverrides) -> Vec<(Var, D
         (Var::OrphanQuarantine, t.orphan_quarantine),
         (Var::MaxWaitForUnmount, t.max_wait_for_unmount),
         (Var::NodeEvictionInterval, t.node_eviction_interval),
-        (Var::SecondaryEvictionInterval, t.secondary_eviction_interval),
+        (
+            Var::SecondaryEvictionInterval,
+            t.secondary_eviction_interval,
+        ),
     ];
     let mut out = Vec::new();
     for (var, value) in fields {
