@@ -108,7 +108,7 @@ fn each_zone_rule_is_forecast_and_seen_on_a_real_control_plane() {
     let said = plan(&d, f);
     for want in [
         "zone b: 3 of 4 nodes fail (0 down before): PartialDisruption, NoExecute taints stopped (a small zone)",
-        "worker-2 (zone b, turn 1): NoExecute taint at once",
+        "worker-2 (zone b, turn 1): NoExecute taint at once if taken before the zone tips, else never",
         "worker-6 (zone b, turn 3): NoExecute taint +20s if taken before the zone tips, else never",
         "no more than 4 nodes (largeClusterSizeThreshold)",
     ] {

@@ -108,8 +108,8 @@ fn the_pace_follows_the_state_the_size_and_the_rates() {
 fn the_forecast_of_each_zone_scenario() {
     let p = TimingProfile::fast();
     let nodes = sim_nine();
-    // 3 of zone b's 4: the first at once, the second only if the zone tips
-    // late, the third (the one that tips it) likewise, none after.
+    // 3 of zone b's 4: each only if the tainter takes it before the zone
+    // tips (the first at once, the second a token later), none after.
     let f = forecast(&nodes, &set(&["worker-2", "worker-4", "worker-6"]), &p);
     let b = f.zones.iter().find(|z| z.zone == "b").unwrap();
     assert_eq!(
@@ -119,7 +119,7 @@ fn the_forecast_of_each_zone_scenario() {
     assert_eq!(
         slots(&f),
         [
-            Slot::At(Duration::ZERO),
+            Slot::Maybe(Duration::ZERO),
             Slot::Maybe(secs(10)),
             Slot::Maybe(secs(20))
         ]
@@ -167,7 +167,10 @@ fn excluded_and_already_down_nodes_change_the_counts() {
     let f = forecast(&nodes, &set(&["worker-4", "worker-6"]), &p);
     let b = &f.zones[1];
     assert_eq!((b.down_before, b.state), (1, ZoneState::PartialDisruption));
-    assert_eq!(slots(&f), [Slot::At(Duration::ZERO), Slot::Maybe(secs(10))]);
+    assert_eq!(
+        slots(&f),
+        [Slot::Maybe(Duration::ZERO), Slot::Maybe(secs(10))]
+    );
     // The same with worker-8 excluded: 3 counted, 3 down: fully disrupted.
     nodes[7].excluded = true;
     let f = forecast(&nodes, &set(&["worker-4", "worker-6"]), &p);
@@ -188,11 +191,23 @@ fn excluded_and_already_down_nodes_change_the_counts() {
     assert_eq!(
         slots(&f),
         [
-            Slot::At(Duration::ZERO),
+            Slot::Maybe(Duration::ZERO),
             Slot::Maybe(secs(10)),
             Slot::Maybe(secs(20))
         ]
     );
+    // A zone already tipped by nodes down before: the first failed node
+    // can only be a race too; a fourth never.
+    let mut down_before = kind.clone();
+    down_before.push(ZoneNode {
+        name: "w4".into(),
+        zone: String::new(),
+        ready: true,
+        excluded: false,
+    });
+    let four = forecast(&down_before, &set(&["w1", "w2", "w3", "w4"]), &p);
+    assert_eq!(four.zones[0].state, ZoneState::PartialDisruption);
+    assert_eq!(slots(&four)[3], Slot::Never(Stop::SmallZone));
     let text = render(&f, &p);
     assert!(text.contains("zone (no zone): 3 of 4 nodes fail"), "{text}");
     assert!(text.contains("no more than 50 nodes"), "{text}");
