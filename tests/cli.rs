@@ -90,6 +90,72 @@ fn plan_prints_the_resolved_timeline_for_the_chosen_profile() {
     assert!(default.contains("T0+5m35s .. T0+6m5s"), "{default}");
 }
 
+/// Without a cluster, `plan` resolves a sim scenario's targets against the
+/// throwaway cluster `--nodes`/`--zones` describe and forecasts the zones
+/// when the faults break more than one node; one node's fault, nothing.
+#[test]
+fn plan_forecasts_the_zones_of_the_throwaway_sim() {
+    let large = text(
+        &nodefall(&[
+            "plan",
+            "scenarios/zones/partial-large.yaml",
+            "--nodes",
+            "9",
+            "--zones",
+            "a,b",
+        ])
+        .stdout,
+    );
+    for want in [
+        "target down = 3 nodes: worker-1, worker-3, worker-5",
+        "zone a: 3 of 5 nodes fail (0 down before): PartialDisruption, NoExecute taints one node per 20s",
+        "worker-1 (zone a, turn 1): NoExecute taint at once",
+        "worker-3 (zone a, turn 2): NoExecute taint +20s",
+        "worker-5 (zone a, turn 3): NoExecute taint +40s",
+    ] {
+        assert!(large.contains(want), "`{want}` not in:\n{large}");
+    }
+    // Upstream's threshold: the same zone is small, its tainting a race.
+    let upstream = text(
+        &nodefall(&[
+            "plan",
+            "scenarios/zones/partial-large.yaml",
+            "--nodes",
+            "9",
+            "--zones",
+            "a,b",
+            "--profile",
+            "default",
+        ])
+        .stdout,
+    );
+    assert!(
+        upstream.contains("NoExecute taints stopped (a small zone)")
+            && upstream.contains("no more than 50 nodes"),
+        "{upstream}"
+    );
+    // No zones on three nodes: the set matches none, said, not an error.
+    let out = nodefall(&["plan", "scenarios/zones/partial-large.yaml"]);
+    assert_eq!(out.status.code(), Some(0));
+    let none = text(&out.stdout);
+    assert!(
+        none.contains("Zones      not forecast: target `down`")
+            && none.contains("matches 0 nodes"),
+        "{none}"
+    );
+    let one = text(&nodefall(&["plan", "scenarios/statefulset-nfs.yaml"]).stdout);
+    assert!(!one.contains("Zones"), "{one}");
+    let both = nodefall(&[
+        "plan",
+        "scenarios/zones/partial-large.yaml",
+        "--nodes",
+        "9",
+        "--cluster",
+        "x",
+    ]);
+    assert_eq!(both.status.code(), Some(2), "{}", text(&both.stderr));
+}
+
 #[test]
 fn help_documents_exit_codes_and_examples() {
     let help = text(&nodefall(&["--help"]).stdout);
@@ -355,14 +421,14 @@ fn report_render_refuses_another_schema_version_as_bad_input() {
     let result = dir.path().join("result.json");
     let json = std::fs::read_to_string("tests/fixtures/results/deployment-fail.json")
         .expect("fixture")
-        .replacen("\"schemaVersion\": 2", "\"schemaVersion\": 10", 1);
+        .replacen("\"schemaVersion\": 2", "\"schemaVersion\": 11", 1);
     std::fs::write(&result, json).expect("write result.json");
     let out = nodefall(&["report", "render", result.to_str().expect("utf-8 path")]);
     assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
     assert!(
         err.starts_with(&format!(
-            "error: {} has result schema version 10, but this nodefall reads versions 1 to 9",
+            "error: {} has result schema version 11, but this nodefall reads versions 1 to 10",
             result.display()
         )),
         "{err}"

@@ -197,15 +197,15 @@ fn a_different_schema_version_is_refused_naming_the_file() {
     let text = std::fs::read_to_string(STATEFULSET).unwrap();
     std::fs::write(
         &path,
-        text.replacen("\"schemaVersion\": 2", "\"schemaVersion\": 10", 1),
+        text.replacen("\"schemaVersion\": 2", "\"schemaVersion\": 11", 1),
     )
     .unwrap();
     let err = report::read_result(&nodefall::disk::Disk, &path).unwrap_err();
     assert!(err.is_bad_input());
     let msg = err.to_string();
     assert!(msg.contains(&path.display().to_string()), "{msg}");
-    assert!(msg.contains("schema version 10"), "{msg}");
-    assert!(msg.contains("reads versions 1 to 9"), "{msg}");
+    assert!(msg.contains("schema version 11"), "{msg}");
+    assert!(msg.contains("reads versions 1 to 10"), "{msg}");
 
     std::fs::write(&path, "{\"schemaVersion\": 2}").unwrap();
     let err = report::read_result(&nodefall::disk::Disk, &path)

@@ -5,10 +5,34 @@
 
 use crate::disruption::{self, ZoneNode};
 use crate::plan::Plan;
+use crate::scenario::checked::StepKind;
+use crate::scenario::fault::Does;
 use crate::scenario::resolve::{self, NodeLabels};
+
+/// Whether the scenario's faults may break more than one node: a fault on
+/// a set, or faults on two targets (which may still be one node).
+fn wanted(plan: &Plan) -> bool {
+    let mut broken = std::collections::BTreeSet::new();
+    for step in &plan.scenario.steps {
+        if let StepKind::Fault { fault, node } = &step.kind
+            && matches!(fault.props().does, Does::Breaks(_))
+        {
+            broken.insert(node.as_str());
+        }
+    }
+    broken.len() > 1
+        || plan
+            .scenario
+            .targets
+            .iter()
+            .any(|t| t.is_set() && broken.contains(t.name.as_str()))
+}
 
 /// The section, or None when the faults break fewer than two nodes.
 pub fn section(plan: &Plan, nodes: &[(NodeLabels, ZoneNode)]) -> Option<String> {
+    if !wanted(plan) {
+        return None;
+    }
     let labelled: Vec<NodeLabels> = nodes.iter().map(|(l, _)| l.clone()).collect();
     // `mostPods` needs the pods, which exist only once setup has run.
     let resolved = match resolve::resolve(&plan.scenario.targets, &labelled, &[]) {
