@@ -139,8 +139,7 @@ fn plan_forecasts_the_zones_of_the_throwaway_sim() {
     assert_eq!(out.status.code(), Some(0));
     let none = text(&out.stdout);
     assert!(
-        none.contains("Zones      not forecast: target `down`")
-            && none.contains("matches 0 nodes"),
+        none.contains("Zones      not forecast: target `down`") && none.contains("matches 0 nodes"),
         "{none}"
     );
     let one = text(&nodefall(&["plan", "scenarios/statefulset-nfs.yaml"]).stdout);

@@ -393,8 +393,9 @@ pub fn render(f: &Forecast, p: &TimingProfile) -> String {
     if f.slots.iter().any(|s| matches!(s.slot, Slot::Maybe(_))) {
         let _ = writeln!(
             out,
-            "  (the race: a node is queued for its taint in the controller's pass before the zone's \
-             new state swaps its pace, so the first one or two usually get theirs)"
+            "  (the race: a node is queued for its taint in the controller's pass before that pass \
+             computes the zone's new state, so the first one or two may get theirs; none does when \
+             they all go NotReady in one pass)"
         );
     }
     out

@@ -186,7 +186,8 @@ fn per_node(out: &mut String, r: &RunResult) {
         out.push_str(
             "\nA node is queued for its NoExecute taint in the controller's pass before that pass \
              computes the zone's new state, so where the forecast says \"if taken before the zone \
-             tips\" the first one or two usually get theirs.\n",
+             tips\" the first one or two may get theirs, and none does when they all went NotReady \
+             in one pass.\n",
         );
     }
 }
@@ -263,7 +264,7 @@ mod tests {
             "+0.060s",
             "- `w2` (zone b): the zone is partially disrupted",
             "no more than 4 nodes",
-            "the first one or two usually get theirs",
+            "none does when they all went NotReady",
         ] {
             assert!(out.contains(want), "`{want}` not in:\n{out}");
         }
