@@ -97,7 +97,7 @@ pub fn zone_state(not_ready: usize, total: usize, threshold: f64) -> ZoneState {
 #[serde(rename_all = "camelCase")]
 pub enum Pace {
     /// One node per interval (a token bucket of 1: the first at once).
-    Every(#[serde(with = "ms")] Duration),
+    Every(#[serde(with = "crate::profile::millis")] Duration),
     /// No more taints in this zone, and why.
     Stopped(Stop),
 }
@@ -203,10 +203,10 @@ impl ZoneNode {
 #[serde(rename_all = "camelCase")]
 pub enum Slot {
     /// Then (the zone's pace and the node's turn).
-    At(#[serde(with = "ms")] Duration),
+    At(#[serde(with = "crate::profile::millis")] Duration),
     /// Then if the tainter takes it before the zone tips into a stopped
     /// pace, else never: the race at the switch.
-    Maybe(#[serde(with = "ms")] Duration),
+    Maybe(#[serde(with = "crate::profile::millis")] Duration),
     /// Never, for this rule.
     Never(Stop),
 }
@@ -399,20 +399,6 @@ pub fn render(f: &Forecast, p: &TimingProfile) -> String {
         );
     }
     out
-}
-
-mod ms {
-    use std::time::Duration;
-
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        u64::deserialize(d).map(Duration::from_millis)
-    }
 }
 
 #[cfg(test)]

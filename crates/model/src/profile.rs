@@ -652,7 +652,9 @@ pub fn interval_words(d: Duration) -> String {
     }
 }
 
-mod millis {
+/// A duration as whole milliseconds, in results (shared by the model's
+/// serialized durations).
+pub(crate) mod millis {
     use std::time::Duration;
 
     use serde::{Deserialize, Deserializer, Serializer};

@@ -16,6 +16,19 @@ fn source(component: Component, from: &str, flags: &[(&str, &str)]) -> FlagSourc
     }
 }
 
+/// What a 1.35 controller manager's mirror pod with `flags` shows.
+fn kcm(flags: &[(&str, &str)]) -> Findings {
+    Findings {
+        version: Some("v1.35.4".into()),
+        sources: vec![source(
+            Component::ControllerManager,
+            "mirror pod kube-system/kube-controller-manager-cp",
+            flags,
+        )],
+        problems: vec![],
+    }
+}
+
 fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
 }
@@ -167,15 +180,6 @@ fn a_flag_left_out_of_a_running_pod_is_what_the_cluster_runs() {
 /// leaves it on, assumed; a value that is no boolean is a note.
 #[test]
 fn the_force_detach_switch_is_discovered() {
-    let kcm = |flags: &[(&str, &str)]| Findings {
-        version: Some("v1.35.4".into()),
-        sources: vec![source(
-            Component::ControllerManager,
-            "mirror pod kube-system/kube-controller-manager-cp",
-            flags,
-        )],
-        problems: vec![],
-    };
     // `command_line` makes a bare switch `true`.
     let words = [
         "kube-controller-manager",
@@ -238,15 +242,6 @@ fn the_force_detach_switch_is_discovered() {
 #[test]
 fn the_zone_rules_are_discovered_from_the_controller_manager() {
     use crate::profile::{NEVER, ZoneRule};
-    let kcm = |flags: &[(&str, &str)]| Findings {
-        version: Some("v1.35.4".into()),
-        sources: vec![source(
-            Component::ControllerManager,
-            "mirror pod kube-system/kube-controller-manager-cp",
-            flags,
-        )],
-        problems: vec![],
-    };
     let d = build(&kcm(&[
         ("node-eviction-rate", "0.2"),
         ("secondary-node-eviction-rate", "0"),
