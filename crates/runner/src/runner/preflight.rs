@@ -138,8 +138,6 @@ impl Run<'_> {
         })
         .await
         .map_err(|source| Error::Target(format!("listing nodes: {source}")))?;
-        let mut names: Vec<String> = nodes.iter().map(|n| n.name_any()).collect();
-        names.sort();
         // Read pods from the API, not the recorder: right after setup the
         // watch may not have delivered the last pods yet. Only what
         // `mostPods` needs of each (its node and labels), only if a target
@@ -165,13 +163,8 @@ impl Run<'_> {
         } else {
             Vec::new()
         };
-        let labelled: Vec<NodeLabels> = nodes
-            .iter()
-            .map(|n| NodeLabels {
-                name: n.name_any(),
-                labels: n.labels().clone(),
-            })
-            .collect();
+        let labelled: Vec<NodeLabels> =
+            nodes.iter().map(crate::discover::nodes::labelled).collect();
         let resolved = resolve::resolve(&self.plan.scenario.targets, &labelled, &pods)
             .map_err(Error::Preflight)?;
         for line in &resolved.lines {
