@@ -11,6 +11,7 @@ use super::format::{MISSING, cell, signed_secs, t0_rel, table};
 use crate::disruption::{self, Slot, Stop, zone_name};
 use crate::record::RunResult;
 use crate::timeline::Ms;
+use crate::timeline::node_times::NodeTimes;
 
 pub fn section(out: &mut String, r: &RunResult) {
     let Some(z) = &r.zones else {
@@ -122,53 +123,63 @@ fn per_node(out: &mut String, r: &RunResult) {
     let Some(z) = &r.zones else {
         return;
     };
-    let slots: HashMap<&str, &disruption::NodeSlot> = z
+    // Which zone each forecast node is in; each zone's slots by turn.
+    let zone_of: HashMap<&str, &str> = z
         .forecast
         .slots
         .iter()
-        .map(|s| (s.node.as_str(), s))
+        .map(|s| (s.node.as_str(), s.zone.as_str()))
         .collect();
-    let mut first_down: BTreeMap<&str, Ms> = BTreeMap::new();
+    let mut turns: BTreeMap<&str, Vec<&disruption::NodeSlot>> = BTreeMap::new();
+    for s in &z.forecast.slots {
+        turns.entry(s.zone.as_str()).or_default().push(s);
+    }
+    // The failed nodes of each zone in the order they took their turns:
+    // tainted first, by when; the others after, by when they went NotReady.
+    let mut by_zone: BTreeMap<&str, Vec<&NodeTimes>> = BTreeMap::new();
     for n in &r.metrics.nodes {
-        if let (Some(s), Some(at)) = (slots.get(n.node.as_str()), n.not_ready) {
-            first_down
-                .entry(s.zone.as_str())
-                .and_modify(|f| *f = (*f).min(at))
-                .or_insert(at);
+        if let Some(zone) = zone_of.get(n.node.as_str()) {
+            by_zone.entry(zone).or_default().push(n);
         }
     }
     let at = |v: Option<Ms>| v.map_or_else(|| MISSING.to_owned(), t0_rel);
-    let rows: Vec<[String; 8]> = r
-        .metrics
-        .nodes
-        .iter()
-        .filter_map(|n| {
-            let s = slots.get(n.node.as_str())?;
+    let mut rows: Vec<[String; 8]> = Vec::new();
+    for (zone, mut nodes) in by_zone {
+        nodes.sort_by_key(|n| (n.no_execute_taint.unwrap_or(Ms::MAX), n.not_ready, &n.node));
+        let first_down = nodes.iter().filter_map(|n| n.not_ready).min();
+        let slots = turns.get(zone).map_or(&[][..], Vec::as_slice);
+        for (i, n) in nodes.iter().enumerate() {
             let after_first = n
                 .no_execute_taint
-                .zip(first_down.get(s.zone.as_str()))
+                .zip(first_down)
                 .map_or_else(|| MISSING.to_owned(), |(t, f)| signed_secs(t - f));
-            Some([
+            rows.push([
                 format!("`{}`", n.node),
-                cell(zone_name(&s.zone)),
-                cell(&s.slot.words()),
+                cell(zone_name(zone)),
+                slots.get(i).map_or_else(
+                    || MISSING.to_owned(),
+                    |s| cell(&format!("{}: {}", s.turn, s.slot.words())),
+                ),
                 at(n.not_ready),
                 at(n.no_schedule_taint),
                 at(n.no_execute_taint),
                 after_first,
                 at(n.no_execute_removed),
-            ])
-        })
-        .collect();
+            ]);
+        }
+    }
     if rows.is_empty() {
         return;
     }
-    out.push_str("\nEach failed node, in its zone's turns:\n\n");
+    out.push_str(
+        "\nEach failed node, in the order its zone's nodes got their NoExecute taint (those never \
+         tainted last), beside the forecast for that turn:\n\n",
+    );
     out.push_str(&table(
         [
             "node",
             "zone",
-            "forecast NoExecute taint",
+            "turn: forecast NoExecute taint",
             "NotReady",
             "NoSchedule taint",
             "NoExecute taint",
@@ -260,7 +271,7 @@ mod tests {
             "## Zones",
             "| b    | 4     | 0           | 3       | PartialDisruption",
             "| T0+9.500s | b    | PartialDisruption | 3 of 4",
-            "| `w1` | b    | at once",
+            "| `w1` | b    | 1: at once if taken before the zone tips, else never",
             "+0.060s",
             "- `w2` (zone b): the zone is partially disrupted",
             "no more than 4 nodes",
