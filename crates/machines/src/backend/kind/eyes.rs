@@ -54,6 +54,8 @@ pub(super) struct KindEyes<E> {
     pub(super) runtime: String,
     /// Node name -> container.
     pub(super) nodes: BTreeMap<String, String>,
+    /// Held while a look runs: a pause waits for it (gate.rs).
+    pub(super) gates: super::gate::Gates,
     pub(super) exec: E,
 }
 
@@ -84,6 +86,7 @@ impl<E: Exec> Eyes for KindEyes<E> {
             return (Power::Unknown, Err(format!("no container for node {node}")));
         };
         let exec = Cmd::new(&self.runtime, &["exec", c, "sh", "-c", LOOK_SCRIPT]);
+        let gate = self.gates.hold_blocking(c);
         let listed = self
             .exec
             .run(&exec, LOOK_TIMEOUT)
@@ -101,6 +104,7 @@ impl<E: Exec> Eyes for KindEyes<E> {
                 ),
                 other => other.to_string(),
             });
+        drop(gate);
         if listed.is_ok() {
             return (Power::On, listed);
         }

@@ -4,6 +4,7 @@
 #![deny(clippy::wildcard_enum_match_arm)]
 
 mod eyes;
+mod gate;
 pub mod network;
 
 use eyes::KindEyes;
@@ -55,6 +56,8 @@ pub struct KindBackend<E: Exec> {
     /// A cluster `nodefall kind up` made: the host's sysctls, put back after
     /// a kubelet starts again (the kubelet writes host-global ones).
     host_sysctls: Option<BTreeMap<String, String>>,
+    /// Between the witness's looks into each node and a pause of it.
+    gates: gate::Gates,
     exec: E,
 }
 
@@ -107,7 +110,6 @@ impl<E: Exec> KindBackend<E> {
         Ok(KindBackend {
             cluster: cluster.to_owned(),
             runtime: runtime.to_owned(),
-            nodes,
             network: std::env::var("KIND_EXPERIMENTAL_DOCKER_NETWORK")
                 .ok()
                 .filter(|n| !n.is_empty())
@@ -117,6 +119,8 @@ impl<E: Exec> KindBackend<E> {
             restart_before: BTreeMap::new(),
             restart_off: std::collections::BTreeSet::new(),
             host_sysctls: made.map(|m| m.sysctls),
+            gates: gate::Gates::new(nodes.values().map(|c| c.name.clone())),
+            nodes,
             exec,
         })
     }
@@ -295,6 +299,7 @@ impl<E: Exec + Clone + 'static> NodeFaults for KindBackend<E> {
                 .iter()
                 .map(|(n, c)| (n.clone(), c.name.clone()))
                 .collect(),
+            gates: self.gates.clone(),
             exec: self.exec.clone(),
         }))
     }
@@ -500,6 +505,12 @@ impl<E: Exec + Clone + 'static> NodeFaults for KindBackend<E> {
                 }
                 continue;
             }
+            // A pause waits for the witness's look in flight (gate.rs).
+            let _gate = if fault == FaultKind::PauseVm {
+                self.gates.hold(&container).await
+            } else {
+                None
+            };
             run_blocking(&self.exec, cmd).await?;
         }
         if moved && fault == FaultKind::RestoreNic {
