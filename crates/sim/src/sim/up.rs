@@ -292,8 +292,25 @@ fn write_kubeconfig(path: &Path, server: &str, pki: &Pki) -> Result<(), Error> {
     std::fs::write(path, text).map_err(|e| Error::io(format!("writing {}", path.display()), e))
 }
 
-/// Three distinct free loopback ports (bound, read, released).
+/// Three distinct free loopback ports (bound, read, released), below the
+/// kernel's ephemeral range where it leaves room: a port from that range,
+/// released, can be taken by any outgoing connection before etcd or the API
+/// server binds it (CI saw `bind: address already in use` for the API
+/// server's); below it only a process that binds it by number can.
 fn free_ports() -> Result<[u16; 3], Error> {
+    let range =
+        std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap_or_default();
+    let first_ephemeral = range
+        .split_whitespace()
+        .next()
+        .and_then(|p| p.parse::<u16>().ok());
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos())
+        ^ std::process::id();
+    if let Some(ports) = first_ephemeral.and_then(|end| ports_below(end, seed)) {
+        return Ok(ports);
+    }
     let listeners: Vec<TcpListener> = (0..3)
         .map(|_| TcpListener::bind("127.0.0.1:0"))
         .collect::<Result<_, _>>()
@@ -306,4 +323,58 @@ fn free_ports() -> Result<[u16; 3], Error> {
             .port();
     }
     Ok(ports)
+}
+
+/// The lowest port [`free_ports`] picks from.
+const BELOW_EPHEMERAL_FROM: u16 = 20_000;
+
+/// Three free loopback ports in `[BELOW_EPHEMERAL_FROM, end)`, tried from a
+/// point `seed` picks (so clusters started together try different ones);
+/// None when the range is too small or full.
+fn ports_below(end: u16, seed: u32) -> Option<[u16; 3]> {
+    let span = u32::from(end.checked_sub(BELOW_EPHEMERAL_FROM)?);
+    if span < 1_000 {
+        return None;
+    }
+    // Held until all three are found, so they differ.
+    let mut held = Vec::new();
+    for i in 0..span.min(200) {
+        let offset = u16::try_from(seed.wrapping_add(i.wrapping_mul(7_919)) % span).ok()?;
+        if let Ok(l) = TcpListener::bind(("127.0.0.1", BELOW_EPHEMERAL_FROM + offset)) {
+            held.push(l);
+            if held.len() == 3 {
+                break;
+            }
+        }
+    }
+    let ports: Vec<u16> = held
+        .iter()
+        .filter_map(|l| l.local_addr().ok().map(|a| a.port()))
+        .collect();
+    <[u16; 3]>::try_from(ports).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_are_three_distinct_free_ones_below_the_ephemeral_range() {
+        let ports = ports_below(32_768, 12_345).unwrap();
+        assert!(
+            ports
+                .iter()
+                .all(|p| (BELOW_EPHEMERAL_FROM..32_768).contains(p)),
+            "{ports:?}"
+        );
+        assert!(ports[0] != ports[1] && ports[1] != ports[2] && ports[0] != ports[2]);
+        // Each is free again once found (released for etcd and the API server).
+        for p in ports {
+            assert!(TcpListener::bind(("127.0.0.1", p)).is_ok(), "{p}");
+        }
+        // A range that leaves no room: the kernel's choice instead.
+        assert!(ports_below(20_500, 1).is_none());
+        assert!(ports_below(10_000, 1).is_none());
+        assert_eq!(free_ports().unwrap().len(), 3);
+    }
 }
