@@ -83,11 +83,14 @@ pub fn record(
                 .map(|z| z.zone.clone())
                 .unwrap_or_default();
             let down = n.not_ready.unwrap_or_default();
+            let back = n.ready_again.unwrap_or(Ms::MAX);
             let small = sizes.get(zone.as_str()).copied().unwrap_or_default()
                 <= p.zones.large_cluster_size_threshold as usize;
-            let partial = states.iter().any(|c| {
-                c.zone == zone && c.state == ZoneState::PartialDisruption && c.at <= down + 1_000
-            });
+            // Partially disrupted at some moment while the node was down:
+            // its turn, had it not come yet, never came (on kind, a node
+            // that went NotReady in the pass before the zone tipped, its
+            // token taken by another, was never tainted).
+            let partial = partial_while(&states, &zone, down, back);
             let rule = if !dark.is_empty() {
                 Some(Stop::AllDark)
             } else if partial && small {
@@ -198,6 +201,15 @@ pub fn history(
         }
     }
     out
+}
+
+/// Whether `zone` was partially disrupted at some moment of `[from, to)`.
+fn partial_while(states: &[ZoneChange], zone: &str, from: Ms, to: Ms) -> bool {
+    let mine: Vec<&ZoneChange> = states.iter().filter(|c| c.zone == zone).collect();
+    mine.iter().enumerate().any(|(i, c)| {
+        let until = mine.get(i + 1).map_or(Ms::MAX, |next| next.at);
+        c.state == ZoneState::PartialDisruption && c.at < to && until > from
+    })
 }
 
 /// The spans in which every zone (with counted nodes) was fully disrupted.

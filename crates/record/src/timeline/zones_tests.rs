@@ -131,6 +131,49 @@ fn every_zone_dark_is_a_span_and_a_taint_that_stayed_through_it_is_kept() {
     assert!(r.untainted.iter().all(|u| u.rule == Some(Stop::AllDark)));
 }
 
+/// Seen on kind (3 workers and a control plane, one zone): two workers
+/// NotReady in one pass, one tainted, the other's token not yet come when the
+/// third tipped the zone a second later: the small-zone rule explains it.
+#[test]
+fn a_node_down_before_the_zone_tipped_is_explained_by_the_tip() {
+    let p = TimingProfile::fast();
+    let nodes: Vec<ZoneNode> = ["cp", "w1", "w2", "w3"]
+        .iter()
+        .map(|n| ZoneNode {
+            name: (*n).into(),
+            zone: String::new(),
+            ready: true,
+            excluded: false,
+        })
+        .collect();
+    let all = [
+        t(9_097, node("w3"), ready("Unknown")),
+        t(9_111, node("w1"), ready("Unknown")),
+        t(10_245, node("w2"), ready("Unknown")),
+        t(50_301, node("w1"), ready("True")),
+    ];
+    let after: Vec<&Transition> = all.iter().collect();
+    let f = forecast(&nodes, &set(&["w1", "w2", "w3"]), &p);
+    let mut w3 = times("w3", 8_097, None, None);
+    w3.ready_again = Some(50_400);
+    let failed = [
+        times("w1", 8_111, Some(8_320), None),
+        times("w2", 9_245, None, None),
+        w3,
+    ];
+    let r = record(nodes, f, &after, 1_000, &failed, &p);
+    assert_eq!(
+        r.untainted
+            .iter()
+            .map(|u| (u.node.as_str(), u.rule))
+            .collect::<Vec<_>>(),
+        [("w2", Some(Stop::SmallZone)), ("w3", Some(Stop::SmallZone))]
+    );
+    // A node back before the zone tipped is not explained by it.
+    assert!(!partial_while(&r.states, "", 8_097, 9_000));
+    assert!(partial_while(&r.states, "", 8_097, 9_300));
+}
+
 #[test]
 fn excluded_nodes_are_not_counted() {
     let p = TimingProfile::fast();
