@@ -5,21 +5,12 @@
 
 use crate::disruption::{self, ZoneNode};
 use crate::plan::Plan;
-use crate::scenario::checked::StepKind;
-use crate::scenario::fault::Does;
 use crate::scenario::resolve::{self, NodeLabels};
 
 /// Whether the scenario's faults may break more than one node: a fault on
 /// a set, or faults on two targets (which may still be one node).
 fn wanted(plan: &Plan) -> bool {
-    let mut broken = std::collections::BTreeSet::new();
-    for step in &plan.scenario.steps {
-        if let StepKind::Fault { fault, node } = &step.kind
-            && matches!(fault.props().does, Does::Breaks(_))
-        {
-            broken.insert(node.as_str());
-        }
-    }
+    let broken = resolve::broken_targets(&plan.scenario);
     broken.len() > 1
         || plan
             .scenario

@@ -131,22 +131,39 @@ pub fn resolve(
     Ok(out)
 }
 
-impl Resolved {
-    /// The nodes a fault step of `scenario` breaks (pauses, powers off,
-    /// shuts down, stops the kubelet of, cuts off): those that fail.
-    pub fn broken_nodes(&self, scenario: &Checked) -> BTreeSet<String> {
-        let mut out = BTreeSet::new();
-        for step in &scenario.steps {
-            let StepKind::Fault { fault, node } = &step.kind else {
-                continue;
-            };
-            if !matches!(fault.props().does, Does::Breaks(_)) {
-                continue;
+/// The targets a fault step of `scenario` breaks (pauses, powers off, shuts
+/// down, stops the kubelet of, cuts off).
+pub fn broken_targets(scenario: &Checked) -> BTreeSet<&str> {
+    scenario
+        .steps
+        .iter()
+        .filter_map(|step| match &step.kind {
+            StepKind::Fault { fault, node } if matches!(fault.props().does, Does::Breaks(_)) => {
+                Some(node.as_str())
             }
-            out.extend(self.targets.get(node).cloned());
-            out.extend(self.sets.get(node).into_iter().flatten().cloned());
-        }
-        out
+            _ => None,
+        })
+        .collect()
+}
+
+/// The nodes those targets name in `targets` and `sets`: those that fail.
+pub fn broken_nodes(
+    scenario: &Checked,
+    targets: &BTreeMap<String, String>,
+    sets: &BTreeMap<String, Vec<String>>,
+) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for target in broken_targets(scenario) {
+        out.extend(targets.get(target).cloned());
+        out.extend(sets.get(target).into_iter().flatten().cloned());
+    }
+    out
+}
+
+impl Resolved {
+    /// The nodes a fault step of `scenario` breaks, as resolved here.
+    pub fn broken_nodes(&self, scenario: &Checked) -> BTreeSet<String> {
+        broken_nodes(scenario, &self.targets, &self.sets)
     }
 }
 

@@ -8,7 +8,7 @@ use super::Run;
 use crate::discover::nodes::zone_node;
 use crate::disruption;
 use crate::record::RunResult;
-use crate::scenario::resolve::Resolved;
+use crate::scenario::resolve;
 use crate::timeline::zones::{self, ZonesRecord};
 
 /// What the preflight saw and forecast.
@@ -21,12 +21,7 @@ impl Run<'_> {
     /// Forecasts the zones from the cluster's `nodes` once the targets are
     /// resolved, when the faults break two nodes or more.
     pub(super) fn forecast_zones(&mut self, nodes: &[Node]) {
-        let resolved = Resolved {
-            targets: self.targets.clone(),
-            sets: self.sets.clone(),
-            lines: Vec::new(),
-        };
-        let broken = resolved.broken_nodes(&self.plan.scenario);
+        let broken = resolve::broken_nodes(&self.plan.scenario, &self.targets, &self.sets);
         if broken.len() < 2 {
             return;
         }
