@@ -10,11 +10,13 @@
 //!    with where it was read, and refuses `--profile default`;
 //!    `scenarios/kind-pause-worker.yaml` through the kind backend passes, and
 //!    no node but the paused one ever left Ready=True (no flapping); every
-//!    other `scenarios/kind-*.yaml` passes (seed 001 while both workers'
+//!    other `scenarios/kind-*.yaml` passes (seed 001 while every worker's
 //!    containers are read: the pods' containers run on with the kubelet
-//!    stopped and its Node deleted, and stop once the kubelet is back),
-//!    but seed 004, which drains two workers at once and is refused on
-//!    this cluster's two before anything is cordoned; then every fault on another
+//!    stopped and its Node deleted, and stop once the kubelet is back;
+//!    seed 004 drains two of the three workers at once), and so do
+//!    `scenarios/zones/kind-partial.yaml` (all three workers paused at once,
+//!    one set: a small zone partially disrupted, never all three tainted)
+//!    and its control (two of them, both tainted); then every fault on another
 //!    worker (`tests/fixtures/kind/every-fault.yaml`), each reverted, while
 //!    the node's containers are read through its own shell (`docker exec
 //!    crictl ps`) once a second: paused, the shell refuses; cut off or
@@ -55,6 +57,7 @@ use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
+use nodefall::disruption::{Stop, ZoneState};
 
 #[path = "support/action.rs"]
 mod action;
@@ -348,6 +351,11 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
         // fault below is reverted as on a user's own kind cluster.
         // (tests/kind_docker.rs keeps an address on a network of its own.)
         "--stock-network",
+        // One zone of four nodes: all three workers down is a partial
+        // disruption of a small zone, two of them is not (issue 62); and
+        // seed 004 drains two workers with one left for the evicted pods.
+        "--workers",
+        "3",
     ]);
     assert!(status.success(), "nodefall kind up failed:\n{up_out}");
     assert!(
@@ -365,7 +373,7 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
         "{up_out}"
     );
     assert!(
-        up_out.contains("CSI driver csi.nodefall.dev registered on 3 nodes"),
+        up_out.contains("CSI driver csi.nodefall.dev registered on 4 nodes"),
         "{up_out}"
     );
     assert_eq!(
@@ -458,12 +466,12 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
 
     // Volumes that really attach: every node lists nodefall's CSI driver, and
     // a pod's volume is attached by the driver's own attacher.
-    let attached_on = rt.block_on(csi::attaches(&client, 3));
+    let attached_on = rt.block_on(csi::attaches(&client, 4));
     assert!(attached_on.contains("worker"), "{attached_on}");
 
     // Nothing in a node can reboot the host: its guard unit ran, the sysrq
     // trigger (where the kernel has one) is read-only, no watchdog device.
-    for node in ["control-plane", "worker", "worker2"] {
+    for node in ["control-plane", "worker", "worker2", "worker3"] {
         let c = format!("{NAME}-{node}");
         let said = must(&format!(
             "docker exec {c} sh -c 'systemctl is-active nodefall-host-guard; \
@@ -580,9 +588,11 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
         "{paused} went Unknown more than once (flapping): {seen:?}"
     );
 
-    // Every other kind scenario, with the timings the cluster runs.
-    let mut others: Vec<PathBuf> = std::fs::read_dir(repo().join("scenarios"))
-        .unwrap()
+    // Every other kind scenario, with the timings the cluster runs, and
+    // the zone rules' on real kubelets.
+    let mut others: Vec<PathBuf> = ["scenarios", "scenarios/zones"]
+        .iter()
+        .flat_map(|dir| std::fs::read_dir(repo().join(dir)).unwrap())
         .filter_map(Result::ok)
         .map(|e| e.path())
         .filter(|p| {
@@ -601,30 +611,12 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
     assert!(!others.is_empty(), "kind-statefulset.yaml at least");
     for file in &others {
         let file = file.strip_prefix(repo()).unwrap().display().to_string();
-        // Seed 004 drains two workers at once: on this cluster's two it
-        // would strand the evicted pods, and the run is refused before
-        // anything is cordoned (scripts/kind-scenarios.sh runs it on three).
-        if file.ends_with("kind-drain-pdb.yaml") {
-            let (status, said) = made.scenario(&file, &out_dir);
-            assert_eq!(status.code(), Some(2), "{file} on two workers:\n{said}");
-            assert!(
-                said.contains("leaves no schedulable node for the evicted pods")
-                    && said.contains("--workers 3"),
-                "{said}"
-            );
-            let api: Api<Node> = Api::all(client.clone());
-            for n in rt.block_on(api.list(&Default::default())).unwrap() {
-                let cordoned = n.spec.and_then(|s| s.unschedulable).unwrap_or(false);
-                assert!(!cordoned, "{file}: {} cordoned", n.metadata.name.unwrap());
-            }
-            continue;
-        }
-        // Seed 001: both workers' containers read while the kubelet is
+        // Seed 001: every worker's containers read while the kubelet is
         // stopped, its Node deleted and registered again.
         let samplers = file
             .ends_with("kind-kubelet-stop-node-delete.yaml")
             .then(|| {
-                ["worker", "worker2"].map(|w| {
+                WORKERS.map(|w| {
                     let node = format!("{NAME}-{w}");
                     let sampler = Sampler::start(&node);
                     (node, sampler)
@@ -677,8 +669,20 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
                 "{said}"
             );
         }
-        if file.ends_with("kind-workers-down.yaml") {
-            both_workers_at_once(&run_result(out.path(), "kind-workers-down"));
+        if file.ends_with("kind-partial.yaml") {
+            small_zone_partially_disrupted(&run_result(out.path(), "kind-zone-partial"), &said);
+        }
+        if file.ends_with("kind-partial-control.yaml") {
+            let result = run_result(out.path(), "kind-zone-partial-control");
+            let zones = result
+                .zones
+                .as_ref()
+                .expect("a set's run records its zones");
+            assert!(
+                zones.states.iter().all(|c| c.state == ZoneState::Normal)
+                    && zones.untainted.is_empty(),
+                "{zones:?}"
+            );
         }
     }
     // Seed 000 on ReadWriteOnce volumes that really attach.
@@ -1452,10 +1456,16 @@ fn rwo_volumes(out: &Path, csi: &Path) {
     );
 }
 
-/// Both workers, one set, were paused and unpaused at once: each node's
-/// inject began before the other's ended.
-fn both_workers_at_once(result: &nodefall::record::RunResult) {
-    let workers = [format!("{NAME}-worker"), format!("{NAME}-worker2")];
+/// The workers of the cluster, after its name.
+const WORKERS: [&str; 3] = ["worker", "worker2", "worker3"];
+
+/// All three workers, one set, were paused and unpaused at once (each
+/// node's inject began before every other's ended); the plan said their
+/// zone would be partially disrupted and its tainting stop; the run saw
+/// the zone partially disrupted and some worker never tainted, for that
+/// rule.
+fn small_zone_partially_disrupted(result: &nodefall::record::RunResult, said: &str) {
+    let workers = WORKERS.map(|w| format!("{NAME}-{w}"));
     assert_eq!(result.sets["workers"], workers);
     for fault in ["pause-vm", "resume-vm"] {
         let step = result
@@ -1464,19 +1474,44 @@ fn both_workers_at_once(result: &nodefall::record::RunResult) {
             .filter_map(|s| s.fault.as_ref())
             .find(|f| f.fault.name() == fault)
             .unwrap_or_else(|| panic!("no {fault} step"));
-        let [a, b] = &step.nodes[..] else {
-            panic!("{fault}: {:?}", step.nodes);
-        };
+        assert_eq!(step.nodes.len(), 3, "{fault}: {:?}", step.nodes);
+        let began = step.nodes.iter().map(|n| n.at).max();
+        let ended = step.nodes.iter().map(|n| n.done).min();
         assert!(
-            a.error.is_none() && b.error.is_none() && a.at < b.done && b.at < a.done,
+            step.nodes.iter().all(|n| n.error.is_none()) && began < ended,
             "{fault}: not at once: {:?}",
             step.nodes
         );
         eprintln!(
-            "kind-workers-down: {fault} on both workers, spread {} ms",
+            "kind-zone-partial: {fault} on the three workers, spread {} ms",
             step.spread().unwrap_or_default()
         );
     }
+    assert!(
+        said.contains(
+            "3 of 4 nodes fail (0 down before): PartialDisruption, NoExecute taints stopped (a small zone)"
+        ),
+        "{said}"
+    );
+    let zones = result
+        .zones
+        .as_ref()
+        .expect("a set's run records its zones");
+    assert!(
+        zones
+            .states
+            .iter()
+            .any(|c| c.state == ZoneState::PartialDisruption),
+        "{zones:?}"
+    );
+    assert!(
+        !zones.untainted.is_empty()
+            && zones
+                .untainted
+                .iter()
+                .all(|u| u.rule == Some(Stop::SmallZone)),
+        "{zones:?}"
+    );
 }
 
 /// The result of the run of `scenario` written under `out`.
