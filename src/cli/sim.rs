@@ -184,6 +184,12 @@ pub struct UpArgs {
     /// topology.kubernetes.io/zone, as a cloud provider sets it; default none).
     #[arg(long, value_name = "ZONES", value_parser = super::values::zones)]
     pub zones: Option<super::values::Zones>,
+    /// Add a node named `control-plane`, labelled and tainted
+    /// (node-role.kubernetes.io/control-plane, NoSchedule) as kubeadm
+    /// registers a kind cluster's control plane: it runs no workload but
+    /// counts in its zone (the first), as kind's does for the zone rules.
+    #[arg(long)]
+    pub control_plane_node: bool,
     /// Timing profile of the control plane.
     #[arg(long, value_enum, default_value_t = ProfileName::Fast)]
     pub profile: ProfileName,
@@ -218,6 +224,7 @@ pub fn run(cmd: SimCommand) -> Result<ExitCode, Error> {
                 return Err(InvalidFlag(format!("{e}; nothing was started")).into());
             }
             opts.zones = zones.0;
+            opts.control_plane_node = args.control_plane_node;
             match args.grace.checked() {
                 Ok(g) => {
                     let (all, critical) = g.unwrap_or_default();

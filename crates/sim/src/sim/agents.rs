@@ -66,8 +66,35 @@ pub fn nodes(count: usize, shards: usize, zones: &[String]) -> Vec<SimNode> {
             shard: (shards > 0).then(|| (i - 1) % shards),
             paused_at_ms: None,
             zone: (!zones.is_empty()).then(|| zones[(i - 1) % zones.len()].clone()),
+            control_plane: false,
         })
         .collect()
+}
+
+/// The name of the node `sim up --control-plane-node` adds.
+pub const CONTROL_PLANE_NODE: &str = "control-plane";
+
+/// The label and the NoSchedule taint kubeadm gives a control plane's node
+/// (a kind cluster's `NAME-control-plane`).
+pub const CONTROL_PLANE_ROLE: &str = "node-role.kubernetes.io/control-plane";
+
+/// A node standing for a kind cluster's control plane: it runs no
+/// workload (its taint) but counts in its zone (the first one) as kind's
+/// does, so a zone of N workers and it has N + 1 nodes on both. Its own
+/// address and pod range (10.89.0.1, 10.244.0.0/24, as kind's control plane
+/// has the first range), its shard the first.
+pub fn control_plane_node(shards: usize, zones: &[String]) -> SimNode {
+    SimNode {
+        name: CONTROL_PLANE_NODE.to_owned(),
+        ip: node_ip(0),
+        pod_cidr: pod_cidr(0),
+        agent_state: super::AgentState::Stopped,
+        agent: None,
+        shard: (shards > 0).then_some(0),
+        paused_at_ms: None,
+        zone: zones.first().cloned(),
+        control_plane: true,
+    }
 }
 
 /// The nodes of a throwaway cluster of `count` nodes over `zones`, as
@@ -264,6 +291,9 @@ pub fn node_labels(node: &SimNode) -> BTreeMap<String, String> {
     if let Some(zone) = &node.zone {
         labels.insert(ZONE_LABEL.to_owned(), zone.clone());
     }
+    if node.control_plane {
+        labels.insert(CONTROL_PLANE_ROLE.to_owned(), String::new());
+    }
     labels
 }
 
@@ -311,11 +341,16 @@ fn node_object(node: &SimNode, now: jiff::Timestamp) -> Node {
         },
         spec: Some(NodeSpec {
             pod_cidr: Some(node.pod_cidr.clone()),
-            taints: Some(vec![Taint {
-                key: "node.kubernetes.io/not-ready".into(),
-                effect: "NoSchedule".into(),
-                ..Taint::default()
-            }]),
+            taints: Some(
+                std::iter::once("node.kubernetes.io/not-ready")
+                    .chain(node.control_plane.then_some(CONTROL_PLANE_ROLE))
+                    .map(|key| Taint {
+                        key: key.into(),
+                        effect: "NoSchedule".into(),
+                        ..Taint::default()
+                    })
+                    .collect(),
+            ),
             ..NodeSpec::default()
         }),
         status: Some(NodeStatus {
@@ -518,6 +553,38 @@ mod tests {
         let got: Vec<_> = n.iter().map(|n| n.zone.as_deref().unwrap()).collect();
         assert_eq!(got, ["a", "b", "c", "a", "b", "c", "a"]);
         assert!(nodes(2, 0, &[]).iter().all(|n| n.zone.is_none()));
+    }
+
+    #[test]
+    fn a_control_plane_node_is_labelled_and_tainted_as_kubeadm_registers_it() {
+        let now: jiff::Timestamp = "2026-12-06T20:00:00Z".parse().unwrap();
+        let cp = control_plane_node(0, &["a".to_owned(), "b".to_owned()]);
+        assert_eq!(
+            (cp.name.as_str(), cp.zone.as_deref(), cp.pod_cidr.as_str()),
+            ("control-plane", Some("a"), "10.244.0.0/24")
+        );
+        let o = node_object(&cp, now);
+        let labels = o.metadata.labels.unwrap();
+        assert_eq!(labels.get(CONTROL_PLANE_ROLE).map(String::as_str), Some(""));
+        let taints: Vec<_> = o
+            .spec
+            .unwrap()
+            .taints
+            .unwrap()
+            .into_iter()
+            .map(|t| (t.key, t.effect))
+            .collect();
+        assert_eq!(
+            taints,
+            [
+                ("node.kubernetes.io/not-ready".into(), "NoSchedule".into()),
+                (CONTROL_PLANE_ROLE.into(), "NoSchedule".into())
+            ]
+        );
+        // A worker has neither.
+        let w = node_object(&nodes(1, 0, &[]).remove(0), now);
+        assert!(!w.metadata.labels.unwrap().contains_key(CONTROL_PLANE_ROLE));
+        assert_eq!(w.spec.unwrap().taints.unwrap().len(), 1);
     }
 
     #[test]

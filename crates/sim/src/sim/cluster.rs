@@ -60,6 +60,9 @@ pub struct UpOptions {
     pub shutdown_grace: kubelet::ShutdownGrace,
     /// Zones the nodes are spread over, round-robin (none: no zone label).
     pub zones: Vec<String>,
+    /// One more node, standing for a kind cluster's control plane
+    /// ([`agents::control_plane_node`](super::agents::control_plane_node)).
+    pub control_plane_node: bool,
 }
 
 impl UpOptions {
@@ -77,6 +80,7 @@ impl UpOptions {
             pleg_threshold: kubelet::PLEG_RELIST_THRESHOLD,
             shutdown_grace: kubelet::ShutdownGrace::default(),
             zones: Vec::new(),
+            control_plane_node: false,
         }
     }
 }

@@ -68,6 +68,11 @@ pub struct SimNode {
     /// the cluster has zones (`sim up --zones`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zone: Option<String>,
+    /// Registered as kubeadm registers a control plane's node (`sim up
+    /// --control-plane-node`): labelled and tainted so it takes no pods,
+    /// and counted in its zone by the node lifecycle controller.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub control_plane: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -64,7 +64,10 @@ impl SimCluster {
 
         let [etcd_client, etcd_peer, api_port] = free_ports()?;
         let server = format!("https://127.0.0.1:{api_port}");
-        let nodes = agents::nodes(opts.nodes, opts.shards, &opts.zones);
+        let mut nodes = agents::nodes(opts.nodes, opts.shards, &opts.zones);
+        if opts.control_plane_node {
+            nodes.insert(0, agents::control_plane_node(opts.shards, &opts.zones));
+        }
         let mut cluster = SimCluster {
             layout,
             state: State {
@@ -296,7 +299,10 @@ fn write_kubeconfig(path: &Path, server: &str, pki: &Pki) -> Result<(), Error> {
 /// kernel's ephemeral range where it leaves room: a port from that range,
 /// released, can be taken by any outgoing connection before etcd or the API
 /// server binds it (CI saw `bind: address already in use` for the API
-/// server's); below it only a process that binds it by number can.
+/// server's); below it only a process that binds it by number can. Never
+/// in Kubernetes' NodePort range either ([`NODE_PORTS_FROM`] on), which a
+/// kind cluster maps to the host by number when it starts (a sim holding
+/// 30080 made `kind up` fail here: `bind: address already in use`).
 fn free_ports() -> Result<[u16; 3], Error> {
     let range =
         std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap_or_default();
@@ -328,11 +334,15 @@ fn free_ports() -> Result<[u16; 3], Error> {
 /// The lowest port [`free_ports`] picks from.
 const BELOW_EPHEMERAL_FROM: u16 = 20_000;
 
+/// The first port of Kubernetes' default NodePort range (to 32767), which
+/// [`free_ports`] leaves alone.
+const NODE_PORTS_FROM: u16 = 30_000;
+
 /// Three free loopback ports in `[BELOW_EPHEMERAL_FROM, end)`, tried from a
 /// point `seed` picks (so clusters started together try different ones);
 /// None when the range is too small or full.
 fn ports_below(end: u16, seed: u32) -> Option<[u16; 3]> {
-    let span = u32::from(end.checked_sub(BELOW_EPHEMERAL_FROM)?);
+    let span = u32::from(end.min(NODE_PORTS_FROM).checked_sub(BELOW_EPHEMERAL_FROM)?);
     if span < 1_000 {
         return None;
     }
@@ -364,7 +374,7 @@ mod tests {
         assert!(
             ports
                 .iter()
-                .all(|p| (BELOW_EPHEMERAL_FROM..32_768).contains(p)),
+                .all(|p| (BELOW_EPHEMERAL_FROM..NODE_PORTS_FROM).contains(p)),
             "{ports:?}"
         );
         assert!(ports[0] != ports[1] && ports[1] != ports[2] && ports[0] != ports[2]);
@@ -374,6 +384,14 @@ mod tests {
         }
         // A range that leaves no room: the kernel's choice instead.
         assert!(ports_below(20_500, 1).is_none());
+        // Every seed stays out of the NodePort range kind maps.
+        for seed in [0, 9_999, 10_000, 12_767, u32::MAX] {
+            let ports = ports_below(60_999, seed).unwrap();
+            assert!(
+                ports.iter().all(|p| *p < NODE_PORTS_FROM),
+                "{seed}: {ports:?}"
+            );
+        }
         assert!(ports_below(10_000, 1).is_none());
         assert_eq!(free_ports().unwrap().len(), 3);
     }
