@@ -1,7 +1,8 @@
 //! A run's points: its transitions from the first fault or action to the
 //! clean-up, named so the same transition meets its twin on the other side
-//! (the target nodes' own by role; pods and endpoints grouped by where they
-//! were, the first and the last of each kind; the clients' error spans) and
+//! (the target nodes' own by role, a set's nodes together under its name as
+//! its pods are; pods and endpoints grouped by where they were, the first
+//! and the last of each kind; the clients' error spans) and
 //! timed from the fault or action step they followed. The step a point
 //! counts for is itself an allowance where a race decides it: readiness
 //! right at a step's start, an endpoint's not-ready blink, a NoExecute taint
@@ -104,8 +105,11 @@ struct Fold<'a> {
     steps: Vec<(Ms, String)>,
     start: Ms,
     end: Ms,
-    /// Each target node's role.
+    /// Each target node's role, and each node of a set its set's name.
     role: HashMap<&'a str, &'a str>,
+    /// The nodes that are in a set: which of its nodes did what first is
+    /// chance (the other side's are others), so their changes are grouped.
+    in_set: HashSet<&'a str>,
     // Each pod's node and each endpoint address's node, as last seen.
     pod_node: HashMap<&'a str, &'a str>,
     pod_group: HashMap<&'a str, Group>,
@@ -135,9 +139,21 @@ impl<'a> Fold<'a> {
             start,
             end,
             role: run
-                .targets
+                .sets
                 .iter()
-                .map(|(role, node)| (node.as_str(), role.as_str()))
+                .flat_map(|(set, nodes)| nodes.iter().map(move |n| (n.as_str(), set.as_str())))
+                .chain(
+                    run.targets
+                        .iter()
+                        .map(|(role, node)| (node.as_str(), role.as_str())),
+                )
+                .collect(),
+            in_set: run
+                .sets
+                .values()
+                .flatten()
+                .map(String::as_str)
+                .filter(|n| !run.targets.values().any(|t| t == n))
                 .collect(),
             pod_node: HashMap::new(),
             pod_group: HashMap::new(),
@@ -265,7 +281,7 @@ impl<'a> Fold<'a> {
     }
 
     /// A target node's own transition: a point of its own, numbered when
-    /// the step saw it before.
+    /// the step saw it before; a set's node's, its set's group.
     fn node_point(&mut self, name: &str, t: &Transition, step: usize) {
         let Some(role) = self.role.get(name) else {
             return;
@@ -274,6 +290,13 @@ impl<'a> Fold<'a> {
             return;
         };
         let what = format!("{role}: {change}");
+        if self.in_set.contains(name) {
+            self.grouped
+                .entry((step, what))
+                .or_default()
+                .push(t.at - self.steps[step].0);
+            return;
+        }
         let n = self.seen.entry((step, what.clone())).or_default();
         *n += 1;
         let what = if *n > 1 {

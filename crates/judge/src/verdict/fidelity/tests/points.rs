@@ -230,3 +230,42 @@ fn attachments_are_grouped_by_where_they_were_and_a_pods_first_multi_attach_erro
         "the setup's attachments are no points, a repeated error is none either"
     );
 }
+
+#[test]
+fn a_sets_nodes_are_grouped_under_its_name_as_its_pods_are() {
+    // Three workers paused as one set `workers` (no single target): which
+    // of them went Unknown or got the taint first is chance, so they meet
+    // the other side's as a group, first and last.
+    let mut r = run("unused", json!([]));
+    r.targets.clear();
+    let nodes = ["w1", "w2", "w3"];
+    r.sets
+        .insert("workers".into(), nodes.map(String::from).into());
+    let taint = json!({"type": "taintAdded", "key": "node.kubernetes.io/unreachable", "effect": "NoExecute"});
+    r.transitions = serde_json::from_value(json!([
+        pod(1_000, "a", json!({"type": "podScheduled", "node": "w2"})),
+        node(18_000, "w1", ready("Unknown")),
+        node(18_010, "w2", ready("Unknown")),
+        node(19_200, "w3", ready("Unknown")),
+        node(18_200, "w1", taint),
+        pod(18_100, "a", json!({"type": "podReady", "ready": false})),
+        node(100_500, "w3", ready("True")),
+    ]))
+    .unwrap();
+    r.transitions.sort_by_key(|t| t.at);
+    assert_eq!(
+        names(&points(&r)),
+        [
+            ("workers: Ready=Unknown (first)", "#1 (pause)", 8_000, 3),
+            ("pods on workers: Ready=False", "#1 (pause)", 8_100, 1),
+            (
+                "workers: taint + node.kubernetes.io/unreachable:NoExecute",
+                "#1 (pause)",
+                8_200,
+                1
+            ),
+            ("workers: Ready=Unknown (last)", "#1 (pause)", 9_200, 3),
+            ("workers: Ready=True", "#5 (resume)", 500, 1),
+        ]
+    );
+}
