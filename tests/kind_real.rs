@@ -1514,7 +1514,9 @@ fn small_zone_partially_disrupted(result: &nodefall::record::RunResult, said: &s
     );
 }
 
-/// The result of the run of `scenario` written under `out`.
+/// The result of the run of `scenario` written under `out` (its directory
+/// `SCENARIO-<time>`: not another scenario's whose name begins with this
+/// one's, as kind-zone-partial-control's does with kind-zone-partial's).
 fn run_result(out: &Path, scenario: &str) -> nodefall::record::RunResult {
     let dir = std::fs::read_dir(out)
         .unwrap()
@@ -1523,7 +1525,8 @@ fn run_result(out: &Path, scenario: &str) -> nodefall::record::RunResult {
         .find(|p| {
             p.file_name()
                 .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with(&format!("{scenario}-")))
+                .and_then(|n| n.strip_prefix(scenario)?.strip_prefix('-'))
+                .is_some_and(|time| time.starts_with(|c: char| c.is_ascii_digit()))
         })
         .unwrap_or_else(|| panic!("no run of {scenario} under {}", out.display()));
     let text = std::fs::read_to_string(dir.join("result.json")).unwrap();
