@@ -61,6 +61,7 @@ fn ready(status: &str) -> Change {
     Change::NodeReady {
         status: status.into(),
         reason: None,
+        message: None,
     }
 }
 
@@ -498,5 +499,45 @@ fn a_node_s_taints_and_cordon_are_put_down_to_their_field_manager() {
         by("Ready=Unknown"),
         None,
         "a status change has no writer here"
+    );
+}
+
+#[test]
+fn a_ready_change_keeps_its_reason_and_message_and_a_new_message_alone_is_no_change() {
+    let with = |status: &str, reason: &str, message: &str| -> Node {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "w1", "uid": "u1"},
+            "status": {"conditions": [{"type": "Ready", "status": status,
+                                       "reason": reason, "message": message}]}
+        }))
+        .unwrap()
+    };
+    let mut fold = synced_nodes(vec![with(
+        "True",
+        "KubeletReady",
+        "kubelet is posting ready status",
+    )]);
+    let out = feed(
+        &mut fold,
+        vec![
+            Event::Apply(with(
+                "False",
+                "KubeletNotReady",
+                "container runtime is down",
+            )),
+            // The same status with another message: not a Ready change.
+            Event::Apply(with("False", "KubeletNotReady", "PLEG is not healthy")),
+        ],
+    );
+    assert_eq!(
+        out,
+        [(
+            s("w1"),
+            Change::NodeReady {
+                status: "False".into(),
+                reason: Some("KubeletNotReady".into()),
+                message: Some("container runtime is down".into()),
+            }
+        )]
     );
 }

@@ -30,7 +30,8 @@ pub struct NodeDiff;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeSnap {
-    ready: Option<(String, Option<String>)>,
+    /// The Ready condition's status, reason and message.
+    ready: Option<(String, Option<String>, Option<String>)>,
     taints: BTreeMap<(String, String), Option<String>>,
     unschedulable: bool,
 }
@@ -67,7 +68,7 @@ impl Differ<Node> for NodeDiff {
             .as_ref()
             .and_then(|s| s.conditions.as_ref())
             .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
-            .map(|c| (c.status.clone(), c.reason.clone()));
+            .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()));
         let spec = n.spec.as_ref();
         NodeSnap {
             ready,
@@ -104,7 +105,7 @@ impl Differ<Node> for NodeDiff {
             .and_then(|s| s.conditions.as_ref())
             .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
             .and_then(|c| time(c.last_transition_time.as_ref()));
-        if let Some((status, reason)) = &cur.ready
+        if let Some((status, reason, message)) = &cur.ready
             && prev.and_then(|p| p.ready.as_ref().map(|r| &r.0)) != Some(status)
         {
             out.push((
@@ -112,6 +113,7 @@ impl Differ<Node> for NodeDiff {
                 Change::NodeReady {
                     status: status.clone(),
                     reason: reason.clone(),
+                    message: message.clone(),
                 },
             ));
         }

@@ -292,6 +292,7 @@ mod tests {
             change: Change::NodeReady {
                 status: status.into(),
                 reason: None,
+                message: None,
             },
         }
     }

@@ -155,6 +155,7 @@ mod tests {
             Change::NodeReady {
                 status: status.into(),
                 reason: None,
+                message: None,
             },
         )
     }

@@ -13,6 +13,7 @@ fn ready(status: &str) -> Change {
     Change::NodeReady {
         status: status.into(),
         reason: None,
+        message: None,
     }
 }
 fn seen(ms: i64, object: ObjectRef, change: Change) -> Seen {

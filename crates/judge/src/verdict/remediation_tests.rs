@@ -106,6 +106,7 @@ fn a_powered_off_node_released_by_the_out_of_service_taint() {
             Change::NodeReady {
                 status: "Unknown".into(),
                 reason: None,
+                message: None,
             },
             None,
         ),
@@ -275,6 +276,7 @@ fn an_act_on_a_flapping_node_says_it_was_ready_again_and_for_how_long_it_was_dow
             Change::NodeReady {
                 status: s.into(),
                 reason: None,
+                message: None,
             },
             None,
         )
@@ -329,6 +331,7 @@ fn the_audit_log_names_deletions_and_force_deletions_are_acts() {
             Change::NodeReady {
                 status: "Unknown".into(),
                 reason: None,
+                message: None,
             },
             None,
         ),

@@ -211,6 +211,7 @@ mod tests {
                 Change::NodeReady {
                     status: "True".into(),
                     reason: None,
+                    message: None,
                 },
             ),
             t(1, pod("web-0", "old"), added(sts)),
@@ -227,6 +228,7 @@ mod tests {
                 Change::NodeReady {
                     status: "Unknown".into(),
                     reason: None,
+                    message: None,
                 },
             ),
             t(

@@ -115,11 +115,16 @@ impl ObjectRef {
 pub enum Change {
     NodeAdded,
     NodeDeleted,
-    /// The Ready condition's status (`True`, `False`, `Unknown`) and reason.
+    /// The Ready condition's status (`True`, `False`, `Unknown`), reason
+    /// and message (why a kubelet says NotReady: "container runtime is
+    /// down", "PLEG is not healthy: ...", "node is shutting down"; absent
+    /// from results before it was recorded).
     NodeReady {
         status: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
     },
     TaintAdded {
         key: String,
@@ -220,7 +225,7 @@ impl Change {
         match self {
             Change::NodeAdded => "registered".into(),
             Change::NodeDeleted => "deleted".into(),
-            Change::NodeReady { status, reason } => match reason {
+            Change::NodeReady { status, reason, .. } => match reason {
                 Some(r) => format!("Ready={status} ({r})"),
                 None => format!("Ready={status}"),
             },
@@ -495,6 +500,7 @@ mod tests {
                 Change::NodeReady {
                     status: "True".into(),
                     reason: None,
+                    message: None,
                 },
             ),
             pod(
@@ -512,6 +518,7 @@ mod tests {
                 Change::NodeReady {
                     status: "Unknown".into(),
                     reason: Some("NodeStatusUnknown".into()),
+                    message: None,
                 },
             ),
             node(

@@ -192,6 +192,7 @@ mod tests {
         Change::NodeReady {
             status: status.into(),
             reason: None,
+            message: None,
         }
     }
 

@@ -26,6 +26,7 @@ fn ready(status: &str) -> Change {
     Change::NodeReady {
         status: status.into(),
         reason: None,
+        message: None,
     }
 }
 

@@ -30,7 +30,7 @@ pub(super) fn section(out: &mut String, r: &RunResult) {
                 cell(name),
                 cell(&match &t.by {
                     Some(by) => format!("{} (by {by})", t.change.describe()),
-                    None => t.change.describe(),
+                    None => t.change.describe() + &why_not_ready(&t.change),
                 }),
                 lag,
             ]
@@ -57,6 +57,19 @@ pub(super) fn section(out: &mut String, r: &RunResult) {
         rows,
     ));
     out.push('\n');
+}
+
+/// Why a node is not Ready, in its condition's own words (`: container
+/// runtime is down`), where it was recorded; nothing for Ready=True.
+fn why_not_ready(c: &Change) -> String {
+    match c {
+        Change::NodeReady {
+            status,
+            message: Some(m),
+            ..
+        } if status != "True" && !m.is_empty() => format!(": {m}"),
+        _ => String::new(),
+    }
 }
 
 /// A server stamp this much older than something it must postdate is not
@@ -93,5 +106,29 @@ fn server_lag(r: &RunResult, node: &str, t: &Transition, earlier: &[Transition])
             true,
         ),
         _ => (signed_secs(seen - stamp), false),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_not_ready_says_why_in_its_conditions_words_and_ready_says_nothing() {
+        let ready = |status: &str, message: Option<&str>| Change::NodeReady {
+            status: status.into(),
+            reason: Some("KubeletNotReady".into()),
+            message: message.map(Into::into),
+        };
+        assert_eq!(
+            why_not_ready(&ready("False", Some("container runtime is down"))),
+            ": container runtime is down"
+        );
+        assert_eq!(
+            why_not_ready(&ready("True", Some("kubelet is posting ready status"))),
+            ""
+        );
+        assert_eq!(why_not_ready(&ready("Unknown", None)), "");
+        assert_eq!(why_not_ready(&ready("False", Some(""))), "");
     }
 }

@@ -245,6 +245,7 @@ mod tests {
                         crate::timeline::Change::NodeReady {
                             status: "Unknown".into(),
                             reason: None,
+                            message: None,
                         },
                     )
                 })
