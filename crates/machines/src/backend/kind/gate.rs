@@ -4,8 +4,8 @@
 //! `runc exec` never returns, and Docker's `unpause` of that container then
 //! waits on it for good (seen in CI, dockerd 20.10 on cgroup v1: the
 //! witness's look at a worker was in flight when a scenario pausing both
-//! workers at once paused it; the unpause hung, and only writing `THAWED` to the
-//! container's freezer let it go). A pause waits for a look in flight; a
+//! workers at once paused it; the unpause hung, and only writing `THAWED`
+//! to the container's freezer let it go). A pause waits for a look in flight; a
 //! look waits for a pause; Docker refuses an exec into a container already
 //! paused, so once the pause is done nothing else needs to wait.
 
