@@ -589,7 +589,7 @@ fn a_contained_kind_cluster_runs_kind_pause_worker() {
     );
 
     // Every other kind scenario, with the timings the cluster runs, and
-    // the zone rules' on real kubelets.
+    // the zone rules' two (scenarios/zones/kind-*.yaml).
     let mut others: Vec<PathBuf> = ["scenarios", "scenarios/zones"]
         .iter()
         .flat_map(|dir| std::fs::read_dir(repo().join(dir)).unwrap())
