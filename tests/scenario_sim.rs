@@ -509,19 +509,23 @@ fn seed_004_drain_under_a_pdb_is_refused_then_completes() {
         "the report shows the refusals"
     );
     // "3 ready" is measured from when the drain had emptied the second
-    // node, after the evictions, not from T0 where it held already.
+    // node, after an eviction, not from T0 where it held already. (Not
+    // after the first 429: the two nodes are drained side by side, and
+    // when the second's one pod is the first evicted, it is empty before
+    // any refusal; CI saw that once.)
     let ready = r.expectations.iter().find(|e| e.index == 4).unwrap();
-    let first_429 = drain
+    let first_eviction = drain
         .notes
         .iter()
-        .find(|(_, n)| n.starts_with("429 evicting"))
+        .find(|(_, n)| n.starts_with("evicted "))
         .map(|(at, _)| *at)
         .unwrap();
     assert!(ready.anchor.contains("second-drained"), "{}", ready.anchor);
     assert!(
-        ready.anchor_at > first_429,
-        "{} <= {first_429}",
-        ready.anchor_at
+        ready.anchor_at >= first_eviction && ready.anchor_at > drain.started,
+        "{} before the first eviction ({first_eviction}) or the drain ({})",
+        ready.anchor_at,
+        drain.started
     );
     // Issue 32: a drain is no node failure. The report names no failed
     // node and lists no node failure it did not see.
