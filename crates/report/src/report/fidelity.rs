@@ -221,6 +221,7 @@ fn row(r: &Row) -> [String; 7] {
         RowVerdict::Timer { rule } => {
             format!("ok: both inside the timer's window ({})", cell(rule))
         }
+        RowVerdict::Race { rule } => format!("ok: one race, each side's way ({})", cell(rule)),
         RowVerdict::Count => format!("**{} on kind, {} on sim**", r.kind_count, r.sim_count),
         RowVerdict::OnlyKind => "**kind only**".into(),
         RowVerdict::OnlySim => "**sim only**".into(),
@@ -279,5 +280,14 @@ mod tests {
             row(&r)[3..],
             ["-", "-", "-", "**kind only**"].map(String::from)
         );
+        // A race row meets the goal and says which race.
+        let r = Row {
+            verdict: RowVerdict::Race {
+                rule: "a | b".into(),
+            },
+            ..r
+        };
+        assert!(r.verdict.meets_goal());
+        assert_eq!(row(&r)[6], r"ok: one race, each side's way (a \| b)");
     }
 }

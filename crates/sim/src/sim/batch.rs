@@ -165,9 +165,7 @@ impl SimCluster {
                     });
                 }
                 Some(match spec.paused_at_ms {
-                    Some(at) => Comeback::Resumed {
-                        paused_for: std::time::Duration::from_millis(unix_ms().saturating_sub(at)),
-                    },
+                    Some(at) => Comeback::resumed(node, at, unix_ms()),
                     None => Comeback::Restarted,
                 })
             }

@@ -89,9 +89,7 @@ impl SimCluster {
             });
         }
         let how = match self.node_entry(node)?.paused_at_ms.take() {
-            Some(at) => Comeback::Resumed {
-                paused_for: Duration::from_millis(unix_ms().saturating_sub(at)),
-            },
+            Some(at) => Comeback::resumed(node, at, unix_ms()),
             None => Comeback::Restarted,
         };
         self.report_return(node, how).await?;

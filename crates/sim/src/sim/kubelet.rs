@@ -8,8 +8,11 @@
 //!   threshold (3 min, compiled into the kubelet) says Ready=False
 //!   (`KubeletNotReady`, "PLEG is not healthy"), and the next one, a status
 //!   update period later, Ready=True (seen: Ready=False at once, Ready=True
-//!   10.1 s later with the default 10 s period). After a shorter pause it
-//!   goes straight to Ready=True.
+//!   10.1 s later with the default 10 s period). After a pause longer than
+//!   its runtime check's threshold (30 s) its first status and its first
+//!   runtime check race ([`ThawRace`]): the status first says "container
+//!   runtime is down", Ready=True a status update later; the check first,
+//!   straight to Ready=True. After a shorter pause: straight to Ready=True.
 //! - **powered on**: the machine boots first (seen on kind: Ready=True 8.0-8.8 s
 //!   after `docker start`, on both seeds that power a node on), then reports
 //!   the pods deleted while it was off `Failed` and removes them;
@@ -109,11 +112,57 @@ pub const PLEG_RELIST_THRESHOLD: Duration = Duration::from_secs(180);
 /// Ready=True over five power-ons: two seeds, default and fast timings).
 pub const DEFAULT_BOOT: Duration = Duration::from_secs(8);
 
+/// The kubelet's runtime check threshold (`maxWaitForContainerRuntime`,
+/// pkg/kubelet/kubelet.go, the `runtimeState`'s `baseRuntimeSyncThreshold`
+/// in pkg/kubelet/runtime.go): while its last successful runtime check
+/// (`updateRuntimeUp`, every 5 s) is older than this, the node's Ready
+/// condition says "container runtime is down".
+pub const RUNTIME_SYNC_THRESHOLD: Duration = Duration::from_secs(30);
+
+/// The message of the Ready=False condition a kubelet posts while its last
+/// runtime check is older than [`RUNTIME_SYNC_THRESHOLD`].
+pub const RUNTIME_DOWN: &str = "container runtime is down";
+
+/// Which of a thawed kubelet's two overdue loops acts first: its node status
+/// update (`syncNodeStatus`) or its runtime check (`updateRuntimeUp`). Both
+/// timers expired during the pause and fire together on the thaw; after a
+/// pause longer than [`RUNTIME_SYNC_THRESHOLD`] the status, if first, says
+/// the runtime is down. Seen on kind after `docker unpause`: 3 of 5 thawed
+/// kubelets posted Ready=False first after about 90 s, 1 of 3 after 48 s;
+/// each a coin toss, as the sim plays it ([`ThawRace::toss`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThawRace {
+    StatusFirst,
+    RuntimeCheckFirst,
+}
+
+impl ThawRace {
+    /// The race's outcome for `node` thawed at `at_ms` (Unix ms): a fair
+    /// coin, the same for the same node and moment (so a run can be
+    /// explained from its record) and independent across nodes.
+    pub fn toss(node: &str, at_ms: u64) -> ThawRace {
+        use std::hash::{Hash, Hasher};
+        // `DefaultHasher::new()` has fixed keys: the same toss on every
+        // build of this version.
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (node, at_ms).hash(&mut h);
+        if h.finish() & 1 == 0 {
+            ThawRace::StatusFirst
+        } else {
+            ThawRace::RuntimeCheckFirst
+        }
+    }
+}
+
 /// How the node's agent comes back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Comeback {
-    /// `resume-vm` after a pause that lasted this long.
-    Resumed { paused_for: Duration },
+    /// `resume-vm` after a pause that lasted this long, its kubelet's loops
+    /// racing so.
+    Resumed {
+        paused_for: Duration,
+        race: ThawRace,
+    },
     /// `poweron`.
     Booted,
     /// `restore-nic`, `start-kubelet`, a revert.
@@ -141,16 +190,36 @@ pub struct Kubelet {
     pub pleg_threshold: Duration,
 }
 
+impl Comeback {
+    /// `resume-vm` of `node`, paused at `paused_at_ms` and thawed at
+    /// `now_ms` (Unix ms), its race tossed ([`ThawRace::toss`]).
+    pub fn resumed(node: &str, paused_at_ms: u64, now_ms: u64) -> Comeback {
+        Comeback::Resumed {
+            paused_for: Duration::from_millis(now_ms.saturating_sub(paused_at_ms)),
+            race: ThawRace::toss(node, now_ms),
+        }
+    }
+}
+
 impl Kubelet {
     /// The first report of a node coming back `how`.
     pub fn first_report(&self, how: Comeback) -> FirstReport {
         match how {
-            Comeback::Resumed { paused_for } if paused_for > self.pleg_threshold => FirstReport {
-                not_ready: Some(format!(
-                    "PLEG is not healthy: pleg was last seen active {} ago; threshold is {}",
-                    go_duration(paused_for),
-                    go_duration(self.pleg_threshold)
-                )),
+            Comeback::Resumed { paused_for, .. } if paused_for > self.pleg_threshold => {
+                FirstReport {
+                    not_ready: Some(format!(
+                        "PLEG is not healthy: pleg was last seen active {} ago; threshold is {}",
+                        go_duration(paused_for),
+                        go_duration(self.pleg_threshold)
+                    )),
+                    ready_after: self.status_update,
+                }
+            }
+            Comeback::Resumed {
+                paused_for,
+                race: ThawRace::StatusFirst,
+            } if paused_for > RUNTIME_SYNC_THRESHOLD => FirstReport {
+                not_ready: Some(RUNTIME_DOWN.to_owned()),
                 ready_after: self.status_update,
             },
             Comeback::Resumed { .. } | Comeback::Restarted => FirstReport {
@@ -250,20 +319,93 @@ mod tests {
 
     #[test]
     fn a_long_pause_reports_not_ready_first_and_ready_one_status_update_later() {
-        let r = KUBELET.first_report(Comeback::Resumed {
-            paused_for: Duration::from_millis(363_500),
-        });
-        assert_eq!(
-            r.not_ready.as_deref(),
-            Some("PLEG is not healthy: pleg was last seen active 6m3.5s ago; threshold is 3m0s")
-        );
-        assert_eq!(r.ready_after, Duration::from_secs(10));
+        // Whichever loop ran first: the relist is stale either way.
+        for race in [ThawRace::StatusFirst, ThawRace::RuntimeCheckFirst] {
+            let r = KUBELET.first_report(Comeback::Resumed {
+                paused_for: Duration::from_millis(363_500),
+                race,
+            });
+            assert_eq!(
+                r.not_ready.as_deref(),
+                Some(
+                    "PLEG is not healthy: pleg was last seen active 6m3.5s ago; threshold is 3m0s"
+                )
+            );
+            assert_eq!(r.ready_after, Duration::from_secs(10));
+        }
     }
 
     #[test]
-    fn a_pause_within_the_relist_threshold_goes_straight_to_ready() {
+    fn a_pause_past_the_runtime_check_threshold_races_the_first_status_against_the_check() {
+        let resumed = |secs, race| {
+            KUBELET.first_report(Comeback::Resumed {
+                paused_for: Duration::from_secs(secs),
+                race,
+            })
+        };
+        // The status first: the runtime is down, Ready a status update later.
+        assert_eq!(
+            resumed(48, ThawRace::StatusFirst),
+            FirstReport {
+                not_ready: Some(RUNTIME_DOWN.into()),
+                ready_after: Duration::from_secs(10)
+            }
+        );
+        // The check first: straight to Ready.
+        assert_eq!(
+            resumed(90, ThawRace::RuntimeCheckFirst),
+            FirstReport {
+                not_ready: None,
+                ready_after: Duration::ZERO
+            }
+        );
+        // Within the threshold the check is recent enough either way.
+        assert_eq!(resumed(30, ThawRace::StatusFirst).not_ready, None);
+    }
+
+    #[test]
+    fn the_race_is_a_coin_per_node_and_moment() {
+        let tosses: Vec<ThawRace> = (0..200u64)
+            .map(|i| ThawRace::toss(&format!("worker-{}", i % 3), 1_765_000_000_000 + i * 7919))
+            .collect();
+        let first = tosses
+            .iter()
+            .filter(|r| **r == ThawRace::StatusFirst)
+            .count();
+        // A fair coin: 200 tosses land 100 +- 30 (more than 4 sigma).
+        assert!((70..=130).contains(&first), "{first} of 200 status-first");
+        // The same node at the same moment tosses the same.
+        assert_eq!(
+            ThawRace::toss("worker-1", 42),
+            ThawRace::toss("worker-1", 42)
+        );
+        // Three nodes thawed together do not all share one outcome every time.
+        let mixed = (0..20u64).any(|t| {
+            let at = 1_765_000_000_000 + t;
+            let r: Vec<_> = ["worker-1", "worker-2", "worker-3"]
+                .iter()
+                .map(|n| ThawRace::toss(n, at))
+                .collect();
+            r.iter().any(|x| *x != r[0])
+        });
+        assert!(mixed);
+        // The paused time comes from the two moments.
+        assert_eq!(
+            Comeback::resumed("worker-1", 1_000, 49_000),
+            Comeback::Resumed {
+                paused_for: Duration::from_secs(48),
+                race: ThawRace::toss("worker-1", 49_000)
+            }
+        );
+    }
+
+    #[test]
+    fn a_pause_within_the_relist_threshold_goes_straight_to_ready_when_the_check_is_first() {
         for paused_for in [Duration::from_secs(100), PLEG_RELIST_THRESHOLD] {
-            let r = KUBELET.first_report(Comeback::Resumed { paused_for });
+            let r = KUBELET.first_report(Comeback::Resumed {
+                paused_for,
+                race: ThawRace::RuntimeCheckFirst,
+            });
             assert_eq!(
                 r,
                 FirstReport {

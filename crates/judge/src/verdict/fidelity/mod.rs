@@ -30,7 +30,7 @@ mod rows;
 use std::collections::HashMap;
 
 pub use points::points;
-pub use races::AUTHORIZER_LACK;
+pub use races::{AUTHORIZER_LACK, THAW_RACE_RULE};
 pub use rows::{
     Inversion, Point, Row, RowVerdict, SLACK_MS, SLACK_SHARE, ScenarioFidelity, within,
 };
@@ -40,7 +40,9 @@ use crate::timeline::Ms;
 use gaps::judge_gaps;
 use order::inversions;
 use points::anchors;
-use races::{authorizer_races, excuse_authorizer_races, join_boundary_races};
+use races::{
+    authorizer_races, excuse_authorizer_races, join_boundary_races, judge_thaw_races, thaw_races,
+};
 use routing::judge_random_routing;
 use rows::row;
 
@@ -83,6 +85,8 @@ pub fn compare(kind: &RunResult, sim: &RunResult) -> ScenarioFidelity {
     rows.sort_by_key(|r| (r.0, r.1));
     judge_gaps(&mut rows, &kind.profile);
     excuse_authorizer_races(&mut rows, &authorizer_races(kind), &authorizer_races(sim));
+    let (kind_thaws, sim_thaws) = (thaw_races(kind), thaw_races(sim));
+    judge_thaw_races(&mut rows, &kind_thaws, &sim_thaws);
     judge_random_routing(&mut rows, kind);
     let mut rows: Vec<Row> = rows.into_iter().map(|(_, _, r)| r).collect();
     if never_reached(sim) && !never_reached(kind) {
@@ -100,11 +104,25 @@ pub fn compare(kind: &RunResult, sim: &RunResult) -> ScenarioFidelity {
             },
         });
     }
+    // A row the thaw race made comes where the race put it on each side.
+    let raced: Vec<(&str, &str)> = rows
+        .iter()
+        .filter(|r| matches!(r.verdict, RowVerdict::Race { .. }))
+        .map(|r| (r.step.as_str(), r.what.as_str()))
+        .collect();
+    let inversions = inversions(&k, &s, &kind.profile)
+        .into_iter()
+        .filter(|i| {
+            !raced
+                .iter()
+                .any(|&(step, what)| step == i.step && (what == i.first || what == i.then))
+        })
+        .collect();
     ScenarioFidelity {
         scenario: kind.scenario.clone(),
         kind_verdict: verdict(kind),
         sim_verdict: verdict(sim),
-        inversions: inversions(&k, &s, &kind.profile),
+        inversions,
         rows,
     }
 }

@@ -1,12 +1,97 @@
 //! Rows that are one transition seen across a race, not a difference the
-//! sim makes: a transition on either side of a step's start, and a pod late
+//! sim makes: a transition on either side of a step's start; a pod late
 //! on one side after the node authorizer refused its kubelet's first read
-//! (what KWOK, without a node identity, cannot show).
+//! (what KWOK, without a node identity, cannot show); a thawed kubelet's
+//! first status, "container runtime is down" or Ready, which the sim plays
+//! as the coin toss it is.
+
+use std::collections::{BTreeMap, HashMap};
 
 use super::points::anchors;
 use super::rows::{Row, RowVerdict};
 use crate::record::RunResult;
-use crate::timeline::{Change, Ms};
+use crate::timeline::{Change, Ms, ObjectRef};
+
+/// The race a thawed kubelet's first status runs.
+pub const THAW_RACE_RULE: &str = "a thawed kubelet's first status update against its first \
+    runtime check, both overdue after the pause: with the status first, a pause of more than \
+    30 s (`maxWaitForContainerRuntime`, pkg/kubelet/runtime.go) makes it Ready=False \
+    \"container runtime is down\" (the node lifecycle controller then swaps its unreachable \
+    taints for not-ready ones) and Ready=True a status update later; with the check first, \
+    straight to Ready=True; each node's outcome chance, on kind and on the sim";
+
+/// The message of the Ready=False a kubelet posts when its last runtime
+/// check is too old.
+const RUNTIME_DOWN: &str = "container runtime is down";
+
+/// How many of each role's nodes lost the thaw race after each step: posted
+/// Ready=False "container runtime is down" (step index, role) -> nodes.
+pub(super) fn thaw_races(run: &RunResult) -> BTreeMap<(usize, String), usize> {
+    let steps = anchors(run);
+    let role: HashMap<&str, &str> = run
+        .sets
+        .iter()
+        .flat_map(|(set, nodes)| nodes.iter().map(move |n| (n.as_str(), set.as_str())))
+        .chain(run.targets.iter().map(|(r, n)| (n.as_str(), r.as_str())))
+        .collect();
+    let mut lost = BTreeMap::new();
+    for t in &run.transitions {
+        let (ObjectRef::Node { name }, Change::NodeReady { message, .. }) = (&t.object, &t.change)
+        else {
+            continue;
+        };
+        if !message.as_deref().is_some_and(|m| m.contains(RUNTIME_DOWN)) {
+            continue;
+        }
+        let (Some(role), Some(step)) = (
+            role.get(name.as_str()),
+            steps.iter().rposition(|(s, _)| *s <= t.at),
+        ) else {
+            continue;
+        };
+        *lost.entry((step, (*role).to_owned())).or_insert(0) += 1;
+    }
+    lost
+}
+
+/// What a lost thaw race makes of a node: its Ready=False, its Ready=True a
+/// status update late, and the controller's taint swaps for it.
+fn made_by_thaw_race(change: &str) -> bool {
+    change.starts_with("Ready=False (KubeletNotReady)")
+        || change.starts_with("Ready=True")
+        || change.starts_with("taint + node.kubernetes.io/not-ready:")
+        || change.starts_with("taint - node.kubernetes.io/not-ready:")
+        || change.starts_with("taint - node.kubernetes.io/unreachable:")
+}
+
+/// A row of a role's nodes not within the goal, in a step whose thawed
+/// kubelets lost the race a different number of times on the two sides,
+/// and one a lost race makes: the race went its way on each side. Two sides
+/// that lost it as often must meet the goal as any rows do.
+pub(super) fn judge_thaw_races(
+    rows: &mut [(usize, Ms, Row)],
+    kind: &BTreeMap<(usize, String), usize>,
+    sim: &BTreeMap<(usize, String), usize>,
+) {
+    for (step, _, r) in rows.iter_mut() {
+        if r.verdict.meets_goal() || matches!(r.verdict, RowVerdict::Cannot { .. }) {
+            continue;
+        }
+        let Some((role, change)) = r.what.split_once(": ") else {
+            continue;
+        };
+        let key = (*step, role.to_owned());
+        let (k, s) = (
+            kind.get(&key).copied().unwrap_or(0),
+            sim.get(&key).copied().unwrap_or(0),
+        );
+        if k != s && made_by_thaw_race(change) {
+            r.verdict = RowVerdict::Race {
+                rule: format!("{THAW_RACE_RULE}; lost by {k} node(s) on kind, {s} on the sim"),
+            };
+        }
+    }
+}
 
 /// What the sim lacks when a kubelet's first sync of a pod was refused by
 /// the node authorizer.

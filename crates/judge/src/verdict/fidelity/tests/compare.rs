@@ -172,3 +172,91 @@ fn probes_that_never_reached_the_sims_pods_are_a_row_it_cannot_show() {
         "{last:?}"
     );
 }
+
+/// Three workers paused as the set `workers` and resumed at 100 s; on the
+/// resume, the nodes in `lost` post Ready=False with `message` first and
+/// Ready=True 10 s later (the controller swapping their taints), the others
+/// go straight to Ready.
+fn thawed(names: [&str; 3], lost: &[&str], message: &str) -> RunResult {
+    let mut r = run("unused", json!([]));
+    r.targets.clear();
+    r.sets
+        .insert("workers".into(), names.map(String::from).into());
+    let taint = |sign: &str, key: &str| {
+        json!({"type": if sign == "+" { "taintAdded" } else { "taintRemoved" },
+               "key": format!("node.kubernetes.io/{key}"), "effect": "NoSchedule"})
+    };
+    let mut ts = Vec::new();
+    for (i, n) in names.iter().enumerate() {
+        let at = 100_250 + 90 * i as i64;
+        ts.push(node(58_000 + i as i64, n, ready("Unknown")));
+        ts.push(node(58_020 + i as i64, n, taint("+", "unreachable")));
+        if lost.contains(n) {
+            ts.push(node(
+                at,
+                n,
+                json!({"type": "nodeReady", "status": "False", "reason": "KubeletNotReady",
+                       "message": message}),
+            ));
+            ts.push(node(at + 150, n, taint("+", "not-ready")));
+            ts.push(node(at + 160, n, taint("-", "unreachable")));
+            ts.push(node(at + 10_000, n, ready("True")));
+            ts.push(node(at + 10_020, n, taint("-", "not-ready")));
+        } else {
+            ts.push(node(at, n, ready("True")));
+            ts.push(node(at + 20, n, taint("-", "unreachable")));
+        }
+    }
+    r.transitions = serde_json::from_value(serde_json::Value::Array(ts)).unwrap();
+    r.transitions.sort_by_key(|t| t.at);
+    r
+}
+
+#[test]
+fn a_thawed_kubelets_race_lost_on_one_side_only_is_one_race_and_any_other_not_ready_is_not() {
+    let kind_nodes = ["k1", "k2", "k3"];
+    let sim_nodes = ["worker-1", "worker-2", "worker-3"];
+    const DOWN: &str = "container runtime is down";
+    // kind: two of three lost the race; the sim: none.
+    let kind = thawed(kind_nodes, &["k2", "k3"], DOWN);
+    let f = compare(&kind, &thawed(sim_nodes, &[], DOWN));
+    for what in [
+        "workers: Ready=False (KubeletNotReady) (first)",
+        "workers: taint + node.kubernetes.io/not-ready:NoSchedule (first)",
+        "workers: Ready=True (last)",
+    ] {
+        let r = named(&f, what);
+        assert!(
+            matches!(&r.verdict, RowVerdict::Race { rule }
+                if rule.contains("runtime check") && rule.contains("lost by 2 node(s) on kind, 0 on the sim")),
+            "{what}: {r:?}"
+        );
+    }
+    assert!(f.meets_goal(), "{f:#?}");
+    // The sim losing it on one node: the rows still differ in count, one
+    // race again.
+    let f = compare(&kind, &thawed(sim_nodes, &["worker-1"], DOWN));
+    assert!(f.meets_goal(), "{f:#?}");
+    // Lost as often on both: the rows meet as any rows do, no allowance.
+    let f = compare(&kind, &thawed(sim_nodes, &["worker-1", "worker-3"], DOWN));
+    assert!(
+        f.rows
+            .iter()
+            .all(|r| !matches!(r.verdict, RowVerdict::Race { .. })),
+        "{f:#?}"
+    );
+    assert!(f.meets_goal(), "{f:#?}");
+    // A node NotReady for another reason on kind only is a difference the
+    // sim makes, not this race.
+    let other = thawed(
+        kind_nodes,
+        &["k2", "k3"],
+        "PLEG is not healthy: pleg was last seen active 3m2s ago; threshold is 3m0s",
+    );
+    let f = compare(&other, &thawed(sim_nodes, &[], DOWN));
+    assert!(!f.meets_goal());
+    assert_eq!(
+        named(&f, "workers: Ready=False (KubeletNotReady) (first)").verdict,
+        RowVerdict::OnlyKind
+    );
+}
