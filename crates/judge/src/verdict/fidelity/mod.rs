@@ -30,7 +30,7 @@ mod rows;
 use std::collections::HashMap;
 
 pub use points::points;
-pub use races::{AUTHORIZER_LACK, THAW_RACE_RULE};
+pub use races::AUTHORIZER_LACK;
 pub use rows::{
     Inversion, Point, Row, RowVerdict, SLACK_MS, SLACK_SHARE, ScenarioFidelity, within,
 };

@@ -14,11 +14,10 @@ use crate::timeline::{Change, Ms, ObjectRef};
 
 /// The race a thawed kubelet's first status runs.
 pub const THAW_RACE_RULE: &str = "a thawed kubelet's first status update against its first \
-    runtime check, both overdue after the pause: with the status first, a pause of more than \
-    30 s (`maxWaitForContainerRuntime`, pkg/kubelet/runtime.go) makes it Ready=False \
-    \"container runtime is down\" (the node lifecycle controller then swaps its unreachable \
-    taints for not-ready ones) and Ready=True a status update later; with the check first, \
-    straight to Ready=True; each node's outcome chance, on kind and on the sim";
+    runtime check, both overdue: status first after a pause of more than 30 s \
+    (`maxWaitForContainerRuntime`), Ready=False \"container runtime is down\" and Ready=True a \
+    status update later, the controller swapping the unreachable taints for not-ready ones; \
+    check first, Ready=True at once; each node by chance";
 
 /// The message of the Ready=False a kubelet posts when its last runtime
 /// check is too old.
