@@ -8,8 +8,9 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::points::anchors;
-use super::rows::{Row, RowVerdict};
+use super::rows::{Row, RowVerdict, SLACK_MS};
 use crate::record::RunResult;
+use crate::scenario::model::FaultKind;
 use crate::timeline::{Change, Ms, ObjectRef};
 
 /// The race a thawed kubelet's first status runs.
@@ -17,15 +18,26 @@ pub const THAW_RACE_RULE: &str = "a thawed kubelet's first status update against
     runtime check, both overdue: status first after a pause of more than 30 s \
     (`maxWaitForContainerRuntime`), Ready=False \"container runtime is down\" and Ready=True a \
     status update later, the controller swapping the unreachable taints for not-ready ones; \
-    check first, Ready=True at once; each node by chance";
+    check first, Ready=True at once; seen on kind too: no status until the next update; each \
+    node by chance";
 
 /// The message of the Ready=False a kubelet posts when its last runtime
 /// check is too old.
 const RUNTIME_DOWN: &str = "container runtime is down";
 
-/// How many of each role's nodes lost the thaw race after each step: posted
-/// Ready=False "container runtime is down" (step index, role) -> nodes.
-pub(super) fn thaw_races(run: &RunResult) -> BTreeMap<(usize, String), usize> {
+/// How one role's kubelets came back after one resume.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Thaws {
+    /// Posted Ready=False "container runtime is down" first.
+    lost: usize,
+    /// Posted nothing until a Ready=True later than the goal's slack after
+    /// the resume (a later status update).
+    silent: usize,
+}
+
+/// How each role's thawed kubelets came back after each `resume-vm` step
+/// (step index, role).
+pub(super) fn thaw_races(run: &RunResult) -> BTreeMap<(usize, String), Thaws> {
     let steps = anchors(run);
     let role: HashMap<&str, &str> = run
         .sets
@@ -33,27 +45,53 @@ pub(super) fn thaw_races(run: &RunResult) -> BTreeMap<(usize, String), usize> {
         .flat_map(|(set, nodes)| nodes.iter().map(move |n| (n.as_str(), set.as_str())))
         .chain(run.targets.iter().map(|(r, n)| (n.as_str(), r.as_str())))
         .collect();
-    let mut lost = BTreeMap::new();
-    for t in &run.transitions {
-        let (ObjectRef::Node { name }, Change::NodeReady { message, .. }) = (&t.object, &t.change)
-        else {
+    let mut out: BTreeMap<(usize, String), Thaws> = BTreeMap::new();
+    for s in &run.steps {
+        let Some(f) = s.fault.as_ref().filter(|f| f.fault == FaultKind::ResumeVm) else {
             continue;
         };
-        if !message.as_deref().is_some_and(|m| m.contains(RUNTIME_DOWN)) {
+        let Some(step) = steps.iter().rposition(|(at, _)| *at <= s.started) else {
             continue;
+        };
+        let (from, to) = (steps[step].0, steps.get(step + 1).map_or(Ms::MAX, |n| n.0));
+        let nodes: Vec<&str> = if f.nodes.is_empty() {
+            vec![f.node.as_str()]
+        } else {
+            f.nodes.iter().map(|n| n.node.as_str()).collect()
+        };
+        for node in nodes {
+            let Some(role) = role.get(node) else {
+                continue;
+            };
+            let mut ready = run
+                .transitions
+                .iter()
+                .filter_map(|t| match (&t.object, &t.change) {
+                    (
+                        ObjectRef::Node { name },
+                        Change::NodeReady {
+                            status, message, ..
+                        },
+                    ) if name == node && (from..to).contains(&t.at) => {
+                        Some((t.at, status.as_str(), message.as_deref()))
+                    }
+                    _ => None,
+                });
+            let first = ready.next();
+            let lost = first.is_some_and(|(_, status, message)| {
+                status == "False" && message.is_some_and(|m| m.contains(RUNTIME_DOWN))
+            });
+            let silent =
+                first.is_none_or(|(at, status, _)| status == "True" && at - from > SLACK_MS);
+            let t = out.entry((step, (*role).to_owned())).or_default();
+            t.lost += usize::from(lost);
+            t.silent += usize::from(silent);
         }
-        let (Some(role), Some(step)) = (
-            role.get(name.as_str()),
-            steps.iter().rposition(|(s, _)| *s <= t.at),
-        ) else {
-            continue;
-        };
-        *lost.entry((step, (*role).to_owned())).or_insert(0) += 1;
     }
-    lost
+    out
 }
 
-/// What a lost thaw race makes of a node: its Ready=False, its Ready=True a
+/// What a thaw race makes of a node: its Ready=False, its Ready=True a
 /// status update late, and the controller's taint swaps for it.
 fn made_by_thaw_race(change: &str) -> bool {
     change.starts_with("Ready=False (KubeletNotReady)")
@@ -63,14 +101,16 @@ fn made_by_thaw_race(change: &str) -> bool {
         || change.starts_with("taint - node.kubernetes.io/unreachable:")
 }
 
-/// A row of a role's nodes not within the goal, in a step whose thawed
-/// kubelets lost the race a different number of times on the two sides,
-/// and one a lost race makes: the race went its way on each side. Two sides
-/// that lost it as often must meet the goal as any rows do.
+/// A row of a role's nodes not within the goal, after a resume whose
+/// kubelets came back differently on the two sides (lost the race, or were
+/// silent, a different number of times), and one such a race makes: the
+/// race went its way on each side. Two sides whose kubelets came back alike
+/// must meet the goal as any rows do; a kubelet NotReady for another reason
+/// is no part of it.
 pub(super) fn judge_thaw_races(
     rows: &mut [(usize, Ms, Row)],
-    kind: &BTreeMap<(usize, String), usize>,
-    sim: &BTreeMap<(usize, String), usize>,
+    kind: &BTreeMap<(usize, String), Thaws>,
+    sim: &BTreeMap<(usize, String), Thaws>,
 ) {
     for (step, _, r) in rows.iter_mut() {
         if r.verdict.meets_goal() || matches!(r.verdict, RowVerdict::Cannot { .. }) {
@@ -80,13 +120,18 @@ pub(super) fn judge_thaw_races(
             continue;
         };
         let key = (*step, role.to_owned());
-        let (k, s) = (
-            kind.get(&key).copied().unwrap_or(0),
-            sim.get(&key).copied().unwrap_or(0),
-        );
-        if k != s && made_by_thaw_race(change) {
+        let (k, s) = (kind.get(&key), sim.get(&key));
+        if (k.is_some() || s.is_some()) && k != s && made_by_thaw_race(change) {
+            let (k, s) = (
+                k.copied().unwrap_or_default(),
+                s.copied().unwrap_or_default(),
+            );
             r.verdict = RowVerdict::Race {
-                rule: format!("{THAW_RACE_RULE}; lost by {k} node(s) on kind, {s} on the sim"),
+                rule: format!(
+                    "{THAW_RACE_RULE}; \"runtime is down\" from {} node(s) on kind, {} on the \
+                     sim; silent: {} and {}",
+                    k.lost, s.lost, k.silent, s.silent
+                ),
             };
         }
     }

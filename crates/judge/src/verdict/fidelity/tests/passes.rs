@@ -65,6 +65,18 @@ fn a_controller_timers_phase_is_judged_by_its_window() {
         matches!(oos, RowVerdict::Timer { ref rule } if rule.contains("out-of-service")),
         "{oos:?}"
     );
+    // A returning kubelet's pods: at its status manager's next tick, up to
+    // 10 s after the resume (kind 9.3 s, the sim 2.4 s) ...
+    let back = judge("pods on workers: Ready=True (first)", 9_265, 2_420);
+    assert!(
+        matches!(back, RowVerdict::Timer { ref rule } if rule.contains("status manager")),
+        "{back:?}"
+    );
+    // ... and no later.
+    assert_eq!(
+        judge("pods on workers: Ready=True (first)", 14_000, 2_420),
+        RowVerdict::Off
+    );
 }
 
 #[test]
