@@ -67,6 +67,19 @@ fn anchor(steps: &[(Ms, String)], at: Ms) -> Option<usize> {
     steps.iter().rposition(|(s, _)| *s <= at)
 }
 
+/// Each target node's role, and each node of a set its set's name.
+pub(super) fn roles(run: &RunResult) -> HashMap<&str, &str> {
+    run.sets
+        .iter()
+        .flat_map(|(set, nodes)| nodes.iter().map(move |n| (n.as_str(), set.as_str())))
+        .chain(
+            run.targets
+                .iter()
+                .map(|(role, node)| (node.as_str(), role.as_str())),
+        )
+        .collect()
+}
+
 /// A run's points: from its first fault or action to its clean-up.
 pub fn points(run: &RunResult) -> Vec<Point> {
     let steps = anchors(run);
@@ -138,16 +151,7 @@ impl<'a> Fold<'a> {
             steps,
             start,
             end,
-            role: run
-                .sets
-                .iter()
-                .flat_map(|(set, nodes)| nodes.iter().map(move |n| (n.as_str(), set.as_str())))
-                .chain(
-                    run.targets
-                        .iter()
-                        .map(|(role, node)| (node.as_str(), role.as_str())),
-                )
-                .collect(),
+            role: roles(run),
             in_set: run
                 .sets
                 .values()

@@ -5,9 +5,9 @@
 //! first status, "container runtime is down" or Ready, which the sim plays
 //! as the coin toss it is.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
-use super::points::anchors;
+use super::points::{anchors, roles};
 use super::rows::{Row, RowVerdict, SLACK_MS};
 use crate::record::RunResult;
 use crate::scenario::model::FaultKind;
@@ -39,12 +39,7 @@ pub(super) struct Thaws {
 /// (step index, role).
 pub(super) fn thaw_races(run: &RunResult) -> BTreeMap<(usize, String), Thaws> {
     let steps = anchors(run);
-    let role: HashMap<&str, &str> = run
-        .sets
-        .iter()
-        .flat_map(|(set, nodes)| nodes.iter().map(move |n| (n.as_str(), set.as_str())))
-        .chain(run.targets.iter().map(|(r, n)| (n.as_str(), r.as_str())))
-        .collect();
+    let role = roles(run);
     let mut out: BTreeMap<(usize, String), Thaws> = BTreeMap::new();
     for s in &run.steps {
         let Some(f) = s.fault.as_ref().filter(|f| f.fault == FaultKind::ResumeVm) else {
@@ -120,12 +115,12 @@ pub(super) fn judge_thaw_races(
             continue;
         };
         let key = (*step, role.to_owned());
-        let (k, s) = (kind.get(&key), sim.get(&key));
-        if (k.is_some() || s.is_some()) && k != s && made_by_thaw_race(change) {
-            let (k, s) = (
-                k.copied().unwrap_or_default(),
-                s.copied().unwrap_or_default(),
-            );
+        // Both sides resumed the role's nodes there (a run from before
+        // faults were recorded says nothing of how they came back).
+        let (Some(k), Some(s)) = (kind.get(&key), sim.get(&key)) else {
+            continue;
+        };
+        if k != s && made_by_thaw_race(change) {
             r.verdict = RowVerdict::Race {
                 rule: format!(
                     "{THAW_RACE_RULE}; \"runtime is down\" from {} node(s) on kind, {} on the \

@@ -247,6 +247,11 @@ fn a_thawed_kubelets_race_lost_on_one_side_only_is_one_race_and_any_other_not_re
         );
     }
     assert!(f.meets_goal(), "{f:#?}");
+    // A run that recorded no fault steps (before schema 7) says nothing of
+    // how its kubelets came back: no allowance.
+    let mut unrecorded = sim(&[]);
+    unrecorded.steps.iter_mut().for_each(|s| s.fault = None);
+    assert!(!compare(&kind, &unrecorded).meets_goal());
     // The sim losing it on one node: the rows still differ in count, one
     // race again.
     assert!(compare(&kind, &sim(&["worker-1"])).meets_goal());
