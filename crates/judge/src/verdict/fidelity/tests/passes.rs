@@ -44,33 +44,48 @@ fn a_controller_timers_phase_is_judged_by_its_window() {
         judge_gaps(&mut rows, &TimingProfile::upstream_default());
         rows[0].2.verdict.clone()
     };
+    // A timer's verdict whose rule says `says`.
+    let timer = |what: &str, kind: Ms, sim: Ms, says: &str| {
+        let v = judge(what, kind, sim);
+        assert!(
+            matches!(&v, RowVerdict::Timer { rule } if rule.contains(says)),
+            "{what}: {v:?}"
+        );
+    };
     // Pod GC: 40-80 s after the Node's deletion (quarantine 40 s, a pass
     // every 20 s), whichever cluster.
-    let gc = judge("pods on target: phase Failed", 79_484, 49_935);
-    assert!(
-        matches!(gc, RowVerdict::Timer { ref rule } if rule.contains("40.0-80.0 s")),
-        "{gc:?}"
+    timer(
+        "pods on target: phase Failed",
+        79_484,
+        49_935,
+        "40.0-80.0 s",
     );
     assert_eq!(
         judge("pods on target: phase Failed", 79_484, 95_000),
         RowVerdict::Off
     );
     // Unknown: grace 50 s after the last renewal (every 10 s), a pass every 5 s.
-    let unknown = judge("target: Ready=Unknown (NodeStatusUnknown)", 42_000, 54_000);
-    assert!(matches!(unknown, RowVerdict::Timer { .. }), "{unknown:?}");
+    timer(
+        "target: Ready=Unknown (NodeStatusUnknown)",
+        42_000,
+        54_000,
+        "grace",
+    );
     assert_eq!(judge("target: Ready=True", 42_000, 54_000), RowVerdict::Off);
     // Pods of an out-of-service node: at the next pass, up to 20 s on.
-    let oos = judge("pods on target: phase Failed (first)", 8_913, 14_818);
-    assert!(
-        matches!(oos, RowVerdict::Timer { ref rule } if rule.contains("out-of-service")),
-        "{oos:?}"
+    timer(
+        "pods on target: phase Failed (first)",
+        8_913,
+        14_818,
+        "out-of-service",
     );
     // A returning kubelet's pods: at its status manager's next tick, up to
     // 10 s after the resume (kind 9.3 s, the sim 2.4 s) ...
-    let back = judge("pods on workers: Ready=True (first)", 9_265, 2_420);
-    assert!(
-        matches!(back, RowVerdict::Timer { ref rule } if rule.contains("status manager")),
-        "{back:?}"
+    timer(
+        "pods on workers: Ready=True (first)",
+        9_265,
+        2_420,
+        "status manager",
     );
     // ... and no later.
     assert_eq!(
