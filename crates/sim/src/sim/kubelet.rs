@@ -150,7 +150,7 @@ impl ThawRace {
         // build of this version.
         let mut h = std::collections::hash_map::DefaultHasher::new();
         (node, at_ms).hash(&mut h);
-        if h.finish() % 3 != 0 {
+        if !h.finish().is_multiple_of(3) {
             ThawRace::StatusFirst
         } else {
             ThawRace::RuntimeCheckFirst
