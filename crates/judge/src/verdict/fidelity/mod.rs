@@ -14,9 +14,11 @@
 //!
 //! The rows are then judged in passes, each an allowance that names the
 //! mechanism behind it: a transition on either side of a step's start is
-//! one row, and a pod the node authorizer delayed is what the sim cannot
-//! show (`races`); each row by its own latency, or by the window of the
-//! controller's timer that makes it (`gaps`); the probes' rows by
+//! one row, a pod the node authorizer delayed is what the sim cannot
+//! show, and the rows a thawed kubelet's first status makes are one race
+//! when the two sides' kubelets came back differently (`races`); each row
+//! by its own latency, or by the window of the timer that makes it
+//! (`gaps`); the probes' rows by
 //! kube-proxy's random routing (`routing`); and the order of a step's
 //! rows (`order`).
 
