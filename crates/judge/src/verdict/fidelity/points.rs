@@ -63,7 +63,7 @@ pub(super) fn anchors(run: &RunResult) -> Vec<(Ms, String)> {
 }
 
 /// The steps' anchors (start, label), the index of the one `at` follows.
-fn anchor(steps: &[(Ms, String)], at: Ms) -> Option<usize> {
+pub(super) fn anchor(steps: &[(Ms, String)], at: Ms) -> Option<usize> {
     steps.iter().rposition(|(s, _)| *s <= at)
 }
 

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use super::points::{anchors, roles};
+use super::points::{anchor, anchors, roles};
 use super::rows::{Row, RowVerdict, SLACK_MS};
 use crate::record::RunResult;
 use crate::scenario::model::FaultKind;
@@ -45,7 +45,7 @@ pub(super) fn thaw_races(run: &RunResult) -> BTreeMap<(usize, String), Thaws> {
         let Some(f) = s.fault.as_ref().filter(|f| f.fault == FaultKind::ResumeVm) else {
             continue;
         };
-        let Some(step) = steps.iter().rposition(|(at, _)| *at <= s.started) else {
+        let Some(step) = anchor(&steps, s.started) else {
             continue;
         };
         let (from, to) = (steps[step].0, steps.get(step + 1).map_or(Ms::MAX, |n| n.0));
@@ -151,7 +151,7 @@ pub(super) fn authorizer_races(run: &RunResult) -> Vec<(usize, Ms)> {
                 if reason == "FailedMount" && message.contains("no relationship found between node"))
         })
         .filter_map(|t| {
-            let step = steps.iter().rposition(|(s, _)| *s <= t.at)?;
+            let step = anchor(&steps, t.at)?;
             Some((step, t.at - steps[step].0))
         })
         .collect()
