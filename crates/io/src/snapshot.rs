@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{
+    Node, NodeSelectorTerm, PersistentVolume, PersistentVolumeClaim, Pod, PodSpec,
+};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::VolumeAttachment;
@@ -99,13 +101,21 @@ pub async fn read(client: &kube::Client) -> Result<Snapshot, Error> {
         Some,
     )
     .await?;
+    let volumes = list(
+        Api::<PersistentVolume>::all(client.clone()),
+        "persistentvolumes",
+        |v| Some(volume_terms(&v)),
+    )
+    .await?
+    .into_iter()
+    .collect();
     Ok(Snapshot {
         nodes,
         pods,
         workloads,
         services: services(&slices),
         budgets,
-        claims: self::claims(&claims, &attachments),
+        claims: self::claims(&claims, &attachments, &volumes),
     })
 }
 
@@ -121,6 +131,7 @@ pub struct Objects {
     pub budgets: Vec<PodDisruptionBudget>,
     pub claims: Vec<PersistentVolumeClaim>,
     pub attachments: Vec<VolumeAttachment>,
+    pub volumes: Vec<PersistentVolume>,
 }
 
 fn name_of(m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> (String, String) {
@@ -149,8 +160,44 @@ pub fn build(o: Objects) -> Snapshot {
         workloads,
         services: services(&o.slices),
         budgets: o.budgets.iter().map(budget).collect(),
-        claims: claims(&o.claims, &o.attachments),
+        claims: claims(
+            &o.claims,
+            &o.attachments,
+            &o.volumes.iter().map(volume_terms).collect(),
+        ),
     }
+}
+
+/// A PersistentVolume's required node affinity, by its name.
+fn volume_terms(v: &PersistentVolume) -> (String, Vec<snap::NodeTerm>) {
+    let terms = v
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_affinity.as_ref())
+        .and_then(|a| a.required.as_ref())
+        .map(|r| node_terms(&r.node_selector_terms))
+        .unwrap_or_default();
+    (v.metadata.name.clone().unwrap_or_default(), terms)
+}
+
+fn node_terms(terms: &[NodeSelectorTerm]) -> Vec<snap::NodeTerm> {
+    let reqs = |rs: Option<&Vec<k8s_openapi::api::core::v1::NodeSelectorRequirement>>| {
+        rs.into_iter()
+            .flatten()
+            .map(|r| snap::Requirement {
+                key: r.key.clone(),
+                operator: r.operator.clone(),
+                values: r.values.clone().unwrap_or_default(),
+            })
+            .collect()
+    };
+    terms
+        .iter()
+        .map(|t| snap::NodeTerm {
+            labels: reqs(t.match_expressions.as_ref()),
+            fields: reqs(t.match_fields.as_ref()),
+        })
+        .collect()
 }
 
 /// A ReplicaSet's Deployment, keyed by the ReplicaSet's namespace and name.
@@ -180,10 +227,24 @@ fn node(n: &Node) -> snap::Node {
             .and_then(|s| s.taints.as_ref())
             .map(|ts| {
                 ts.iter()
-                    .map(|t| format!("{}:{}", t.key, t.effect))
+                    .map(|t| snap::Taint {
+                        key: t.key.clone(),
+                        value: t.value.clone().unwrap_or_default(),
+                        effect: t.effect.clone(),
+                    })
                     .collect()
             })
             .unwrap_or_default(),
+        labels: n.metadata.labels.clone().unwrap_or_default(),
+        allocatable: n
+            .status
+            .as_ref()
+            .and_then(|s| s.allocatable.as_ref())
+            .map(|a| snap::Resources {
+                cpu_milli: a.get("cpu").map_or(0, |q| quantity::milli(&q.0)),
+                memory: a.get("memory").map_or(0, |q| quantity::units(&q.0)),
+                pods: a.get("pods").map_or(0, |q| quantity::units(&q.0)),
+            }),
     }
 }
 
@@ -259,6 +320,96 @@ fn pod(p: &Pod, deployment_of: &BTreeMap<(String, String), String>) -> snap::Pod
             .and_then(|s| s.termination_grace_period_seconds)
             .unwrap_or(30),
         priority: spec.and_then(|s| s.priority).unwrap_or(0),
+        scheduling: spec.map(|s| scheduling(s, &p.metadata.labels.clone().unwrap_or_default()))
+            .unwrap_or_default(),
+    }
+}
+
+/// What the scheduler weighs to place a pod like this one.
+fn scheduling(s: &PodSpec, labels: &BTreeMap<String, String>) -> snap::Scheduling {
+    let sum = |cs: &[k8s_openapi::api::core::v1::Container]| {
+        cs.iter().fold(snap::Resources::default(), |acc, c| {
+            let r = c.resources.as_ref().and_then(|r| r.requests.as_ref());
+            acc.plus(snap::Resources {
+                cpu_milli: r.and_then(|r| r.get("cpu")).map_or(0, |q| quantity::milli(&q.0)),
+                memory: r
+                    .and_then(|r| r.get("memory"))
+                    .map_or(0, |q| quantity::units(&q.0)),
+                pods: 0,
+            })
+        })
+    };
+    let main = sum(&s.containers);
+    // an init container runs alone: the pod needs the larger of the two
+    let init = s
+        .init_containers
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .map(|c| sum(std::slice::from_ref(c)))
+        .fold(snap::Resources::default(), |a, b| snap::Resources {
+            cpu_milli: a.cpu_milli.max(b.cpu_milli),
+            memory: a.memory.max(b.memory),
+            pods: 0,
+        });
+    let requests = snap::Resources {
+        cpu_milli: main.cpu_milli.max(init.cpu_milli),
+        memory: main.memory.max(init.memory),
+        pods: 1,
+    };
+    let affinity = s.affinity.as_ref();
+    snap::Scheduling {
+        requests,
+        tolerations: s
+            .tolerations
+            .iter()
+            .flatten()
+            .map(|t| snap::TolerationSpec {
+                key: t.key.clone().unwrap_or_default(),
+                operator: t.operator.clone().unwrap_or_default(),
+                value: t.value.clone().unwrap_or_default(),
+                effect: t.effect.clone().unwrap_or_default(),
+            })
+            .collect(),
+        node_selector: s.node_selector.clone().unwrap_or_default(),
+        node_terms: affinity
+            .and_then(|a| a.node_affinity.as_ref())
+            .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref())
+            .map(|r| node_terms(&r.node_selector_terms))
+            .unwrap_or_default(),
+        spread: s
+            .topology_spread_constraints
+            .iter()
+            .flatten()
+            .filter(|c| c.when_unsatisfiable == "DoNotSchedule")
+            .filter_map(|c| {
+                // a constraint without a selector counts no pod: never a skew
+                let mut sel = selector(c.label_selector.as_ref()?);
+                for key in c.match_label_keys.iter().flatten() {
+                    if let Some(v) = labels.get(key) {
+                        sel.match_labels.insert(key.clone(), v.clone());
+                    }
+                }
+                Some(snap::Spread {
+                    max_skew: c.max_skew,
+                    topology_key: c.topology_key.clone(),
+                    selector: sel,
+                })
+            })
+            .collect(),
+        anti_affinity: affinity
+            .and_then(|a| a.pod_anti_affinity.as_ref())
+            .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref())
+            .into_iter()
+            .flatten()
+            .filter_map(|t| {
+                Some(snap::AntiAffinity {
+                    topology_key: t.topology_key.clone(),
+                    selector: selector(t.label_selector.as_ref()?),
+                    namespaces: t.namespaces.clone().unwrap_or_default(),
+                })
+            })
+            .collect(),
     }
 }
 
@@ -326,7 +477,11 @@ fn budget(b: &PodDisruptionBudget) -> snap::Budget {
     }
 }
 
-fn claims(claims: &[PersistentVolumeClaim], attachments: &[VolumeAttachment]) -> Vec<snap::Claim> {
+fn claims(
+    claims: &[PersistentVolumeClaim],
+    attachments: &[VolumeAttachment],
+    volumes: &BTreeMap<String, Vec<snap::NodeTerm>>,
+) -> Vec<snap::Claim> {
     claims
         .iter()
         .map(|c| {
@@ -352,11 +507,17 @@ fn claims(claims: &[PersistentVolumeClaim], attachments: &[VolumeAttachment]) ->
                     })
                     .map(|a| a.spec.node_name.clone())
                     .collect(),
+                node_terms: volume
+                    .as_ref()
+                    .and_then(|v| volumes.get(v))
+                    .cloned()
+                    .unwrap_or_default(),
                 volume,
             }
         })
         .collect()
 }
 
+mod quantity;
 #[cfg(test)]
 mod tests;

@@ -20,7 +20,7 @@ impl When {
         When::Between { from: ms, to: ms }
     }
 
-    fn plus(self, ms: Ms) -> When {
+    pub(super) fn plus(self, ms: Ms) -> When {
         match self {
             When::Between { from, to } => When::Between {
                 from: from.saturating_add(ms),
@@ -30,7 +30,7 @@ impl When {
         }
     }
 
-    fn later_by(self, up_to: Ms) -> When {
+    pub(super) fn later_by(self, up_to: Ms) -> When {
         match self {
             When::Between { from, to } => When::Between {
                 from,
@@ -367,7 +367,7 @@ pub fn node(
     }
 }
 
-fn fate(snap: &Snapshot, course: &Course, taint: When, p: &Pod) -> PodFate {
+pub(super) fn fate(snap: &Snapshot, course: &Course, taint: When, p: &Pod) -> PodFate {
     let rwo: Vec<String> = p
         .claims
         .iter()

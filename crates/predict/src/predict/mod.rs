@@ -4,8 +4,10 @@
 //! they came from) and each pod's own tolerations.
 
 pub mod fate;
+pub mod fit;
 pub mod scenario;
 pub mod snapshot;
+pub mod zone;
 
 use std::time::Duration;
 
@@ -95,6 +97,9 @@ pub struct Timings {
     pub status_update: Ms,
     pub pod_gc: Ms,
     pub orphan_quarantine: Ms,
+    /// The attach-detach controller force-detaches after
+    /// [`FORCE_DETACH_MS`] (no `--disable-force-detach-on-timeout`).
+    pub force_detach: bool,
 }
 
 fn ms(d: Duration) -> Ms {
@@ -110,6 +115,7 @@ impl Timings {
             status_update: ms(p.get(Var::NodeStatusUpdateFrequency)),
             pod_gc: ms(p.get(Var::PodGcPeriod)),
             orphan_quarantine: ms(p.get(Var::OrphanQuarantine)),
+            force_detach: p.force_detach_on_timeout,
         }
     }
 }

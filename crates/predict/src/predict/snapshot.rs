@@ -31,8 +31,147 @@ pub struct Node {
     pub unschedulable: bool,
     /// Carries `node-role.kubernetes.io/control-plane`.
     pub control_plane: bool,
-    /// `key:Effect` of each taint.
-    pub taints: Vec<String>,
+    pub taints: Vec<Taint>,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// What the scheduler may give pods here (none: not reported, no limit).
+    #[serde(default)]
+    pub allocatable: Option<Resources>,
+}
+
+/// A node's taint.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Taint {
+    pub key: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub value: String,
+    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
+    pub effect: String,
+}
+
+impl std::fmt::Display for Taint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.key, self.effect)
+    }
+}
+
+/// CPU, memory and a pod slot: a pod's requests or a node's allocatable.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Resources {
+    pub cpu_milli: i64,
+    /// Bytes.
+    pub memory: i64,
+    pub pods: i64,
+}
+
+impl Resources {
+    pub fn plus(self, o: Resources) -> Resources {
+        Resources {
+            cpu_milli: self.cpu_milli.saturating_add(o.cpu_milli),
+            memory: self.memory.saturating_add(o.memory),
+            pods: self.pods.saturating_add(o.pods),
+        }
+    }
+
+    pub fn minus(self, o: Resources) -> Resources {
+        Resources {
+            cpu_milli: self.cpu_milli.saturating_sub(o.cpu_milli),
+            memory: self.memory.saturating_sub(o.memory),
+            pods: self.pods.saturating_sub(o.pods),
+        }
+    }
+}
+
+/// A pod's toleration, as the scheduler matches it against a taint.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TolerationSpec {
+    /// Empty with `Exists`: every key.
+    pub key: String,
+    /// `Exists`, or `Equal` (the default).
+    pub operator: String,
+    pub value: String,
+    /// Empty: every effect.
+    pub effect: String,
+}
+
+impl TolerationSpec {
+    /// `ToleratesTaint` (k8s.io/api/core/v1/toleration.go).
+    pub fn tolerates(&self, t: &Taint) -> bool {
+        if !self.effect.is_empty() && self.effect != t.effect {
+            return false;
+        }
+        if !self.key.is_empty() && self.key != t.key {
+            return false;
+        }
+        match self.operator.as_str() {
+            "Exists" => true,
+            "" | "Equal" => self.value == t.value,
+            _ => false,
+        }
+    }
+}
+
+/// One of a node selector's terms (the terms are ORed, a term's
+/// requirements ANDed): `matchExpressions` on labels, `matchFields` on
+/// `metadata.name`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeTerm {
+    pub labels: Vec<Requirement>,
+    pub fields: Vec<Requirement>,
+}
+
+impl NodeTerm {
+    /// As the scheduler's node affinity matches (an empty term matches no
+    /// node; `Gt`/`Lt` compare integers).
+    pub fn matches(&self, node: &Node) -> bool {
+        if self.labels.is_empty() && self.fields.is_empty() {
+            return false;
+        }
+        let name = BTreeMap::from([("metadata.name".to_owned(), node.name.clone())]);
+        self.labels.iter().all(|r| r.matches_node(&node.labels))
+            && self.fields.iter().all(|r| r.matches_node(&name))
+    }
+}
+
+/// Any term matches (none given: every node).
+pub fn terms_match(terms: &[NodeTerm], node: &Node) -> bool {
+    terms.is_empty() || terms.iter().any(|t| t.matches(node))
+}
+
+/// A hard topology spread constraint (`whenUnsatisfiable: DoNotSchedule`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Spread {
+    pub max_skew: i32,
+    pub topology_key: String,
+    pub selector: LabelSelector,
+}
+
+/// A required pod anti-affinity term.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AntiAffinity {
+    pub topology_key: String,
+    pub selector: LabelSelector,
+    /// The namespaces it looks in (empty: the pod's own).
+    pub namespaces: Vec<String>,
+}
+
+/// What the scheduler weighs to place a pod (the filters `predict` models).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Scheduling {
+    pub requests: Resources,
+    pub tolerations: Vec<TolerationSpec>,
+    pub node_selector: BTreeMap<String, String>,
+    /// `requiredDuringSchedulingIgnoredDuringExecution` node affinity.
+    pub node_terms: Vec<NodeTerm>,
+    pub spread: Vec<Spread>,
+    pub anti_affinity: Vec<AntiAffinity>,
 }
 
 /// Who keeps a pod alive.
@@ -95,6 +234,8 @@ pub struct Pod {
     /// asked to stop may take.
     pub grace_seconds: i64,
     pub priority: i32,
+    #[serde(default)]
+    pub scheduling: Scheduling,
 }
 
 /// Examples for tests (here and in the crates above, feature `examples`).
@@ -105,8 +246,22 @@ impl Node {
         Node {
             name: name.into(),
             ready: "True".into(),
+            labels: BTreeMap::from([("kubernetes.io/hostname".to_owned(), name.to_owned())]),
             ..Node::default()
         }
+    }
+
+    /// A Ready worker in `zone`, with room for `cpu_milli` of requests.
+    pub fn in_zone(name: &str, zone: &str, cpu_milli: i64) -> Node {
+        let mut n = Node::example(name);
+        n.labels
+            .insert(crate::disruption::ZONE_LABEL.to_owned(), zone.to_owned());
+        n.allocatable = Some(Resources {
+            cpu_milli,
+            memory: 1 << 40,
+            pods: 110,
+        });
+        n
     }
 }
 
@@ -137,6 +292,13 @@ impl Pod {
             empty_dir: false,
             grace_seconds: 30,
             priority: 0,
+            scheduling: Scheduling {
+                requests: Resources {
+                    pods: 1,
+                    ..Resources::default()
+                },
+                ..Scheduling::default()
+            },
         }
     }
 }
@@ -217,6 +379,30 @@ impl LabelSelector {
     }
 }
 
+impl Requirement {
+    /// As a node selector requirement matches labels (`Gt`/`Lt` compare
+    /// the value as an integer with the one given).
+    pub fn matches_node(&self, labels: &BTreeMap<String, String>) -> bool {
+        let value = labels.get(&self.key);
+        let int = |s: &str| s.parse::<i64>().ok();
+        match self.operator.as_str() {
+            "In" => value.is_some_and(|v| self.values.contains(v)),
+            "NotIn" => value.is_none_or(|v| !self.values.contains(v)),
+            "Exists" => value.is_some(),
+            "DoesNotExist" => value.is_none(),
+            "Gt" | "Lt" => {
+                let (Some(v), [bound]) = (value.and_then(|v| int(v)), self.values.as_slice())
+                else {
+                    return false;
+                };
+                let Some(b) = int(bound) else { return false };
+                if self.operator == "Gt" { v > b } else { v < b }
+            }
+            _ => false,
+        }
+    }
+}
+
 /// A PodDisruptionBudget as its status says now.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -241,4 +427,8 @@ pub struct Claim {
     pub single_node: bool,
     /// Nodes a VolumeAttachment attaches its volume to.
     pub attached_to: Vec<String>,
+    /// Its volume's required node affinity (a local or zonal volume): the
+    /// nodes a pod using it can run on (empty: any).
+    #[serde(default)]
+    pub node_terms: Vec<NodeTerm>,
 }

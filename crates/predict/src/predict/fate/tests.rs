@@ -98,6 +98,7 @@ pub fn cluster() -> Snapshot {
             volume: Some("pv-1".into()),
             single_node: true,
             attached_to: vec!["w1".into()],
+            node_terms: Vec::new(),
         }],
     }
 }
