@@ -310,13 +310,16 @@ pub fn node(
             });
         }
     }
+    // a silent node's pod holding a volume: its replacement waits for
+    // remediation as a StatefulSet's does
+    let held = |f: &PodFate| course == Course::Silent && !f.waits_for_detach.is_empty();
     let stuck: Vec<&PodFate> = pods
         .iter()
         .filter(|f| {
             matches!(
                 f.replacement,
                 Replacement::Stuck { .. } | Replacement::Never
-            )
+            ) || held(f)
         })
         .collect();
     for f in &stuck {
@@ -329,12 +332,18 @@ pub fn node(
                     "{} Terminating, stuck: its {} makes no replacement until remediation",
                     f.pod, f.owner
                 ),
+                Replacement::AtEviction => format!(
+                    "{} Terminating; its replacement waits for {}: {}",
+                    f.pod,
+                    f.waits_for_detach.join(", "),
+                    detach_release(t.force_detach)
+                ),
                 _ => format!("{} Terminating; nothing recreates it (no owner)", f.pod),
             },
         });
     }
     timeline.sort_by_key(|e| e.at.from().unwrap_or(Ms::MAX));
-    let services = services(snap, node, unready, &pods);
+    let services = services(snap, node, unready, &pods, course, t.force_detach);
     let refusals = match course {
         Course::Drain => refusals(snap, &here),
         _ => Vec::new(),
@@ -368,13 +377,17 @@ pub fn node(
 }
 
 pub(super) fn fate(snap: &Snapshot, course: &Course, taint: When, p: &Pod) -> PodFate {
+    // single-node volumes attached (a VolumeAttachment) to the pod's node
     let rwo: Vec<String> = p
         .claims
         .iter()
         .filter(|c| {
-            snap.claims
-                .iter()
-                .any(|k| k.namespace == p.namespace && &k.name == *c && k.single_node)
+            snap.claims.iter().any(|k| {
+                k.namespace == p.namespace
+                    && &k.name == *c
+                    && k.single_node
+                    && k.attached_to.iter().any(|n| Some(n) == p.node.as_ref())
+            })
         })
         .cloned()
         .collect();
@@ -463,7 +476,37 @@ pub(super) fn fate(snap: &Snapshot, course: &Course, taint: When, p: &Pod) -> Po
     f
 }
 
-fn services(snap: &Snapshot, node: &Node, unready: When, pods: &[PodFate]) -> Vec<ServiceLoss> {
+/// How a volume held by a pod Terminating on a silent node is released:
+/// the attach-detach controller keeps a deleted pod's volumes until the pod
+/// is terminated (`IsPodTerminated`: Failed, Succeeded, or every container
+/// reported stopped), which a node that cannot report never says
+/// (STORAGE-FACTS.md); the force detach's clock starts only once the pod
+/// object is gone.
+pub fn detach_release(force_detach: bool) -> String {
+    if force_detach {
+        format!(
+            "the old pod stays Terminating on a node that cannot confirm it stopped, so the \
+             attach-detach controller keeps its volume attached there: the out-of-service taint \
+             releases it at once; a force delete of the pod or the Node's deletion starts the \
+             {}-minute force detach (maxWaitForUnmountDuration)",
+            FORCE_DETACH_MS / 60_000
+        )
+    } else {
+        "the old pod stays Terminating on a node that cannot confirm it stopped, so the \
+         attach-detach controller keeps its volume attached there: only the out-of-service taint \
+         releases it (--disable-force-detach-on-timeout: no force detach, ever)"
+            .into()
+    }
+}
+
+fn services(
+    snap: &Snapshot,
+    node: &Node,
+    unready: When,
+    pods: &[PodFate],
+    course: Course,
+    force_detach: bool,
+) -> Vec<ServiceLoss> {
     let mut out = Vec::new();
     for s in &snap.services {
         let ready: Vec<_> = s.endpoints.iter().filter(|e| e.ready).collect();
@@ -489,21 +532,25 @@ fn services(snap: &Snapshot, node: &Node, unready: When, pods: &[PodFate]) -> Ve
                 matches!(
                     f.replacement,
                     Replacement::AtEviction | Replacement::WhenGone
-                )
+                ) && !(course == Course::Silent && !f.waits_for_detach.is_empty())
             })
             .min_by_key(|f| f.evicted.from().unwrap_or(Ms::MAX))
         {
             let detach = if f.waits_for_detach.is_empty() {
                 String::new()
             } else {
-                format!(
-                    ", which waits up to {} s for its volume's force detach",
-                    FORCE_DETACH_MS / 1000
-                )
+                ", once the stopped pod's volume is detached".to_owned()
             };
             format!(
                 "a replacement of {} is Ready (created when it goes Terminating{detach})",
                 f.pod
+            )
+        } else if let Some(f) = fates.iter().find(|f| !f.waits_for_detach.is_empty()) {
+            format!(
+                "remediation: the replacement of {} waits for {}; {}",
+                f.pod,
+                f.waits_for_detach.join(", "),
+                detach_release(force_detach)
             )
         } else if fates
             .iter()

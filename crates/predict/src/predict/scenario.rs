@@ -30,6 +30,8 @@ pub enum Error {
     Unsupported(String),
     /// No pod of the node is in a namespace the scenario could watch.
     NothingToCheck(String),
+    /// Not one set: `--write-scenario` checks one set's loss.
+    NotOneSet(usize),
 }
 
 impl std::fmt::Display for Error {
@@ -45,6 +47,11 @@ impl std::fmt::Display for Error {
                 f,
                 "--write-scenario: no pod on {node} would be disrupted; nothing to check"
             ),
+            Error::NotOneSet(n) => write!(
+                f,
+                "--write-scenario writes one set's prediction, and {n} were asked for; name the \
+                 zone (`--zone ZONE`) or give `--nodes SELECTOR`"
+            ),
         }
     }
 }
@@ -55,9 +62,9 @@ impl std::error::Error for Error {}
 /// long the node may take to be Ready after the revert (the seed
 /// scenarios' windows: a booting node registers again within a minute, an
 /// unpaused or reconnected one at its next status update).
-type Steps = (&'static str, &'static str, &'static str);
+pub(crate) type Steps = (&'static str, &'static str, &'static str);
 
-fn steps_of(fault: Fault) -> Option<Steps> {
+pub(crate) fn steps_of(fault: Fault) -> Option<Steps> {
     Some(match fault {
         Fault::Poweroff => ("poweroff", "poweron", "1m"),
         Fault::Shutdown => ("shutdown", "poweron", "1m"),
@@ -74,7 +81,7 @@ fn steps_of(fault: Fault) -> Option<Steps> {
 
 /// The labels every pod of `pods` carries, less those that differ pod by
 /// pod: `app=web,tier=front`.
-fn selector(pods: &[&Pod]) -> String {
+pub(crate) fn selector(pods: &[&Pod]) -> String {
     let mut common: BTreeMap<&String, &String> = pods
         .first()
         .map(|p| p.labels.iter().collect())
@@ -316,12 +323,19 @@ fn silent(
             // pods of one owner with different tolerations: no one window
             _ => continue,
         }
-        if g.replaced() {
+        // a replacement waiting for a volume the silent node holds is not
+        // Ready before remediation: the old pods stay Terminating
+        if g.replaced() && g.fates.iter().all(|f| f.waits_for_detach.is_empty()) {
             g.replacements(&id, &mut ph.replaced, &mut ph.holds);
         } else {
+            let what = if g.replaced() {
+                "its replacement waiting for its volume"
+            } else {
+                "not replaced"
+            };
             let _ = writeln!(
                 ph.holds,
-                "  - name: {} stuck Terminating, not replaced\n    expect: {{pods: \"{}\", on: target, terminating: true, holdsFor: 2*podGcPeriod}}",
+                "  - name: {} stuck Terminating, {what}\n    expect: {{pods: \"{}\", on: target, terminating: true, holdsFor: 2*podGcPeriod}}",
                 g.owner.label(),
                 g.selector
             );
@@ -336,7 +350,7 @@ fn silent(
 }
 
 /// Whole seconds, rounded up.
-fn secs(ms: i64) -> i64 {
+pub(crate) fn secs(ms: i64) -> i64 {
     (ms + 999) / 1000
 }
 

@@ -30,6 +30,7 @@ mod output;
 mod overview;
 mod pods;
 pub mod predict;
+pub mod predict_zone;
 mod probes;
 mod remediation;
 mod rows;

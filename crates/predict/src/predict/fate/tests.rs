@@ -199,7 +199,7 @@ fn a_pod_s_own_toleration_sets_its_eviction_and_a_short_grace_moves_everything()
 }
 
 #[test]
-fn a_replacement_with_a_single_node_volume_waits_for_the_force_detach() {
+fn a_replacement_with_a_volume_attached_to_a_silent_node_waits_for_remediation() {
     let mut snap = cluster();
     snap.pods[3].owner = Owner::Deployment("db".into());
     snap.workloads[1].kind = "Deployment".into();
@@ -216,12 +216,35 @@ fn a_replacement_with_a_single_node_volume_waits_for_the_force_detach() {
         .find(|p| p.pod == "shop/db-0")
         .unwrap();
     assert_eq!(db.waits_for_detach, ["data-db-0"]);
+    // the old pod never terminates on a silent node, so the volume stays:
+    // the replacement's wait is remediation's, and counts as stuck
+    assert_eq!(f.nodes[0].cost.stuck, 1);
     let svc = f.nodes[0]
         .services
         .iter()
         .find(|s| s.service == "shop/db")
         .unwrap();
-    assert!(svc.until.contains("force detach"), "{svc:?}");
+    assert!(svc.until.starts_with("remediation"), "{svc:?}");
+    assert!(svc.until.contains("6-minute force detach"), "{svc:?}");
+    assert!(
+        f.nodes[0]
+            .timeline
+            .iter()
+            .any(|e| e.what.contains("its replacement waits for data-db-0")),
+        "{:#?}",
+        f.nodes[0].timeline
+    );
+    // a volume not attached to the node (no VolumeAttachment): no wait
+    snap.claims[0].attached_to = vec!["w2".into()];
+    let f = forecast(
+        &snap,
+        &TimingProfile::upstream_default(),
+        Fault::Poweroff,
+        &Ask::default(),
+    )
+    .unwrap();
+    let db = f.nodes.iter().flat_map(|n| &n.pods).find(|p| p.pod == "shop/db-0").unwrap();
+    assert!(db.waits_for_detach.is_empty(), "{db:?}");
 }
 
 #[test]

@@ -17,7 +17,7 @@ fn by_app(app: &str) -> LabelSelector {
 /// per zone: a0, a1, b0, b1, c0, c1), a StatefulSet `db` of 3 (one per
 /// zone, on a2, b2, c2) behind Service `db`, `solo` (one replica, on b0)
 /// behind Service `solo`, and a budget keeping 5 web pods.
-fn cluster() -> Snapshot {
+pub(crate) fn cluster() -> Snapshot {
     let mut nodes = Vec::new();
     for z in ["a", "b", "c"] {
         for i in 0..3 {
