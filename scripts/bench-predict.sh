@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# `nodefall predict` at scale: a sim cluster of NODES nodes (shared kwok
-# shards, default timings) running PODS pods of one Deployment behind a
-# Service, and a StatefulSet of STS pods behind another; then `predict` for
-# every node (poweroff, then drain), timed, with its peak RSS.
+# `nodefall predict` at scale: a sim cluster of NODES nodes in three zones
+# (shared kwok shards, default timings) running PODS pods of one Deployment
+# behind a Service (each pod requesting 10m CPU and 16Mi, so the zone fit
+# counts room), and a StatefulSet of STS pods behind another; then `predict`
+# for every node (poweroff, then drain) and for every zone (`--zone`:
+# the zone rules, each pod's eviction and the fit of every replacement),
+# each timed, with its peak RSS.
 #
 # Prints a human summary and, as its last line, one JSON object:
-#   {"nodes":..,"pods":..,"poweroff_s":..,"poweroff_rss_mb":..,"drain_s":..,"drain_rss_mb":..}
+#   {"nodes":..,"pods":..,"poweroff_s":..,"poweroff_rss_mb":..,"drain_s":..,"drain_rss_mb":..,
+#    "zones_s":..,"zones_rss_mb":..}
 #
 # Usage: scripts/bench-predict.sh            (1000 nodes, 10000 pods)
 #        NODES=100 PODS=1000 scripts/bench-predict.sh
@@ -21,7 +25,7 @@ NAME=bench-predict
 
 cd "$(dirname "$0")/.."
 cargo build --release --quiet
-bin=$PWD/target/release/nodefall
+bin=${CARGO_TARGET_DIR:-$PWD/target}/release/nodefall
 mkdir -p "$BENCH_DIR"
 export NODEFALL_STATE_DIR=$BENCH_DIR/state
 say() { printf '[bench-predict %s] %s\n' "$(date -u +%T)" "$*" >&2; }
@@ -29,7 +33,7 @@ cleanup() { "$bin" sim down --name "$NAME" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 
 say "sim up: $NODES nodes"
-kubeconfig=$("$bin" sim up --name "$NAME" --nodes "$NODES" --profile default --timeout 900)
+kubeconfig=$("$bin" sim up --name "$NAME" --nodes "$NODES" --zones a,b,c --profile default --timeout 900)
 k() { kubectl --kubeconfig "$kubeconfig" "$@"; }
 k create namespace bench >/dev/null
 k -n bench apply -f - >/dev/null <<EOF
@@ -42,7 +46,10 @@ spec:
   template:
     metadata: {labels: {app: web}}
     spec:
-      containers: [{name: app, image: registry.k8s.io/pause:3.10}]
+      containers:
+        - name: app
+          image: registry.k8s.io/pause:3.10
+          resources: {requests: {cpu: 10m, memory: 16Mi}}
 ---
 apiVersion: v1
 kind: Service
@@ -75,17 +82,21 @@ say "waiting for $PODS + $STS pods"
 k -n bench rollout status deployment/web --timeout=30m >/dev/null
 k -n bench rollout status statefulset/db --timeout=30m >/dev/null
 
-# timed FAULT: runs predict for every node; prints "seconds rss_mb"
+# timed NAME ARGS...: runs predict ARGS; prints "seconds rss_mb"
 timed() {
     local out=$BENCH_DIR/predict-$1
+    shift
     /usr/bin/time -f '%e %M' -o "$out.time" \
-        "$bin" predict --cluster "$NAME" --fault "$1" --out "$out" >"$out.log"
+        "$bin" predict --cluster "$NAME" "$@" --out "$out" >"$out.log"
     awk '{ printf "%s %.1f\n", $1, $2 / 1024 }' "$out.time"
 }
-read -r poweroff_s poweroff_rss < <(timed poweroff)
+read -r poweroff_s poweroff_rss < <(timed poweroff --fault poweroff)
 say "predict poweroff, $NODES nodes: ${poweroff_s}s, peak RSS ${poweroff_rss} MiB"
 head -4 "$BENCH_DIR/predict-poweroff.log" >&2
-read -r drain_s drain_rss < <(timed drain)
+read -r drain_s drain_rss < <(timed drain --fault drain)
 say "predict drain, $NODES nodes: ${drain_s}s, peak RSS ${drain_rss} MiB"
-printf '{"nodes":%s,"pods":%s,"poweroff_s":%s,"poweroff_rss_mb":%s,"drain_s":%s,"drain_rss_mb":%s}\n' \
-    "$NODES" "$((PODS + STS))" "$poweroff_s" "$poweroff_rss" "$drain_s" "$drain_rss"
+read -r zones_s zones_rss < <(timed zones --zone)
+say "predict --zone, 3 zones of $NODES nodes: ${zones_s}s, peak RSS ${zones_rss} MiB"
+head -4 "$BENCH_DIR/predict-zones.log" >&2
+printf '{"nodes":%s,"pods":%s,"poweroff_s":%s,"poweroff_rss_mb":%s,"drain_s":%s,"drain_rss_mb":%s,"zones_s":%s,"zones_rss_mb":%s}\n' \
+    "$NODES" "$((PODS + STS))" "$poweroff_s" "$poweroff_rss" "$drain_s" "$drain_rss" "$zones_s" "$zones_rss"

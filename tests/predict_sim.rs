@@ -17,23 +17,22 @@ use std::path::Path;
 use std::time::Duration;
 
 use futures::StreamExt as _;
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use kube::runtime::{WatchStreamExt as _, watcher};
 use nodefall::actions;
 use nodefall::profile::TimingProfile;
 use nodefall::sim::{SimCluster, UpOptions};
 use serde_json::{Value, json};
 
+#[path = "support/predict.rs"]
+mod support;
+use support::{AUDIT_ALL, only_read, predict, reader_kubeconfig, reader_objects, scenario_on};
+
 const NS: &str = "shop";
 const LIMIT: Duration = Duration::from_secs(120);
 const READER: &str = "system:serviceaccount:shop:reader";
-/// Every request, with who made it and its verb.
-const AUDIT_ALL: &str = "apiVersion: audit.k8s.io/v1\nkind: Policy\n\
-                         omitStages: [RequestReceived]\nrules:\n- level: Metadata\n";
-
 fn objects(min_available: u32) -> Vec<Value> {
     let template = |app: &str| {
         json!({"metadata": {"labels": {"app": app}},
@@ -43,7 +42,7 @@ fn objects(min_available: u32) -> Vec<Value> {
         json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": app},
                "spec": {"selector": {"app": app}, "ports": [{"port": 80}]}})
     };
-    vec![
+    let mut objects = vec![
         json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
                "spec": {"replicas": 4, "selector": {"matchLabels": {"app": "web"}},
                         "template": template("web")}}),
@@ -55,17 +54,9 @@ fn objects(min_available: u32) -> Vec<Value> {
         json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
                "metadata": {"name": "web"},
                "spec": {"minAvailable": min_available, "selector": {"matchLabels": {"app": "web"}}}}),
-        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "reader"}}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-               "metadata": {"name": "nodefall-predict-test"},
-               "rules": [{"apiGroups": ["*"], "resources": ["*"],
-                          "verbs": ["get", "list", "watch"]}]}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-               "metadata": {"name": "nodefall-predict-test"},
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                           "name": "nodefall-predict-test"},
-               "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": NS}]}),
-    ]
+    ];
+    objects.extend(reader_objects(NS, "reader"));
+    objects
 }
 
 /// Watches until `web` pods of web and db's one are Ready and both Services
@@ -131,41 +122,6 @@ async fn settled(client: &kube::Client, web: usize) -> BTreeMap<String, String> 
     ready
 }
 
-/// A kubeconfig for the cluster that authenticates as `token`.
-fn reader_kubeconfig(cluster: &SimCluster, token: &str, to: &Path) {
-    let text = std::fs::read_to_string(cluster.kubeconfig_path()).unwrap();
-    let mut config: Value = serde_yaml_ng::from_str(&text).unwrap();
-    for user in config["users"].as_array_mut().unwrap() {
-        user["user"] = json!({"token": token});
-    }
-    std::fs::write(to, serde_yaml_ng::to_string(&config).unwrap()).unwrap();
-}
-
-fn predict(kubeconfig: &Path, out: &Path, args: &[&str]) -> Value {
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_nodefall"))
-        .arg("predict")
-        .args(args)
-        .arg("--out")
-        .arg(out)
-        .env("KUBECONFIG", kubeconfig)
-        .output()
-        .unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert_eq!(o.status.code(), Some(0), "{said}");
-    let dir = std::fs::read_dir(out)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.join("prediction.json").is_file())
-        .unwrap_or_else(|| panic!("no prediction.json under {}: {said}", out.display()));
-    let md = std::fs::read_to_string(dir.join("prediction.md")).unwrap();
-    assert!(md.starts_with("# Prediction: "), "{md}");
-    serde_json::from_str(&std::fs::read_to_string(dir.join("prediction.json")).unwrap()).unwrap()
-}
-
 #[test]
 fn predict_ranks_the_nodes_and_only_reads() {
     tokio::runtime::Runtime::new().unwrap().block_on(flow());
@@ -198,23 +154,8 @@ async fn flow() {
         .map(|(_, n)| n)
         .collect();
 
-    let request = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: Vec::new(),
-            expiration_seconds: Some(3600),
-            ..TokenRequestSpec::default()
-        },
-        ..TokenRequest::default()
-    };
-    let token = Api::<ServiceAccount>::namespaced(client.clone(), NS)
-        .create_token_request("reader", &PostParams::default(), &request)
-        .await
-        .unwrap()
-        .status
-        .unwrap()
-        .token;
     let kubeconfig = root.path().join("reader.kubeconfig");
-    reader_kubeconfig(&cluster, &token, &kubeconfig);
+    reader_kubeconfig(&client, &cluster, NS, "reader", &kubeconfig).await;
 
     let out = tempfile::tempdir().unwrap();
     let p = predict(&kubeconfig, out.path(), &[]);
@@ -260,32 +201,17 @@ async fn flow() {
     }
 
     // read-only: every request the reader made was a get, a list or a watch
-    let log = std::fs::read_to_string(cluster.audit_log_path()).unwrap();
-    let mine: Vec<Value> = log
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|e| e["user"]["username"] == READER)
-        .collect();
-    let verbs: BTreeSet<&str> = mine.iter().map(|e| e["verb"].as_str().unwrap()).collect();
-    let resources: BTreeSet<&str> = mine
-        .iter()
-        .filter_map(|e| e["objectRef"]["resource"].as_str())
-        .collect();
-    for kind in [
-        "nodes",
-        "pods",
-        "endpointslices",
-        "poddisruptionbudgets",
-        "volumeattachments",
-    ] {
-        assert!(resources.contains(kind), "{kind} not read: {resources:?}");
-    }
-    assert!(
-        verbs.iter().all(|v| ["get", "list", "watch"].contains(v)),
-        "predict wrote: {verbs:?} in {:#?}",
-        mine.iter()
-            .filter(|e| !["get", "list", "watch"].contains(&e["verb"].as_str().unwrap()))
-            .collect::<Vec<_>>()
+    only_read(
+        &cluster,
+        READER,
+        &[
+            "nodes",
+            "pods",
+            "endpointslices",
+            "poddisruptionbudgets",
+            "volumeattachments",
+            "persistentvolumes",
+        ],
     );
 
     // The prediction for the StatefulSet's node, written as a scenario and
@@ -532,24 +458,4 @@ async fn other_courses() {
 /// Runs a scenario on the test's sim cluster; its exit code and output.
 fn scenario(state: &Path, file: &Path) -> (Option<i32>, String) {
     scenario_on(state, "predict", file)
-}
-
-/// Runs a scenario on the sim cluster `name`; its exit code and output.
-fn scenario_on(state: &Path, name: &str, file: &Path) -> (Option<i32>, String) {
-    let out = tempfile::tempdir().unwrap();
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_nodefall"))
-        .arg("scenario")
-        .arg(file)
-        .args(["--cluster", name, "--out"])
-        .arg(out.path())
-        .env("NODEFALL_STATE_DIR", state)
-        .output()
-        .unwrap();
-    let said = format!(
-        "{}{}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr),
-        std::fs::read_to_string(file).unwrap_or_default()
-    );
-    (o.status.code(), said)
 }

@@ -35,6 +35,10 @@ pub enum Error {
     Predict(Box<crate::predict::Error>),
     #[error(transparent)]
     PredictScenario(Box<crate::predict::scenario::Error>),
+    /// `predict --zone` / `--nodes` was asked about what the cluster does
+    /// not have, or for a fault it does not predict for a set.
+    #[error(transparent)]
+    PredictZone(Box<crate::predict::zone::Error>),
     #[error(transparent)]
     Snapshot(#[from] crate::snapshot::Error),
     #[error(transparent)]
@@ -90,7 +94,8 @@ impl Error {
             | Error::Audit(_)
             | Error::Stats(_)
             | Error::Predict(_)
-            | Error::PredictScenario(_) => true,
+            | Error::PredictScenario(_)
+            | Error::PredictZone(_) => true,
             Error::Inspect(e) => e.is_bad_input(),
             Error::SimNode(e) => e.is_bad_input(),
             Error::Sim(e) => e.is_unknown_cluster(),

@@ -25,6 +25,7 @@ mod machines;
 mod plan_ops;
 mod plan_zones;
 mod predict;
+mod predict_zone;
 mod recover;
 mod repeat;
 mod report;

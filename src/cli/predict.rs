@@ -23,6 +23,21 @@ pub struct PredictArgs {
     /// Nodes to predict for (default: every node), ranked by what losing
     /// each would cost.
     pub nodes: Vec<String>,
+    /// Predict losing a whole zone (topology.kubernetes.io/zone) at once:
+    /// the zone rules' taints, the evictions, where the replacements fit.
+    /// Alone: every zone, ranked.
+    #[arg(
+        long,
+        value_name = "ZONE",
+        num_args = 0..=1,
+        default_missing_value = "",
+        conflicts_with_all = ["nodes", "node_selector"]
+    )]
+    pub zone: Option<String>,
+    /// Predict losing every node this label selector picks, at once
+    /// (`app-tier=db`, `topology.kubernetes.io/zone in (a,b)`).
+    #[arg(long = "nodes", value_name = "SELECTOR", conflicts_with = "nodes")]
+    pub node_selector: Option<String>,
     /// The fault to predict.
     #[arg(long, value_enum, default_value = "poweroff")]
     pub fault: Fault,
@@ -57,6 +72,9 @@ pub struct PredictArgs {
 /// Reads the cluster (get and list only), predicts, writes the report and
 /// prints the ranking.
 pub fn run(args: &PredictArgs) -> Result<ExitCode, Error> {
+    if args.zone.is_some() || args.node_selector.is_some() {
+        return super::predict_zone::run(args);
+    }
     if args.write_scenario.is_some() && args.nodes.len() != 1 {
         // said before the cluster is read
         return Err(Error::PredictScenario(Box::new(

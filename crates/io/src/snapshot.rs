@@ -320,7 +320,8 @@ fn pod(p: &Pod, deployment_of: &BTreeMap<(String, String), String>) -> snap::Pod
             .and_then(|s| s.termination_grace_period_seconds)
             .unwrap_or(30),
         priority: spec.and_then(|s| s.priority).unwrap_or(0),
-        scheduling: spec.map(|s| scheduling(s, &p.metadata.labels.clone().unwrap_or_default()))
+        scheduling: spec
+            .map(|s| scheduling(s, &p.metadata.labels.clone().unwrap_or_default()))
             .unwrap_or_default(),
     }
 }
@@ -331,7 +332,9 @@ fn scheduling(s: &PodSpec, labels: &BTreeMap<String, String>) -> snap::Schedulin
         cs.iter().fold(snap::Resources::default(), |acc, c| {
             let r = c.resources.as_ref().and_then(|r| r.requests.as_ref());
             acc.plus(snap::Resources {
-                cpu_milli: r.and_then(|r| r.get("cpu")).map_or(0, |q| quantity::milli(&q.0)),
+                cpu_milli: r
+                    .and_then(|r| r.get("cpu"))
+                    .map_or(0, |q| quantity::milli(&q.0)),
                 memory: r
                     .and_then(|r| r.get("memory"))
                     .map_or(0, |q| quantity::units(&q.0)),
@@ -374,7 +377,10 @@ fn scheduling(s: &PodSpec, labels: &BTreeMap<String, String>) -> snap::Schedulin
         node_selector: s.node_selector.clone().unwrap_or_default(),
         node_terms: affinity
             .and_then(|a| a.node_affinity.as_ref())
-            .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref())
+            .and_then(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })
             .map(|r| node_terms(&r.node_selector_terms))
             .unwrap_or_default(),
         spread: s
@@ -383,8 +389,13 @@ fn scheduling(s: &PodSpec, labels: &BTreeMap<String, String>) -> snap::Schedulin
             .flatten()
             .filter(|c| c.when_unsatisfiable == "DoNotSchedule")
             .filter_map(|c| {
-                // a constraint without a selector counts no pod: never a skew
-                let mut sel = selector(c.label_selector.as_ref()?);
+                // a constraint without a selector, or an empty one, counts
+                // no pod: never a skew (countPodsMatchSelector)
+                let given = c.label_selector.as_ref()?;
+                let mut sel = selector(given);
+                if sel.match_labels.is_empty() && sel.match_expressions.is_empty() {
+                    return None;
+                }
                 for key in c.match_label_keys.iter().flatten() {
                     if let Some(v) = labels.get(key) {
                         sel.match_labels.insert(key.clone(), v.clone());
@@ -399,7 +410,10 @@ fn scheduling(s: &PodSpec, labels: &BTreeMap<String, String>) -> snap::Schedulin
             .collect(),
         anti_affinity: affinity
             .and_then(|a| a.pod_anti_affinity.as_ref())
-            .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref())
+            .and_then(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })
             .into_iter()
             .flatten()
             .filter_map(|t| {

@@ -10,16 +10,37 @@ fn from<K: DeserializeOwned>(v: serde_json::Value) -> K {
 fn objects() -> Objects {
     Objects {
         nodes: vec![from(json!({
-            "metadata": {"name": "w1", "labels": {}},
+            "metadata": {"name": "w1", "labels": {"topology.kubernetes.io/zone": "a"}},
             "spec": {"taints": [{"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"}]},
-            "status": {"conditions": [{"type": "Ready", "status": "True"}]}
+            "status": {"conditions": [{"type": "Ready", "status": "True"}],
+                       "allocatable": {"cpu": "3500m", "memory": "8Gi", "pods": "110"}}
         }))],
         pods: vec![
             from(json!({
                 "metadata": {"namespace": "shop", "name": "web-1", "labels": {"app": "web"},
                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
                         "name": "web-5d8", "uid": "u1", "controller": true}]},
-                "spec": {"nodeName": "w1", "containers": [],
+                "spec": {"nodeName": "w1",
+                    "containers": [
+                        {"name": "a", "resources": {"requests": {"cpu": "250m", "memory": "64Mi"}}},
+                        {"name": "b", "resources": {"requests": {"cpu": "1"}}}],
+                    "initContainers": [
+                        {"name": "i", "resources": {"requests": {"cpu": "2", "memory": "1Mi"}}}],
+                    "nodeSelector": {"disk": "ssd"},
+                    "affinity": {
+                        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name",
+                                "operator": "NotIn", "values": ["w9"]}]}]}},
+                        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                            {"topologyKey": "kubernetes.io/hostname",
+                             "labelSelector": {"matchLabels": {"app": "web"}}}]}},
+                    "topologySpreadConstraints": [
+                        {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                         "whenUnsatisfiable": "DoNotSchedule", "matchLabelKeys": ["app"],
+                         "labelSelector": {"matchLabels": {"tier": "front"}}},
+                        {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                         "whenUnsatisfiable": "ScheduleAnyway",
+                         "labelSelector": {"matchLabels": {"app": "web"}}}],
                     "tolerations": [
                         {"key": "node.kubernetes.io/unreachable", "operator": "Exists",
                          "effect": "NoExecute", "tolerationSeconds": 300},
@@ -79,6 +100,11 @@ fn objects() -> Objects {
             "metadata": {"name": "csi-1"},
             "spec": {"attacher": "x", "nodeName": "w1", "source": {"persistentVolumeName": "pv-9"}}
         }))],
+        volumes: vec![from(json!({
+            "metadata": {"name": "pv-9"},
+            "spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["a"]}]}]}}}
+        }))],
         ..Objects::default()
     }
 }
@@ -87,10 +113,11 @@ fn objects() -> Objects {
 fn objects_boil_down_to_owners_tolerations_endpoints_budgets_and_attachments() {
     let s = build(objects());
     assert_eq!(s.nodes[0].ready, "True");
-    assert_eq!(
-        s.nodes[0].taints,
-        ["node.kubernetes.io/unreachable:NoSchedule"]
-    );
+    let taints: Vec<String> = s.nodes[0].taints.iter().map(ToString::to_string).collect();
+    assert_eq!(taints, ["node.kubernetes.io/unreachable:NoSchedule"]);
+    let a = s.nodes[0].allocatable.unwrap();
+    assert_eq!((a.cpu_milli, a.memory, a.pods), (3500, 8 << 30, 110));
+    assert_eq!(s.nodes[0].labels["topology.kubernetes.io/zone"], "a");
     let web = &s.pods[0];
     assert_eq!(
         web.owner,
@@ -104,6 +131,33 @@ fn objects_boil_down_to_owners_tolerations_endpoints_budgets_and_attachments() {
     );
     assert_eq!(web.not_ready, Toleration::None);
     assert_eq!(web.claims, ["data"]);
+    // what the fit weighs: requests (an init container's larger CPU, the
+    // containers' memory summed), selector and affinity, the hard spread
+    // only (with its matchLabelKeys), anti-affinity
+    let sched = &web.scheduling;
+    assert_eq!(
+        (
+            sched.requests.cpu_milli,
+            sched.requests.memory,
+            sched.requests.pods
+        ),
+        (2000, 64 << 20, 1)
+    );
+    assert_eq!(sched.node_selector["disk"], "ssd");
+    assert_eq!(sched.node_terms[0].fields[0].operator, "NotIn");
+    assert_eq!(
+        sched.spread.len(),
+        1,
+        "ScheduleAnyway is soft: {:?}",
+        sched.spread
+    );
+    assert_eq!(sched.spread[0].selector.match_labels["app"], "web");
+    assert_eq!(
+        sched.anti_affinity[0].topology_key,
+        "kubernetes.io/hostname"
+    );
+    assert_eq!(sched.tolerations.len(), 2);
+    assert_eq!(s.claims[0].node_terms[0].labels[0].values, ["a"]);
     assert!(web.empty_dir && web.ready);
     let etcd = &s.pods[1];
     assert_eq!(etcd.owner, Owner::Static, "a mirror pod");

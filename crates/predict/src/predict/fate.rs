@@ -532,7 +532,7 @@ fn services(
                 matches!(
                     f.replacement,
                     Replacement::AtEviction | Replacement::WhenGone
-                ) && !(course == Course::Silent && !f.waits_for_detach.is_empty())
+                ) && (course != Course::Silent || f.waits_for_detach.is_empty())
             })
             .min_by_key(|f| f.evicted.from().unwrap_or(Ms::MAX))
         {

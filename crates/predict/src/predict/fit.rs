@@ -19,7 +19,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use serde::{Deserialize, Serialize};
 
 use super::snapshot::{
-    AntiAffinity, LabelSelector, Node, NodeTerm, Pod, Resources, Snapshot, Spread, Taint, terms_match,
+    AntiAffinity, LabelSelector, Node, NodeTerm, Pod, Resources, Snapshot, Spread, Taint,
+    terms_match,
 };
 
 /// Where a pod lands.
@@ -190,12 +191,22 @@ impl<'a> Placer<'a> {
             .collect();
         let forbidden = self.existing_anti(pod);
         let mut why: BTreeMap<Unfit, usize> = BTreeMap::new();
-        let mut best: Option<(i64, usize)> = None;
+        let mut best: Option<((i64, i64), usize)> = None;
         for (i, node) in self.snap.nodes.iter().enumerate() {
-            match self.unfit(pod, i, node, &volume_terms, &spread_keys, &anti_keys, &forbidden) {
+            match self.unfit(
+                pod,
+                i,
+                node,
+                &volume_terms,
+                &spread_keys,
+                &anti_keys,
+                &forbidden,
+            ) {
                 Some(u) => *why.entry(u).or_default() += 1,
                 None => {
-                    let score = self.allocated_permille(i, node);
+                    // then the fewest pods: the scheduler spreads a
+                    // workload's pods where requests tie
+                    let score = (self.allocated_permille(i, node), -self.free[i].pods);
                     if best.is_none_or(|(s, _)| score < s) {
                         best = Some((score, i));
                     }
@@ -404,7 +415,9 @@ impl<'a> Placer<'a> {
             let domains = self
                 .present
                 .iter()
-                .filter(|p| namespaces.contains(&p.pod.namespace) && t.selector.matches(&p.pod.labels))
+                .filter(|p| {
+                    namespaces.contains(&p.pod.namespace) && t.selector.matches(&p.pod.labels)
+                })
                 .filter_map(|p| self.snap.nodes[p.node].labels.get(&t.topology_key).cloned())
                 .collect();
             self.anti.insert(

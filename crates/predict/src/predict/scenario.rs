@@ -13,12 +13,19 @@ use super::fate::{
 use super::snapshot::{Budget, Owner, Pod, Snapshot, Toleration};
 use super::{Fault, Forecast, Graceful};
 
-/// Labels that differ pod by pod within one owner: not a selector's.
-const PER_POD: [&str; 4] = [
+/// Labels that differ pod by pod within one owner: not a selector's. The
+/// topology labels are copied from the node at binding (the
+/// PodTopologyLabelsAdmission plugin, on by default since v1.35), so a
+/// replacement in another zone carries another value.
+const PER_POD: [&str; 8] = [
     "pod-template-hash",
     "controller-revision-hash",
     "statefulset.kubernetes.io/pod-name",
     "apps.kubernetes.io/pod-index",
+    "topology.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+    "failure-domain.beta.kubernetes.io/zone",
+    "failure-domain.beta.kubernetes.io/region",
 ];
 
 /// Why a forecast cannot be written as a scenario.

@@ -114,8 +114,13 @@ impl Set {
 /// Errors of a set's forecast.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Error {
-    UnknownZone { name: String, known: Vec<String> },
+    UnknownZone {
+        name: String,
+        known: Vec<String>,
+    },
     NoNode(String),
+    /// `--nodes` is not a label selector (why, in words).
+    Selector(String),
     /// A fault a set forecast does not predict.
     Fault(Fault),
 }
@@ -134,6 +139,7 @@ impl std::fmt::Display for Error {
                 "no node matches `{sel}`; give a selector of the nodes' labels (`kubectl get \
                  nodes --show-labels`)"
             ),
+            Error::Selector(why) => write!(f, "--nodes: {why}"),
             Error::Fault(fault) => write!(
                 f,
                 "--zone and --nodes predict a set going silent (poweroff, pause, drop-nic, \
@@ -400,7 +406,14 @@ fn one(
         .iter()
         .map(|(p, f)| {
             let node = p.node.clone().unwrap_or_default();
-            let outcome = outcome(snap, t, &mut placer, &lost, (p, f), stops.get(node.as_str()));
+            let outcome = outcome(
+                snap,
+                t,
+                &mut placer,
+                &lost,
+                (p, f),
+                stops.get(node.as_str()),
+            );
             Moved {
                 pod: f.pod.clone(),
                 owner: f.owner.clone(),
@@ -476,7 +489,7 @@ fn outcome<'a>(
                 if pinned_to(snap, p, lost) {
                     Outcome::CannotMove {
                         why: format!(
-                            "its volume's node affinity (a PersistentVolume bound to {})                              matches only nodes of the set: {why}",
+                            "its volume's node affinity (a PersistentVolume bound to {}) matches only nodes of the set: {why}",
                             claims_of(snap, p).join(", ")
                         ),
                     }

@@ -194,7 +194,13 @@ fn set(out: &mut String, s: &SetForecast) {
         })
         .collect();
     out.push_str(&table(
-        ["node", "zone", "Ready=Unknown", "NoExecute taint", "its turn"],
+        [
+            "node",
+            "zone",
+            "Ready=Unknown",
+            "NoExecute taint",
+            "its turn",
+        ],
         rows,
     ));
     out.push_str("\n### Timeline\n\n");
@@ -370,7 +376,13 @@ mod tests {
                 Node::in_zone("b0", "b", 1000),
             ],
             pods: vec![
-                Pod::example("shop", "web-1", "a0", Owner::Deployment("web".into()), "web"),
+                Pod::example(
+                    "shop",
+                    "web-1",
+                    "a0",
+                    Owner::Deployment("web".into()),
+                    "web",
+                ),
                 Pod::example("shop", "db-0", "b0", Owner::StatefulSet("db".into()), "db"),
             ],
             ..Snapshot::default()
@@ -395,12 +407,27 @@ mod tests {
             .filter(|w| !w.is_empty())
             .collect::<Vec<_>>()
             .join(" ");
-        assert!(md.starts_with("# Prediction: poweroff of a set of nodes together\n"), "{md}");
-        assert!(md.contains("> The fit runs the scheduler's filters"), "{md}");
+        assert!(
+            md.starts_with("# Prediction: poweroff of a set of nodes together\n"),
+            "{md}"
+        );
+        assert!(
+            md.contains("> The fit runs the scheduler's filters"),
+            "{md}"
+        );
         // db-0 stuck ranks zone b first
-        assert!(md.contains("| 1 | zone b | 1 | 0 | 1 | 1 | 1 | 0 | 1 |"), "{md}");
-        assert!(md.contains("## #1 zone b (1 nodes: `topology.kubernetes.io/zone=b`)"), "{md}");
-        assert!(md.contains("| b | 1 | 0 | 1 | FullDisruption | one node per 10s |"), "{md}");
+        assert!(
+            md.contains("| 1 | zone b | 1 | 0 | 1 | 1 | 1 | 0 | 1 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("## #1 zone b (1 nodes: `topology.kubernetes.io/zone=b`)"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| b | 1 | 0 | 1 | FullDisruption | one node per 10s |"),
+            "{md}"
+        );
         assert!(md.contains("| shop/web-1 | Deployment/web | a0 | T0+5m40s .. T0+6m5s | replaced on b0 (zone b) |"), "{md}");
         let back: ZonePredictionFile = serde_json::from_str(&json(&f, &about).unwrap()).unwrap();
         assert_eq!((back.kind.as_str(), back.forecast), (KIND, f));

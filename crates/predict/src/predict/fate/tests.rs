@@ -243,7 +243,12 @@ fn a_replacement_with_a_volume_attached_to_a_silent_node_waits_for_remediation()
         &Ask::default(),
     )
     .unwrap();
-    let db = f.nodes.iter().flat_map(|n| &n.pods).find(|p| p.pod == "shop/db-0").unwrap();
+    let db = f
+        .nodes
+        .iter()
+        .flat_map(|n| &n.pods)
+        .find(|p| p.pod == "shop/db-0")
+        .unwrap();
     assert!(db.waits_for_detach.is_empty(), "{db:?}");
 }
 

@@ -161,14 +161,17 @@ fn anti_affinity_counts_both_ways_and_node_affinity_and_volumes_pin() {
 
     // node affinity to zone a only: nowhere once zone a is lost
     let mut snap = snap;
-    snap.pods[2].scheduling.node_terms.push(crate::predict::snapshot::NodeTerm {
-        labels: vec![Requirement {
-            key: crate::disruption::ZONE_LABEL.into(),
-            operator: "In".into(),
-            values: vec!["a".into()],
-        }],
-        fields: Vec::new(),
-    });
+    snap.pods[2]
+        .scheduling
+        .node_terms
+        .push(crate::predict::snapshot::NodeTerm {
+            labels: vec![Requirement {
+                key: crate::disruption::ZONE_LABEL.into(),
+                operator: "In".into(),
+                values: vec!["a".into()],
+            }],
+            fields: Vec::new(),
+        });
     let got = place_all(&snap, &["a0", "a1"], &["w3"]);
     assert!(
         pending(&got[0]).contains("4 node(s) didn't match Pod's node affinity/selector"),

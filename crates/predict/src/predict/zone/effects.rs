@@ -45,7 +45,11 @@ pub(super) fn replicas_of(snap: &Snapshot, p: &Pod) -> Option<usize> {
     )
 }
 
-pub(super) fn workloads(snap: &Snapshot, here: &[(&Pod, PodFate)], pods: &[Moved]) -> Vec<WorkloadLoss> {
+pub(super) fn workloads(
+    snap: &Snapshot,
+    here: &[(&Pod, PodFate)],
+    pods: &[Moved],
+) -> Vec<WorkloadLoss> {
     let mut keys: BTreeSet<(&'static str, &str, &str)> = BTreeSet::new();
     for (p, _) in here {
         if let Some((kind, name)) = replicated(p) {
@@ -92,11 +96,17 @@ pub(super) fn workloads(snap: &Snapshot, here: &[(&Pod, PodFate)], pods: &[Moved
                 pending: mine
                     .iter()
                     .filter(|m| {
-                        matches!(m.outcome, Outcome::Pending { .. } | Outcome::CannotMove { .. })
+                        matches!(
+                            m.outcome,
+                            Outcome::Pending { .. } | Outcome::CannotMove { .. }
+                        )
                     })
                     .count(),
                 at_zero: lost > 0 && left == 0,
-                majority_lost: kind == "StatefulSet" && lost > 0 && left < quorum && ready >= quorum,
+                majority_lost: kind == "StatefulSet"
+                    && lost > 0
+                    && left < quorum
+                    && ready >= quorum,
             }
         })
         .collect()
@@ -133,13 +143,13 @@ pub(super) fn services(
             Some(m) => (
                 m.evicted,
                 format!(
-                    "until a replacement of {} runs (created when it is evicted; how long it                      takes to start is not predicted)",
+                    "until a replacement of {} runs (created when it is evicted; how long it takes to start is not predicted)",
                     m.pod
                 ),
             ),
             None => (
                 When::Never,
-                "no replacement of its pods runs elsewhere: dark until the nodes are back, or                  remediation"
+                "no replacement of its pods runs elsewhere: dark until the nodes are back, or remediation"
                     .into(),
             ),
         };
@@ -194,7 +204,7 @@ pub(super) fn timeline(
         at: unknown,
         mark: Mark::Node,
         what: format!(
-            "{} node(s) Ready=Unknown (no lease renewal for the grace period); their pods              Ready=False, out of their Services' ready endpoints",
+            "{} node(s) Ready=Unknown (no lease renewal for the grace period); their pods Ready=False, out of their Services' ready endpoints",
             turns.len()
         ),
     }];
@@ -228,7 +238,11 @@ pub(super) fn timeline(
         owners.entry(m.owner.as_str()).or_default().push(m);
     }
     for (owner, ms) in owners {
-        let from = ms.iter().filter_map(|m| m.evicted.from()).min().unwrap_or(0);
+        let from = ms
+            .iter()
+            .filter_map(|m| m.evicted.from())
+            .min()
+            .unwrap_or(0);
         let to = ms
             .iter()
             .filter_map(|m| match m.evicted {
@@ -250,7 +264,10 @@ pub(super) fn timeline(
         }
         let mut parts: Vec<String> = Vec::new();
         if !zones.is_empty() {
-            let each: Vec<String> = zones.iter().map(|(z, n)| format!("{n} in zone {z}")).collect();
+            let each: Vec<String> = zones
+                .iter()
+                .map(|(z, n)| format!("{n} in zone {z}"))
+                .collect();
             parts.push(format!("replacements run: {}", each.join(", ")));
         }
         if pending > 0 {
@@ -282,4 +299,3 @@ pub(super) fn timeline(
     out.sort_by_key(|e| e.at.from().unwrap_or(Ms::MAX));
     out
 }
-

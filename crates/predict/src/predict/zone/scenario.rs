@@ -30,7 +30,11 @@ struct Group<'a> {
 /// The namespace holding most of the set's disrupted pods (ties: by name).
 pub fn busiest_namespace(s: &SetForecast) -> Option<String> {
     let mut count: BTreeMap<&str, usize> = BTreeMap::new();
-    for m in s.pods.iter().filter(|m| !matches!(m.outcome, Outcome::Stays)) {
+    for m in s
+        .pods
+        .iter()
+        .filter(|m| !matches!(m.outcome, Outcome::Stays))
+    {
         *count
             .entry(m.pod.split('/').next().unwrap_or_default())
             .or_default() += 1;

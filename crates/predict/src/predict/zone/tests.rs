@@ -138,14 +138,29 @@ fn a_dark_zone_is_tainted_at_the_normal_pace_and_its_pods_land_in_the_other_zone
     assert_eq!(
         taints,
         [
-            When::Between { from: 40_000, to: 65_000 },
-            When::Between { from: 50_000, to: 75_000 },
-            When::Between { from: 60_000, to: 85_000 },
+            When::Between {
+                from: 40_000,
+                to: 65_000
+            },
+            When::Between {
+                from: 50_000,
+                to: 75_000
+            },
+            When::Between {
+                from: 60_000,
+                to: 85_000
+            },
         ]
     );
     // web-2 on b0 (turn 1) evicted 300 s after its taint; replaced in a or c
     let w = moved(&s, "web-2");
-    assert_eq!(w.evicted, When::Between { from: 340_000, to: 365_000 });
+    assert_eq!(
+        w.evicted,
+        When::Between {
+            from: 340_000,
+            to: 365_000
+        }
+    );
     let Outcome::Replaced { zone, .. } = &w.outcome else {
         panic!("{w:#?}")
     };
@@ -153,19 +168,43 @@ fn a_dark_zone_is_tainted_at_the_normal_pace_and_its_pods_land_in_the_other_zone
     assert!(matches!(moved(&s, "db-1").outcome, Outcome::Stuck { .. }));
     // solo's only replica: its Service dark from Unknown until its
     // replacement, at its eviction
-    let solo = s.services.iter().find(|x| x.service == "shop/solo").unwrap();
+    let solo = s
+        .services
+        .iter()
+        .find(|x| x.service == "shop/solo")
+        .unwrap();
     assert_eq!(solo.until, moved(&s, "solo-1").evicted);
-    assert!(s.services.iter().all(|x| x.service != "shop/db"), "db keeps 2");
+    assert!(
+        s.services.iter().all(|x| x.service != "shop/db"),
+        "db keeps 2"
+    );
     let w = |name: &str| s.workloads.iter().find(|w| w.workload == name).unwrap();
     assert!(w("Deployment shop/solo").at_zero);
     let db = w("StatefulSet shop/db");
-    assert_eq!((db.lost, db.majority_lost), (1, false), "2 of 3 is a majority");
-    assert_eq!((w("Deployment shop/web").lost, w("Deployment shop/web").replaced), (2, 2));
+    assert_eq!(
+        (db.lost, db.majority_lost),
+        (1, false),
+        "2 of 3 is a majority"
+    );
+    assert_eq!(
+        (
+            w("Deployment shop/web").lost,
+            w("Deployment shop/web").replaced
+        ),
+        (2, 2)
+    );
     // the budget keeps 5 of 6: losing 2 breaks it, and refuses a drain of 1
     let budget = &s.budgets[0];
-    assert_eq!((budget.lost, budget.below, budget.drain_refused), (2, true, 1));
     assert_eq!(
-        (s.cost.services_dark, s.cost.workloads_at_zero, s.cost.not_running),
+        (budget.lost, budget.below, budget.drain_refused),
+        (2, true, 1)
+    );
+    assert_eq!(
+        (
+            s.cost.services_dark,
+            s.cost.workloads_at_zero,
+            s.cost.not_running
+        ),
         (1, 1, 1),
         "db-1 stuck"
     );
@@ -181,19 +220,25 @@ fn the_zones_are_ranked_and_a_statefulset_majority_is_lost_with_two_zones_of_it(
     assert_eq!(f.sets[0].rank, 1);
     assert!(f.not_modelled.contains("scoring"));
     // two zones picked by a selector: db loses 2 of 3
-    let pick = |l: &BTreeMap<String, String>| {
-        l.get(ZONE_LABEL).is_some_and(|z| z == "a" || z == "b")
-    };
+    let pick =
+        |l: &BTreeMap<String, String>| l.get(ZONE_LABEL).is_some_and(|z| z == "a" || z == "b");
     let set = Set::selected(&snap, "topology.kubernetes.io/zone in (a,b)", pick).unwrap();
     let s = &forecast(&snap, &p, Fault::Pause, &[set]).unwrap().sets[0];
-    let db = s.workloads.iter().find(|w| w.workload == "StatefulSet shop/db").unwrap();
+    let db = s
+        .workloads
+        .iter()
+        .find(|w| w.workload == "StatefulSet shop/db")
+        .unwrap();
     assert!(db.majority_lost, "{db:#?}");
     assert!(s.services.iter().any(|x| x.service == "shop/solo"));
     assert!(matches!(
         Set::selected(&snap, "x=y", |_| false),
         Err(Error::NoNode(_))
     ));
-    assert!(matches!(Set::zone(&snap, "d"), Err(Error::UnknownZone { .. })));
+    assert!(matches!(
+        Set::zone(&snap, "d"),
+        Err(Error::UnknownZone { .. })
+    ));
     assert!(matches!(
         forecast(&snap, &p, Fault::Drain, &[]),
         Err(Error::Fault(Fault::Drain))
@@ -238,7 +283,11 @@ fn a_partially_disrupted_small_zone_strands_its_pods_and_an_excluded_node_is_not
     };
     assert!(why.contains("largeClusterSizeThreshold"), "{why}");
     assert_eq!(s.turns[3].taint, When::Never);
-    let dark = s.services.iter().find(|x| x.service == "shop/solo").unwrap();
+    let dark = s
+        .services
+        .iter()
+        .find(|x| x.service == "shop/solo")
+        .unwrap();
     assert_eq!(dark.until, moved(s, "solo-1").evicted);
 
     // b4 excluded from the disruption checks: zone b counts 4, all failing
@@ -288,7 +337,10 @@ fn a_replacement_waits_for_an_attached_volume_and_one_bound_to_the_zone_cannot_m
         },
     ];
     let s = zone_b(&snap, &p);
-    let Outcome::WaitsForDetach { claims, release, .. } = &moved(&s, "solo-1").outcome else {
+    let Outcome::WaitsForDetach {
+        claims, release, ..
+    } = &moved(&s, "solo-1").outcome
+    else {
         panic!("{s:#?}")
     };
     assert_eq!(claims, &["data"]);
@@ -296,9 +348,16 @@ fn a_replacement_waits_for_an_attached_volume_and_one_bound_to_the_zone_cannot_m
     let Outcome::CannotMove { why } = &moved(&s, "web-3").outcome else {
         panic!("{s:#?}")
     };
-    assert!(why.contains("claim local") && why.contains("volume node affinity"), "{why}");
+    assert!(
+        why.contains("claim local") && why.contains("volume node affinity"),
+        "{why}"
+    );
     // solo's Service stays dark: its replacement waits
-    let dark = s.services.iter().find(|x| x.service == "shop/solo").unwrap();
+    let dark = s
+        .services
+        .iter()
+        .find(|x| x.service == "shop/solo")
+        .unwrap();
     assert_eq!(dark.until, When::Never);
     p.force_detach_on_timeout = false;
     let s = zone_b(&snap, &p);

@@ -1,9 +1,9 @@
 use super::*;
+use crate::files::Memory;
 use crate::predict::Fault;
 use crate::predict::zone::tests::cluster;
 use crate::predict::zone::{Set, forecast};
 use crate::profile::TimingProfile;
-use crate::files::Memory;
 use crate::scenario::{load::load_str, validate::validate};
 
 fn written(snap: &Snapshot, zone: &str) -> String {
@@ -22,8 +22,14 @@ fn a_dark_zone_is_written_with_its_taints_evictions_and_the_fit() {
             n.allocatable.as_mut().unwrap().cpu_milli = 500;
         }
     }
-    snap.nodes.iter_mut().find(|n| n.name == "a2").unwrap()
-        .allocatable.as_mut().unwrap().cpu_milli = 1500;
+    snap.nodes
+        .iter_mut()
+        .find(|n| n.name == "a2")
+        .unwrap()
+        .allocatable
+        .as_mut()
+        .unwrap()
+        .cpu_milli = 1500;
     let text = written(&snap, "b");
     for line in [
         "targets:\n  lost: {nodes: \"kubernetes.io/hostname in (b0,b1,b2)\"}",
@@ -51,17 +57,28 @@ fn a_dark_zone_is_written_with_its_taints_evictions_and_the_fit() {
 #[test]
 fn one_set_is_written_and_a_small_partial_zone_writes_no_taint_it_cannot_promise() {
     let snap = cluster();
-    let f = forecast(&snap, &TimingProfile::fast(), Fault::Pause, &Set::zones(&snap)).unwrap();
+    let f = forecast(
+        &snap,
+        &TimingProfile::fast(),
+        Fault::Pause,
+        &Set::zones(&snap),
+    )
+    .unwrap();
     assert_eq!(write(&f, &snap, "shop"), Err(Error::NotOneSet(3)));
     let mut snap = cluster();
-    snap.nodes.push(crate::predict::snapshot::Node::in_zone("b3", "b", 4000));
+    snap.nodes
+        .push(crate::predict::snapshot::Node::in_zone("b3", "b", 4000));
     let set = Set::selected(&snap, "three of b", |l| {
-        l.get("kubernetes.io/hostname").is_some_and(|h| ["b0", "b1", "b2"].contains(&h.as_str()))
+        l.get("kubernetes.io/hostname")
+            .is_some_and(|h| ["b0", "b1", "b2"].contains(&h.as_str()))
     })
     .unwrap();
     let f = forecast(&snap, &TimingProfile::fast(), Fault::Pause, &[set]).unwrap();
     let text = write(&f, &snap, "shop").unwrap();
-    assert!(text.contains("# zone b: PartialDisruption, its taints stopped"), "{text}");
+    assert!(
+        text.contains("# zone b: PartialDisruption, its taints stopped"),
+        "{text}"
+    );
     assert!(!text.contains("taint:"), "{text}");
     assert!(!text.contains("terminating: true, within"), "{text}");
 }
