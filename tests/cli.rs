@@ -774,3 +774,40 @@ fn predict_write_scenario_wants_exactly_one_node_before_any_cluster_is_read() {
         );
     }
 }
+
+#[test]
+fn predict_for_a_set_refuses_bad_input_before_any_cluster_is_read() {
+    for (args, said) in [
+        (
+            vec!["predict", "--zone", "a", "--fault", "drain"],
+            "predict a set going silent",
+        ),
+        (
+            vec!["predict", "--nodes", "zone in (a", "--fault", "pause"],
+            "--nodes: `zone in (a` is not a label selector",
+        ),
+        (
+            vec!["predict", "--zone", "--write-scenario", "x.yaml"],
+            "name the zone (`--zone ZONE`)",
+        ),
+    ] {
+        let mut args = args;
+        args.extend(["--cluster", "none-such"]);
+        let out = nodefall(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = text(&out.stderr);
+        assert!(err.contains(said), "{args:?}: {err}");
+        assert!(
+            !err.contains("none-such"),
+            "the cluster was not looked up: {err}"
+        );
+    }
+    // a zone and named nodes at once: clap says so
+    let out = nodefall(&["predict", "w1", "--zone", "a"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("cannot be used with"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -326,6 +326,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, Error> {
             write_stdout(&ops);
             Ok(exit::code(exit::PASS))
         }
+        Command::Predict(args) if args.of_a_set() => predict_zone::run(&args),
         Command::Predict(args) => predict::run(&args),
         Command::Sim(cmd) => sim::run(cmd),
         Command::Kind(cmd) => kind::run(cmd),

@@ -69,12 +69,16 @@ pub struct PredictArgs {
     pub out: PathBuf,
 }
 
-/// Reads the cluster (get and list only), predicts, writes the report and
-/// prints the ranking.
-pub fn run(args: &PredictArgs) -> Result<ExitCode, Error> {
-    if args.zone.is_some() || args.node_selector.is_some() {
-        return super::predict_zone::run(args);
+impl PredictArgs {
+    /// `--zone` or `--nodes`: a set of nodes lost together.
+    pub fn of_a_set(&self) -> bool {
+        self.zone.is_some() || self.node_selector.is_some()
     }
+}
+
+/// Reads the cluster (get and list only), predicts, writes the report and
+/// prints the ranking (a set's forecast: `predict_zone::run`).
+pub fn run(args: &PredictArgs) -> Result<ExitCode, Error> {
     if args.write_scenario.is_some() && args.nodes.len() != 1 {
         // said before the cluster is read
         return Err(Error::PredictScenario(Box::new(
