@@ -103,15 +103,7 @@ pub fn run(args: &PredictArgs) -> Result<ExitCode, Error> {
             },
         )
         .map_err(|e| Error::Predict(Box::new(e)))?;
-        let about = About {
-            cluster: found.identity.to_string(),
-            read_at: jiff::Timestamp::now()
-                .strftime("%Y-%m-%d %H:%M:%S UTC")
-                .to_string(),
-            nodes: snap.nodes.len(),
-            pods: snap.pods.len(),
-            discovery_notes: found.notes,
-        };
+        let about = about(found.identity.to_string(), &snap, found.notes);
         Ok::<_, Error>((forecast, about, snap))
     })?;
     let dir = args.out.join(format!(
@@ -155,15 +147,34 @@ pub fn run(args: &PredictArgs) -> Result<ExitCode, Error> {
             .unwrap_or_else(|| "default".to_owned());
         let text = predict::scenario::write(&forecast, &snap, &ns)
             .map_err(|e| Error::PredictScenario(Box::new(e)))?;
-        crate::files::write(&crate::disk::Disk, file, text.as_bytes())
-            .with_context(|| format!("writing {}", file.display()))?;
-        outln!(
-            "scenario: {} (run it: nodefall scenario {})",
-            file.display(),
-            file.display()
-        );
+        written(file, &text)?;
     }
     Ok(exit::code(exit::PASS))
+}
+
+/// Which cluster was read, and when.
+pub(super) fn about(cluster: String, snap: &predict::Snapshot, notes: Vec<String>) -> About {
+    About {
+        cluster,
+        read_at: jiff::Timestamp::now()
+            .strftime("%Y-%m-%d %H:%M:%S UTC")
+            .to_string(),
+        nodes: snap.nodes.len(),
+        pods: snap.pods.len(),
+        discovery_notes: notes,
+    }
+}
+
+/// Writes a prediction's scenario and says how to run it.
+pub(super) fn written(file: &std::path::Path, text: &str) -> Result<(), Error> {
+    crate::files::write(&crate::disk::Disk, file, text.as_bytes())
+        .with_context(|| format!("writing {}", file.display()))?;
+    outln!(
+        "scenario: {} (run it: nodefall scenario {})",
+        file.display(),
+        file.display()
+    );
+    Ok(())
 }
 
 /// Each asked node's graceful node shutdown, and where it was read: on a

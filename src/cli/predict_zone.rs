@@ -3,13 +3,12 @@
 
 use std::process::ExitCode;
 
-use super::error::{Context as _, Error};
+use super::error::Error;
 use super::predict::PredictArgs;
 use super::runtime;
 use crate::exit;
 use crate::predict::zone::{self, Set};
 use crate::predict::{self, Fault};
-use crate::report::predict::About;
 use crate::scenario::selector::Selector;
 
 fn zone_error(e: zone::Error) -> Error {
@@ -55,15 +54,7 @@ pub fn run(args: &PredictArgs) -> Result<ExitCode, Error> {
         };
         let forecast =
             zone::forecast(&snap, &found.profile, args.fault, &sets).map_err(zone_error)?;
-        let about = About {
-            cluster: found.identity.to_string(),
-            read_at: jiff::Timestamp::now()
-                .strftime("%Y-%m-%d %H:%M:%S UTC")
-                .to_string(),
-            nodes: snap.nodes.len(),
-            pods: snap.pods.len(),
-            discovery_notes: found.notes,
-        };
+        let about = super::predict::about(found.identity.to_string(), &snap, found.notes);
         Ok::<_, Error>((forecast, about, snap))
     })?;
     let dir = args.out.join(format!(
@@ -108,13 +99,7 @@ pub fn run(args: &PredictArgs) -> Result<ExitCode, Error> {
             .unwrap_or_else(|| "default".to_owned());
         let text = zone::scenario::write(&forecast, &snap, &ns)
             .map_err(|e| Error::PredictScenario(Box::new(e)))?;
-        crate::files::write(&crate::disk::Disk, file, text.as_bytes())
-            .with_context(|| format!("writing {}", file.display()))?;
-        outln!(
-            "scenario: {} (run it: nodefall scenario {})",
-            file.display(),
-            file.display()
-        );
+        super::predict::written(file, &text)?;
     }
     Ok(exit::code(exit::PASS))
 }

@@ -177,11 +177,22 @@ impl<'a> Placer<'a> {
             .map(|k| k.node_terms.as_slice())
             .filter(|t| !t.is_empty())
             .collect();
-        let spread_keys: Vec<String> = pod
+        // each constraint's key, its smallest domain count and whether the
+        // pod counts itself, once per pod (not per node)
+        let spread_keys: Vec<(String, i64, i64)> = pod
             .scheduling
             .spread
             .iter()
-            .map(|s| self.spread_key(pod, s))
+            .map(|c| {
+                let key = self.spread_key(pod, c);
+                let min = self.spread[&key]
+                    .counts
+                    .values()
+                    .copied()
+                    .min()
+                    .unwrap_or(0);
+                (key, min, i64::from(c.selector.matches(&pod.labels)))
+            })
             .collect();
         let anti_keys: Vec<String> = pod
             .scheduling
@@ -242,7 +253,7 @@ impl<'a> Placer<'a> {
         i: usize,
         node: &Node,
         volume_terms: &[&[NodeTerm]],
-        spread_keys: &[String],
+        spread_keys: &[(String, i64, i64)],
         anti_keys: &[String],
         forbidden: &[(String, String)],
     ) -> Option<Unfit> {
@@ -288,14 +299,11 @@ impl<'a> Placer<'a> {
         if free.pods < 1 {
             return Some(Unfit::TooManyPods);
         }
-        for (c, key) in s.spread.iter().zip(spread_keys) {
+        for (c, (key, min, me)) in s.spread.iter().zip(spread_keys) {
             let Some(domain) = node.labels.get(&c.topology_key) else {
                 return Some(Unfit::SpreadLabel);
             };
-            let sc = &self.spread[key];
-            let min = sc.counts.values().copied().min().unwrap_or(0);
-            let here = sc.counts.get(domain).copied().unwrap_or(0);
-            let me = i64::from(c.selector.matches(&pod.labels));
+            let here = self.spread[key].counts.get(domain).copied().unwrap_or(0);
             if here + me - min > i64::from(c.max_skew) {
                 return Some(Unfit::Spread);
             }

@@ -192,36 +192,67 @@ impl Phases {
 /// The node's disrupted pods in `namespace`, by owner (those no label
 /// selects as a group left out).
 fn groups<'a>(n: &'a NodeForecast, snap: &'a Snapshot, namespace: &str) -> Vec<Group<'a>> {
-    let mut groups: Vec<Group<'a>> = Vec::new();
-    for f in n
+    let items = n
         .pods
         .iter()
         .filter(|f| f.pod.starts_with(&format!("{namespace}/")))
         .filter(|f| f.replacement != Replacement::Stays)
-    {
-        let Some(p) = snap.pods.iter().find(|p| p.key() == f.pod) else {
-            continue;
-        };
-        match groups.iter_mut().find(|g| *g.owner == p.owner) {
-            Some(g) => {
-                g.pods.push(p);
-                g.fates.push(f);
-            }
-            None => groups.push(Group {
-                owner: &p.owner,
-                pods: vec![p],
-                fates: vec![f],
-                selector: String::new(),
-                replicas: replicas(snap, &p.owner, namespace),
-            }),
-        }
-    }
+        .map(|f| (f.pod.as_str(), f));
+    let mut groups: Vec<Group<'a>> = by_owner(snap, items)
+        .into_iter()
+        .map(|(owner, pods, fates)| Group {
+            owner,
+            pods,
+            fates,
+            selector: String::new(),
+            replicas: replicas(snap, owner, namespace),
+        })
+        .collect();
     for g in &mut groups {
         g.selector = selector(&g.pods);
     }
     // no label all its pods share: nothing a scenario can select
     groups.retain(|g| !g.selector.is_empty());
     groups
+}
+
+/// The pods `items` name (a pod's key, and what the forecast says of it),
+/// grouped by owner in the order first seen; keys of no pod left out.
+pub(crate) fn by_owner<'a, T>(
+    snap: &'a Snapshot,
+    items: impl IntoIterator<Item = (&'a str, T)>,
+) -> Vec<(&'a Owner, Vec<&'a Pod>, Vec<T>)> {
+    let mut out: Vec<(&'a Owner, Vec<&'a Pod>, Vec<T>)> = Vec::new();
+    for (key, t) in items {
+        let Some(p) = snap.pods.iter().find(|p| p.key() == key) else {
+            continue;
+        };
+        match out.iter_mut().find(|(o, _, _)| **o == p.owner) {
+            Some((_, pods, ts)) => {
+                pods.push(p);
+                ts.push(t);
+            }
+            None => out.push((&p.owner, vec![p], vec![t])),
+        }
+    }
+    out
+}
+
+/// A scenario's name from `text`: lowercase letters, digits and dashes,
+/// at most 63 characters, no dash at the end.
+pub(crate) fn scenario_name(text: &str) -> String {
+    let name: String = text
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .take(63)
+        .collect();
+    name.trim_end_matches('-').to_owned()
 }
 
 /// The scenario text for the one node of `forecast`, watching `namespace`.
@@ -233,17 +264,7 @@ pub fn write(forecast: &Forecast, snap: &Snapshot, namespace: &str) -> Result<St
     if groups.is_empty() {
         return Err(Error::NothingToCheck(n.node.clone()));
     }
-    let name = format!("predict-{}-{}", forecast.fault.name(), n.node)
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c.to_ascii_lowercase()
-            } else {
-                '-'
-            }
-        })
-        .take(63)
-        .collect::<String>();
+    let name = scenario_name(&format!("predict-{}-{}", forecast.fault.name(), n.node));
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -253,7 +274,7 @@ pub fn write(forecast: &Forecast, snap: &Snapshot, namespace: &str) -> Result<St
         forecast.fault.name(),
         n.node
     );
-    let _ = writeln!(out, "name: {}", name.trim_end_matches('-'));
+    let _ = writeln!(out, "name: {name}");
     let _ = writeln!(out, "namespace: {namespace}");
     let _ = writeln!(out, "target: {{name: {}}}", n.node);
     out.push_str("steps:\n");

@@ -11,7 +11,7 @@ use super::format::{cell, inline, table};
 use super::output::{self, Error};
 use crate::duration::format_millis;
 use crate::files::Files;
-use crate::predict::{Forecast, NodeForecast, Replacement, When};
+use crate::predict::{Forecast, NodeForecast, Replacement, Value, When};
 
 pub const PREDICTION_MD: &str = "prediction.md";
 pub const PREDICTION_JSON: &str = "prediction.json";
@@ -121,23 +121,7 @@ pub fn render(f: &Forecast, about: &About, chart: Option<&str>) -> String {
             inline(&first.node)
         );
     }
-    out.push_str("\n## The values the prediction used\n\n");
-    let rows = f
-        .values
-        .iter()
-        .map(|v| {
-            [
-                cell(&v.name),
-                format_millis(v.ms),
-                cell(&v.origin),
-                cell(&v.detail),
-            ]
-        })
-        .collect();
-    out.push_str(&table(["value", "", "origin", "from"], rows));
-    for n in &about.discovery_notes {
-        let _ = writeln!(out, "\n- {}", inline(n));
-    }
+    values(&mut out, &f.values, about);
     let busy: Vec<&NodeForecast> = f
         .nodes
         .iter()
@@ -170,6 +154,27 @@ pub fn render(f: &Forecast, about: &About, chart: Option<&str>) -> String {
         );
     }
     out
+}
+
+/// The section of the values a prediction used, each with its origin, and
+/// the timing discovery's remarks.
+pub fn values(out: &mut String, values: &[Value], about: &About) {
+    out.push_str("\n## The values the prediction used\n\n");
+    let rows = values
+        .iter()
+        .map(|v| {
+            [
+                cell(&v.name),
+                format_millis(v.ms),
+                cell(&v.origin),
+                cell(&v.detail),
+            ]
+        })
+        .collect();
+    out.push_str(&table(["value", "", "origin", "from"], rows));
+    for n in &about.discovery_notes {
+        let _ = writeln!(out, "\n- {}", inline(n));
+    }
 }
 
 fn node(out: &mut String, n: &NodeForecast) {

@@ -13,7 +13,6 @@ use super::format::{cell, inline, table};
 use super::output::{self, Error};
 use super::predict::{About, PREDICTION_JSON, PREDICTION_MD, SCHEMA_VERSION, when};
 use crate::disruption::zone_name;
-use crate::duration::format_millis;
 use crate::files::Files;
 use crate::predict::zone::{Outcome, SetForecast, ZoneForecast};
 
@@ -110,23 +109,7 @@ pub fn render(f: &ZoneForecast, about: &About) -> String {
         ],
         rows,
     ));
-    out.push_str("\n## The values the prediction used\n\n");
-    let rows = f
-        .values
-        .iter()
-        .map(|v| {
-            [
-                cell(&v.name),
-                format_millis(v.ms),
-                cell(&v.origin),
-                cell(&v.detail),
-            ]
-        })
-        .collect();
-    out.push_str(&table(["value", "", "origin", "from"], rows));
-    for n in &about.discovery_notes {
-        let _ = writeln!(out, "\n- {}", inline(n));
-    }
+    super::predict::values(&mut out, &f.values, about);
     for s in f.sets.iter().take(DETAILED) {
         set(&mut out, s);
     }

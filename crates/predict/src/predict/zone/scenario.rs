@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 
 use super::{Outcome, SetForecast, ZoneForecast};
 use crate::disruption::{Pace, ZoneState};
-use crate::predict::scenario::{Error, selector, steps_of};
+use crate::predict::scenario::{Error, by_owner, scenario_name, selector, steps_of};
 use crate::predict::snapshot::{Owner, Pod, Snapshot, Toleration};
 
 /// The hostname label, which a kubelet sets to its node's name.
@@ -64,30 +64,22 @@ fn pinned(s: &SetForecast, snap: &Snapshot) -> String {
 }
 
 fn groups<'a>(s: &'a SetForecast, snap: &'a Snapshot, namespace: &str) -> Vec<Group<'a>> {
-    let mut out: Vec<Group<'a>> = Vec::new();
-    for m in s
+    let items = s
         .pods
         .iter()
         .filter(|m| m.pod.starts_with(&format!("{namespace}/")))
         .filter(|m| !matches!(m.outcome, Outcome::Stays))
-    {
-        let Some(p) = snap.pods.iter().find(|p| p.key() == m.pod) else {
-            continue;
-        };
-        match out.iter_mut().find(|g| *g.owner == p.owner) {
-            Some(g) => {
-                g.pods.push(p);
-                g.outcomes.push(m);
-            }
-            None => out.push(Group {
-                owner: &p.owner,
-                pods: vec![p],
-                outcomes: vec![m],
-                selector: String::new(),
-                replicas: None,
-            }),
-        }
-    }
+        .map(|m| (m.pod.as_str(), m));
+    let mut out: Vec<Group<'a>> = by_owner(snap, items)
+        .into_iter()
+        .map(|(owner, pods, outcomes)| Group {
+            owner,
+            pods,
+            outcomes,
+            selector: String::new(),
+            replicas: None,
+        })
+        .collect();
     for g in &mut out {
         g.selector = selector(&g.pods);
         g.replicas = super::effects::replicas_of(snap, g.pods[0]);
@@ -110,17 +102,7 @@ pub fn write(f: &ZoneForecast, snap: &Snapshot, namespace: &str) -> Result<Strin
     if groups.is_empty() {
         return Err(Error::NothingToCheck(s.set.clone()));
     }
-    let name: String = format!("predict-{}-{}", f.fault.name(), s.set)
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c.to_ascii_lowercase()
-            } else {
-                '-'
-            }
-        })
-        .take(63)
-        .collect();
+    let name = scenario_name(&format!("predict-{}-{}", f.fault.name(), s.set));
     let n = s.nodes.len();
     let mut out = String::new();
     let _ = writeln!(
@@ -133,7 +115,7 @@ pub fn write(f: &ZoneForecast, snap: &Snapshot, namespace: &str) -> Result<Strin
         s.set,
         n
     );
-    let _ = writeln!(out, "name: {}", name.trim_end_matches('-'));
+    let _ = writeln!(out, "name: {name}");
     let _ = writeln!(out, "namespace: {namespace}");
     let _ = writeln!(out, "targets:\n  lost: {{nodes: \"{}\"}}", pinned(s, snap));
     out.push_str("steps:\n");
