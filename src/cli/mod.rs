@@ -120,7 +120,8 @@ pub enum Command {
     Plan(PlanArgs),
     /// Predict what a node failure would do to a cluster, read-only (get and
     /// list only): each node's loss ranked, its timeline, the pods that would
-    /// hang, the Services left without endpoints, the drains refused.
+    /// hang, the Services left without endpoints, the drains refused; with
+    /// `--zone`, a whole zone's, with where the evicted pods fit.
     Predict(predict::PredictArgs),
     /// Manage simulated clusters (a real control plane with nodes played by KWOK).
     #[command(subcommand)]

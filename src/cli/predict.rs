@@ -56,12 +56,13 @@ pub struct PredictArgs {
     /// needs `get` on `nodes/proxy`, docs/predict.md).
     #[arg(long)]
     pub configz: bool,
-    /// Also write the prediction for the one node named as a scenario that
-    /// checks it (`nodefall scenario FILE` on the same cluster).
+    /// Also write the prediction for the one node named (or the one zone,
+    /// or `--nodes`) as a scenario that checks it (`nodefall scenario FILE`
+    /// on the same cluster).
     #[arg(long, value_name = "FILE")]
     pub write_scenario: Option<PathBuf>,
     /// With `--write-scenario`: the namespace whose pods the scenario
-    /// watches (default: the one with most of the node's disrupted pods).
+    /// watches (default: the one with most of the disrupted pods).
     #[arg(long, requires = "write_scenario")]
     pub namespace: Option<String>,
     /// Directory for the prediction (`prediction.md`, `prediction.json`).
