@@ -15,12 +15,15 @@ use super::fate::{self, Course, Event, PodFate, Replacement, When};
 use super::fit::{Placement, Placer};
 use super::snapshot::{Owner, Pod, Snapshot, terms_match};
 use super::{Fault, TAINT_TOKEN_MS, Timings, Value, values};
-use crate::disruption::{self, Slot, ZONE_LABEL, ZoneNode, zone_name, zone_of};
+use crate::disruption::{self, Slot, ZONE_LABEL, ZoneNode, zone_of};
 use crate::plan::time::Ms;
 use crate::profile::TimingProfile;
 
 mod effects;
 pub mod scenario;
+mod set;
+
+pub use self::set::Set;
 
 /// Said in every zone prediction: what the fit leaves out.
 pub const NOT_MODELLED: &str = "The fit runs the scheduler's filters (node selector and required \
@@ -31,85 +34,6 @@ pub const NOT_MODELLED: &str = "The fit runs the scheduler's filters (node selec
     is not), preemption, soft constraints, required pod affinity, minDomains, host ports, \
     extended resources, ephemeral storage, or volumes not yet bound; nor how long a replacement \
     takes to start (image pulls, probes).";
-
-/// A set of nodes to lose together.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Set {
-    /// `zone b`, `nodes app=db`.
-    pub name: String,
-    /// A label selector that picks the set (a scenario's target).
-    pub selector: String,
-    pub nodes: BTreeSet<String>,
-}
-
-impl Set {
-    /// Every zone of the cluster, each a set (a cluster without zone labels
-    /// is one zone, `(no zone)`).
-    pub fn zones(snap: &Snapshot) -> Vec<Set> {
-        let mut by_zone: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        for n in &snap.nodes {
-            by_zone
-                .entry(zone_of(&n.labels))
-                .or_default()
-                .insert(n.name.clone());
-        }
-        by_zone
-            .into_iter()
-            .map(|(zone, nodes)| Set::of_zone(&zone, nodes))
-            .collect()
-    }
-
-    fn of_zone(zone: &str, nodes: BTreeSet<String>) -> Set {
-        let plain = zone.rsplit('/').next().unwrap_or(zone);
-        Set {
-            name: format!("zone {}", zone_name(zone)),
-            selector: if zone.is_empty() {
-                format!("!{ZONE_LABEL}")
-            } else {
-                format!("{ZONE_LABEL}={plain}")
-            },
-            nodes,
-        }
-    }
-
-    /// The zone named (as `region/zone` or the zone alone).
-    pub fn zone(snap: &Snapshot, name: &str) -> Result<Set, Error> {
-        let all = Set::zones(snap);
-        let known: Vec<String> = all.iter().map(|s| s.name.clone()).collect();
-        all.into_iter()
-            .find(|s| {
-                s.name == format!("zone {name}")
-                    || s.name.rsplit('/').next() == Some(name)
-                    || s.selector.ends_with(&format!("={name}"))
-            })
-            .ok_or_else(|| Error::UnknownZone {
-                name: name.to_owned(),
-                known,
-            })
-    }
-
-    /// The nodes `matches` picks by their labels.
-    pub fn selected(
-        snap: &Snapshot,
-        selector: &str,
-        matches: impl Fn(&BTreeMap<String, String>) -> bool,
-    ) -> Result<Set, Error> {
-        let nodes: BTreeSet<String> = snap
-            .nodes
-            .iter()
-            .filter(|n| matches(&n.labels))
-            .map(|n| n.name.clone())
-            .collect();
-        if nodes.is_empty() {
-            return Err(Error::NoNode(selector.to_owned()));
-        }
-        Ok(Set {
-            name: format!("nodes {selector}"),
-            selector: selector.to_owned(),
-            nodes,
-        })
-    }
-}
 
 /// Errors of a set's forecast.
 #[derive(Debug, Clone, PartialEq, Eq)]
