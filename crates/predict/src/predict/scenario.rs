@@ -37,7 +37,8 @@ pub enum Error {
     Unsupported(String),
     /// No pod of the node is in a namespace the scenario could watch.
     NothingToCheck(String),
-    /// Not one set: `--write-scenario` checks one set's loss.
+    /// Not one set: `--write-scenario` checks one set's loss (0: `--zone`
+    /// alone, every zone).
     NotOneSet(usize),
 }
 
@@ -54,11 +55,18 @@ impl std::fmt::Display for Error {
                 f,
                 "--write-scenario: no pod on {node} would be disrupted; nothing to check"
             ),
-            Error::NotOneSet(n) => write!(
-                f,
-                "--write-scenario writes one set's prediction, and {n} were asked for; name the \
-                 zone (`--zone ZONE`) or give `--nodes SELECTOR`"
-            ),
+            Error::NotOneSet(n) => {
+                let asked = if *n == 0 {
+                    "`--zone` alone asks for every zone".to_owned()
+                } else {
+                    format!("{n} were asked for")
+                };
+                write!(
+                    f,
+                    "--write-scenario writes one set's prediction, and {asked}; name the zone \
+                     (`--zone ZONE`) or give `--nodes SELECTOR`"
+                )
+            }
         }
     }
 }
