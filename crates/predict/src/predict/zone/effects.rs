@@ -50,27 +50,24 @@ pub(super) fn workloads(
     here: &[(&Pod, PodFate)],
     pods: &[Moved],
 ) -> Vec<WorkloadLoss> {
-    let mut keys: BTreeSet<(&'static str, &str, &str)> = BTreeSet::new();
+    // each owner with pods in the set, and one of them
+    let mut keys: BTreeMap<(&'static str, &str, &str), &Pod> = BTreeMap::new();
     for (p, _) in here {
         if let Some((kind, name)) = replicated(p) {
-            keys.insert((kind, p.namespace.as_str(), name));
+            keys.entry((kind, p.namespace.as_str(), name)).or_insert(p);
         }
     }
     let of = |p: &Pod, kind: &str, ns: &str, name: &str| {
         p.namespace == ns && replicated(p).is_some_and(|(k, n)| k == kind && n == name)
     };
     keys.into_iter()
-        .map(|(kind, ns, name)| {
+        .map(|((kind, ns, name), one)| {
             let live: Vec<&Pod> = snap
                 .pods
                 .iter()
                 .filter(|p| p.live() && !p.terminating && of(p, kind, ns, name))
                 .collect();
-            let replicas = snap
-                .workloads
-                .iter()
-                .find(|w| w.kind == kind && w.namespace == ns && w.name == name)
-                .map_or(live.len(), |w| usize::try_from(w.replicas).unwrap_or(0));
+            let replicas = replicas_of(snap, one).unwrap_or(live.len());
             let ready = live.iter().filter(|p| p.ready).count();
             let mine: Vec<&Moved> = pods
                 .iter()
