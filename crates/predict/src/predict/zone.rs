@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::fate::{self, Course, Event, PodFate, Replacement, When};
 use super::fit::{Placement, Placer};
-use super::snapshot::{Owner, Pod, Snapshot, terms_match};
+use super::snapshot::{Claim, Owner, Pod, Snapshot, terms_match};
 use super::{Fault, TAINT_TOKEN_MS, Timings, Value, values};
 use crate::disruption::{self, Slot, ZONE_LABEL, ZoneNode, zone_of};
 use crate::plan::time::Ms;
@@ -455,25 +455,27 @@ fn outcome<'a>(
 
 /// The pod's bound volumes allow no node outside the set.
 fn pinned_to(snap: &Snapshot, p: &Pod, lost: &BTreeSet<&str>) -> bool {
-    let terms: Vec<_> = snap
-        .claims
-        .iter()
-        .filter(|c| c.namespace == p.namespace && p.claims.contains(&c.name))
-        .filter(|c| !c.node_terms.is_empty())
-        .collect();
-    !terms.is_empty()
+    let pinning = pinning(snap, p);
+    !pinning.is_empty()
         && !snap
             .nodes
             .iter()
             .filter(|n| !lost.contains(n.name.as_str()))
-            .any(|n| terms.iter().all(|c| terms_match(&c.node_terms, n)))
+            .any(|n| pinning.iter().all(|c| terms_match(&c.node_terms, n)))
 }
 
-fn claims_of(snap: &Snapshot, p: &Pod) -> Vec<String> {
+/// The pod's claims whose volume has a required node affinity.
+fn pinning<'a>(snap: &'a Snapshot, p: &Pod) -> Vec<&'a Claim> {
     snap.claims
         .iter()
         .filter(|c| c.namespace == p.namespace && p.claims.contains(&c.name))
         .filter(|c| !c.node_terms.is_empty())
+        .collect()
+}
+
+fn claims_of(snap: &Snapshot, p: &Pod) -> Vec<String> {
+    pinning(snap, p)
+        .iter()
         .map(|c| format!("claim {}", c.name))
         .collect()
 }
