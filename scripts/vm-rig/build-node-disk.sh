@@ -8,14 +8,15 @@
 #   disk=$NODEFALL_CACHE/vm-rig/node-<key>.img
 #
 # The disk is a raw ext4 image of the node image's files (nothing rebuilt)
-# plus: the kernel's modules (/lib/modules/<version>, the host's Debian
+# plus: udev (Debian's package of the image's systemd version), the kernel's modules (/lib/modules/<version>, the host's Debian
 # kernel the VM boots), dropbear and its libraries (SSH), the setup unit in
 # node/ (per-run config from a second disk: node name, NICs, kubelet config),
 # an fstab. Boot it read-write through a copy (one per run). The key hashes
 # the node image's ID, the kernel, dropbear and this directory's files.
 #
 # Needs: docker (the kind node image in its store), e2fsprogs (mkfs.ext4 -d), jq,
-# linux-image-amd64 (kernel, modules, initrd), dropbear-bin.
+# linux-image-amd64 (kernel, modules, initrd), dropbear-bin, apt-get (udev's
+# package, downloaded once into the cache).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -39,7 +40,7 @@ command -v mkfs.ext4 >/dev/null || die "no mkfs.ext4 (apt-get install e2fsprogs)
 
 libs=()
 while read -r lib; do libs+=("$lib"); done < <(ldd "$dropbear" | awk '/=> \//{ print $3 }')
-key="$( { echo "$image_id $kver"; sha256sum "$0" "$here"/node/* "$dropbear" "${libs[@]}" | awk '{ print $1 }'; } \
+key="$( { echo "$image_id $kver udev"; sha256sum "$0" "$here"/node/* "$dropbear" "${libs[@]}" | awk '{ print $1 }'; } \
   | sha256sum | cut -c1-16)"
 out="$cache/vm-rig/node-$key.img"
 
@@ -55,6 +56,24 @@ if [[ ! -s "$out" ]]; then
   docker export "$cid" | tar -x -C "$root" --numeric-owner
   docker rm "$cid" >/dev/null
   cid=""
+
+  # udev, which the node image (a container's) leaves out: a machine needs
+  # it for its devices, and logind for the ACPI power button (it watches the
+  # input devices udev tags power-switch). Debian's package of the image's
+  # own systemd version, unpacked (its files only).
+  ver="$(sed -n '/^Package: systemd$/,/^$/s/^Version: //p' "$root/var/lib/dpkg/status")"
+  [[ -n "$ver" ]] || die "no systemd version in $image's dpkg status"
+  deb="$cache/vm-rig/udev_${ver//:/%3a}_amd64.deb"
+  if [[ ! -s "$deb" ]]; then
+    (cd "$stage" && apt-get download -q -o APT::Sandbox::User=root "udev=$ver" >&2) \
+      || die "apt-get download udev=$ver failed (apt-get update first?)"
+    mv "$stage"/udev_*.deb "$deb"
+  fi
+  # Its paths are /lib and /sbin: into the merged /usr through the image's
+  # symlinks, not over them.
+  mkdir -p "$stage/udev"
+  dpkg -x "$deb" "$stage/udev"
+  tar -C "$stage/udev" -c . | tar -C "$root" -x --keep-directory-symlink
 
   # The kernel's modules (merged /usr: /lib is usr/lib).
   mkdir -p "$root/usr/lib/modules"

@@ -10,6 +10,10 @@
 #   pod_running_s       a pod (the image's agnhost) bound to the node to Running
 #   pause_unknown_s     `virsh suspend` to Ready=Unknown
 #   resume_ready_s      `virsh resume` to Ready=True again
+#   shutdown_notready_s the ACPI power button to Ready=False (the kubelet's
+#                       graceful node shutdown, through logind)
+#   shutdown_off_s      the power button to the domain shut off
+#   pod_phase           the pod's phase after that
 # Prints a summary and, last, one JSON object of those figures.
 #
 # Usage: scripts/vm-rig/real-kubelet-probe.sh     (HOLD=180 VCPUS=1 MEMORY_MIB=2048)
@@ -261,5 +265,19 @@ kubectl wait --for=condition=Ready=True "node/$NODE" --timeout=300s >/dev/null
 resume_ready=$(since "$t3")
 say "suspend -> Unknown $pause_unknown s; resume -> Ready $resume_ready s"
 
-printf '{"boot_to_ready_s":%s,"boot_cpu_s":%s,"idle_cpu_share":%s,"ready_flaps":%s,"hold_s":%s,"pod_running_s":%s,"pause_unknown_s":%s,"resume_ready_s":%s,"vcpus":%s,"memory_mib":%s}\n' \
-  "$boot_to_ready" "$boot_cpu" "$idle_share" "$flaps" "$HOLD" "$pod_running" "$pause_unknown" "$resume_ready" "$VCPUS" "$MEMORY_MIB"
+say "ACPI power button: logind, the kubelet's delay inhibitor, graceful node shutdown"
+ssh_guest 'SYSTEMD_PAGER=cat COLUMNS=200 systemd-inhibit --list' >&2 || say "systemd-inhibit failed"
+t4=$(now)
+virsh -c qemu:///system shutdown --mode acpi "$domain" >/dev/null
+kubectl wait --for=condition=Ready=False "node/$NODE" --timeout=60s >/dev/null || say "the kubelet did not report NotReady"
+shutdown_notready=$(since "$t4")
+until [[ "$(virsh -c qemu:///system domstate "$domain" 2>/dev/null)" == "shut off"* ]]; do
+  [[ $(since "$t4" | cut -d. -f1) -lt 180 ]] || die "still running 180 s after the power button"
+  sleep 0.5
+done
+shutdown_off=$(since "$t4")
+pod_phase=$(kubectl get pod probe -o jsonpath='{.status.phase}')
+say "power button -> Ready=False $shutdown_notready s, shut off $shutdown_off s; the pod ended $pod_phase"
+
+printf '{"boot_to_ready_s":%s,"boot_cpu_s":%s,"idle_cpu_share":%s,"ready_flaps":%s,"hold_s":%s,"pod_running_s":%s,"pause_unknown_s":%s,"resume_ready_s":%s,"shutdown_notready_s":%s,"shutdown_off_s":%s,"pod_phase":"%s","vcpus":%s,"memory_mib":%s}\n' \
+  "$boot_to_ready" "$boot_cpu" "$idle_share" "$flaps" "$HOLD" "$pod_running" "$pause_unknown" "$resume_ready" "$shutdown_notready" "$shutdown_off" "$pod_phase" "$VCPUS" "$MEMORY_MIB"

@@ -186,7 +186,7 @@ fn kwok_args(node: &str, pod_cidr: &str, lease: Duration) -> Vec<String> {
 }
 
 /// Server URL, CA file and token of the sim cluster's kubeconfig.
-fn read_kubeconfig(path: &Path) -> Result<(String, String, String), String> {
+pub(super) fn read_kubeconfig(path: &Path) -> Result<(String, String, String), String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let doc: serde_yaml_ng::Value =
         serde_yaml_ng::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -271,7 +271,7 @@ pub fn domain_xml(d: &Domain<'_>) -> String {
     xml
 }
 
-fn xml_escape(s: &str) -> String {
+pub(super) fn xml_escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -279,7 +279,7 @@ fn xml_escape(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-fn mode_bits(mode: u32) -> std::fs::Permissions {
+pub(super) fn mode_bits(mode: u32) -> std::fs::Permissions {
     std::fs::Permissions::from_mode(mode)
 }
 
