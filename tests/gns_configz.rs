@@ -273,7 +273,10 @@ async fn through_the_proxy() {
         .find(|c| c.name == "kube-apiserver")
         .unwrap();
     assert!(
-        !apiserver.args.iter().any(|a| a.starts_with("--kubelet-")),
+        !apiserver
+            .args
+            .iter()
+            .any(|a| a.starts_with("--kubelet-c") || a.starts_with("--kubelet-client")),
         "{:?}",
         apiserver.args
     );

@@ -103,6 +103,12 @@ pub(super) fn apiserver_args(
         &not_ready,
         "--allow-privileged=true",
         "--profiling=false",
+        // Proxying to a node (logs, exec, configz) dials its InternalIP.
+        // The default list starts with Hostname, which the API server
+        // resolves through the host's DNS: a query that leaves the machine
+        // for every node name (seen with a real kubelet in a VM).
+        "--kubelet-preferred-address-types",
+        "InternalIP",
     ])
 }
 
@@ -311,6 +317,8 @@ mod tests {
         assert_eq!(value(&f, "secure-port"), "41003");
         assert_eq!(value(&f, "bind-address"), "127.0.0.1");
         assert_eq!(value(&f, "advertise-address"), "127.0.0.1");
+        // Node proxying never resolves a node's hostname through DNS.
+        assert_eq!(value(&f, "kubelet-preferred-address-types"), "InternalIP");
         assert_eq!(value(&f, "tls-cert-file"), "/state/c1/pki/apiserver.crt");
         assert_eq!(
             value(&f, "tls-private-key-file"),
