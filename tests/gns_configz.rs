@@ -395,8 +395,10 @@ async fn through_the_proxy() {
     assert!(matches!(e, Error::Timeout { .. }), "{e:?}");
     assert!(took < Duration::from_secs(4), "{took:?}");
 
-    // Which address the API server dials: Hostname before InternalIP before
-    // ExternalIP (`--kubelet-preferred-address-types` default).
+    // Which address the API server dials: the sim's names InternalIP alone
+    // (`--kubelet-preferred-address-types InternalIP`), so a Hostname
+    // address is never resolved nor dialled (upstream's default would try it
+    // first, through the host's DNS), and an ExternalIP is passed over.
     node_at(
         &client,
         "with-hostname",
@@ -416,14 +418,14 @@ async fn through_the_proxy() {
     configz::fetch(&client, "with-external", t).await.unwrap();
     assert_eq!(
         kubelets.take_connects(),
-        vec!["198.51.100.8:10250".to_owned(), format!("{ADDR}:10250")]
+        vec![format!("{ADDR}:10250"), format!("{ADDR}:10250")]
     );
 
-    // Loopback and unspecified node addresses are refused before any dial.
+    // Loopback and unspecified node addresses are refused before any dial;
+    // a node with a Hostname alone has no address the sim's API server uses.
     for (name, addr) in [
         ("loopback", ("InternalIP", "127.0.0.1")),
         ("unspecified", ("InternalIP", "0.0.0.0")),
-        ("localhost", ("Hostname", "localhost")),
     ] {
         node_at(&client, name, &[addr], 10250).await;
         let e = configz::fetch(&client, name, t).await.unwrap_err();
@@ -433,6 +435,13 @@ async fn through_the_proxy() {
             "{e:?}"
         );
     }
+    node_at(&client, "localhost", &[("Hostname", "localhost")], 10250).await;
+    let e = configz::fetch(&client, "localhost", t).await.unwrap_err();
+    eprintln!("localhost: {e}");
+    assert!(
+        matches!(&e, Error::KubeletUnreachable { message, .. } if message.contains("no preferred addresses")),
+        "{e:?}"
+    );
     assert!(kubelets.take_connects().is_empty());
 
     // No such node.

@@ -211,7 +211,14 @@ fn scenario(vm: &KubeletVm, kubeconfig: &Path, namespace: &str) -> (Option<i32>,
     let run = Command::new(env!("CARGO_BIN_EXE_nodefall"))
         .args(["scenario", &file.display().to_string(), "--out"])
         .arg(&out)
-        .args(["--domain", &domain, "--ssh-host", &host, "--ssh-user", "root"])
+        .args([
+            "--domain",
+            &domain,
+            "--ssh-host",
+            &host,
+            "--ssh-user",
+            "root",
+        ])
         .args(["--ssh-key", &key, "--shutdown-timeout", "120"])
         .args(["--ssh-option", "StrictHostKeyChecking=no"])
         .args(["--ssh-option", "UserKnownHostsFile=/dev/null"])
@@ -227,13 +234,31 @@ fn scenario(vm: &KubeletVm, kubeconfig: &Path, namespace: &str) -> (Option<i32>,
         String::from_utf8_lossy(&run.stderr)
     );
     eprintln!("{text}");
-    let result = std::fs::read_dir(&out)
+    let result_text = std::fs::read_dir(&out)
         .ok()
         .and_then(|mut d| d.next())
         .and_then(Result::ok)
         .and_then(|e| std::fs::read_to_string(e.path().join("result.json")).ok())
         .unwrap_or_default();
-    (run.status.code(), text, result)
+    print_observed(&result_text);
+    (run.status.code(), text, result_text)
+}
+
+/// Each expectation's verdict and when its condition was first seen, from
+/// its anchor (the figures in docs/libvirt-backend.md).
+fn print_observed(result: &str) {
+    let Ok(json) = serde_json::from_str::<serde_json::Value>(result) else {
+        return;
+    };
+    for e in json["expectations"].as_array().into_iter().flatten() {
+        eprintln!(
+            "  {:<60} {:<5} seen {} ms after {}",
+            e["label"].as_str().unwrap_or(""),
+            e["verdict"].as_str().unwrap_or(""),
+            e["observed"].as_i64().map_or("-".into(), |v| v.to_string()),
+            e["anchor"].as_str().unwrap_or(""),
+        );
+    }
 }
 
 async fn seed_003() {
@@ -253,9 +278,13 @@ async fn seed_003() {
         (c.grace_period(), c.critical_pods()),
         (Duration::from_secs(30), Duration::from_secs(10))
     );
-    let locks = ok(vm.rig.ssh_ok("SYSTEMD_PAGER=cat COLUMNS=200 systemd-inhibit --list"));
+    let locks = ok(vm
+        .rig
+        .ssh_ok("SYSTEMD_PAGER=cat COLUMNS=200 systemd-inhibit --list"));
     assert!(
-        locks.lines().any(|l| l.starts_with("kubelet") && l.contains("delay")),
+        locks
+            .lines()
+            .any(|l| l.starts_with("kubelet") && l.contains("delay")),
         "the kubelet holds logind's delay lock: {locks}"
     );
 
@@ -277,7 +306,9 @@ async fn seed_003() {
          systemctl daemon-reload && systemctl restart kubelet",
     ));
     ok(vm.wait_back(&client, Duration::from_secs(120)).await);
-    let locks = ok(vm.rig.ssh_ok("SYSTEMD_PAGER=cat COLUMNS=200 systemd-inhibit --list"));
+    let locks = ok(vm
+        .rig
+        .ssh_ok("SYSTEMD_PAGER=cat COLUMNS=200 systemd-inhibit --list"));
     assert!(
         !locks.lines().any(|l| l.starts_with("kubelet")),
         "no kubelet lock now: {locks}"
@@ -363,7 +394,7 @@ async fn every_fault() {
         .await
         .expect("pod applied");
     let containers = || {
-        rig.ssh_ok("ctr -n k8s.io tasks ls | grep -c RUNNING")
+        rig.ssh_ok("ctr -n k8s.io tasks ls | grep -c RUNNING || true")
             .map(|s| s.trim().to_owned())
             .unwrap_or_else(|e| format!("(ssh: {})", e.lines().next().unwrap_or("")))
     };
@@ -406,6 +437,18 @@ async fn every_fault() {
         (FaultKind::Poweroff, FaultKind::Poweron, 240),
         (FaultKind::Shutdown, FaultKind::Poweron, 240),
     ] {
+        // The pod running again (after a boot the kubelet restarts it
+        // after the node turns Ready).
+        let pods = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), "default");
+        let running = kube::runtime::wait::await_condition(
+            pods,
+            "probe",
+            kube::runtime::conditions::is_pod_running(),
+        );
+        tokio::time::timeout(Duration::from_secs(120), running)
+            .await
+            .expect("the pod running within 2 minutes")
+            .expect("watching the pod");
         let before = containers();
         let start = Instant::now();
         backend

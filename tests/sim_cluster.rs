@@ -309,6 +309,26 @@ async fn batch_of_two(cluster: &mut SimCluster, client: &kube::Client) {
     }
 }
 
+/// A node proxy request (what `kubectl logs` and the graceful-shutdown
+/// preflight's `/configz` make) on a sim fails on this machine: the API
+/// server's node traffic goes to a socket nothing listens on, never to the
+/// nodes' made-up addresses or through DNS for their names.
+async fn node_proxy_stays_here(client: &kube::Client, cluster: &SimCluster) {
+    let req = http::Request::get("/api/v1/nodes/worker-1/proxy/configz")
+        .body(Vec::new())
+        .unwrap();
+    let err = client
+        .request_text(req)
+        .await
+        .expect_err("no kubelet to reach");
+    let socket = cluster.dir().join("no-egress.sock");
+    assert!(
+        err.to_string().contains(&socket.display().to_string()),
+        "refused at the egress socket {}: {err}",
+        socket.display()
+    );
+}
+
 async fn fail_and_recover(shards: usize) {
     let root = tempfile::tempdir().unwrap();
     let started = Instant::now();
@@ -343,6 +363,9 @@ async fn fail_and_recover(shards: usize) {
         .filter(|n| ready_status(n).as_deref() == Some("True"))
         .collect();
     assert_eq!(ready.len(), 3, "3 nodes Ready after sim up");
+    if shards == 0 {
+        node_proxy_stays_here(&client, &cluster).await;
+    }
 
     // Two pods on worker-1, Running and Ready as under a kubelet: one with
     // a readiness probe, Ready once it first succeeds.

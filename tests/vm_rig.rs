@@ -36,7 +36,12 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("a tokio runtime")
 }
 
+// The libvirt backend's test (tests/libvirt_vm.rs) proves the same
+// transitions through the product, and tests/libvirt_kubelet_vm.rs on a real
+// kubelet: this one measures the rig itself with plain virsh (the figures in
+// scripts/vm-rig/README.md), run by hand.
 #[test]
+#[ignore = "about 100 s: the rig's own figures with plain virsh; run with --ignored"]
 fn vm_node_follows_virsh_faults() {
     if !vm_rig::should_run("vm_node_follows_virsh_faults") {
         return;

@@ -65,8 +65,10 @@ if [[ ! -s "$out" ]]; then
   [[ -n "$ver" ]] || die "no systemd version in $image's dpkg status"
   deb="$cache/vm-rig/udev_${ver//:/%3a}_amd64.deb"
   if [[ ! -s "$deb" ]]; then
-    (cd "$stage" && apt-get download -q -o APT::Sandbox::User=root "udev=$ver" >&2) \
-      || die "apt-get download udev=$ver failed (apt-get update first?)"
+    fetch() { (cd "$stage" && apt-get download -q -o APT::Sandbox::User=root "udev=$ver" >&2); }
+    # Package lists older than the image's packages lack this version:
+    # refreshed once, as the image's own build did.
+    fetch || { apt-get update -qq >&2 && fetch; } || die "apt-get download udev=$ver failed"
     mv "$stage"/udev_*.deb "$deb"
   fi
   # Its paths are /lib and /sbin: into the merged /usr through the image's

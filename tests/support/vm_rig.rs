@@ -31,13 +31,13 @@ use nodefall::sim::{SimCluster, UpOptions};
 
 #[path = "vm_rig_files.rs"]
 mod files;
+/// Node object, Ready and Lease watches.
+#[path = "vm_rig_k8s.rs"]
+pub mod k8s;
 /// The real-kubelet VM (the kind node image's parts), its guard and the
 /// API server's way to its kubelet.
 #[path = "vm_rig_kubelet.rs"]
 pub mod kubelet;
-/// Node object, Ready and Lease watches.
-#[path = "vm_rig_k8s.rs"]
-pub mod k8s;
 
 use k8s::{wait_lease_renewed, wait_node_ready};
 

@@ -103,13 +103,36 @@ pub(super) fn apiserver_args(
         &not_ready,
         "--allow-privileged=true",
         "--profiling=false",
-        // Proxying to a node (logs, exec, configz) dials its InternalIP.
-        // The default list starts with Hostname, which the API server
-        // resolves through the host's DNS: a query that leaves the machine
-        // for every node name (seen with a real kubelet in a VM).
+        // Proxying to a node (logs, exec, configz) picks its InternalIP. The
+        // default list starts with Hostname, which the API server resolves
+        // through the host's DNS before anything else (seen with a real
+        // kubelet in a VM): a query that would leave the machine.
         "--kubelet-preferred-address-types",
         "InternalIP",
     ])
+}
+
+/// The API server's traffic to nodes, pods and services (the egress
+/// selector's `cluster`) goes to a Unix socket nothing listens on: the sim's
+/// nodes have no kubelet to reach and their addresses are made up, so a
+/// node proxy request (`kubectl logs`, `/configz`) fails here instead of
+/// dialling an address beyond this machine. A test that plays kubelets
+/// passes its own configuration after this one (the last flag wins).
+pub(super) fn egress_args(layout: &Layout) -> Vec<String> {
+    vec![
+        "--egress-selector-config-file".to_owned(),
+        layout.egress_config().display().to_string(),
+    ]
+}
+
+/// The configuration [`egress_args`] names.
+pub(super) fn egress_config(layout: &Layout) -> String {
+    format!(
+        "apiVersion: apiserver.k8s.io/v1beta1\nkind: EgressSelectorConfiguration\n\
+         egressSelections:\n- name: cluster\n  connection:\n    proxyProtocol: HTTPConnect\n\
+         \x20   transport:\n      uds:\n        udsName: {}\n",
+        layout.no_egress_socket().display()
+    )
 }
 
 /// kube-controller-manager with the profile's node-lifecycle timings.
@@ -388,6 +411,24 @@ mod tests {
             );
             assert_eq!(found, want, "profile {}", profile.name);
         }
+    }
+
+    #[test]
+    fn the_apiservers_node_traffic_goes_to_a_socket_in_the_layout() {
+        let layout = layout();
+        let f = flags(&egress_args(&layout));
+        assert_eq!(
+            Path::new(value(&f, "egress-selector-config-file")),
+            layout.egress_config().as_path()
+        );
+        let config: serde_yaml_ng::Value =
+            serde_yaml_ng::from_str(&egress_config(&layout)).expect("YAML");
+        let cluster = &config["egressSelections"][0];
+        assert_eq!(cluster["name"].as_str(), Some("cluster"));
+        assert_eq!(
+            cluster["connection"]["transport"]["uds"]["udsName"].as_str(),
+            Some(layout.no_egress_socket().to_str().expect("UTF-8"))
+        );
     }
 
     #[test]

@@ -221,6 +221,15 @@ impl Layout {
     pub fn audit_policy(&self) -> PathBuf {
         self.dir.join("audit-policy.yaml")
     }
+    /// The API server's egress selector configuration (see `args.rs`).
+    pub fn egress_config(&self) -> PathBuf {
+        self.dir.join("egress.yaml")
+    }
+    /// Where that configuration sends the API server's traffic to nodes and
+    /// pods: a socket nothing listens on.
+    pub fn no_egress_socket(&self) -> PathBuf {
+        self.dir.join("no-egress.sock")
+    }
     /// The API server's audit log (JSON lines; see `args.rs`).
     pub fn audit_log(&self) -> PathBuf {
         self.logs().join("audit.log")

@@ -10,7 +10,8 @@ use std::time::Instant;
 use super::Error;
 use super::agents;
 use super::args::{
-    apiserver_args, audit_args, controller_manager_args, etcd_args, raised_qps, scheduler_args,
+    apiserver_args, audit_args, controller_manager_args, egress_args, egress_config, etcd_args,
+    raised_qps, scheduler_args,
 };
 use super::binaries::Binaries;
 use super::cluster::{CONTEXT, Progress, SimCluster, UpOptions, unix_ms};
@@ -159,6 +160,11 @@ impl SimCluster {
             .map_err(|e| Error::io("writing the kwok stages", e))?;
         std::fs::write(cluster.layout.audit_policy(), AUDIT_POLICY)
             .map_err(|e| Error::io("writing the audit policy", e))?;
+        std::fs::write(
+            cluster.layout.egress_config(),
+            egress_config(&cluster.layout),
+        )
+        .map_err(|e| Error::io("writing the egress selector configuration", e))?;
 
         progress("starting etcd and kube-apiserver");
         cluster.spawn_component(
@@ -168,6 +174,7 @@ impl SimCluster {
         )?;
         let mut api_args = apiserver_args(&pki, etcd_client, api_port, &opts.profile);
         api_args.extend(audit_args(&cluster.layout));
+        api_args.extend(egress_args(&cluster.layout));
         api_args.extend(opts.extra_apiserver_args.iter().cloned());
         cluster.spawn_component("kube-apiserver", &binaries.kube_apiserver, api_args.clone())?;
         let client = cluster.client().await?;
