@@ -141,6 +141,9 @@ set +e
 # the in-process audit check included (rss_mb is the run's, up to its result).
 timer=()
 [ -x /usr/bin/time ] && timer=(/usr/bin/time -f %M -o "$BENCH_DIR/scenario.maxrss")
+# Each phase's own peak (crates/io/src/memory.rs) into the log, nothing
+# else added to it.
+RUST_LOG=${RUST_LOG:-info,nodefall_io::memory=debug} \
 "${timer[@]}" "$bin" scenario "$BENCH_DIR/scale.yaml" --cluster "$NAME" --out "$BENCH_DIR/reports" \
     2>"$BENCH_DIR/scenario.log"
 code=$?
@@ -173,6 +176,7 @@ set -e
 wall_s=$(python3 -c "import time; print(round(time.time() - $started, 1))")
 
 process_kb=$(cat "$BENCH_DIR/scenario.maxrss" 2>/dev/null || echo 0)
+grep -o 'memory: peak RSS .*' "$BENCH_DIR/scenario.log" | sed 's/^/  /' >&2 || say "no per-phase memory lines in the log"
 python3 - "$result" "$BENCH_DIR/check.json" "$NODES" "$PODS" "$FAILED" "$wall_s" "$up_s" "$process_kb" <<'EOF'
 import json, sys
 result = json.load(open(sys.argv[1]))

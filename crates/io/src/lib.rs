@@ -13,6 +13,7 @@ pub mod discover;
 pub mod disk;
 pub mod exec;
 pub mod gns;
+pub mod memory;
 pub mod observe;
 pub mod probe;
 pub mod snapshot;

@@ -2,7 +2,9 @@
 //!
 //! Part of nodefall's workspace (ARCHITECTURE.md names each crate's layer).
 
-pub use nodefall_io::{actions, audit, discover, disk, exec, gns, observe, probe, testpoint};
+pub use nodefall_io::{
+    actions, audit, discover, disk, exec, gns, memory, observe, probe, testpoint,
+};
 pub use nodefall_judge::{expect, verdict};
 pub use nodefall_machines::{backend, kindlab};
 pub use nodefall_model::{disruption, duration, errors, exit, files, plan, profile, scenario};

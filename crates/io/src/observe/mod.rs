@@ -116,7 +116,16 @@ impl Recorder {
     /// nothing follows the record any more; what is recorded afterwards is
     /// not part of the result.
     pub fn take_transitions(&self) -> Vec<Transition> {
-        std::mem::take(&mut self.lock().transitions)
+        let mut transitions = std::mem::take(&mut self.lock().transitions);
+        // Grown by doubling: up to half of it spare.
+        transitions.shrink_to_fit();
+        transitions
+    }
+
+    /// Takes the world the transitions folded into (an empty one is left):
+    /// at the end of a run, freed before the result builds its own.
+    pub fn take_world(&self) -> World {
+        std::mem::take(&mut self.lock().world)
     }
 
     /// Hands the transitions recorded since `*cursor` to `f` a bounded chunk

@@ -65,6 +65,10 @@ impl Run<'_> {
         let c = &self.plan.scenario;
         let transitions = self.rec.take_transitions();
         let finished = self.rec.now();
+        // Done with: the watchers (their folds go with their thread) and the
+        // live world, freed before the metrics build worlds of their own.
+        drop(self.observer);
+        drop(self.rec.take_world());
         let t0 = self.t0;
         let mut targets: Vec<String> = self.targets.values().cloned().collect();
         for node in self.sets.values().flatten() {

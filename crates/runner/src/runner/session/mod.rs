@@ -259,6 +259,7 @@ pub fn run(req: &Request, resolved: &Resolved, once: &Once) -> Result<Done, Erro
                 RunOutcome::not_started(&plan, &file, &why, RunVerdict::Error)
             }
         };
+        crate::memory::phase_done("the run, up to its result");
         let end = lab::end(
             backend,
             sim_target.as_ref(),
@@ -280,6 +281,7 @@ pub fn run(req: &Request, resolved: &Resolved, once: &Once) -> Result<Done, Erro
             return Err(e);
         }
     };
+    crate::memory::phase_done("the lab's end (the audit check, the sim's teardown)");
     drop(rt);
     if let Some(id) = cluster_entry {
         match end {
@@ -294,7 +296,9 @@ pub fn run(req: &Request, resolved: &Resolved, once: &Once) -> Result<Done, Erro
             }
         }
     }
-    conclude(&req.out, once, &outcome, journal)
+    let done = conclude(&req.out, once, outcome, journal);
+    crate::memory::phase_done("the reports");
+    done
 }
 
 /// Unfinished journals of killed runs: their faults may still be in place.
