@@ -176,7 +176,7 @@ set -e
 wall_s=$(python3 -c "import time; print(round(time.time() - $started, 1))")
 
 process_kb=$(cat "$BENCH_DIR/scenario.maxrss" 2>/dev/null || echo 0)
-grep -o 'memory: peak RSS .*' "$BENCH_DIR/scenario.log" | sed 's/^/  /' >&2 || say "no per-phase memory lines in the log"
+grep -o 'memory: after .*' "$BENCH_DIR/scenario.log" | sed 's/^/  /' >&2 || say "no per-phase memory lines in the log"
 python3 - "$result" "$BENCH_DIR/check.json" "$NODES" "$PODS" "$FAILED" "$wall_s" "$up_s" "$process_kb" <<'EOF'
 import json, sys
 result = json.load(open(sys.argv[1]))

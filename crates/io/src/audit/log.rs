@@ -31,6 +31,10 @@ use crate::observe::kinds::{NodeDiff, PodDiff};
 #[derive(Debug, Clone, Default)]
 pub struct Scope {
     pub namespace: Option<String>,
+    /// The transitions kept, by when they happened (both ends included):
+    /// the rest are folded in (they make the objects' states) but not kept.
+    /// None: all.
+    pub kept: Option<(Timestamp, Timestamp)>,
 }
 
 /// The ground truth read from one audit log.
@@ -144,15 +148,26 @@ pub fn read(
                     break;
                 }
                 let ((at, _), write) = entry.remove_entry();
-                folder.fold(at, write, &mut truth.transitions);
+                fold_kept(&mut folder, scope, at, write, &mut truth.transitions);
             }
             Ok(())
         },
     )?;
     for ((at, _), write) in pending {
-        folder.fold(at, write, &mut truth.transitions);
+        fold_kept(&mut folder, scope, at, write, &mut truth.transitions);
     }
     Ok(truth)
+}
+
+/// Folds a write in; keeps the transitions it made only inside the
+/// scope's span (at 10,000 pods the bring-up and the cleanup are most of
+/// the log, and of no comparison).
+fn fold_kept(folder: &mut Folder, scope: &Scope, at: Timestamp, write: Write, out: &mut Vec<Seen>) {
+    let before = out.len();
+    folder.fold(at, write, out);
+    if scope.kept.is_some_and(|(from, to)| at < from || at > to) {
+        out.truncate(before);
+    }
 }
 
 fn decode(e: Event, scope: &Scope) -> Option<(Timestamp, Write)> {
@@ -594,9 +609,15 @@ mod tests {
 
     /// The pod's changes in the truth, as `seconds-of-minute change`.
     fn changes(lines: &[String]) -> Vec<String> {
+        changes_kept(lines, None)
+    }
+
+    /// The same, keeping only the transitions in `kept`.
+    fn changes_kept(lines: &[String], kept: Option<(Timestamp, Timestamp)>) -> Vec<String> {
         let log = lines.join("\n");
         let scope = Scope {
             namespace: Some("ns".into()),
+            kept,
         };
         let truth = read(log.as_bytes(), std::path::Path::new("audit.log"), &scope).unwrap();
         truth
@@ -671,6 +692,25 @@ mod tests {
             ],
             "{got:?}"
         );
+    }
+
+    #[test]
+    fn transitions_outside_the_kept_span_are_folded_in_but_not_kept() {
+        let all = changes(&evicted_pod_log(201));
+        let at = |s: &str| -> Timestamp { format!("2026-11-25T15:08:{s}Z").parse().unwrap() };
+        // From the eviction on: the pod's earlier states made what follows.
+        let kept = changes_kept(
+            &evicted_pod_log(201),
+            Some((at("59.400000"), at("59.600000"))),
+        );
+        assert_eq!(kept, all[all.len() - 3..], "{all:?}");
+        assert!(all.len() > kept.len(), "{all:?}");
+        // A span that ends before the deletion drops it.
+        let kept = changes_kept(
+            &evicted_pod_log(201),
+            Some((at("59.400000"), at("59.500000"))),
+        );
+        assert_eq!(kept, all[all.len() - 3..all.len() - 1], "{all:?}");
     }
 
     #[test]

@@ -22,7 +22,7 @@ pub use crate::record::audit::{AuditReport, AuditWindow, Check, Match, Seen};
 pub use log::{AuditTruth, Scope};
 
 use crate::record::RunResult;
-use crate::verdict::audit::{Report, compare, observed_in_run};
+use crate::verdict::audit::{Report, compare, observed_in_run, span};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -143,6 +143,7 @@ pub fn check_run(
     })?;
     let scope = Scope {
         namespace: Some(result.namespace.clone()),
+        kept: Some(span(window)),
     };
     let truth = read_truth(audit_log, &scope)?;
     // Nothing to compare with is no pass: an empty log, or one that is not

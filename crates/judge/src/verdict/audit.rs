@@ -89,6 +89,16 @@ fn list(list: &mut Vec<Seen>, s: Seen) {
     }
 }
 
+/// The span of the truth a comparison over `window` reads: the window,
+/// and the slack after it in which a change seen late is still matched.
+pub fn span(window: AuditWindow) -> (Timestamp, Timestamp) {
+    let late = window
+        .to
+        .checked_add(jiff::SignedDuration::from_micros(LATE_SLACK_US))
+        .unwrap_or(window.to);
+    (window.from, late)
+}
+
 /// Compares `observed` (in the order it was recorded) with `truth` (in the
 /// order it happened) over `window`.
 pub fn compare(
@@ -98,10 +108,7 @@ pub fn compare(
     window: AuditWindow,
     keep_matches: bool,
 ) -> Check {
-    let late = window
-        .to
-        .checked_add(jiff::SignedDuration::from_micros(LATE_SLACK_US))
-        .unwrap_or(window.to);
+    let (_, late) = span(window);
     let mut per_object: BTreeMap<&ObjectRef, PerObject<'_, '_>> = BTreeMap::new();
     for t in truth.iter().filter(|t| t.at >= window.from && t.at <= late) {
         let entry = per_object.entry(&t.object).or_default();
