@@ -27,9 +27,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
 use nodefall::backend::NodeFaults as _;
+use nodefall::backend::libvirt::LibvirtBackend;
 use nodefall::backend::libvirt::virt::Virt;
-use nodefall::backend::libvirt::{LibvirtBackend, Settings};
-use nodefall::backend::ssh::SshTarget;
 use nodefall::exec::System;
 use nodefall::gns::configz;
 use nodefall::scenario::model::FaultKind;
@@ -414,17 +413,7 @@ async fn every_fault() {
     };
 
     let hv = Virt::open(vm_rig::URI).expect("qemu:///system");
-    let mut s = Settings::new();
-    s.ssh_hosts
-        .insert(NODE.into(), SshTarget::at("127.0.0.1", Some(rig.ssh_port)));
-    s.ssh.user = Some("root".into());
-    s.ssh.key = Some(rig.ssh_key().display().to_string());
-    s.ssh.options = vec![
-        "StrictHostKeyChecking=no".into(),
-        "UserKnownHostsFile=/dev/null".into(),
-        "LogLevel=ERROR".into(),
-    ];
-    s.shutdown_timeout_secs = 120;
+    let mut s = rig.backend_settings();
     s.domains.insert(NODE.into(), rig.domain.clone());
     let mut backend = LibvirtBackend::new(hv, System, s);
     let node = Api::<Node>::all(client.clone())

@@ -21,9 +21,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
 use nodefall::backend::NodeFaults as _;
+use nodefall::backend::libvirt::LibvirtBackend;
 use nodefall::backend::libvirt::virt::Virt;
-use nodefall::backend::libvirt::{LibvirtBackend, Settings};
-use nodefall::backend::ssh::SshTarget;
 use nodefall::exec::System;
 use nodefall::profile::TimingProfile;
 use nodefall::scenario::model::FaultKind;
@@ -57,25 +56,6 @@ fn every_fault_through_the_libvirt_backend_then_the_cli() {
     assert!(left.is_empty(), "domains left defined: {left:?}");
 }
 
-/// The backend as a user would set it up for this VM: SSH through the
-/// management NIC's forwarded loopback port.
-fn settings(rig: &Rig) -> Settings {
-    let mut s = Settings::new();
-    s.ssh_hosts.insert(
-        rig.node.clone(),
-        SshTarget::at("127.0.0.1", Some(rig.ssh_port)),
-    );
-    s.ssh.user = Some("root".into());
-    s.ssh.key = Some(rig.ssh_key().display().to_string());
-    s.ssh.options = vec![
-        "StrictHostKeyChecking=no".into(),
-        "UserKnownHostsFile=/dev/null".into(),
-        "LogLevel=ERROR".into(),
-    ];
-    s.shutdown_timeout_secs = 120;
-    s
-}
-
 async fn run() {
     let root = tempfile::tempdir().expect("tempdir");
     let cluster = vm_rig::bare_control_plane(root.path(), "libvirt-vm").await;
@@ -85,7 +65,7 @@ async fn run() {
     eprintln!("boot: Ready {:.1?} after start", rig.booted_in);
 
     let hv = Virt::open(vm_rig::URI).expect("qemu:///system");
-    let mut backend = LibvirtBackend::new(hv, System, settings(&rig));
+    let mut backend = LibvirtBackend::new(hv, System, rig.backend_settings());
     let nodes: Api<Node> = Api::all(client.clone());
     let node = nodes.get(&rig.node).await.expect("the rig's Node");
     let all = [

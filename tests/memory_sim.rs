@@ -11,7 +11,6 @@
     reason = "test helpers fail the test by panicking"
 )]
 
-
 use nodefall::profile::TimingProfile;
 use nodefall::sim::{SimCluster, UpOptions};
 
@@ -24,9 +23,11 @@ const NODES: usize = 200;
 const PODS: usize = 2000;
 const FAILED: usize = 10;
 
-/// The whole process's ceiling (the largest phase's peak), in MiB: the
-/// debug build's measured peak plus a margin (docs/observer-precision.md).
-const CEILING_MIB: f64 = 1000.0;
+/// The whole process's ceiling (its peak over every phase), in MiB: the
+/// debug build's peak, 130.0 MiB in both runs measured (2026-12-07), plus
+/// 4 MiB (3%). A copy of every transition kept to the end (planted once in
+/// the recorder) made it 135.6 MiB. docs/observer-precision.md.
+const CEILING_MIB: f64 = 134.0;
 
 fn scenario() -> String {
     let mut s = format!(
@@ -34,7 +35,10 @@ fn scenario() -> String {
          waitReady: {{deployment: bench, replicas: {PODS}, timeout: 10m}}\ntargets:\n"
     );
     for i in 1..=FAILED {
-        s += &format!("  n{i}: {{name: worker-{}}}\n", (i - 1) * (NODES / FAILED) + 1);
+        s += &format!(
+            "  n{i}: {{name: worker-{}}}\n",
+            (i - 1) * (NODES / FAILED) + 1
+        );
     }
     s += "steps:\n";
     for i in 1..=FAILED {
@@ -63,13 +67,16 @@ spec:
       containers: [{name: app, image: registry.k8s.io/pause:3.10}]
 ";
 
-/// Each `memory: peak RSS N MiB in PHASE` line: (phase, MiB).
-fn phases(log: &str) -> Vec<(String, f64)> {
+/// Each `memory: after PHASE: peak RSS N MiB so far, M MiB resident` line:
+/// (phase, the peak so far, resident then), in MiB.
+fn phases(log: &str) -> Vec<(String, f64, f64)> {
     log.lines()
         .filter_map(|l| {
-            let rest = &l[l.find("memory: peak RSS ")? + "memory: peak RSS ".len()..];
-            let (mib, phase) = rest.split_once(" MiB in ")?;
-            Some((phase.trim().to_owned(), mib.parse().ok()?))
+            let rest = &l[l.find("memory: after ")? + "memory: after ".len()..];
+            let (phase, rest) = rest.split_once(": peak RSS ")?;
+            let (peak, rest) = rest.split_once(" MiB so far, ")?;
+            let resident = rest.strip_suffix(" MiB resident")?;
+            Some((phase.to_owned(), peak.parse().ok()?, resident.parse().ok()?))
         })
         .collect()
 }
@@ -102,11 +109,13 @@ fn a_run_at_200_nodes_and_2000_pods_stays_under_its_memory_ceiling() {
     drop(sim);
     assert_eq!(out.status.code(), Some(0), "{log}");
     let seen = phases(&log);
-    for (phase, mib) in &seen {
-        eprintln!("memory: {mib:>7.1} MiB  {phase}");
+    for (phase, peak, resident) in &seen {
+        eprintln!(
+            "memory: peak {peak:>7.1} MiB so far, {resident:>7.1} MiB resident, after {phase}"
+        );
     }
     assert_eq!(seen.len(), 3, "three phases logged: {log}");
-    let peak = seen.iter().map(|(_, m)| *m).fold(0.0, f64::max);
+    let peak = seen.iter().map(|(_, p, _)| *p).fold(0.0, f64::max);
     assert!(
         peak < CEILING_MIB,
         "peak RSS {peak:.1} MiB over the ceiling {CEILING_MIB} MiB: {seen:?}"

@@ -304,6 +304,26 @@ impl Rig {
         Ok(rig)
     }
 
+    /// The libvirt backend's settings as a user would give them for this
+    /// VM: SSH through the management NIC's forwarded loopback port.
+    #[cfg(feature = "libvirt")]
+    pub fn backend_settings(&self) -> nodefall::backend::libvirt::Settings {
+        let mut s = nodefall::backend::libvirt::Settings::new();
+        s.ssh_hosts.insert(
+            self.node.clone(),
+            nodefall::backend::ssh::SshTarget::at(SSH_HOST, Some(self.ssh_port)),
+        );
+        s.ssh.user = Some("root".into());
+        s.ssh.key = Some(self.ssh_key().display().to_string());
+        s.ssh.options = vec![
+            "StrictHostKeyChecking=no".into(),
+            "UserKnownHostsFile=/dev/null".into(),
+            "LogLevel=ERROR".into(),
+        ];
+        s.shutdown_timeout_secs = 120;
+        s
+    }
+
     /// The throwaway SSH private key authorized in the guest.
     pub fn ssh_key(&self) -> PathBuf {
         self.dir.path().join("id_ed25519")

@@ -39,15 +39,50 @@ pub fn kernel_present() -> Option<PathBuf> {
 /// Builds the base initramfs into `cache/vm-rig/`, or finds it there.
 pub fn build_base(cache: &Path, kwok: &Path) -> Result<Base, String> {
     let script = super::repo().join("scripts/vm-rig/build-initramfs.sh");
+    let out = run_script(
+        &script,
+        &[("NODEFALL_CACHE", cache), ("NODEFALL_KWOK", kwok)],
+        300,
+    )?;
+    Ok(Base {
+        kernel: out.field("kernel")?,
+        initrd: out.field("initrd")?,
+    })
+}
+
+/// What a build script printed: `key=value` lines.
+pub struct Printed {
+    script: PathBuf,
+    stdout: String,
+}
+
+impl Printed {
+    /// The path after `key=`, or an error naming the script and what it printed.
+    pub fn field(&self, key: &str) -> Result<PathBuf, String> {
+        self.stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+            .map(PathBuf::from)
+            .ok_or_else(|| {
+                format!(
+                    "{} printed no `{key}=`: {}",
+                    self.script.display(),
+                    self.stdout
+                )
+            })
+    }
+}
+
+/// Runs a build script under bash (at most `secs` seconds) with `env`; what
+/// it printed, or an error with its stderr.
+pub fn run_script(script: &Path, env: &[(&str, &Path)], secs: u32) -> Result<Printed, String> {
     let out = Command::new("timeout")
-        .arg("300")
+        .arg(secs.to_string())
         .arg("bash")
-        .arg(&script)
-        .env("NODEFALL_CACHE", cache)
-        .env("NODEFALL_KWOK", kwok)
+        .arg(script)
+        .envs(env.iter().map(|(k, v)| (*k, *v)))
         .output()
         .map_err(|e| format!("running {}: {e}", script.display()))?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
         return Err(format!(
             "{} failed ({}): {}",
@@ -56,16 +91,9 @@ pub fn build_base(cache: &Path, kwok: &Path) -> Result<Base, String> {
             String::from_utf8_lossy(&out.stderr).trim()
         ));
     }
-    let field = |key: &str| {
-        stdout
-            .lines()
-            .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
-            .map(PathBuf::from)
-            .ok_or_else(|| format!("{} printed no `{key}=`: {stdout}", script.display()))
-    };
-    Ok(Base {
-        kernel: field("kernel")?,
-        initrd: field("initrd")?,
+    Ok(Printed {
+        script: script.to_owned(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
     })
 }
 

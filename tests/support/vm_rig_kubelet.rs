@@ -35,7 +35,7 @@ use nodefall::sim::SimCluster;
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::net::{TcpStream, UnixListener};
 
-use super::{DOMAIN_PREFIX, NEXT, Rig, files, k8s, virsh};
+use super::{DOMAIN_PREFIX, NEXT, Rig, files, virsh};
 
 /// The uid QEMU runs as for a real-kubelet VM: no account has it (checked
 /// before use); the guard's rules match it.
@@ -310,33 +310,11 @@ struct Disk {
 
 fn build_disk(cache: &Path) -> Result<Disk, String> {
     let script = super::repo().join("scripts/vm-rig/build-node-disk.sh");
-    let out = Command::new("timeout")
-        .arg("900")
-        .arg("bash")
-        .arg(&script)
-        .env("NODEFALL_CACHE", cache)
-        .output()
-        .map_err(|e| format!("running {}: {e}", script.display()))?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    if !out.status.success() {
-        return Err(format!(
-            "{} failed ({}): {}",
-            script.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    let field = |key: &str| {
-        stdout
-            .lines()
-            .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
-            .map(PathBuf::from)
-            .ok_or_else(|| format!("{} printed no `{key}=`: {stdout}", script.display()))
-    };
+    let out = files::run_script(&script, &[("NODEFALL_CACHE", cache)], 900)?;
     Ok(Disk {
-        kernel: field("kernel")?,
-        initrd: field("initrd")?,
-        disk: field("disk")?,
+        kernel: out.field("kernel")?,
+        initrd: out.field("initrd")?,
+        disk: out.field("disk")?,
     })
 }
 
@@ -462,17 +440,13 @@ impl KubeletVm {
     }
 
     /// Waits until the Node is Ready again and its kubelet has renewed the
-    /// lease since (see [`Rig::wait_back`]).
+    /// lease since ([`Rig::wait_back`]).
     pub async fn wait_back(
         &self,
         client: &kube::Client,
         timeout: Duration,
     ) -> Result<Duration, String> {
-        let ready = self.rig.wait_ready(client, "True", timeout).await?;
-        k8s::wait_lease_renewed(client, &self.rig.node, timeout)
-            .await
-            .map_err(|e| format!("{e}; serial console tail:\n{}", self.rig.console_tail(40)))?;
-        Ok(ready)
+        self.rig.wait_back(client, timeout).await
     }
 }
 

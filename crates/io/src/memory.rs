@@ -69,8 +69,14 @@ mod tests {
         let block = vec![1u8; 64 << 20];
         assert_eq!(block.iter().map(|&b| u64::from(b)).sum::<u64>(), 64 << 20);
         drop(block);
-        let (peak, now) = (read("VmHWM:").expect("VmHWM"), read("VmRSS:").expect("VmRSS"));
+        let (peak, now) = (
+            read("VmHWM:").expect("VmHWM"),
+            read("VmRSS:").expect("VmRSS"),
+        );
         assert!(peak >= before.max(64 * 1024), "{peak} KiB");
-        assert!(now + 32 * 1024 < peak, "resident {now} KiB of a {peak} KiB peak");
+        assert!(
+            now + 32 * 1024 < peak,
+            "resident {now} KiB of a {peak} KiB peak"
+        );
     }
 }
