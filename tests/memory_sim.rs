@@ -82,6 +82,8 @@ fn phases(log: &str) -> Vec<(String, f64, f64)> {
 }
 
 #[test]
+#[ignore = "not in CI yet: at this size it slows the sim tier's other tests (issue 65); \
+            run it alone with --ignored"]
 fn a_run_at_200_nodes_and_2000_pods_stays_under_its_memory_ceiling() {
     let d = Dirs::new();
     let rt = tokio::runtime::Runtime::new().unwrap();

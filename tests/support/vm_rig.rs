@@ -229,8 +229,6 @@ impl Rig {
         log: &mut (dyn FnMut(&str) + Send),
     ) -> Result<Rig, String> {
         available()?;
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let id = files::random_bytes::<16>()?;
         let kwok = Binaries::at(&cache_root(), cluster.state().versions.clone()).kwok;
         let started = Instant::now();
         let base = files::build_base(&cache_root(), &kwok)?;
@@ -239,22 +237,7 @@ impl Rig {
             base.initrd.display(),
             started.elapsed()
         ));
-        let dir = tempfile::Builder::new()
-            .prefix("nodefall-vm-rig-")
-            .tempdir()
-            .map_err(|e| format!("creating the rig's temp dir: {e}"))?;
-        let mut rig = Rig {
-            domain: format!("{DOMAIN_PREFIX}{}-{n}", std::process::id()),
-            uuid: files::uuid(id),
-            node: node.to_owned(),
-            // Locally administered QEMU range; the last bytes tell them apart.
-            node_mac: format!("52:54:00:{:02x}:{:02x}:{:02x}", id[0], id[1], id[2] & 0xfe),
-            mgmt_mac: format!("52:54:00:{:02x}:{:02x}:{:02x}", id[0], id[1], id[2] | 0x01),
-            ssh_port: files::free_port()?,
-            booted_in: Duration::ZERO,
-            defined: false,
-            dir,
-        };
+        let (mut rig, n) = Rig::new_domain(node, "nodefall-vm-rig-")?;
         files::keygen(&rig.ssh_key())?;
         let overlay = files::Overlay {
             node,
@@ -322,6 +305,32 @@ impl Rig {
         ];
         s.shutdown_timeout_secs = 120;
         s
+    }
+
+    /// A domain not yet defined: its name (`nodefall-rig-<pid>-<n>`), a
+    /// random UUID, MACs and SSH port, its files in a new temporary
+    /// directory named with `prefix`; and `n`, this process's count of rig
+    /// VMs so far.
+    fn new_domain(node: &str, prefix: &str) -> Result<(Rig, u32), String> {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let id = files::random_bytes::<16>()?;
+        let dir = tempfile::Builder::new()
+            .prefix(prefix)
+            .tempdir()
+            .map_err(|e| format!("creating the VM's temp dir: {e}"))?;
+        let rig = Rig {
+            domain: format!("{DOMAIN_PREFIX}{}-{n}", std::process::id()),
+            uuid: files::uuid(id),
+            node: node.to_owned(),
+            // Locally administered QEMU range; the last bytes tell them apart.
+            node_mac: format!("52:54:00:{:02x}:{:02x}:{:02x}", id[0], id[1], id[2] & 0xfe),
+            mgmt_mac: format!("52:54:00:{:02x}:{:02x}:{:02x}", id[0], id[1], id[2] | 0x01),
+            ssh_port: files::free_port()?,
+            booted_in: Duration::ZERO,
+            defined: false,
+            dir,
+        };
+        Ok((rig, n))
     }
 
     /// The throwaway SSH private key authorized in the guest.

@@ -35,7 +35,7 @@ use nodefall::sim::SimCluster;
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::net::{TcpStream, UnixListener};
 
-use super::{DOMAIN_PREFIX, NEXT, Rig, files, virsh};
+use super::{Rig, files, virsh};
 
 /// The uid QEMU runs as for a real-kubelet VM: no account has it (checked
 /// before use); the guard's rules match it.
@@ -342,8 +342,6 @@ impl KubeletVm {
         log: &mut (dyn FnMut(&str) + Send),
     ) -> Result<KubeletVm, String> {
         super::available()?;
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let id = files::random_bytes::<16>()?;
         let started = Instant::now();
         let disk = build_disk(&nodefall::sim::binaries::cache_root())?;
         log(&format!(
@@ -351,24 +349,10 @@ impl KubeletVm {
             disk.disk.display(),
             started.elapsed()
         ));
-        let dir = tempfile::Builder::new()
-            .prefix("nodefall-vm-kubelet-")
-            .tempdir()
-            .map_err(|e| format!("creating the VM's temp dir: {e}"))?;
+        let (rig, n) = Rig::new_domain(node, "nodefall-vm-kubelet-")?;
         // QEMU runs as the guard uid: it must reach the files in here.
-        std::fs::set_permissions(dir.path(), files::mode_bits(0o755))
-            .map_err(|e| format!("chmod {}: {e}", dir.path().display()))?;
-        let rig = Rig {
-            domain: format!("{DOMAIN_PREFIX}{}-{n}", std::process::id()),
-            uuid: files::uuid(id),
-            node: node.to_owned(),
-            node_mac: format!("52:54:00:{:02x}:{:02x}:{:02x}", id[0], id[1], id[2] & 0xfe),
-            mgmt_mac: format!("52:54:00:{:02x}:{:02x}:{:02x}", id[0], id[1], id[2] | 0x01),
-            ssh_port: files::free_port()?,
-            booted_in: Duration::ZERO,
-            defined: false,
-            dir,
-        };
+        std::fs::set_permissions(rig.dir.path(), files::mode_bits(0o755))
+            .map_err(|e| format!("chmod {}: {e}", rig.dir.path().display()))?;
         // Each VM its own user-mode network, so the egress proxy tells
         // their InternalIPs apart.
         let net = format!("10.77.{}", n % 250);
