@@ -246,16 +246,7 @@ async fn through_the_proxy() {
     ]);
     let kubelets = kubelets(&socket, answers);
     let egress = root.path().join("egress.yaml");
-    std::fs::write(
-        &egress,
-        format!(
-            "apiVersion: apiserver.k8s.io/v1beta1\nkind: EgressSelectorConfiguration\n\
-             egressSelections:\n- name: cluster\n  connection:\n    proxyProtocol: HTTPConnect\n\
-             \x20   transport:\n      uds:\n        udsName: {}\n",
-            socket.display()
-        ),
-    )
-    .unwrap();
+    std::fs::write(&egress, nodefall::sim::egress_selector_config(&socket)).unwrap();
     let mut opts = UpOptions::new("gns", TimingProfile::fast());
     opts.root = root.path().to_owned();
     opts.nodes = 0;

@@ -220,24 +220,29 @@ fn scenario(
     let key = rig.ssh_key().display().to_string();
     let host = format!("{}=127.0.0.1:{}", rig.node, rig.ssh_port);
     let domain = format!("{}={}", rig.node, rig.domain);
-    let run = Command::new(env!("CARGO_BIN_EXE_nodefall"))
-        .args(["scenario", &file.display().to_string(), "--out"])
-        .arg(&out)
-        .args([
-            "--domain",
-            &domain,
-            "--ssh-host",
-            &host,
-            "--ssh-user",
-            "root",
-        ])
-        .args(["--ssh-key", &key, "--shutdown-timeout", "120"])
-        .args(["--ssh-option", "StrictHostKeyChecking=no"])
-        .args(["--ssh-option", "UserKnownHostsFile=/dev/null"])
-        .env("KUBECONFIG", kubeconfig)
-        .env("NODEFALL_JOURNAL_DIR", dir.path().join("journals"))
-        .env_remove("LIBVIRT_DEFAULT_URI")
-        .stdin(Stdio::null())
+    let file = file.display().to_string();
+    let out_dir = out.display().to_string();
+    let args = [
+        "scenario",
+        &file,
+        "--out",
+        &out_dir,
+        "--domain",
+        &domain,
+        "--ssh-host",
+        &host,
+        "--ssh-user",
+        "root",
+        "--ssh-key",
+        &key,
+        "--shutdown-timeout",
+        "120",
+        "--ssh-option",
+        "StrictHostKeyChecking=no",
+        "--ssh-option",
+        "UserKnownHostsFile=/dev/null",
+    ];
+    let run = vm_rig::nodefall(&dir.path().join("journals"), kubeconfig, &args)
         .output()
         .expect("nodefall runs");
     let text = format!(

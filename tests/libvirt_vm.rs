@@ -13,8 +13,7 @@
 //! under `CI=true`, where it fails. Every domain is undefined at the end.
 #![cfg(feature = "libvirt")]
 
-use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -31,7 +30,7 @@ use nodefall::sim::SimCluster;
 #[path = "support/vm_rig.rs"]
 mod vm_rig;
 
-use vm_rig::{Rig, ok, virsh};
+use vm_rig::{Rig, nodefall, ok, virsh};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -150,16 +149,6 @@ async fn run() {
     eprintln!("figures:\n  {}", figures.join("\n  "));
 
     cli(&cluster, &rig).await;
-}
-
-fn nodefall(journals: &Path, kubeconfig: &Path, args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_nodefall"));
-    c.args(args)
-        .env("KUBECONFIG", kubeconfig)
-        .env("NODEFALL_JOURNAL_DIR", journals)
-        .env_remove("LIBVIRT_DEFAULT_URI")
-        .stdin(Stdio::null());
-    c
 }
 
 const SCENARIO: &str = "name: vm-pause

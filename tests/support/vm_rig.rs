@@ -194,6 +194,18 @@ pub fn virsh(args: &[&str]) -> Result<String, String> {
     }
 }
 
+/// `nodefall ARGS` against `kubeconfig`, journaling into `journals`, with
+/// no libvirt URI from the environment and no stdin.
+pub fn nodefall(journals: &Path, kubeconfig: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_nodefall"));
+    c.args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .env("NODEFALL_JOURNAL_DIR", journals)
+        .env_remove("LIBVIRT_DEFAULT_URI")
+        .stdin(std::process::Stdio::null());
+    c
+}
+
 /// Names of the domains this process defined that libvirt still knows.
 pub fn leftover_domains() -> Vec<String> {
     let mine = format!("{DOMAIN_PREFIX}{}-", std::process::id());

@@ -98,16 +98,8 @@ impl Egress {
     pub fn start(dir: &Path) -> Result<Egress, String> {
         let socket = dir.join("egress.sock");
         let config = dir.join("egress.yaml");
-        std::fs::write(
-            &config,
-            format!(
-                "apiVersion: apiserver.k8s.io/v1beta1\nkind: EgressSelectorConfiguration\n\
-                 egressSelections:\n- name: cluster\n  connection:\n    proxyProtocol: HTTPConnect\n\
-                 \x20   transport:\n      uds:\n        udsName: {}\n",
-                socket.display()
-            ),
-        )
-        .map_err(|e| format!("writing {}: {e}", config.display()))?;
+        std::fs::write(&config, nodefall::sim::egress_selector_config(&socket))
+            .map_err(|e| format!("writing {}: {e}", config.display()))?;
         let listener = UnixListener::bind(&socket)
             .map_err(|e| format!("binding {}: {e}", socket.display()))?;
         let egress = Egress {

@@ -125,13 +125,16 @@ pub(super) fn egress_args(layout: &Layout) -> Vec<String> {
     ]
 }
 
-/// The configuration [`egress_args`] names.
-pub(super) fn egress_config(layout: &Layout) -> String {
+/// An egress selector configuration sending the API server's `cluster`
+/// traffic (to nodes, pods and services) to an HTTP CONNECT proxy on the
+/// Unix socket `socket`: [`egress_args`] names one with a socket nothing
+/// listens on; tests that play kubelets give theirs a proxy.
+pub fn egress_selector_config(socket: &Path) -> String {
     format!(
         "apiVersion: apiserver.k8s.io/v1beta1\nkind: EgressSelectorConfiguration\n\
          egressSelections:\n- name: cluster\n  connection:\n    proxyProtocol: HTTPConnect\n\
          \x20   transport:\n      uds:\n        udsName: {}\n",
-        layout.no_egress_socket().display()
+        socket.display()
     )
 }
 
@@ -422,7 +425,8 @@ mod tests {
             layout.egress_config().as_path()
         );
         let config: serde_yaml_ng::Value =
-            serde_yaml_ng::from_str(&egress_config(&layout)).expect("YAML");
+            serde_yaml_ng::from_str(&egress_selector_config(&layout.no_egress_socket()))
+                .expect("YAML");
         let cluster = &config["egressSelections"][0];
         assert_eq!(cluster["name"].as_str(), Some("cluster"));
         assert_eq!(

@@ -44,6 +44,7 @@ fn done_unless_gone<T>(r: Result<T, kube::Error>) -> Result<bool, kube::Error> {
 pub use agents::{
     MAX_NODES, SHARD_LABEL, SIM_NODE_LABEL, ZONE_LABEL, auto_shards, throwaway_nodes,
 };
+pub use args::egress_selector_config;
 pub use cluster::{CONTEXT, SimCluster, UpOptions};
 pub use state::{AgentState, State, default_root};
 pub use waits::{is_ready, ready_for_pods};

@@ -10,8 +10,8 @@ use std::time::Instant;
 use super::Error;
 use super::agents;
 use super::args::{
-    apiserver_args, audit_args, controller_manager_args, egress_args, egress_config, etcd_args,
-    raised_qps, scheduler_args,
+    apiserver_args, audit_args, controller_manager_args, egress_args, egress_selector_config,
+    etcd_args, raised_qps, scheduler_args,
 };
 use super::binaries::Binaries;
 use super::cluster::{CONTEXT, Progress, SimCluster, UpOptions, unix_ms};
@@ -162,7 +162,7 @@ impl SimCluster {
             .map_err(|e| Error::io("writing the audit policy", e))?;
         std::fs::write(
             cluster.layout.egress_config(),
-            egress_config(&cluster.layout),
+            egress_selector_config(&cluster.layout.no_egress_socket()),
         )
         .map_err(|e| Error::io("writing the egress selector configuration", e))?;
 
