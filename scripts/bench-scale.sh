@@ -32,8 +32,16 @@ BENCH_DIR=${BENCH_DIR:-$(mktemp -d /tmp/nodefall-bench-scale.XXXXXX)}
 NAME=bench-scale
 
 cd "$(dirname "$0")/.."
-cargo build --release --quiet
-bin=$PWD/target/release/nodefall
+if [ "${HEAP_PROFILE:-0}" = 1 ]; then
+    # heaptrack needs the code's line tables, and malloc (not mimalloc): a
+    # build of its own.
+    export CARGO_PROFILE_RELEASE_DEBUG=line-tables-only
+    export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}/heap-profile
+fi
+features=()
+[ "${HEAP_PROFILE:-0}" = 1 ] && features=(--features system-allocator)
+cargo build --release --quiet "${features[@]}"
+bin=${CARGO_TARGET_DIR:-$PWD/target}/release/nodefall
 mkdir -p "$BENCH_DIR"
 export NODEFALL_STATE_DIR=$BENCH_DIR/state
 say() { printf '[bench-scale %s] %s\n' "$(date -u +%T)" "$*" >&2; }
@@ -141,12 +149,43 @@ set +e
 # the in-process audit check included (rss_mb is the run's, up to its result).
 timer=()
 [ -x /usr/bin/time ] && timer=(/usr/bin/time -f %M -o "$BENCH_DIR/scenario.maxrss")
+# HEAP_PROFILE=1: the process under heaptrack (its allocations by call stack,
+# in $BENCH_DIR/heap.*; its peak consumers printed below). It slows every
+# allocation: its lag and RSS figures are not the product's.
+if [ "${HEAP_PROFILE:-0}" = 1 ]; then
+    command -v heaptrack >/dev/null || { say "HEAP_PROFILE=1 needs heaptrack (apt-get install heaptrack)"; exit 2; }
+    timer+=(heaptrack -o "$BENCH_DIR/heap")
+fi
+# SCENARIO_WRAP: a command (words) the scenario runs under, e.g.
+# SCENARIO_WRAP="strace -f -qq -e trace=clone3 -k -o /tmp/clones".
+if [ -n "${SCENARIO_WRAP:-}" ]; then
+    read -r -a wrap <<<"$SCENARIO_WRAP"
+    timer+=("${wrap[@]}")
+fi
 # Each phase's own peak (crates/io/src/memory.rs) into the log, nothing
 # else added to it.
 RUST_LOG=${RUST_LOG:-info,nodefall_io::memory=debug} \
 "${timer[@]}" "$bin" scenario "$BENCH_DIR/scale.yaml" --cluster "$NAME" --out "$BENCH_DIR/reports" \
-    2>"$BENCH_DIR/scenario.log"
+    2>"$BENCH_DIR/scenario.log" &
+scenario_pid=$!
+# Its resident memory every half second or so (rss.tsv: seconds, then VmRSS,
+# RssAnon and RssFile in KiB, and its threads): what the peak is made of
+# (RssFile: the code).
+sample_rss() {
+    local pid=$1 t=0 child
+    while kill -0 "$pid" 2>/dev/null; do
+        child=$(pgrep -P "$pid" -x nodefall | head -1 || true)
+        awk -v t="$t" '/^VmRSS:/{r=$2} /^RssAnon:/{a=$2} /^RssFile:/{f=$2} /^Threads:/{n=$2}
+            END{if (r) printf "%s\t%s\t%s\t%s\t%s\n", t, r, a, f, n}' "/proc/${child:-$pid}/status" 2>/dev/null || true
+        sleep 0.5
+        t=$(awk -v t="$t" 'BEGIN{print t + 0.5}')
+    done
+}
+sample_rss "$scenario_pid" >"$BENCH_DIR/rss.tsv" &
+sampler=$!
+wait "$scenario_pid"
 code=$?
+wait "$sampler" || true
 set -e
 say "scenario exit code $code (log: $BENCH_DIR/scenario.log)"
 # A kubectl watch that ended by itself lost events from then on (kubectl get -w
@@ -175,8 +214,18 @@ set +e
 set -e
 wall_s=$(python3 -c "import time; print(round(time.time() - $started, 1))")
 
-process_kb=$(cat "$BENCH_DIR/scenario.maxrss" 2>/dev/null || echo 0)
+# time(1) writes "Command exited with non-zero status N" first when it did.
+process_kb=$(tail -1 "$BENCH_DIR/scenario.maxrss" 2>/dev/null || echo 0)
 grep -o 'memory: after .*' "$BENCH_DIR/scenario.log" | sed 's/^/  /' >&2 || say "no per-phase memory lines in the log"
+sort -t$'\t' -k2,2n "$BENCH_DIR/rss.tsv" | tail -1 | awk -F'\t' '{printf "  sampled peak: %.1f MiB resident at %s s (%.1f anonymous, %.1f file-backed: code; %s threads)\n", $2/1024, $1, $3/1024, $4/1024, $5}' >&2 || true
+if [ "${HEAP_PROFILE:-0}" = 1 ]; then
+    for heap in "$BENCH_DIR"/heap*.zst "$BENCH_DIR"/heap*.gz; do
+        [ -e "$heap" ] || continue
+        heaptrack_print --print-peaks 1 --print-allocators 0 --print-temporary 0 --print-leaks 0 \
+            --peak-limit 25 --sub-peak-limit 8 "$heap" >"$BENCH_DIR/heap-peaks.txt" 2>&1 || true
+        say "heap profile: $heap; its peak consumers in $BENCH_DIR/heap-peaks.txt"
+    done
+fi
 python3 - "$result" "$BENCH_DIR/check.json" "$NODES" "$PODS" "$FAILED" "$wall_s" "$up_s" "$process_kb" <<'EOF'
 import json, sys
 result = json.load(open(sys.argv[1]))

@@ -8,6 +8,10 @@ use clap::Parser as _;
 use nodefall::cli::{self, Cli};
 use nodefall::exit;
 
+/// mimalloc (docs/observer-precision.md has its figures); the
+/// `system-allocator` feature leaves the C library's, which heap profilers
+/// hook (`HEAP_PROFILE=1 scripts/bench-scale.sh`).
+#[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -16,15 +16,17 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::BufRead;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Node, Pod, PodCondition, PodSpec, PodStatus, Toleration, Volume};
+use k8s_openapi::api::core::v1::{Node, Pod, PodCondition, PodSpec, PodStatus, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::runtime::watcher::Event as WatchEvent;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Error, Seen};
-use crate::observe::fold::Fold;
-use crate::observe::kinds::{NodeDiff, PodDiff};
+use super::Error;
+use crate::observe::fold::{Changes, Fold};
+use crate::observe::kinds::{NodeDiff, PodDiff, toleration};
+use crate::timeline::{Change, ObjectRef, Toleration as Tolerates};
+use crate::verdict::audit::Report;
 
 /// Which objects the truth covers: every Node, and the Pods of one
 /// namespace (what a run's observer watches) or of all.
@@ -40,8 +42,10 @@ pub struct Scope {
 /// The ground truth read from one audit log.
 #[derive(Debug, Default)]
 pub struct AuditTruth {
-    /// In the order the writes completed.
-    pub transitions: Vec<Seen>,
+    /// Each object's transitions, in the order its writes completed: by
+    /// object, so a transition does not repeat its object's name and UID
+    /// (51,000 transitions of 10,000 pods' in a 1,000-node benchmark).
+    pub objects: BTreeMap<ObjectRef, Vec<(Timestamp, Change)>>,
     /// Audit events read (every line).
     pub events: usize,
     /// Writes to Nodes and Pods in scope that were folded in.
@@ -148,25 +152,57 @@ pub fn read(
                     break;
                 }
                 let ((at, _), write) = entry.remove_entry();
-                fold_kept(&mut folder, scope, at, write, &mut truth.transitions);
+                fold_kept(&mut folder, scope, at, write, &mut truth);
             }
             Ok(())
         },
     )?;
     for ((at, _), write) in pending {
-        fold_kept(&mut folder, scope, at, write, &mut truth.transitions);
+        fold_kept(&mut folder, scope, at, write, &mut truth);
     }
     Ok(truth)
+}
+
+impl AuditTruth {
+    /// Every transition, object by object, each object's in order.
+    pub fn reports(&self) -> impl Iterator<Item = Report<'_>> {
+        self.objects.iter().flat_map(|(object, changes)| {
+            changes.iter().map(move |(at, change)| Report {
+                at: *at,
+                object,
+                change,
+            })
+        })
+    }
+
+    fn keep(&mut self, at: Timestamp, object: ObjectRef, change: Change) {
+        match self.objects.get_mut(&object) {
+            Some(changes) => changes.push((at, change)),
+            None => {
+                self.objects.insert(object, vec![(at, change)]);
+            }
+        }
+    }
 }
 
 /// Folds a write in; keeps the transitions it made only inside the
 /// scope's span (at 10,000 pods the bring-up and the cleanup are most of
 /// the log, and of no comparison).
-fn fold_kept(folder: &mut Folder, scope: &Scope, at: Timestamp, write: Write, out: &mut Vec<Seen>) {
-    let before = out.len();
-    folder.fold(at, write, out);
+fn fold_kept(
+    folder: &mut Folder,
+    scope: &Scope,
+    at: Timestamp,
+    write: Write,
+    truth: &mut AuditTruth,
+) {
+    let batch = folder.fold(at, write);
     if scope.kept.is_some_and(|(from, to)| at < from || at > to) {
-        out.truncate(before);
+        return;
+    }
+    for (object, changes) in batch {
+        for seen in changes {
+            truth.keep(at, object.clone(), seen.change);
+        }
     }
 }
 
@@ -342,7 +378,8 @@ impl Default for Folder {
 }
 
 impl Folder {
-    fn fold(&mut self, at: Timestamp, write: Write, out: &mut Vec<Seen>) {
+    /// The transitions `write`, completed `at`, makes.
+    fn fold(&mut self, at: Timestamp, write: Write) -> Vec<(ObjectRef, Changes)> {
         let meta = match &write {
             Write::Node(e) => applied_meta(e),
             Write::Pod(e) => applied_meta(e),
@@ -351,7 +388,7 @@ impl Folder {
         if let Some(meta) = meta
             && self.is_stale(meta)
         {
-            return;
+            return Vec::new();
         }
         let batch = match write {
             Write::Node(e) => self.nodes.handle(*e),
@@ -384,11 +421,12 @@ impl Folder {
                 name,
                 node,
             } => {
-                let Some(kept) = self.last_pod.get_mut(&(namespace, name)) else {
-                    return;
+                let key = (namespace, name);
+                let Some(kept) = self.last_pod.get_mut(&key) else {
+                    return Vec::new();
                 };
                 kept.node_name = Some(node);
-                self.pods.handle(WatchEvent::Apply(kept.pod()))
+                self.pods.handle(WatchEvent::Apply(kept.pod(&key)))
             }
             Write::Evict {
                 namespace,
@@ -399,13 +437,13 @@ impl Folder {
                 // Evicted before it was ever seen (or of another namespace's
                 // pod): nothing to change.
                 let Some(kept) = self.last_pod.get_mut(&key) else {
-                    return;
+                    return Vec::new();
                 };
                 // First the condition (its own update), then the deletion.
                 kept.disrupt();
-                let mut batch = self.pods.handle(WatchEvent::Apply(kept.pod()));
+                let mut batch = self.pods.handle(WatchEvent::Apply(kept.pod(&key)));
                 let gone = kept.delete(at, grace);
-                let pod = kept.pod();
+                let pod = kept.pod(&key);
                 batch.extend(self.pods.handle(WatchEvent::Apply(pod.clone())));
                 if gone {
                     self.last_pod.remove(&key);
@@ -414,61 +452,79 @@ impl Folder {
                 batch
             }
         };
-        for (object, changes) in batch {
-            for seen in changes {
-                out.push(Seen {
-                    at,
-                    object: object.clone(),
-                    change: seen.change,
-                });
-            }
-        }
+        batch
     }
 }
 
-/// What of a pod the observer's fold reads (metadata, node, tolerations,
-/// claims, phase, reason, conditions), kept for bindings: 10,000 whole pods
-/// were most of the check's memory, and a `Pod` holds 2.4 kB inline even
-/// when trimmed (its whole spec and status); this is about 500 bytes.
+/// What of a pod the observer's fold reads after its first sight, kept for
+/// bindings and evictions (which change a pod without returning it): its
+/// name and UID, deletion, node, grace period, the two NoExecute
+/// tolerations as the fold computes them, phase and reason, and the three
+/// conditions it looks at, without their messages. A kept pod is never a
+/// first sight (it is kept as its write is folded in), so what only a
+/// first sight reads (labels, owner, claims, creation) is not kept: at
+/// 10,000 pods a trimmed `ObjectMeta` and the whole conditions and
+/// tolerations were a quarter of the check's memory (about 1.6 kB a pod;
+/// this is about 300 bytes).
 struct Kept {
-    metadata: ObjectMeta,
+    uid: Option<String>,
+    deletion: Option<Time>,
+    deletion_grace: Option<i64>,
+    /// A finalizer holds it (it stays, marked for deletion, when none is left).
+    held: bool,
     has_spec: bool,
     node_name: Option<String>,
     /// `spec.terminationGracePeriodSeconds`: an eviction's deletion grace.
     grace: Option<i64>,
-    tolerations: Option<Vec<Toleration>>,
-    claims: Option<Vec<Volume>>,
+    /// `node.kubernetes.io/unreachable` and `not-ready`, as the fold reads them.
+    tolerations: (Tolerates, Tolerates),
     has_status: bool,
     phase: Option<String>,
     reason: Option<String>,
-    conditions: Option<Vec<PodCondition>>,
+    conditions: Vec<PodCondition>,
 }
+
+/// The conditions the fold reads (`observe::kinds::PodDiff`).
+const READ_CONDITIONS: [&str; 3] = ["Ready", "PodScheduled", "DisruptionTarget"];
+const UNREACHABLE: &str = "node.kubernetes.io/unreachable";
+const NOT_READY: &str = "node.kubernetes.io/not-ready";
 
 impl Kept {
     fn of(p: &Pod) -> Kept {
-        let mut metadata = p.metadata.clone();
-        metadata.annotations = None;
-        metadata.managed_fields = None;
+        let m = &p.metadata;
         let spec = p.spec.as_ref();
         let status = p.status.as_ref();
+        let tolerations = spec
+            .and_then(|s| s.tolerations.as_deref())
+            .unwrap_or_default();
         Kept {
-            metadata,
+            uid: m.uid.clone(),
+            deletion: m.deletion_timestamp.clone(),
+            deletion_grace: m.deletion_grace_period_seconds,
+            held: m.finalizers.as_ref().is_some_and(|f| !f.is_empty()),
             has_spec: spec.is_some(),
             node_name: spec.and_then(|s| s.node_name.clone()),
             grace: spec.and_then(|s| s.termination_grace_period_seconds),
-            tolerations: spec.and_then(|s| s.tolerations.clone()),
-            claims: spec.and_then(|s| {
-                s.volumes.as_ref().map(|vs| {
-                    vs.iter()
-                        .filter(|v| v.persistent_volume_claim.is_some())
-                        .cloned()
-                        .collect()
-                })
-            }),
+            tolerations: (
+                toleration(tolerations, UNREACHABLE),
+                toleration(tolerations, NOT_READY),
+            ),
             has_status: status.is_some(),
             phase: status.and_then(|s| s.phase.clone()),
             reason: status.and_then(|s| s.reason.clone()),
-            conditions: status.and_then(|s| s.conditions.clone()),
+            conditions: status
+                .and_then(|s| s.conditions.as_ref())
+                .into_iter()
+                .flatten()
+                .filter(|c| READ_CONDITIONS.contains(&c.type_.as_str()))
+                .map(|c| PodCondition {
+                    type_: c.type_.clone(),
+                    status: c.status.clone(),
+                    reason: c.reason.clone(),
+                    last_transition_time: c.last_transition_time.clone(),
+                    ..PodCondition::default()
+                })
+                .collect(),
         }
     }
 
@@ -478,13 +534,11 @@ impl Kept {
     /// (replacing one the pod had).
     fn disrupt(&mut self) {
         self.has_status = true;
-        let conditions = self.conditions.get_or_insert_with(Vec::new);
-        conditions.retain(|c| c.type_ != "DisruptionTarget");
-        conditions.push(PodCondition {
+        self.conditions.retain(|c| c.type_ != "DisruptionTarget");
+        self.conditions.push(PodCondition {
             type_: "DisruptionTarget".into(),
             status: "True".into(),
             reason: Some("EvictionByEvictionAPI".into()),
-            message: Some("Eviction API: evicting".into()),
             ..PodCondition::default()
         });
     }
@@ -500,55 +554,84 @@ impl Kept {
         // A negative grace period counts as 1 s.
         let grace = grace.map(|g| if g < 0 { 1 } else { g });
         let finished = matches!(self.phase.as_deref(), Some("Succeeded" | "Failed"));
-        let m = &mut self.metadata;
-        let period = if m.deletion_timestamp.is_some() {
-            let was = m.deletion_grace_period_seconds.unwrap_or(0);
+        let period = if self.deletion.is_some() {
+            let was = self.deletion_grace.unwrap_or(0);
             grace.map_or(was, |g| g.min(was))
         } else if self.node_name.is_none() || finished {
             0
         } else {
             grace.or(self.grace).unwrap_or(30).max(0)
         };
-        let held = m.finalizers.as_ref().is_some_and(|f| !f.is_empty());
         // Stored marked for deletion first, even with no grace left (see
         // `fold`), then removed unless a finalizer holds it.
-        if m.deletion_timestamp.is_none() {
+        if self.deletion.is_none() {
             let when = at
                 .checked_add(jiff::SignedDuration::from_secs(period))
                 .unwrap_or(at);
-            m.deletion_timestamp = Some(Time(when));
+            self.deletion = Some(Time(when));
         }
-        m.deletion_grace_period_seconds = Some(period);
-        period == 0 && !held
+        self.deletion_grace = Some(period);
+        period == 0 && !self.held
     }
 
-    /// The pod as the fold reads it (a binding gives it a spec).
-    fn pod(&self) -> Pod {
+    /// The pod `namespace/name` as the fold reads it (a binding gives it a
+    /// spec).
+    fn pod(&self, (namespace, name): &(String, String)) -> Pod {
+        let tolerations = [
+            (UNREACHABLE, self.tolerations.0),
+            (NOT_READY, self.tolerations.1),
+        ]
+        .into_iter()
+        .filter_map(|(key, t)| tolerating(key, t))
+        .collect::<Vec<_>>();
         let spec = (self.has_spec || self.node_name.is_some()).then(|| PodSpec {
             node_name: self.node_name.clone(),
             termination_grace_period_seconds: self.grace,
-            tolerations: self.tolerations.clone(),
-            volumes: self.claims.clone(),
+            tolerations: (!tolerations.is_empty()).then_some(tolerations),
             ..PodSpec::default()
         });
         let status = self.has_status.then(|| PodStatus {
             phase: self.phase.clone(),
             reason: self.reason.clone(),
-            conditions: self.conditions.clone(),
+            conditions: (!self.conditions.is_empty()).then(|| self.conditions.clone()),
             ..PodStatus::default()
         });
         Pod {
-            metadata: self.metadata.clone(),
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                namespace: Some(namespace.clone()),
+                uid: self.uid.clone(),
+                deletion_timestamp: self.deletion.clone(),
+                deletion_grace_period_seconds: self.deletion_grace,
+                finalizers: self.held.then(|| vec!["nodefall.dev/held".to_owned()]),
+                ..ObjectMeta::default()
+            },
             spec,
             status,
         }
     }
 }
 
+/// One toleration of the NoExecute taint `key` that the fold reads as `t`
+/// (None: no matching toleration).
+fn tolerating(key: &str, t: Tolerates) -> Option<Toleration> {
+    let seconds = match t {
+        Tolerates::None => return None,
+        Tolerates::Seconds(s) => Some(s),
+        Tolerates::Forever => None,
+    };
+    Some(Toleration {
+        key: Some(key.to_owned()),
+        operator: Some("Exists".into()),
+        effect: Some("NoExecute".into()),
+        toleration_seconds: seconds,
+        ..Toleration::default()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::timeline::{Change, ObjectRef};
 
     /// One audit event (ResponseComplete) as the API server writes it.
     fn event(
@@ -621,15 +704,14 @@ mod tests {
         };
         let truth = read(log.as_bytes(), std::path::Path::new("audit.log"), &scope).unwrap();
         truth
-            .transitions
-            .iter()
+            .reports()
             .map(|t| {
                 assert!(
-                    matches!(&t.object, ObjectRef::Pod { uid, .. } if uid == "u-web-0"),
+                    matches!(t.object, ObjectRef::Pod { uid, .. } if uid == "u-web-0"),
                     "{t:?}"
                 );
                 let second = t.at.strftime("%S%.3f");
-                let change = match &t.change {
+                let change = match t.change {
                     Change::PodDisruptionTarget { reason } => {
                         format!("DisruptionTarget {}", reason.as_deref().unwrap_or("-"))
                     }
@@ -773,33 +855,68 @@ mod tests {
 
     #[test]
     fn a_kept_pod_holds_what_the_fold_reads_and_takes_its_binding() {
-        let pod: Pod = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "web-0", "namespace": "ns", "uid": "u1",
-                         "labels": {"app": "web"}, "annotations": {"big": "x"}},
-            "spec": {"containers": [{"name": "c", "image": "i"}],
-                     "tolerations": [{"key": "k", "operator": "Exists"}],
-                     "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "d"}},
-                                 {"name": "tmp", "emptyDir": {}}]},
-            "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False"}]}
-        }))
-        .unwrap();
-        let mut kept = Kept::of(&pod);
-        let back = kept.pod();
-        assert_eq!(back.metadata.labels, pod.metadata.labels);
-        assert_eq!(back.metadata.annotations, None);
-        let spec = back.spec.unwrap();
-        assert_eq!(spec.tolerations, pod.spec.as_ref().unwrap().tolerations);
-        assert_eq!(spec.volumes.unwrap().len(), 1, "only the claim");
-        assert!(spec.containers.is_empty());
-        assert_eq!(back.status.unwrap().conditions.unwrap().len(), 1);
+        use crate::observe::fold::Differ as _;
+        let pod = |tolerations: serde_json::Value, deleting: bool| -> Pod {
+            let mut meta = serde_json::json!({"name": "web-0", "namespace": "ns", "uid": "u1",
+                "labels": {"app": "web"}, "annotations": {"big": "x"},
+                "finalizers": ["example.com/hold"]});
+            if deleting {
+                meta["deletionTimestamp"] = "2026-12-07T10:00:00Z".into();
+                meta["deletionGracePeriodSeconds"] = 30.into();
+            }
+            serde_json::from_value(serde_json::json!({
+                "metadata": meta,
+                "spec": {"containers": [{"name": "c", "image": "i"}], "nodeName": "worker-1",
+                         "tolerations": tolerations,
+                         "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "d"}}]},
+                "status": {"phase": "Running", "reason": "R", "conditions": [
+                    {"type": "PodScheduled", "status": "True",
+                     "lastTransitionTime": "2026-12-07T09:00:00Z"},
+                    {"type": "Initialized", "status": "True"},
+                    {"type": "Ready", "status": "True", "message": "long",
+                     "lastTransitionTime": "2026-12-07T09:00:01Z"},
+                    {"type": "DisruptionTarget", "status": "True", "reason": "TaintManagerEviction",
+                     "lastTransitionTime": "2026-12-07T09:00:02Z"}]}
+            }))
+            .unwrap()
+        };
+        let key = ("ns".to_owned(), "web-0".to_owned());
+        let tolerations = [
+            serde_json::json!([]),
+            serde_json::json!([{"operator": "Exists"}]),
+            serde_json::json!([
+                {"key": "node.kubernetes.io/unreachable", "operator": "Exists",
+                 "effect": "NoExecute", "tolerationSeconds": 300},
+                {"key": "node.kubernetes.io/not-ready", "operator": "Exists",
+                 "effect": "NoExecute", "tolerationSeconds": -5}]),
+            serde_json::json!([{"key": "node.kubernetes.io/not-ready", "operator": "Equal"}]),
+        ];
+        let first = PodDiff.snap(&Pod::default());
+        for t in tolerations {
+            for deleting in [false, true] {
+                let p = pod(t.clone(), deleting);
+                let back = Kept::of(&p).pod(&key);
+                // What the fold compares and what it reports from a known pod.
+                assert_eq!(PodDiff.key(&back), PodDiff.key(&p));
+                assert_eq!(PodDiff.object(&back), PodDiff.object(&p));
+                assert_eq!(PodDiff.snap(&back), PodDiff.snap(&p), "{t} {deleting}");
+                assert_eq!(
+                    PodDiff.diff(Some(&first), &back, false),
+                    PodDiff.diff(Some(&first), &p, false),
+                    "{t} {deleting}"
+                );
+                assert_eq!(is_gone_pod(&back), is_gone_pod(&p));
+            }
+        }
         // a binding: the node is set on the kept state
+        let mut kept = Kept::of(&pod(serde_json::json!([]), false));
         kept.node_name = Some("worker-3".into());
         assert_eq!(
-            kept.pod().spec.unwrap().node_name.as_deref(),
+            kept.pod(&key).spec.unwrap().node_name.as_deref(),
             Some("worker-3")
         );
         // a pod stored without spec or status stays without them
-        let bare = Kept::of(&Pod::default()).pod();
+        let bare = Kept::of(&Pod::default()).pod(&key);
         assert!(bare.spec.is_none() && bare.status.is_none());
     }
 }

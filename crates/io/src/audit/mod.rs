@@ -154,8 +154,7 @@ pub fn check_run(
         });
     }
     if !truth
-        .transitions
-        .iter()
+        .reports()
         .any(|t| t.at >= window.from && t.at <= window.to)
     {
         return Err(Error::NothingInWindow {
@@ -167,7 +166,7 @@ pub fn check_run(
     }
     let mut checks = vec![compare(
         "nodefall",
-        &truth.transitions,
+        truth.reports(),
         &seen,
         window,
         keep_matches,
@@ -175,7 +174,7 @@ pub fn check_run(
     drop(seen);
     for (name, observed) in baselines {
         let observed: Vec<Report<'_>> = observed.iter().map(Report::from).collect();
-        checks.push(compare(name, &truth.transitions, &observed, window, false));
+        checks.push(compare(name, truth.reports(), &observed, window, false));
     }
     Ok(AuditReport {
         log: audit_log.display().to_string(),

@@ -24,6 +24,17 @@ pub struct Report<'a> {
     pub change: &'a Change,
 }
 
+impl Report<'_> {
+    /// The report as the record keeps it (a copy).
+    pub fn seen(&self) -> Seen {
+        Seen {
+            at: self.at,
+            object: self.object.clone(),
+            change: self.change.clone(),
+        }
+    }
+}
+
 impl<'a> From<&'a Seen> for Report<'a> {
     fn from(s: &'a Seen) -> Report<'a> {
         Report {
@@ -99,23 +110,26 @@ pub fn span(window: AuditWindow) -> (Timestamp, Timestamp) {
     (window.from, late)
 }
 
-/// Compares `observed` (in the order it was recorded) with `truth` (in the
-/// order it happened) over `window`.
-pub fn compare(
+/// Compares `observed` (in the order it was recorded) with `truth` (each
+/// object's in the order it happened) over `window`.
+pub fn compare<'t>(
     source: &str,
-    truth: &[Seen],
+    truth: impl IntoIterator<Item = Report<'t>>,
     observed: &[Report<'_>],
     window: AuditWindow,
     keep_matches: bool,
 ) -> Check {
     let (_, late) = span(window);
     let mut per_object: BTreeMap<&ObjectRef, PerObject<'_, '_>> = BTreeMap::new();
-    for t in truth.iter().filter(|t| t.at >= window.from && t.at <= late) {
-        let entry = per_object.entry(&t.object).or_default();
+    for t in truth
+        .into_iter()
+        .filter(|t| t.at >= window.from && t.at <= late)
+    {
+        let entry = per_object.entry(t.object).or_default();
         if t.at <= window.to {
             entry.truth.push(t);
         } else {
-            entry.after.push(&t.change);
+            entry.after.push(t.change);
         }
     }
     for o in observed
@@ -147,7 +161,7 @@ pub fn compare(
     let mut by_change: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     // True transitions never reported: missed or cut off, once the lags say
     // how long a report could take.
-    let mut unreported: Vec<&Seen> = Vec::new();
+    let mut unreported: Vec<&Report<'t>> = Vec::new();
     for PerObject {
         truth: trues,
         seen,
@@ -162,7 +176,7 @@ pub fn compare(
             let found = seen
                 .iter()
                 .enumerate()
-                .position(|(i, o)| !used[i] && *o.change == t.change);
+                .position(|(i, o)| !used[i] && o.change == t.change);
             let Some(i) = found else {
                 unreported.push(t);
                 continue;
@@ -173,12 +187,12 @@ pub fn compare(
                 check.out_of_order += 1;
             }
             last_index = Some(last_index.map_or(i, |last| last.max(i)));
-            matched_changes.push(&t.change);
+            matched_changes.push(t.change);
             let lag = seen[i].at.duration_since(t.at).as_secs_f64() * 1000.0;
             lags.push(lag);
             if keep_matches {
                 check.matches.push(Match {
-                    truth: (*t).clone(),
+                    truth: t.seen(),
                     seen_at: seen[i].at,
                     lag_ms: lag,
                 });
@@ -229,10 +243,10 @@ pub fn compare(
     for t in unreported {
         if t.at > stopping {
             check.cut_off += 1;
-            list(&mut check.cut_off_examples, t.clone());
+            list(&mut check.cut_off_examples, t.seen());
         } else {
             check.missed += 1;
-            list(&mut check.missed_examples, t.clone());
+            list(&mut check.missed_examples, t.seen());
         }
     }
     if check.cut_off > 0 {
@@ -251,7 +265,7 @@ pub fn compare(
 /// the late slack), and its reports.
 #[derive(Default)]
 struct PerObject<'t, 'r> {
-    truth: Vec<&'t Seen>,
+    truth: Vec<Report<'t>>,
     after: Vec<&'t Change>,
     seen: Vec<&'r Report<'r>>,
 }

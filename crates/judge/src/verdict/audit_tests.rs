@@ -48,7 +48,13 @@ fn every_true_change_seen_once_in_order_is_clean_with_its_lag() {
         seen(2010, node("b"), ready("Unknown")),
         seen(9002, node("a"), ready("True")),
     ];
-    let c = compare("nodefall", &truth, &reports(&observed), window(), true);
+    let c = compare(
+        "nodefall",
+        truth.iter().map(Report::from),
+        &reports(&observed),
+        window(),
+        true,
+    );
     assert!(c.clean(), "{c:?}");
     assert_eq!((c.truth, c.matched), (3, 3));
     let lag = c.lag_ms.unwrap();
@@ -64,7 +70,13 @@ fn a_poller_that_sleeps_through_a_flap_misses_both_changes() {
         seen(1000, node("a"), ready("Unknown")),
         seen(3000, node("a"), ready("True")),
     ];
-    let c = compare("poller-5s", &truth, &[], window(), true);
+    let c = compare(
+        "poller-5s",
+        truth.iter().map(Report::from),
+        &[],
+        window(),
+        true,
+    );
     assert_eq!((c.missed, c.matched), (2, 0));
     assert_eq!(c.missed_examples.len(), 2);
     assert!(c.lag_ms.is_none());
@@ -83,7 +95,13 @@ fn repeats_reorders_and_inventions_are_counted_apart() {
         seen(2300, node("a"), ready("Unknown")),
         seen(2400, node("a"), Change::NodeDeleted),
     ];
-    let c = compare("x", &truth, &reports(&observed), window(), true);
+    let c = compare(
+        "x",
+        truth.iter().map(Report::from),
+        &reports(&observed),
+        window(),
+        true,
+    );
     assert_eq!(c.matched, 2);
     assert_eq!(c.out_of_order, 1);
     assert_eq!(c.duplicated, 1);
@@ -108,13 +126,25 @@ fn a_change_made_as_the_observer_stopped_and_unreported_is_cut_off_not_missed() 
             },
         ),
     ];
-    let c = compare("nodefall", &truth, &[], window(), false);
+    let c = compare(
+        "nodefall",
+        truth.iter().map(Report::from),
+        &[],
+        window(),
+        false,
+    );
     assert_eq!((c.truth, c.missed, c.cut_off), (2, 1, 1), "{c:?}");
     assert_eq!(c.missed_examples[0].object, node("a"));
     assert_eq!(c.cut_off_examples[0].object, node("b"));
     assert_eq!(c.cut_off_within_ms, Some(50.0));
     // Only the one missed makes it unclean.
-    let c = compare("nodefall", &truth[1..], &[], window(), false);
+    let c = compare(
+        "nodefall",
+        truth[1..].iter().map(Report::from),
+        &[],
+        window(),
+        false,
+    );
     assert!(c.clean(), "{c:?}");
     assert_eq!(c.cut_off, 1);
     // An observer that took up to 80 ms from T0 on could still have
@@ -128,7 +158,13 @@ fn a_change_made_as_the_observer_stopped_and_unreported_is_cut_off_not_missed() 
         seen(7_010, node("c"), ready("True")),
     ];
     let all: Vec<Seen> = truth.iter().chain(&slow).cloned().collect();
-    let c = compare("nodefall", &all, &reports(&observed), window(), false);
+    let c = compare(
+        "nodefall",
+        all.iter().map(Report::from),
+        &reports(&observed),
+        window(),
+        false,
+    );
     assert_eq!((c.missed, c.cut_off), (0, 2), "{c:?}");
     assert_eq!(c.cut_off_within_ms, Some(80.0));
 }
@@ -138,7 +174,7 @@ fn every_unexplained_report_is_listed_up_to_the_cap_with_its_count() {
     let observed: Vec<Seen> = (0..25)
         .map(|i| seen(1000 + i, node(&format!("n{i}")), Change::NodeDeleted))
         .collect();
-    let c = compare("nodefall", &[], &reports(&observed), window(), false);
+    let c = compare("nodefall", [], &reports(&observed), window(), false);
     assert_eq!(c.unexplained, 25);
     assert_eq!(c.unexplained_examples.len(), LIST_MAX);
     assert_eq!(c.unexplained_examples[0], observed[0]);
@@ -162,7 +198,13 @@ fn a_report_in_the_windows_last_ms_of_a_change_just_after_it_is_not_unexplained(
         change: ready("True"),
     }];
     let observed = [seen(100_000, node("a"), ready("True"))];
-    let c = compare("nodefall", &truth, &reports(&observed), window(), false);
+    let c = compare(
+        "nodefall",
+        truth.iter().map(Report::from),
+        &reports(&observed),
+        window(),
+        false,
+    );
     assert!(c.clean(), "{c:?}");
     assert_eq!((c.truth, c.matched), (0, 0));
 }
@@ -183,7 +225,13 @@ fn only_the_window_counts() {
         // Cleanup's changes, just after the window: not in the truth.
         seen(100_500, node("b"), Change::NodeDeleted),
     ];
-    let c = compare("nodefall", &truth, &reports(&observed), window(), true);
+    let c = compare(
+        "nodefall",
+        truth.iter().map(Report::from),
+        &reports(&observed),
+        window(),
+        true,
+    );
     assert!(c.clean(), "{c:?}");
     assert_eq!(c.truth, 1);
 }
@@ -269,7 +317,13 @@ fn the_window_covers_what_the_observer_reported_up_to_the_cleanups_start() {
             change: Change::Unschedulable { value: true },
         },
     ];
-    let c = compare("nodefall", &truth, &seen, window, false);
+    let c = compare(
+        "nodefall",
+        truth.iter().map(Report::from),
+        &seen,
+        window,
+        false,
+    );
     assert_eq!((c.truth, c.matched, c.cut_off), (3, 2, 1), "{c:?}");
     assert!(c.clean(), "{c:?}");
 }
