@@ -16,6 +16,10 @@
 #
 # Usage: scripts/bench-scale.sh            (1000 nodes, 10000 pods, 50 failed)
 #        NODES=200 PODS=2000 FAILED=10 scripts/bench-scale.sh
+#        HEAP_PROFILE=1 scripts/bench-scale.sh   (the scenario under heaptrack)
+#        SCENARIO_WRAP="gdb -batch -x CMDS --args" scripts/bench-scale.sh
+# The scenario's resident memory is sampled into $BENCH_DIR/rss.tsv
+# (docs/observer-precision.md, "Where the memory goes").
 # Needs: cargo, python3, kubectl (optional: without it, or with KUBECTL=0, the
 # kubectl baseline is skipped).
 # Keeps everything under $BENCH_DIR (default: a new directory in /tmp).

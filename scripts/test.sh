@@ -6,7 +6,8 @@
 #
 #   scripts/test.sh [--list] [--no-run] [--tiers] [--install] [TIER...]
 #
-# TIER: pure, sim, docker, vm, browser, real (the default: all, in that order).
+# TIER: pure, sim, scale, docker, vm, browser, real (the default: all, in that
+# order).
 # --list prints the tests the tiers hold (binary::test) and runs none;
 # --no-run only compiles the test binaries; --tiers names the tiers, in order;
 # --install installs what every tier needs (Debian/Ubuntu packages, as root)
@@ -23,14 +24,16 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-all_tiers=(pure sim docker vm browser real)
+all_tiers=(pure sim scale docker vm browser real)
 # Lanes: how many tests of the tier run at once. A sim test keeps about 5% of
 # this 2-core machine busy (its control plane waits on the fast profile's
 # timers) and about 600 MiB; a VM test under TCG about a quarter of it.
-declare -A lanes=([pure]=2 [sim]=6 [docker]=1 [vm]=2 [browser]=1 [real]=1)
+# The scale tier's tests measure the process itself (its peak memory) at a
+# size: one at a time, never beside the sim tier's.
+declare -A lanes=([pure]=2 [sim]=6 [scale]=1 [docker]=1 [vm]=2 [browser]=1 [real]=1)
 # Budgets in seconds (warm machine, docs/testing.md); a tier over its budget is
 # said, loudly, and does not fail.
-declare -A budget=([pure]=45 [sim]=540 [docker]=65 [vm]=360 [browser]=30 [real]=1800)
+declare -A budget=([pure]=45 [sim]=540 [scale]=300 [docker]=65 [vm]=360 [browser]=30 [real]=1800)
 # The pure tier runs each binary whole (its tests are quick and use the
 # harness's own threads); the others run one test per process.
 declare -A whole=([pure]=1)
@@ -100,7 +103,7 @@ fi
 # it can. (The tests themselves check the same, each in its own words.)
 missing_for() {
   case "$1" in
-    sim)
+    sim | scale)
       local bin="${NODEFALL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nodefall}/bin"
       if ! command -v go >/dev/null 2>&1 && ! compgen -G "$bin/kubernetes-*/kube-apiserver" >/dev/null; then
         echo "no Go toolchain to build the simulated cluster's binaries and none in $bin; install Go 1.24+ (https://go.dev/doc/install; Debian 12's golang-go is too old) or run scripts/provision-binaries.sh where Go is"

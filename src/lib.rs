@@ -7,7 +7,7 @@
 //! the layers' modules under one name for the integration tests.
 
 pub use nodefall_io::{
-    actions, audit, discover, disk, exec, gns, observe, probe, snapshot, testpoint,
+    actions, audit, discover, disk, exec, gns, memory, observe, probe, snapshot, testpoint,
 };
 pub use nodefall_judge::{expect, verdict};
 pub use nodefall_machines::{backend, kindlab};

@@ -8,14 +8,24 @@ use clap::Parser as _;
 use nodefall::cli::{self, Cli};
 use nodefall::exit;
 
-/// mimalloc (docs/observer-precision.md has its figures); the
-/// `system-allocator` feature leaves the C library's, which heap profilers
-/// hook (`HEAP_PROFILE=1 scripts/bench-scale.sh`).
+/// mimalloc (docs/observer-precision.md has its figures), counted: what is
+/// allocated now goes into the per-phase memory lines
+/// (`nodefall_io::memory`). The `system-allocator` feature leaves the C
+/// library's, which heap profilers hook (`HEAP_PROFILE=1
+/// scripts/bench-scale.sh`).
 #[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: cap::Cap<mimalloc::MiMalloc> = cap::Cap::new(mimalloc::MiMalloc, usize::MAX);
+#[cfg(feature = "system-allocator")]
+#[global_allocator]
+static ALLOCATOR: cap::Cap<std::alloc::System> = cap::Cap::new(std::alloc::System, usize::MAX);
+
+fn heap_in_use() -> usize {
+    ALLOCATOR.allocated()
+}
 
 fn main() -> ExitCode {
+    nodefall::memory::count_heap_with(heap_in_use);
     let cli = Cli::parse();
     let logging = cli.logging();
     if let Err(e) = nodefall::logging::init(logging) {

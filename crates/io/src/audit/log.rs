@@ -390,7 +390,7 @@ impl Folder {
         {
             return Vec::new();
         }
-        let batch = match write {
+        match write {
             Write::Node(e) => self.nodes.handle(*e),
             Write::Pod(e) => {
                 let key = |p: &Pod| {
@@ -451,8 +451,7 @@ impl Folder {
                 }
                 batch
             }
-        };
-        batch
+        }
     }
 }
 

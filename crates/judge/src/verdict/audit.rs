@@ -200,7 +200,7 @@ pub fn compare<'t>(
             if window.t0.is_some_and(|t0| t.at >= t0) {
                 after_t0.push(lag);
             }
-            by_change.entry(kind(&t.change)).or_default().push(lag);
+            by_change.entry(kind(t.change)).or_default().push(lag);
         }
         // Late reports only count when they match: after the window, the
         // cleanup's own changes are not in the truth. A report inside it of

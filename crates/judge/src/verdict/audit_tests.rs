@@ -28,6 +28,18 @@ fn reports(seen: &[Seen]) -> Vec<Report<'_>> {
     seen.iter().map(Report::from).collect()
 }
 
+/// `compare` over [`window`], the truth and the reports both kept as the
+/// record keeps them.
+fn check(source: &str, truth: &[Seen], observed: &[Seen], keep_matches: bool) -> Check {
+    compare(
+        source,
+        truth.iter().map(Report::from),
+        &reports(observed),
+        window(),
+        keep_matches,
+    )
+}
+
 fn window() -> AuditWindow {
     AuditWindow {
         from: at(0),
@@ -48,13 +60,7 @@ fn every_true_change_seen_once_in_order_is_clean_with_its_lag() {
         seen(2010, node("b"), ready("Unknown")),
         seen(9002, node("a"), ready("True")),
     ];
-    let c = compare(
-        "nodefall",
-        truth.iter().map(Report::from),
-        &reports(&observed),
-        window(),
-        true,
-    );
+    let c = check("nodefall", &truth, &observed, true);
     assert!(c.clean(), "{c:?}");
     assert_eq!((c.truth, c.matched), (3, 3));
     let lag = c.lag_ms.unwrap();
@@ -70,13 +76,7 @@ fn a_poller_that_sleeps_through_a_flap_misses_both_changes() {
         seen(1000, node("a"), ready("Unknown")),
         seen(3000, node("a"), ready("True")),
     ];
-    let c = compare(
-        "poller-5s",
-        truth.iter().map(Report::from),
-        &[],
-        window(),
-        true,
-    );
+    let c = check("poller-5s", &truth, &[], true);
     assert_eq!((c.missed, c.matched), (2, 0));
     assert_eq!(c.missed_examples.len(), 2);
     assert!(c.lag_ms.is_none());
@@ -95,13 +95,7 @@ fn repeats_reorders_and_inventions_are_counted_apart() {
         seen(2300, node("a"), ready("Unknown")),
         seen(2400, node("a"), Change::NodeDeleted),
     ];
-    let c = compare(
-        "x",
-        truth.iter().map(Report::from),
-        &reports(&observed),
-        window(),
-        true,
-    );
+    let c = check("x", &truth, &observed, true);
     assert_eq!(c.matched, 2);
     assert_eq!(c.out_of_order, 1);
     assert_eq!(c.duplicated, 1);
@@ -126,25 +120,13 @@ fn a_change_made_as_the_observer_stopped_and_unreported_is_cut_off_not_missed() 
             },
         ),
     ];
-    let c = compare(
-        "nodefall",
-        truth.iter().map(Report::from),
-        &[],
-        window(),
-        false,
-    );
+    let c = check("nodefall", &truth, &[], false);
     assert_eq!((c.truth, c.missed, c.cut_off), (2, 1, 1), "{c:?}");
     assert_eq!(c.missed_examples[0].object, node("a"));
     assert_eq!(c.cut_off_examples[0].object, node("b"));
     assert_eq!(c.cut_off_within_ms, Some(50.0));
     // Only the one missed makes it unclean.
-    let c = compare(
-        "nodefall",
-        truth[1..].iter().map(Report::from),
-        &[],
-        window(),
-        false,
-    );
+    let c = check("nodefall", &truth[1..], &[], false);
     assert!(c.clean(), "{c:?}");
     assert_eq!(c.cut_off, 1);
     // An observer that took up to 80 ms from T0 on could still have
@@ -158,13 +140,7 @@ fn a_change_made_as_the_observer_stopped_and_unreported_is_cut_off_not_missed() 
         seen(7_010, node("c"), ready("True")),
     ];
     let all: Vec<Seen> = truth.iter().chain(&slow).cloned().collect();
-    let c = compare(
-        "nodefall",
-        all.iter().map(Report::from),
-        &reports(&observed),
-        window(),
-        false,
-    );
+    let c = check("nodefall", &all, &observed, false);
     assert_eq!((c.missed, c.cut_off), (0, 2), "{c:?}");
     assert_eq!(c.cut_off_within_ms, Some(80.0));
 }
@@ -174,7 +150,7 @@ fn every_unexplained_report_is_listed_up_to_the_cap_with_its_count() {
     let observed: Vec<Seen> = (0..25)
         .map(|i| seen(1000 + i, node(&format!("n{i}")), Change::NodeDeleted))
         .collect();
-    let c = compare("nodefall", [], &reports(&observed), window(), false);
+    let c = check("nodefall", &[], &observed, false);
     assert_eq!(c.unexplained, 25);
     assert_eq!(c.unexplained_examples.len(), LIST_MAX);
     assert_eq!(c.unexplained_examples[0], observed[0]);
@@ -198,13 +174,7 @@ fn a_report_in_the_windows_last_ms_of_a_change_just_after_it_is_not_unexplained(
         change: ready("True"),
     }];
     let observed = [seen(100_000, node("a"), ready("True"))];
-    let c = compare(
-        "nodefall",
-        truth.iter().map(Report::from),
-        &reports(&observed),
-        window(),
-        false,
-    );
+    let c = check("nodefall", &truth, &observed, false);
     assert!(c.clean(), "{c:?}");
     assert_eq!((c.truth, c.matched), (0, 0));
 }
@@ -225,13 +195,7 @@ fn only_the_window_counts() {
         // Cleanup's changes, just after the window: not in the truth.
         seen(100_500, node("b"), Change::NodeDeleted),
     ];
-    let c = compare(
-        "nodefall",
-        truth.iter().map(Report::from),
-        &reports(&observed),
-        window(),
-        true,
-    );
+    let c = check("nodefall", &truth, &observed, true);
     assert!(c.clean(), "{c:?}");
     assert_eq!(c.truth, 1);
 }
