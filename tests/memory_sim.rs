@@ -34,10 +34,12 @@ const FAILED: usize = 10;
 const HEAP_CEILING_MIB: f64 = 6.5;
 
 /// The whole process's peak resident set, in MiB: 111.7-115.9 MiB in five
-/// runs alone (2026-12-07), plus 9 MiB (8%). A coarse guard: at this size
-/// the resident set moves with transient bursts by more than the planted
-/// copy weighs (the planted run peaked at 102.9 MiB).
-const CEILING_MIB: f64 = 125.0;
+/// runs alone, 126.3 MiB in a sixth beside a release build compiling
+/// (2026-12-07), plus 14 MiB (11%): CI runs it beside the real tier. A
+/// coarse guard: the resident set moves with the machine's load and with
+/// transient bursts by more than the planted copy weighs (the planted runs
+/// peaked at 102.9 and 118.5 MiB); the heap's ceiling is the sensitive one.
+const CEILING_MIB: f64 = 140.0;
 
 fn scenario() -> String {
     let mut s = format!(
