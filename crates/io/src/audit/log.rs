@@ -24,7 +24,7 @@ use serde_json::Value;
 
 use super::Error;
 use crate::observe::fold::{Changes, Fold};
-use crate::observe::kinds::{NodeDiff, PodDiff, toleration};
+use crate::observe::kinds::{NOT_READY, NodeDiff, PodDiff, UNREACHABLE, pod_tolerations};
 use crate::timeline::{Change, ObjectRef, Toleration as Tolerates};
 use crate::verdict::audit::Report;
 
@@ -485,17 +485,12 @@ struct Kept {
 
 /// The conditions the fold reads (`observe::kinds::PodDiff`).
 const READ_CONDITIONS: [&str; 3] = ["Ready", "PodScheduled", "DisruptionTarget"];
-const UNREACHABLE: &str = "node.kubernetes.io/unreachable";
-const NOT_READY: &str = "node.kubernetes.io/not-ready";
 
 impl Kept {
     fn of(p: &Pod) -> Kept {
         let m = &p.metadata;
         let spec = p.spec.as_ref();
         let status = p.status.as_ref();
-        let tolerations = spec
-            .and_then(|s| s.tolerations.as_deref())
-            .unwrap_or_default();
         Kept {
             uid: m.uid.clone(),
             deletion: m.deletion_timestamp.clone(),
@@ -504,10 +499,7 @@ impl Kept {
             has_spec: spec.is_some(),
             node_name: spec.and_then(|s| s.node_name.clone()),
             grace: spec.and_then(|s| s.termination_grace_period_seconds),
-            tolerations: (
-                toleration(tolerations, UNREACHABLE),
-                toleration(tolerations, NOT_READY),
-            ),
+            tolerations: pod_tolerations(p),
             has_status: status.is_some(),
             phase: status.and_then(|s| s.phase.clone()),
             reason: status.and_then(|s| s.reason.clone()),

@@ -208,16 +208,19 @@ pub fn toleration(tolerations: &[k8s_openapi::api::core::v1::Toleration], key: &
     }
 }
 
-fn pod_tolerations(p: &Pod) -> (Toleration, Toleration) {
+/// The taint the node lifecycle controller puts on an unreachable node.
+pub const UNREACHABLE: &str = "node.kubernetes.io/unreachable";
+/// The taint it puts on a node that is not ready.
+pub const NOT_READY: &str = "node.kubernetes.io/not-ready";
+
+/// How long `p` tolerates the [`UNREACHABLE`] and the [`NOT_READY`] taint.
+pub fn pod_tolerations(p: &Pod) -> (Toleration, Toleration) {
     let ts = p
         .spec
         .as_ref()
         .and_then(|s| s.tolerations.as_deref())
         .unwrap_or_default();
-    (
-        toleration(ts, "node.kubernetes.io/unreachable"),
-        toleration(ts, "node.kubernetes.io/not-ready"),
-    )
+    (toleration(ts, UNREACHABLE), toleration(ts, NOT_READY))
 }
 
 fn condition<'a>(p: &'a Pod, type_: &str) -> Option<&'a k8s_openapi::api::core::v1::PodCondition> {
