@@ -84,6 +84,41 @@ pub(super) fn pods(pods: &[&PodView], c: &PodsCond) -> bool {
     }
 }
 
+/// What the pods a pods subject selects show, for a failure that never saw
+/// its condition: how many, and the first few with their phase, reason and
+/// state (a pod that was never judged would otherwise be a blank).
+pub(super) fn pods_seen(pods: &[&PodView]) -> String {
+    const SHOWN: usize = 8;
+    let mut out = format!(
+        "{} pod{}",
+        pods.len(),
+        if pods.len() == 1 { "" } else { "s" }
+    );
+    let shown: Vec<String> = pods
+        .iter()
+        .take(SHOWN)
+        .map(|p| {
+            let mut state = vec![p.phase.clone()];
+            state.extend(p.reason.clone());
+            if p.ready {
+                state.push("ready".into());
+            }
+            if p.terminating {
+                state.push("terminating".into());
+            }
+            format!("{} ({})", p.name, state.join(", "))
+        })
+        .collect();
+    if !shown.is_empty() {
+        out.push_str(": ");
+        out.push_str(&shown.join(", "));
+    }
+    if pods.len() > SHOWN {
+        out.push_str(&format!(", and {} more", pods.len() - SHOWN));
+    }
+    out
+}
+
 /// Whether `c` holds for a Service subject (never for another subject).
 pub(super) fn service(world: &World, subject: &ResolvedSubject, c: &ServiceCond) -> bool {
     let ResolvedSubject::Service { name, on, not_on } = subject else {

@@ -119,9 +119,22 @@ impl Truth {
 
 impl Truth {
     /// What the subject shows now, in words, where a subject says more
-    /// than whether its condition holds (a Service: its ready endpoints).
+    /// than whether its condition holds (a Service: its ready endpoints;
+    /// pods: each one's phase, reason and state).
     pub fn seen(&self) -> Option<String> {
-        super::states::service_seen(&self.world, &self.subject)
+        match &self.subject {
+            ResolvedSubject::Pods { .. } => Some(super::states::pods_seen(&super::selected_pods(
+                &self.world,
+                &self.subject,
+            ))),
+            ResolvedSubject::Service { .. } => {
+                super::states::service_seen(&self.world, &self.subject)
+            }
+            ResolvedSubject::Node(_)
+            | ResolvedSubject::Nodes(_)
+            | ResolvedSubject::Pvc { .. }
+            | ResolvedSubject::Probe(_) => None,
+        }
     }
 }
 
@@ -276,5 +289,82 @@ mod tests {
             truth.series(Ms::MAX).as_ref(),
             [(10, false), (15, true), (20, false), (30, true)]
         );
+    }
+
+    /// Pods never seen as expected say what they showed instead: the
+    /// selected ones only, each with its phase, reason and state.
+    #[test]
+    fn pods_say_their_phase_reason_and_state() {
+        use crate::scenario::checked::PodsCond;
+        use crate::scenario::model::PodPhase;
+        use crate::scenario::selector::Selector;
+        let pod = |at: Ms, name: &str, change: Change| Transition {
+            by: None,
+            at,
+            server_time: None,
+            object: ObjectRef::Pod {
+                name: name.into(),
+                uid: format!("uid-{name}"),
+            },
+            change,
+        };
+        let labels = |app: &str| std::sync::Arc::new([("app".to_owned(), app.to_owned())].into());
+        let mut ts = Vec::new();
+        for (name, app, node) in [
+            ("web-a", "web", "w"),
+            ("web-b", "web", "w"),
+            ("web-c", "web", "x"),
+            ("db-0", "db", "w"),
+        ] {
+            ts.push(pod(
+                0,
+                name,
+                Change::PodAdded {
+                    labels: labels(app),
+                    owner: None,
+                    claims: Vec::new(),
+                },
+            ));
+            ts.push(pod(0, name, Change::PodScheduled { node: node.into() }));
+            ts.push(pod(
+                0,
+                name,
+                Change::PodPhase {
+                    phase: "Running".into(),
+                    reason: None,
+                },
+            ));
+        }
+        ts.push(pod(
+            5,
+            "web-a",
+            Change::PodPhase {
+                phase: "Failed".into(),
+                reason: Some("Terminated".into()),
+            },
+        ));
+        ts.push(pod(5, "web-b", Change::PodReady { ready: true }));
+        ts.push(pod(6, "web-b", Change::PodTerminating));
+        let on_w = |app: &str| ResolvedSubject::Pods {
+            selector: Selector::parse(&format!("app={app}")).unwrap(),
+            on: Some(vec!["w".into()]),
+            not_on: None,
+        };
+        let succeeded = vec![Condition::Pods(PodsCond::Phase(PodPhase::Succeeded))];
+        let mut web = Truth::new(on_w("web"), succeeded.clone(), 0);
+        web.extend(&ts);
+        assert_eq!(
+            web.seen().as_deref(),
+            Some("2 pods: web-a (Failed, Terminated), web-b (Running, ready, terminating)")
+        );
+        let mut none = Truth::new(on_w("cache"), succeeded, 0);
+        none.extend(&ts);
+        assert_eq!(none.seen().as_deref(), Some("0 pods"));
+        let node = Truth::new(
+            ResolvedSubject::Node("w".into()),
+            vec![Condition::Node(NodeCond::Ready(NodeReady::Unknown))],
+            0,
+        );
+        assert_eq!(node.seen(), None);
     }
 }
