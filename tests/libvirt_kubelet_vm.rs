@@ -41,6 +41,14 @@ use vm_rig::kubelet::{Egress, KubeletVm, Options, vm_profile};
 use vm_rig::ok;
 
 const NODE: &str = "vm-kubelet";
+/// The kubelet's `shutdownGracePeriod` and its part for critical pods: 80 s
+/// for the pods. One vCPU took 26.7-31.4 s to stop six pods alone, 65.7-67.8
+/// s beside the other vm tests; with 30 s (20 s for them) the kubelet
+/// stopped waiting at 20 s, logind powered the guest off with four still
+/// Running in the API, and they were never seen Succeeded (twice here, once
+/// in CI): the known failure to deliver the final status, not what this test
+/// is about. Two vCPUs stopped four pods in 19.9-20.9 s beside them.
+const SHUTDOWN_GRACE: (Duration, Duration) = (Duration::from_secs(90), Duration::from_secs(10));
 
 /// Whether this machine can run a real-kubelet VM: the rig, plus Docker
 /// holding the kind node image and iptables for the guard.
@@ -125,15 +133,17 @@ fn seed_003_on_a_real_kubelet_both_verdicts() {
 /// 1.35 kubelet's ending (Succeeded, agnhost exits 0 on SIGTERM: the kind
 /// scenario measured it), and windows for a grace period of 40 s. The
 /// replacements' window (45 s) is shorter than the grace period plus the
-/// toleration (40 s + 20 s): only a graceful shutdown meets it.
+/// toleration (40 s + 20 s): only a graceful shutdown meets it (its NotReady
+/// starts the not-ready toleration at once). The pods' own grace period
+/// (60 s) is longer than they need, so none is killed.
 const SCENARIO: &str = "name: vm-seed-003
 backend: libvirt
 namespace: NAMESPACE
 setup:
   apply: [web.yaml, db.yaml]
   waitReady:
-    - {deployment: web, replicas: 3, timeout: 3m}
-    - {statefulset: db, replicas: 3, timeout: 3m}
+    - {deployment: web, replicas: 2, timeout: 5m}
+    - {statefulset: db, replicas: 2, timeout: 5m}
 target: {mostPods: app=web}
 steps:
   - name: graceful shutdown will run
@@ -147,7 +157,7 @@ steps:
   - name: StatefulSet pods stopped by the kubelet
     expect: {pods: app=db, on: target, phase: Succeeded, within: 1m, since: shutdown}
   - name: replaced at once, not after the toleration
-    expect: {pods: app=web, notOn: target, ready: 3, within: 45s, since: shutdown}
+    expect: {pods: app=web, notOn: target, ready: 2, within: 45s, since: shutdown}
   - name: the node goes Unknown
     expect: {node: target, ready: Unknown, within: 3m, since: shutdown}
 TAIL
@@ -159,13 +169,32 @@ cleanup: always
 const BACK: &str = "  - fault: poweron
   - expect: {node: target, ready: \"True\", within: 3m}";
 
-/// The pods of a workload, drawn to the VM (preferred node affinity): the
-/// kwok nodes take the replacements.
+/// The pods of a workload on the VM: the Deployment's drawn to it (a
+/// preferred node affinity: the kwok nodes take the replacements), the
+/// StatefulSet's bound to it (a required one: preferred, its pods once went
+/// to the kwok nodes, and its expectation reads the pods on the VM).
 fn workload(kind: &str, name: &str) -> String {
-    let extra = if kind == "StatefulSet" {
-        format!("  serviceName: {name}\n  podManagementPolicy: Parallel\n")
+    let (extra, affinity) = if kind == "StatefulSet" {
+        (
+            format!("  serviceName: {name}\n  podManagementPolicy: Parallel\n"),
+            format!(
+                "requiredDuringSchedulingIgnoredDuringExecution:
+            nodeSelectorTerms:
+              - matchFields:
+                  - {{key: metadata.name, operator: In, values: [{NODE}]}}"
+            ),
+        )
     } else {
-        String::new()
+        (
+            String::new(),
+            format!(
+                "preferredDuringSchedulingIgnoredDuringExecution:
+            - weight: 100
+              preference:
+                matchFields:
+                  - {{key: metadata.name, operator: In, values: [{NODE}]}}"
+            ),
+        )
     };
     format!(
         "apiVersion: apps/v1
@@ -173,21 +202,17 @@ kind: {kind}
 metadata:
   name: {name}
 spec:
-  replicas: 3
+  replicas: 2
 {extra}  selector:
     matchLabels: {{app: {name}}}
   template:
     metadata:
       labels: {{app: {name}}}
     spec:
-      terminationGracePeriodSeconds: 20
+      terminationGracePeriodSeconds: 60
       affinity:
         nodeAffinity:
-          preferredDuringSchedulingIgnoredDuringExecution:
-            - weight: 100
-              preference:
-                matchFields:
-                  - {{key: metadata.name, operator: In, values: [{NODE}]}}
+          {affinity}
       containers:
         - name: {name}
           image: registry.k8s.io/e2e-test-images/agnhost:2.59
@@ -197,6 +222,50 @@ spec:
             periodSeconds: 2
 "
     )
+}
+
+/// The workloads are what the scenario reads: the Deployment's pods
+/// preferring the VM, the StatefulSet's required on it.
+#[test]
+fn the_statefulset_is_bound_to_the_vm_and_the_deployment_drawn_to_it() {
+    use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+    let web: Deployment = serde_yaml_ng::from_str(&workload("Deployment", "web")).expect("web");
+    let db: StatefulSet = serde_yaml_ng::from_str(&workload("StatefulSet", "db")).expect("db");
+    let affinity = |spec: Option<k8s_openapi::api::core::v1::PodSpec>| {
+        spec.and_then(|s| s.affinity)
+            .and_then(|a| a.node_affinity)
+            .expect("a node affinity")
+    };
+    let web = affinity(web.spec.expect("spec").template.spec);
+    let db = affinity(db.spec.expect("spec").template.spec);
+    let on_vm = |fields: Option<Vec<k8s_openapi::api::core::v1::NodeSelectorRequirement>>| {
+        fields.is_some_and(|f| {
+            f.iter()
+                .any(|r| r.values.as_deref() == Some(&[NODE.to_owned()]))
+        })
+    };
+    assert!(
+        web.required_during_scheduling_ignored_during_execution
+            .is_none()
+    );
+    assert!(on_vm(
+        web.preferred_during_scheduling_ignored_during_execution
+            .expect("preferred")
+            .remove(0)
+            .preference
+            .match_fields
+    ));
+    assert!(
+        db.preferred_during_scheduling_ignored_during_execution
+            .is_none()
+    );
+    assert!(on_vm(
+        db.required_during_scheduling_ignored_during_execution
+            .expect("required")
+            .node_selector_terms
+            .remove(0)
+            .match_fields
+    ));
 }
 
 /// One run of the scenario through the CLI; its exit code, stdout+stderr
@@ -236,7 +305,7 @@ fn scenario(
         "--ssh-key",
         &key,
         "--shutdown-timeout",
-        "120",
+        "240",
         "--ssh-option",
         "StrictHostKeyChecking=no",
         "--ssh-option",
@@ -251,14 +320,44 @@ fn scenario(
         String::from_utf8_lossy(&run.stderr)
     );
     eprintln!("{text}");
-    let result_text = std::fs::read_dir(&out)
-        .ok()
-        .and_then(|mut d| d.next())
-        .and_then(Result::ok)
-        .and_then(|e| std::fs::read_to_string(e.path().join("result.json")).ok())
-        .unwrap_or_default();
+    // The run's files (in the one directory under `out`).
+    let run_file = |name: &str| {
+        std::fs::read_dir(&out)
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(Result::ok)
+            .and_then(|e| std::fs::read_to_string(e.path().join(name)).ok())
+            .unwrap_or_default()
+    };
+    let result_text = run_file("result.json");
     print_observed(&result_text);
+    if !run.status.success() {
+        // The report goes with the tempdir: keep it in the test's log.
+        let report = run_file("report.md");
+        eprintln!("---- report.md ----\n{report}\n---- end of report.md ----");
+    }
+    print_pod_transitions(&result_text);
     (run.status.code(), text, result_text)
+}
+
+/// Each pod's transitions from T0 on, from result.json: when the kubelet
+/// stopped each pod, which the report's tables do not say.
+fn print_pod_transitions(result: &str) {
+    let Ok(json) = serde_json::from_str::<serde_json::Value>(result) else {
+        return;
+    };
+    let t0 = json["t0"].as_i64().unwrap_or(0);
+    for t in json["transitions"].as_array().into_iter().flatten() {
+        let at = t["at"].as_i64().unwrap_or(0);
+        if t["object"]["kind"] == "pod" && at >= t0 {
+            eprintln!(
+                "  T0{:+.3}s {:<24} {}",
+                (at - t0) as f64 / 1000.0,
+                t["object"]["name"].as_str().unwrap_or(""),
+                t["change"]
+            );
+        }
+    }
 }
 
 /// Each expectation's verdict and when its condition was first seen, from
@@ -284,17 +383,19 @@ async fn seed_003() {
     let cluster = control_plane(root.path(), &egress, 2).await;
     let client = cluster.client().await.expect("client");
     let mut log = |m: &str| eprintln!("vm: {m}");
-    let vm = ok(KubeletVm::boot(&cluster, &egress, NODE, &Options::default(), &mut log).await);
+    let options = Options {
+        shutdown_grace: Some(SHUTDOWN_GRACE),
+        vcpus: 2,
+        ..Options::default()
+    };
+    let vm = ok(KubeletVm::boot(&cluster, &egress, NODE, &options, &mut log).await);
 
     // The API server reaches the kubelet (through the egress proxy): its
     // live configuration, as the preflight reads it.
     let c = configz::fetch(&client, NODE, Duration::from_secs(30))
         .await
         .expect("/configz through the API server");
-    assert_eq!(
-        (c.grace_period(), c.critical_pods()),
-        (Duration::from_secs(30), Duration::from_secs(10))
-    );
+    assert_eq!((c.grace_period(), c.critical_pods()), SHUTDOWN_GRACE);
     let locks = ok(vm
         .rig
         .ssh_ok("SYSTEMD_PAGER=cat COLUMNS=200 systemd-inhibit --list"));
@@ -322,7 +423,14 @@ async fn seed_003() {
          >/etc/systemd/system/kubelet.service.d/30-no-dbus.conf && \
          systemctl daemon-reload && systemctl restart kubelet",
     ));
-    ok(vm.wait_back(&client, Duration::from_secs(120)).await);
+    // The Node may still be Ready, untainted, from the kubelet before: the
+    // new one's first status can say NotReady (its runtime not checked yet)
+    // and the controller then taints the node for a few seconds, in which
+    // the next run's pods went to the kwok nodes (its target with them). A
+    // second lease renewal by the new kubelet comes after that episode.
+    for _ in 0..2 {
+        ok(vm.wait_back(&client, Duration::from_secs(120)).await);
+    }
     let locks = ok(vm
         .rig
         .ssh_ok("SYSTEMD_PAGER=cat COLUMNS=200 systemd-inhibit --list"));

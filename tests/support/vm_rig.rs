@@ -39,7 +39,7 @@ pub mod k8s;
 #[path = "vm_rig_kubelet.rs"]
 pub mod kubelet;
 
-use k8s::{wait_lease_renewed, wait_node_ready};
+use k8s::{wait_lease_renewed, wait_node_ready, wait_node_untainted};
 
 #[path = "skip.rs"]
 pub mod skip;
@@ -426,7 +426,8 @@ impl Rig {
     /// resume, kwok turns the Node Ready at once, but with the guest clock
     /// still where it stopped, so the heartbeat time may equal the one the
     /// controller already saw; the lease renewal follows about a second
-    /// later.) Returns the time to Ready.
+    /// later.) Then until the node lifecycle controller has taken its taints
+    /// off, so pods made next can land on it. Returns the time to Ready.
     pub async fn wait_back(
         &self,
         client: &kube::Client,
@@ -436,6 +437,7 @@ impl Rig {
         wait_lease_renewed(client, &self.node, timeout)
             .await
             .map_err(|e| format!("{e}; serial console tail:\n{}", self.console_tail(40)))?;
+        wait_node_untainted(client, &self.node, timeout).await?;
         Ok(ready)
     }
 

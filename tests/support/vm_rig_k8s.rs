@@ -45,14 +45,14 @@ pub async fn create_node(client: &kube::Client, rig: &Rig) -> Result<(), String>
         .map_err(|e| format!("creating Node {}: {e}", rig.node))
 }
 
-/// Watches a Node until its Ready condition has status `want`; the time it
-/// took, or an error naming what was seen last.
-pub async fn wait_node_ready(
+/// Watches a Node until `done` says so; the time it took, or `None` when
+/// `timeout` passed first.
+async fn watch_node(
     client: &kube::Client,
     node: &str,
-    want: &str,
     timeout: Duration,
-) -> Result<Duration, String> {
+    mut done: impl FnMut(&Node) -> bool,
+) -> Option<Duration> {
     let start = Instant::now();
     let api: Api<Node> = Api::all(client.clone());
     let config = watcher::Config::default().fields(&format!("metadata.name={node}"));
@@ -63,23 +63,68 @@ pub async fn wait_node_ready(
             .applied_objects()
             .filter_map(|r| async move { r.ok() })
     );
-    let mut last = None;
     let found = tokio::time::timeout(timeout, async {
         while let Some(n) = stream.next().await {
-            last = ready_status(&n);
-            if last.as_deref() == Some(want) {
+            if done(&n) {
                 return;
             }
         }
     })
     .await;
-    match found {
-        Ok(()) => Ok(start.elapsed()),
-        Err(_) => Err(format!(
+    found.ok().map(|()| start.elapsed())
+}
+
+/// Watches a Node until its Ready condition has status `want`; the time it
+/// took, or an error naming what was seen last.
+pub async fn wait_node_ready(
+    client: &kube::Client,
+    node: &str,
+    want: &str,
+    timeout: Duration,
+) -> Result<Duration, String> {
+    let mut last = None;
+    let seen = watch_node(client, node, timeout, |n| {
+        last = ready_status(n);
+        last.as_deref() == Some(want)
+    })
+    .await;
+    seen.ok_or_else(|| {
+        format!(
             "node {node}: Ready={want} not reached within {timeout:?} (last seen Ready={})",
             last.as_deref().unwrap_or("none")
-        )),
-    }
+        )
+    })
+}
+
+/// Watches a Node until it carries none of the node lifecycle controller's
+/// taints (`node.kubernetes.io/...`): a Node just Ready keeps its not-ready
+/// or unreachable NoSchedule taint until the controller's next pass, and
+/// pods made meanwhile go elsewhere.
+pub async fn wait_node_untainted(
+    client: &kube::Client,
+    node: &str,
+    timeout: Duration,
+) -> Result<Duration, String> {
+    let mut last = Vec::new();
+    let seen = watch_node(client, node, timeout, |n| {
+        last = n
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .into_iter()
+            .flatten()
+            .filter(|t| t.key.starts_with("node.kubernetes.io/"))
+            .map(|t| format!("{}:{}", t.key, t.effect))
+            .collect();
+        last.is_empty()
+    })
+    .await;
+    seen.ok_or_else(|| {
+        format!(
+            "node {node}: still tainted after {timeout:?} ({})",
+            last.join(", ")
+        )
+    })
 }
 
 /// Watches the node's Lease (`kube-node-lease/<node>`) until its renewTime

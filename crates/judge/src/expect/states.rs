@@ -88,35 +88,37 @@ pub(super) fn pods(pods: &[&PodView], c: &PodsCond) -> bool {
 /// its condition: how many, and the first few with their phase, reason and
 /// state (a pod that was never judged would otherwise be a blank).
 pub(super) fn pods_seen(pods: &[&PodView]) -> String {
-    const SHOWN: usize = 8;
-    let mut out = format!(
+    let head = format!(
         "{} pod{}",
         pods.len(),
         if pods.len() == 1 { "" } else { "s" }
     );
-    let shown: Vec<String> = pods
-        .iter()
-        .take(SHOWN)
-        .map(|p| {
-            let mut state = vec![p.phase.clone()];
-            state.extend(p.reason.clone());
-            if p.ready {
-                state.push("ready".into());
-            }
-            if p.terminating {
-                state.push("terminating".into());
-            }
-            format!("{} ({})", p.name, state.join(", "))
-        })
-        .collect();
+    let each = pods.iter().map(|p| {
+        let mut state = vec![p.phase.clone()];
+        state.extend(p.reason.clone());
+        if p.ready {
+            state.push("ready".into());
+        }
+        if p.terminating {
+            state.push("terminating".into());
+        }
+        format!("{} ({})", p.name, state.join(", "))
+    });
+    first_few(head, each, pods.len())
+}
+
+/// `head`, then the first few of `items` (of `total`) and how many more.
+fn first_few(mut head: String, items: impl Iterator<Item = String>, total: usize) -> String {
+    const SHOWN: usize = 8;
+    let shown: Vec<String> = items.take(SHOWN).collect();
     if !shown.is_empty() {
-        out.push_str(": ");
-        out.push_str(&shown.join(", "));
+        head.push_str(": ");
+        head.push_str(&shown.join(", "));
     }
-    if pods.len() > SHOWN {
-        out.push_str(&format!(", and {} more", pods.len() - SHOWN));
+    if total > SHOWN {
+        head.push_str(&format!(", and {} more", total - SHOWN));
     }
-    out
+    head
 }
 
 /// Whether `c` holds for a Service subject (never for another subject).
@@ -134,7 +136,6 @@ pub(super) fn service(world: &World, subject: &ResolvedSubject, c: &ServiceCond)
 /// its condition: how many ready endpoints, and the first few with their
 /// pods (an address is counted once, as clients are routed by address).
 pub(super) fn service_seen(world: &World, subject: &ResolvedSubject) -> Option<String> {
-    const SHOWN: usize = 8;
     let ResolvedSubject::Service { name, on, not_on } = subject else {
         return None;
     };
@@ -144,23 +145,14 @@ pub(super) fn service_seen(world: &World, subject: &ResolvedSubject) -> Option<S
         .map(|e| (e.address.as_str(), e.pod.as_deref().unwrap_or("no pod")))
         .collect();
     let ready = listed.len();
-    let mut out = format!(
+    let head = format!(
         "{ready} ready endpoint{}",
         if ready == 1 { "" } else { "s" }
     );
-    let shown: Vec<String> = listed
+    let each = listed
         .iter()
-        .take(SHOWN)
-        .map(|(address, pod)| format!("{address} ({pod})"))
-        .collect();
-    if !shown.is_empty() {
-        out.push_str(": ");
-        out.push_str(&shown.join(", "));
-    }
-    if listed.len() > SHOWN {
-        out.push_str(&format!(", and {} more", listed.len() - SHOWN));
-    }
-    Some(out)
+        .map(|(address, pod)| format!("{address} ({pod})"));
+    Some(first_few(head, each, ready))
 }
 
 #[cfg(test)]
