@@ -312,11 +312,17 @@ async fn batch_of_two(cluster: &mut SimCluster, client: &kube::Client) {
 /// A node proxy request (what `kubectl logs` and the graceful-shutdown
 /// preflight's `/configz` make) on a sim fails on this machine: the API
 /// server's node traffic goes to a socket nothing listens on, never to the
-/// nodes' made-up addresses or through DNS for their names.
-async fn node_proxy_stays_here(client: &kube::Client, cluster: &SimCluster) {
+/// nodes' made-up addresses or through DNS for their names. Asked without
+/// kube's default retries, as the preflight asks: they retry a 503 15 times
+/// with a doubling backoff, which held this test about 300 s.
+async fn node_proxy_stays_here(cluster: &SimCluster) {
+    let mut config = cluster.config().await.unwrap();
+    config.default_retry = false;
+    let client = kube::Client::try_from(config).unwrap();
     let req = http::Request::get("/api/v1/nodes/worker-1/proxy/configz")
         .body(Vec::new())
         .unwrap();
+    let asked = Instant::now();
     let err = client
         .request_text(req)
         .await
@@ -327,6 +333,8 @@ async fn node_proxy_stays_here(client: &kube::Client, cluster: &SimCluster) {
         "refused at the egress socket {}: {err}",
         socket.display()
     );
+    let took = asked.elapsed();
+    assert!(took < Duration::from_secs(10), "refused after {took:?}");
 }
 
 async fn fail_and_recover(shards: usize) {
@@ -364,7 +372,7 @@ async fn fail_and_recover(shards: usize) {
         .collect();
     assert_eq!(ready.len(), 3, "3 nodes Ready after sim up");
     if shards == 0 {
-        node_proxy_stays_here(&client, &cluster).await;
+        node_proxy_stays_here(&cluster).await;
     }
 
     // Two pods on worker-1, Running and Ready as under a kubelet: one with
